@@ -1,0 +1,207 @@
+"""Rendering of results: text/plain always, a figure as PNG, and an ipywidgets view when live.
+
+Measuring and rendering are separate: these functions only read a result. matplotlib and ipywidgets
+are imported here, on first display, never at ``%load_ext``. The figure is drawn with the
+object-oriented API on an Agg canvas (no pyplot, no global backend state).
+
+The bundle a timing result displays is ``{"text/plain", "image/png"}`` and, in a live kernel whose
+front end can show widgets, ``application/vnd.jupyter.widget-view+json`` as well: front ends without
+the widget manager (nbconvert, GitHub, VS Code's static view) fall back to the PNG, terminals to text.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import sys
+from typing import Any
+
+from ._format import fmt_time
+
+_TIME_SCALES = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+
+
+def _time_unit(x: float) -> tuple[str, float]:
+    for unit, scale in _TIME_SCALES:
+        if x >= scale:
+            return unit, scale
+    return "ns", 1e-9
+
+
+def bench_figure_png(r: Any) -> bytes | None:
+    """A 2-panel PNG: per-call time of every block (warmup grey, samples blue) and a histogram."""
+    if not r.raw:
+        return None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    unit, scale = _time_unit(r.median)
+    warm = [d / k / scale for k, d in r.warmup]
+    meas = [t / scale for t in r.times]
+    fig = Figure(figsize=(7.5, 2.3), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax, hx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
+    ax.plot(range(len(warm)), warm, ".", color="0.6", ms=3, label=f"warmup ({len(warm)})")
+    xs = range(len(warm), len(warm) + len(meas))
+    ax.plot(xs, meas, ".", color="tab:blue", ms=3, label=f"samples ({len(meas)})")
+    lo, hi = r.ci
+    ax.axhspan(lo / scale, hi / scale, color="tab:orange", alpha=0.25, lw=0)
+    ax.axhline(r.median / scale, color="tab:orange", lw=1, label=f"median {fmt_time(r.median)}")
+    top = max(meas + warm[-len(warm) // 2:] if warm else meas)
+    ax.set_ylim(0, top * 1.15 if top > 0 else 1)
+    ax.set_xlabel("block (in order)")
+    ax.set_ylabel(f"time per call [{unit}]")
+    ax.legend(loc="upper right", fontsize=7, frameon=False)
+    ax.set_title(r.label or "timeline", fontsize=9, loc="left")
+    hx.hist(meas, bins=min(40, max(5, len(meas) // 3)), color="tab:blue", alpha=0.8)
+    hx.axvline(r.median / scale, color="tab:orange", lw=1)
+    hx.set_xlabel(f"time per call [{unit}]")
+    hx.set_yticks([])
+    hx.set_title("distribution", fontsize=9, loc="left")
+    for a in (ax, hx):
+        a.tick_params(labelsize=7)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def widgets_available(shell: Any) -> bool:
+    """True in a live ipykernel (comms work) with ipywidgets installed, unless PERFMAGIC_WIDGETS=0."""
+    if os.environ.get("PERFMAGIC_WIDGETS", "1") == "0":
+        return False
+    if shell is None or getattr(shell, "kernel", None) is None:
+        return False
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _kv_table(d: dict[str, Any]) -> str:
+    rows = "".join(f"<tr><th style='text-align:left;padding-right:1em'>{html.escape(str(k))}</th>"
+                   f"<td style='text-align:left'>{html.escape(str(v))}</td></tr>" for k, v in d.items())
+    return f"<table style='font-size:12px'>{rows}</table>"
+
+
+def _bench_widget(r: Any, text: str, png: bytes | None) -> Any:
+    import ipywidgets as w
+
+    pre = w.HTML(f"<pre style='margin:0;font-size:12px'>{html.escape(text)}</pre>")
+    tabs: list[Any] = []
+    titles: list[str] = []
+    if png is not None:
+        tabs.append(w.Image(value=png, format="png"))
+        titles.append("Samples")
+    times = "".join(f"<tr><td>{i}</td><td>{fmt_time(t)}</td></tr>" for i, t in enumerate(r.times))
+    tabs.append(w.HTML(f"<div style='max-height:220px;overflow:auto'><table style='font-size:12px'>"
+                       f"<tr><th>#</th><th>time per call</th></tr>{times}</table></div>"))
+    titles.append("Raw samples")
+    flat_env = {k: v for k, v in r.env.items() if not isinstance(v, (dict, list))}
+    tabs.append(w.HTML(_kv_table({**r.policy, **flat_env})))
+    titles.append("Policy & environment")
+    tab = w.Tab(children=tabs)
+    for i, t in enumerate(titles):
+        tab.set_title(i, t)
+    return w.VBox([pre, tab])
+
+
+def bench_bundle(r: Any, run_id: Any = None, *, widget: bool = False, plot: bool = True) -> dict[str, Any]:
+    """The display bundle of a timing result (see module docstring)."""
+    text = r.text(run_id if run_id is not None else getattr(r, "run_id", None))
+    bundle: dict[str, Any] = {"text/plain": text}
+    png = None
+    if plot:
+        try:
+            png = bench_figure_png(r)
+        except ImportError:
+            text += "\n  (matplotlib is not installed: no figure)"
+            bundle["text/plain"] = text
+    if png is not None:
+        bundle["image/png"] = base64.b64encode(png).decode("ascii")
+    if widget:
+        try:
+            view = _bench_widget(r, text, png)
+            bundle["application/vnd.jupyter.widget-view+json"] = {
+                "version_major": 2, "version_minor": 0, "model_id": view.model_id}
+        except Exception as exc:  # a broken widget stack must not lose the result
+            bundle["text/plain"] = text + f"\n  (widget unavailable: {type(exc).__name__}; static figure shown)"
+    return bundle
+
+
+def display_bundle(bundle: dict[str, Any]) -> None:
+    from IPython.display import display
+
+    display(bundle, raw=True)
+
+
+def is_kernel() -> bool:
+    ipy = sys.modules.get("IPython")
+    shell = ipy.get_ipython() if ipy else None
+    return getattr(shell, "kernel", None) is not None
+
+
+# ---- the ledger table ---------------------------------------------------------------------------
+
+def metric_text(row: dict[str, Any]) -> str:
+    """The headline metric of a ledger row, e.g. ``5.07 ms ±0.2% (120×1)``."""
+    m = row.get("metrics") or {}
+    key = row.get("primary_metric")
+    v = m.get(key) if key else None
+    if v is None:
+        return "—"
+    if key and key.endswith("_s"):
+        txt = fmt_time(v)
+        lo, hi = m.get("ci_low_s"), m.get("ci_high_s")
+        if lo is not None and hi is not None and v:
+            txt += f" ±{(hi - lo) / 2 / v:.1%}"
+        if m.get("n_samples") is not None:
+            txt += f" ({m['n_samples']}×{m.get('number', 1)})"
+        return txt
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _when(created: str | None) -> str:
+    if not created:
+        return ""
+    from datetime import datetime
+
+    try:
+        dt = datetime.fromisoformat(created.replace("Z", "+00:00")).astimezone()
+    except ValueError:
+        return created
+    return dt.strftime("%m-%d %H:%M:%S")
+
+
+def _first_code_line(code: str | None) -> str:
+    lines = [ln for ln in (code or "").splitlines() if ln.strip()]
+    body = [ln for ln in lines if not ln.lstrip().startswith("%%")]
+    s = (body[0] if body else (lines[0] if lines else "")).strip()
+    return s if len(s) <= 40 else s[:39] + "…"
+
+
+def ledger_bundle(rows: list[dict[str, Any]], *, total: int, where: str, notebook: str | None) -> dict[str, Any]:
+    """text/plain and text/html for ``%perf``: one line per run, newest first."""
+    title = (f"perfmagic ledger — {notebook or 'no notebook (working directory)'} — {where}\n"
+             f"{total} run{'s' if total != 1 else ''}" + (f", newest {len(rows)} shown" if total > len(rows) else ""))
+    cols = ("id", "when", "magic", "label", "status", "result", "code")
+    table = []
+    for r in rows:
+        rid = str(r.get("id")) + ("" if r.get("saved", True) else "*")
+        table.append((rid, _when(r.get("created_utc")), r.get("magic") or "", (r.get("label") or "")[:30],
+                      r.get("status") or "", metric_text(r), _first_code_line(r.get("code"))))
+    widths = [max([len(c)] + [len(t[i]) for t in table]) for i, c in enumerate(cols)]
+    fmt = "  ".join("{:<%d}" % w for w in widths)
+    lines = [title, fmt.format(*cols)] + [fmt.format(*t) for t in table]
+    if not rows:
+        lines.append("(no runs yet: time something with %%gpubench)")
+    if any(not r.get("saved", True) for r in rows):
+        lines.append("* kept in memory only: the ledger file could not be written")
+    head = "".join(f"<th style='text-align:left'>{c}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td style='text-align:left'>{html.escape(x)}</td>" for x in t) + "</tr>"
+                   for t in table)
+    htm = (f"<div><div style='font-size:12px;color:#555'>{html.escape(title)}</div>"
+           f"<table style='font-size:12px'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
+    return {"text/plain": "\n".join(lines), "text/html": htm}

@@ -1,0 +1,104 @@
+"""Peak memory of one call, measured in a separate, untimed pass.
+
+Tracing allocations slows Python code several-fold, so memory is never measured while timing. After
+the timed samples, the engine runs the code once more under:
+
+* ``tracemalloc``: the peak of traced Python allocations above the level before the call
+  (NumPy reports its buffers to tracemalloc; torch CPU tensors do not, which RSS covers);
+* RSS: the kernel's high-water mark ``VmHWM`` is reset by writing ``5`` to ``/proc/self/clear_refs``
+  (Linux ≥ 4.0) and read after the call, so short-lived peaks are caught without a sampling thread.
+  Where that is not possible, the RSS increase after the call is reported and labelled as such;
+* CUDA: ``torch.cuda.reset_peak_memory_stats`` before, ``max_memory_allocated`` after a synchronize,
+  minus ``memory_allocated`` before (the baseline).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    traced_peak_bytes: int | None
+    rss_peak_increase_bytes: int | None
+    rss_method: str  # "vmhwm" (true peak) | "after-before" | "unavailable"
+    cuda_peak_bytes: int | None = None
+    cuda_reserved_bytes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _reset_hwm() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def current_rss() -> int | None:
+    rss = _status_kib("VmRSS")
+    if rss is None:
+        try:
+            import psutil
+
+            rss = int(psutil.Process().memory_info().rss)
+        except Exception:
+            return None
+    return rss
+
+
+def measure(run_once: Callable[[], Any], finish: Callable[[], None], device: str) -> MemoryReport:
+    """Run ``run_once`` a single time and report its peak memory above the starting level."""
+    import tracemalloc
+
+    torch = sys.modules.get("torch") if device.startswith("cuda") else None
+    cuda_base = None
+    if torch is not None:
+        finish()
+        torch.cuda.reset_peak_memory_stats(device)
+        cuda_base = int(torch.cuda.memory_allocated(device))
+    rss_before = current_rss()
+    hwm_ok = _reset_hwm() and _status_kib("VmHWM") is not None
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        traced_base = tracemalloc.get_traced_memory()[0]
+        run_once()
+        finish()
+        traced_peak = max(tracemalloc.get_traced_memory()[1] - traced_base, 0)
+    finally:
+        if started:
+            tracemalloc.stop()
+    rss_inc: int | None
+    if hwm_ok and rss_before is not None:
+        hwm = _status_kib("VmHWM") or 0
+        rss_inc, method = max(hwm - rss_before, 0), "vmhwm"
+    elif rss_before is not None:
+        after = current_rss() or rss_before
+        rss_inc, method = max(after - rss_before, 0), "after-before"
+    else:
+        rss_inc, method = None, "unavailable"
+    cuda_peak = cuda_reserved = None
+    if torch is not None and cuda_base is not None:
+        cuda_peak = max(int(torch.cuda.max_memory_allocated(device)) - cuda_base, 0)
+        cuda_reserved = int(torch.cuda.max_memory_reserved(device))
+    return MemoryReport(traced_peak, rss_inc, method, cuda_peak, cuda_reserved)

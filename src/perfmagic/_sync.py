@@ -1,0 +1,186 @@
+"""Pluggable device synchronisation used at block boundaries.
+
+Device work is asynchronous: a timer that does not wait for the device measures the *launch*, not
+the work. Every block of calls is bracketed by a :class:`Sync`::
+
+    token = sync.before()        # CUDA: record a start event on the current stream
+    t0 = clock(); run(n); value  # the user's code, n times
+    sync.after(value)            # CUDA: record an end event, wait for it; JAX: block_until_ready(value)
+    t1 = clock()
+    dt = sync.elapsed(token)     # CUDA: event time (device timeline); others: None -> wall time t1 - t0
+
+Backends: ``none`` (CPU), ``cuda`` (torch CUDA events + final synchronize), ``mps``
+(``torch.mps.synchronize``), ``jax`` (``block_until_ready`` on the cell's value), ``cupy``
+(current stream synchronize). :func:`detect` picks one from what the cell touched; users override.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from ._errors import BadOptionError
+
+SYNC_CHOICES = ("auto", "none", "cuda", "mps", "jax", "cupy")
+
+
+class Sync:
+    """No synchronisation: the CPU runs the code synchronously."""
+
+    name = "none"
+    device_timed = False
+
+    def before(self) -> Any:
+        return None
+
+    def after(self, value: Any) -> None:
+        return None
+
+    def elapsed(self, token: Any) -> float | None:
+        return None
+
+    def finish(self) -> None:
+        """A full device synchronize (end of a measurement, before reading memory counters)."""
+        return None
+
+
+class CudaSync(Sync):
+    """CUDA through torch: events on the current stream time the device; ``after`` waits for the end event."""
+
+    name = "cuda"
+    device_timed = True
+
+    def __init__(self, device: str = "cuda") -> None:
+        import torch
+
+        self._torch = torch
+        self.device = torch.device(device)
+        if self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+
+    def before(self) -> Any:
+        stream = self._torch.cuda.current_stream(self.device)
+        self._start.record(stream)
+        return self._start
+
+    def after(self, value: Any) -> None:
+        self._end.record(self._torch.cuda.current_stream(self.device))
+        self._end.synchronize()
+
+    def elapsed(self, token: Any) -> float | None:
+        return float(token.elapsed_time(self._end)) / 1e3  # elapsed_time is in milliseconds
+
+    def finish(self) -> None:
+        self._torch.cuda.synchronize(self.device)
+
+
+class MpsSync(Sync):
+    name = "mps"
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+
+    def after(self, value: Any) -> None:
+        self._torch.mps.synchronize()
+
+    finish = lambda self: self._torch.mps.synchronize()  # noqa: E731
+
+
+class JaxSync(Sync):
+    """JAX dispatches asynchronously; ``block_until_ready`` on the cell's last value waits for it."""
+
+    name = "jax"
+
+    def __init__(self) -> None:
+        import jax
+
+        self._jax = jax
+
+    def after(self, value: Any) -> None:
+        if value is not None:
+            self._jax.block_until_ready(value)
+
+    def finish(self) -> None:
+        try:
+            self._jax.effects_barrier()
+        except Exception:  # pragma: no cover - older JAX
+            pass
+
+
+class CupySync(Sync):
+    name = "cupy"
+
+    def __init__(self) -> None:
+        import cupy
+
+        self._cupy = cupy
+
+    def after(self, value: Any) -> None:
+        self._cupy.cuda.get_current_stream().synchronize()
+
+    def finish(self) -> None:
+        self._cupy.cuda.Device().synchronize()
+
+
+def _module_of(value: Any) -> str:
+    return (type(value).__module__ or "").split(".", 1)[0]
+
+
+def cuda_in_use() -> bool:
+    """True when torch is imported and CUDA has been initialised in this process (never imports torch)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        return bool(torch.cuda.is_available() and torch.cuda.is_initialized())
+    except Exception:
+        return False
+
+
+def detect(value: Any, device: str) -> tuple[str, str]:
+    """Choose a backend from the cell's last value and what the process has initialised.
+
+    Returns ``(name, reason)``. Never imports a framework the cell did not import.
+    """
+    if device.startswith("cuda"):
+        return "cuda", f"device {device}"
+    if device == "mps":
+        return "mps", "device mps"
+    mod = _module_of(value)
+    if mod in ("jax", "jaxlib"):
+        return "jax", "the cell returns a JAX array"
+    if mod == "cupy":
+        return "cupy", "the cell returns a CuPy array"
+    if mod == "torch":
+        dev = getattr(value, "device", None)
+        kind = getattr(dev, "type", None)
+        if kind == "cuda":
+            return "cuda", "the cell returns a CUDA tensor"
+        if kind == "mps":
+            return "mps", "the cell returns an MPS tensor"
+    if cuda_in_use():
+        return "cuda", "CUDA is initialised in this process"
+    return "none", "no device work detected"
+
+
+def make(name: str, device: str = "cpu") -> Sync:
+    """Build a backend by name; a name whose framework is missing is a :class:`BadOptionError`."""
+    if name not in SYNC_CHOICES or name == "auto":
+        raise BadOptionError("--sync", name, "one of " + ", ".join(SYNC_CHOICES))
+    try:
+        if name == "none":
+            return Sync()
+        if name == "cuda":
+            return CudaSync(device if device.startswith("cuda") else "cuda")
+        if name == "mps":
+            return MpsSync()
+        if name == "jax":
+            return JaxSync()
+        return CupySync()
+    except ImportError as exc:
+        raise BadOptionError("--sync", name, "a backend whose framework is installed",
+                             f"{exc.name or name} is not importable; use --sync none or install it") from None

@@ -1,0 +1,116 @@
+"""Option parsing at the magic boundary.
+
+The magics declare their options with IPython's ``@magic_arguments`` (so ``%%gpubench?`` shows them)
+and parse with that same parser here, with two additions ``parse_argstring`` lacks:
+
+* the setup code after the options keeps its exact text (quotes, spacing), as in ``%%timeit``;
+* an unknown option or bad value becomes a ``UsageError`` that names it and lists the valid options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shlex
+from typing import Any
+
+from IPython.core.error import UsageError
+
+_TOKEN = re.compile(r"""(?:[^\s"']+|"[^"]*"|'[^']*')+""")
+
+
+def tokens(line: str) -> list[tuple[str, int]]:
+    """Whitespace-separated tokens with their start offsets; quotes group, and are removed."""
+    out = []
+    for m in _TOKEN.finditer(line):
+        raw = m.group(0)
+        try:
+            parts = shlex.split(raw)
+            value = parts[0] if len(parts) == 1 else raw
+        except ValueError:
+            value = raw
+        out.append((value, m.start()))
+    return out
+
+
+def option_names(parser: argparse.ArgumentParser) -> list[str]:
+    return sorted({s for a in parser._actions for s in a.option_strings if s.startswith("--") or len(s) == 2})
+
+
+def parse(parser: argparse.ArgumentParser, line: str, *, remainder: str | None = None) -> tuple[argparse.Namespace, str]:
+    """Parse ``line``; returns (options, remainder text). ``remainder`` names the REMAINDER positional."""
+    toks = tokens(line)
+    argv = [t for t, _ in toks]
+    try:
+        ns = parser.parse_args(argv)
+    except UsageError as exc:
+        msg = str(exc)
+        raise UsageError(f"{msg}\nvalid options: {', '.join(option_names(parser))}  (see %{parser.prog}?)") from None
+    rest = ""
+    if remainder is not None:
+        rem = getattr(ns, remainder) or []
+        if rem:
+            start = toks[len(toks) - len(rem)][1]
+            rest = line[start:].strip()
+        setattr(ns, remainder, rest)
+    return ns, rest
+
+
+def positive_duration(text: str) -> float:
+    from .._format import parse_duration
+
+    try:
+        v = parse_duration(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use seconds or a unit, e.g. 0.5, 500ms, 2s, 1m") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the budget must be more than 0 s, e.g. 0.5 or 2s")
+    return v
+
+
+def fraction(text: str) -> float:
+    t = text.strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction; use e.g. 0.01 or 1%") from None
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be between 0 and 1 (exclusive), e.g. 0.01 or 1%")
+    return v
+
+
+def warmup_count(text: str) -> Any:
+    if text == "auto":
+        return "auto"
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: use 'auto' or a number of calls >= 0") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: the number of warmup calls cannot be negative")
+    return v
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return v
+
+
+def eval_expr(option: str, expr: str | None, user_ns: dict[str, Any]) -> float | None:
+    """Evaluate a work expression (``--flops 2*n**3``) in the user's namespace, as a UsageError on failure."""
+    if expr is None:
+        return None
+    try:
+        value = eval(compile(expr, f"<{option}>", "eval"), user_ns)
+        value = float(value)
+    except Exception as exc:
+        raise UsageError(f"{option} {expr!r}: {type(exc).__name__}: {exc}. The expression is evaluated in the "
+                         f"notebook's namespace: define its names first, or give a number") from None
+    if not value > 0:
+        raise UsageError(f"{option} {expr!r} evaluated to {value!r}; the work per call must be a positive number")
+    return value

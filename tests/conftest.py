@@ -1,0 +1,94 @@
+"""Shared fixtures: a real IPython shell with perfmagic loaded, capturing every display bundle."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import pytest
+
+try:  # no CUDA here: the GPU tests are skipped, but stay real for the machines that have one
+    import torch as _torch
+
+    HAS_CUDA = bool(_torch.cuda.is_available())
+except Exception:  # pragma: no cover
+    HAS_CUDA = False
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(skip)
+
+
+class Shell:
+    """A thin wrapper over InteractiveShell: run cells, read what the user would see."""
+
+    def __init__(self, ip: Any, pub: Any) -> None:
+        self.ip = ip
+        self.pub = pub
+
+    def run(self, source: str) -> Any:
+        self.pub.outputs.clear()
+        return self.ip.run_cell(source, store_history=True)
+
+    @property
+    def bundles(self) -> list[dict[str, Any]]:
+        return [o["data"] for o in self.pub.outputs]
+
+    def text(self) -> str:
+        return "\n".join(b.get("text/plain", "") for b in self.bundles)
+
+
+@pytest.fixture
+def ledger_dir(tmp_path: Any, monkeypatch: Any) -> Any:
+    d = tmp_path / ".perfmagic"
+    monkeypatch.setenv("PERFMAGIC_LEDGER_DIR", str(d))
+    from perfmagic import _session
+
+    _session.forget_ledgers()
+    yield d
+    _session.forget_ledgers()
+
+
+@pytest.fixture
+def shell(ledger_dir: Any, monkeypatch: Any) -> Any:
+    from IPython.core.displaypub import CapturingDisplayPublisher
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.setenv("PERFMAGIC_WIDGETS", "0")
+    ip = InteractiveShell.instance()
+    old_pub = ip.display_pub
+    pub = CapturingDisplayPublisher()
+    ip.display_pub = pub
+    ip.run_line_magic("load_ext", "perfmagic")
+    try:
+        yield Shell(ip, pub)
+    finally:
+        ip.run_line_magic("unload_ext", "perfmagic")
+        ip.display_pub = old_pub
+
+
+def spin_loop(k: int) -> int:
+    x = 0
+    for i in range(k):
+        x += i
+    return x
+
+
+@pytest.fixture(scope="session")
+def spin_200us() -> tuple[int, float]:
+    """A pure-Python spin calibrated to about 200 µs, and its own independent median time."""
+    import statistics
+    import time
+
+    k = 2000
+    for _ in range(20):
+        t = time.perf_counter()
+        spin_loop(k)
+        dt = time.perf_counter() - t
+        if dt > 0:
+            k = max(100, int(k * 200e-6 / dt))
+    return k, 0.0
