@@ -15,6 +15,27 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def drop_dead_widget_views(nb: Any) -> int:
+    """Remove widget views whose kernel is gone, so every output shows its static fallback.
+
+    A widget view saved without its model state renders as "Error displaying widget: model not
+    found" when the notebook is reopened; the PNG/text fallback beside it reads everywhere.
+    """
+    dropped = 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if WIDGET_VIEW in data and len(data) > 1:
+                del data[WIDGET_VIEW]
+                dropped += 1
+    nb.metadata.pop("widgets", None)
+    return dropped
 
 
 def run(path: Path, timeout: int) -> Path:
@@ -24,7 +45,9 @@ def run(path: Path, timeout: int) -> Path:
     from nbconvert import HTMLExporter
 
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+    # the kernel learns its notebook as under jupyter-server, so the ledger is this notebook's
+    os.environ["JPY_SESSION_NAME"] = str(path.resolve())
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=False,
                             resources={"metadata": {"path": str(path.parent)}})
     t = time.perf_counter()
     try:
@@ -32,6 +55,7 @@ def run(path: Path, timeout: int) -> Path:
     except CellExecutionError as exc:
         print(f"\n{path}: a cell failed.\n{exc}", file=sys.stderr)
         raise SystemExit(1) from None
+    drop_dead_widget_views(nb)
     out_dir = path.parent / "_executed"
     out_dir.mkdir(exist_ok=True)
     executed = out_dir / path.name

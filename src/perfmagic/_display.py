@@ -4,9 +4,11 @@ Measuring and rendering are separate: these functions only read a result. matplo
 are imported here, on first display, never at ``%load_ext``. The figure is drawn with the
 object-oriented API on an Agg canvas (no pyplot, no global backend state).
 
-The bundle a timing result displays is ``{"text/plain", "image/png"}`` and, in a live kernel whose
-front end can show widgets, ``application/vnd.jupyter.widget-view+json`` as well: front ends without
-the widget manager (nbconvert, GitHub, VS Code's static view) fall back to the PNG, terminals to text.
+The bundle a timing result displays is ``text/plain`` (terminals), ``text/html`` (the text *and* the
+figure as an inline PNG: JupyterLab, nbconvert HTML, GitHub), ``image/png`` and, in a live kernel whose
+front end can show widgets, ``application/vnd.jupyter.widget-view+json``. Front ends without the widget
+manager fall back to the HTML. A widget view outlives its kernel only as "model not found", so
+``notebooks/run.py`` drops dead views from executed notebooks; ``PERFMAGIC_WIDGETS=0`` turns widgets off.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def bench_figure_png(r: Any) -> bytes | None:
     ax.set_ylim(0, top * 1.15 if top > 0 else 1)
     ax.set_xlabel("block (in order)")
     ax.set_ylabel(f"time per call [{unit}]")
-    ax.legend(loc="upper right", fontsize=7, frameon=False)
+    ax.legend(loc="lower right", fontsize=7, frameon=False, ncol=3)
     ax.set_title(r.label or "timeline", fontsize=9, loc="left")
     hx.hist(meas, bins=min(40, max(5, len(meas) // 3)), color="tab:blue", alpha=0.8)
     hx.axvline(r.median / scale, color="tab:orange", lw=1)
@@ -119,8 +121,14 @@ def bench_bundle(r: Any, run_id: Any = None, *, widget: bool = False, plot: bool
         except ImportError:
             text += "\n  (matplotlib is not installed: no figure)"
             bundle["text/plain"] = text
-    if png is not None:
-        bundle["image/png"] = base64.b64encode(png).decode("ascii")
+    b64 = base64.b64encode(png).decode("ascii") if png is not None else None
+    if b64 is not None:
+        bundle["image/png"] = b64
+    # text/html carries the text line *and* the figure: front ends show one mimetype, and the
+    # summary must stay visible beside the figure (JupyterLab, nbconvert HTML, GitHub).
+    img = f"<br><img src='data:image/png;base64,{b64}' alt='timeline and histogram of the samples'>" if b64 else ""
+    bundle["text/html"] = (f"<div class='perfmagic-result'><pre style='margin:0;font-size:12px'>"
+                           f"{html.escape(text)}</pre>{img}</div>")
     if widget:
         try:
             view = _bench_widget(r, text, png)

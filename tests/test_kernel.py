@@ -1,0 +1,95 @@
+"""A real kernel (ipykernel through nbclient) runs the magics from notebook cells."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+pytestmark = pytest.mark.slow
+
+
+def _run(cells: list[str], cwd: Path) -> list:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    env_backup = os.environ.get("PERFMAGIC_LEDGER_DIR")
+    os.environ.pop("PERFMAGIC_LEDGER_DIR", None)  # the kernel must find the ledger itself
+    try:
+        nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+                                resources={"metadata": {"path": str(cwd)}}).execute()
+    finally:
+        if env_backup is not None:
+            os.environ["PERFMAGIC_LEDGER_DIR"] = env_backup
+    return nb.cells
+
+
+def _texts(cell) -> str:
+    out = []
+    for o in cell.outputs:
+        out.append(o.get("text", ""))
+        out.append(o.get("data", {}).get("text/plain", ""))
+    return "\n".join(out)
+
+
+def test_gpubench_in_a_real_kernel_and_rows_survive_a_restart(tmp_path: Path) -> None:
+    cells = _run(["%load_ext perfmagic",
+                  "import time, sys",
+                  "%%gpubench -l nap\ntime.sleep(0.005)",
+                  "heavy = [m for m in ('pandas',) if m in sys.modules]; heavy"], tmp_path)
+    out = cells[2].outputs
+    assert len(out) == 1 and out[0].output_type == "display_data"
+    data = out[0].data
+    assert "median" in data["text/plain"] and "run #1" in data["text/plain"]
+    assert "image/png" in data  # static fallback for nbconvert, GitHub, ...
+    assert "application/vnd.jupyter.widget-view+json" in data  # the live widget
+    assert (tmp_path / ".perfmagic" / "ledger.sqlite").exists()
+    # a new kernel process (a restart) sees the row
+    cells = _run(["%load_ext perfmagic", "%perf", "import perfmagic; len(perfmagic.ledger())"], tmp_path)
+    assert "nap" in _texts(cells[1]) and "1 run" in _texts(cells[1])
+    assert _texts(cells[2]).strip() == "1"
+
+
+def test_errors_in_a_real_kernel(tmp_path: Path) -> None:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in (
+        "%load_ext perfmagic", "%%gpubench --nope\n1", "%%gpubench\n1/0")])
+    client = nbclient.NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True,
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    usage = _texts(nb.cells[1])  # IPython prints a UsageError as one message on stderr, no traceback
+    assert "UsageError" in usage and "--nope" in usage and "valid options" in usage
+    assert "Traceback" not in usage
+    err = nb.cells[2].outputs[-1]
+    assert err.output_type == "error" and err.ename == "ZeroDivisionError"
+    tb = "\n".join(err.traceback)
+    assert "1/0" in tb and "_engine.py" not in tb
+
+
+def test_tour_runner_leaves_static_html(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in (
+        "%load_ext perfmagic", "%%gpubench -l x\nsum(range(100))")])
+    path = tmp_path / "mini.ipynb"
+    nbformat.write(nb, path)
+    shutil.copy(root / "notebooks" / "run.py", tmp_path / "run.py")
+    res = subprocess.run([sys.executable, str(tmp_path / "run.py"), str(path)], capture_output=True, text=True,
+                         timeout=300, env={k: v for k, v in os.environ.items() if k != "PERFMAGIC_LEDGER_DIR"})
+    assert res.returncode == 0, res.stderr
+    html = (tmp_path / "mini.html").read_text()
+    assert "data:image/png;base64" in html and "median" in html
+    executed = nbformat.read(tmp_path / "_executed" / "mini.ipynb", 4)
+    data = executed.cells[1].outputs[0].data
+    assert "application/vnd.jupyter.widget-view+json" not in data  # no dead widget view left behind
+    led = tmp_path / ".perfmagic" / "ledger.sqlite"
+    assert led.exists()
+    import sqlite3
+
+    con = sqlite3.connect(led)
+    (nbname,) = con.execute("select notebook from runs").fetchone()
+    assert nbname and nbname.endswith("mini.ipynb")

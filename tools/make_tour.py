@@ -1,0 +1,58 @@
+"""Write notebooks/00_tour.ipynb from the cells below (outputs are produced by `make tour`, never by hand)."""
+
+from pathlib import Path
+
+import nbformat as nbf
+
+md, code = nbf.v4.new_markdown_cell, nbf.v4.new_code_cell
+cells = [
+    md("# perfmagic tour\n\n"
+       "perfmagic turns a notebook into a performance lab: it measures the code in this kernel the way a careful "
+       "performance engineer would — warm up, synchronize the device, measure until the number is trustworthy — "
+       "and records every result in a per-notebook ledger, so one change at a time can be judged with "
+       "before/after numbers.\n\n"
+       "Every figure below was produced by running this notebook (`make tour`), on whatever machine ran it: "
+       "read your own numbers, not ours."),
+    code("%load_ext perfmagic"),
+    md("## `%%gpubench`: time a cell\n\n"
+       "The first (cold) call is timed apart; the cell is warmed up until timings stop drifting; then it runs in "
+       "calibrated blocks until the 95% confidence interval of the median is within ±1%, or the budget "
+       "(about 1 s) is spent. Setup code goes on the magic line, as with `%%timeit`. On a machine without CUDA it "
+       "says so in one line and times on the CPU."),
+    code("import time"),
+    code("%%gpubench -l sleep-5ms\ntime.sleep(0.005)"),
+    md("`--bytes`, `--flops` and `--items` declare the work of one call (Python expressions evaluated in the "
+       "notebook) and turn time into throughput. Here a NumPy add reads two arrays and writes one:"),
+    code("import numpy as np\nn = 2_000_000\na = np.random.rand(n)\nb = np.random.rand(n)"),
+    code("%%gpubench -l numpy-add --bytes 3*a.nbytes\na + b"),
+    md("A torch matmul, with its FLOP count (2·n³). With a CUDA device, the same cell with `device=\"cuda\"` is "
+       "timed with CUDA events and synchronized, and its peak memory comes from `torch.cuda.max_memory_allocated`."),
+    code("import torch\nm = 512\nx = torch.randn(m, m)\ny = torch.randn(m, m)"),
+    code("%%gpubench -l matmul-512 --flops 2*m**3\nx @ y"),
+    md("## The cold call\n\n"
+       "`%timeit` silently drops a slow first call. perfmagic reports it apart and warns when it dwarfs a warm call "
+       "(lazy initialisation, JIT, autotuning, caches):"),
+    code("cache = {}\n\ndef lookup(k):\n    if k not in cache:\n        time.sleep(0.2)  # an expensive first computation\n"
+         "        cache[k] = k * 2\n    return cache[k]"),
+    code("%%gpubench -l cached-lookup\nlookup(3)"),
+    md("## The result object\n\n"
+       "`-o` returns the result; it keeps every raw sample, and the statistics are derived from them."),
+    code("%%gpubench -o -q -l sum-range\nsum(range(1000))"),
+    code("r = _\nprint(f\"median {r.median * 1e6:.2f} µs, CI {r.ci[0] * 1e6:.2f}–{r.ci[1] * 1e6:.2f} µs, \"\n"
+         "      f\"{r.n_samples} samples × {r.number} calls, cold call {r.cold_s * 1e6:.1f} µs\")\nr.raw[:5]"),
+    md("## The same engine from a script\n\n"
+       "The magic is a thin front end over `perfmagic.bench`, which a `.py` file can call directly:"),
+    code("import perfmagic\n\nres = perfmagic.bench(\"sorted(data)\", setup=\"import random; data = random.sample(range(10**5), 10**4)\")\n"
+         "print(res.text())"),
+    md("## The ledger\n\n"
+       "Every run is a row in `.perfmagic/ledger.sqlite` beside the notebook: it survives kernel restarts. "
+       "`%perf` shows this notebook's runs, newest first; `%perf export runs.csv` writes them; "
+       "`%perf forget RUN` removes one."),
+    code("%perf"),
+    code("df = perfmagic.ledger()\ndf[[\"magic\", \"label\", \"status\", \"median_s\", \"ci_low_s\", \"ci_high_s\", \"cold_s\", \"n_samples\"]]"),
+]
+nb = nbf.v4.new_notebook(cells=cells, metadata={
+    "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+    "language_info": {"name": "python"}})
+Path("notebooks/00_tour.ipynb").write_text(nbf.writes(nb), encoding="utf-8")
+print("wrote notebooks/00_tour.ipynb")
