@@ -20,7 +20,8 @@ The algorithm, in order (every step is visible in the result):
    The GC is disabled during timed blocks unless ``gc=True`` (as ``timeit`` does).
 8. **Memory**, in one extra untimed call (:mod:`perfmagic._memory`).
 9. **Environment and doubts**: the environment is captured (:mod:`perfmagic._env`), the CPU load of
-   other processes during the run is measured, and one-line warnings are attached.
+   other processes during the run is measured, a fixed reference workload times the machine's own
+   speed (:mod:`perfmagic._reference`, for the drift guard), and one-line warnings are attached.
 
 Ctrl-C at any point after the cold call raises :class:`~perfmagic._errors.BenchInterrupted` carrying
 the partial result (status ``"interrupted"``). Exceptions from the user's code propagate unchanged.
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import gc as _gc
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -38,16 +38,14 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import _stats
-from ._compile import CompiledCell, compile_callable, compile_cell
-from ._errors import BadOptionError, BenchInterrupted, SetupError
+from ._errors import BadOptionError, BenchInterrupted
 from ._format import fmt_time
 from ._results import BenchResult
-from ._sync import SYNC_CHOICES, Sync, detect, make
+from ._subject import DRIFT_TOL, Subject, cuda_present
+from ._sync import SYNC_CHOICES
 
 DEFAULT_BUDGET = 1.0
 MAX_SOFT_BUDGET = 10.0
-MIN_BLOCK_S = 2e-4
-DRIFT_TOL = 0.05
 WARMUP_MIN_CALLS = 5
 WARMUP_MIN_FRACTION = 0.05
 WARMUP_MAX_FRACTION = 0.30
@@ -90,21 +88,10 @@ def resolve_device(device: str) -> tuple[str, list[str]]:
             raise BadOptionError("device", device, f"cuda:0 … cuda:{torch.cuda.device_count() - 1}")
         return f"cuda:{idx}", notes
     if d == "auto":
-        if not _cuda_present():
+        if not cuda_present():
             notes.append("no CUDA device on this machine: timed on the CPU")
         return "cpu", notes  # switched to CUDA after the cold call if the cell uses it
     return d, notes
-
-
-def _cuda_present() -> bool:
-    """Whether a CUDA device exists, without importing torch when the user has not."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            return bool(torch.cuda.is_available())
-        except Exception:
-            return False
-    return os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version")
 
 
 def bench(
@@ -146,48 +133,15 @@ def bench(
     soft_budget = float(budget) if hard else DEFAULT_BUDGET
     started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
     t_start = clock()
-
-    ns: dict[str, Any] = dict(globals) if globals is not None else {"__name__": "__perfmagic__"}
-    if setup and setup.strip():
-        try:
-            exec(compile(setup, "<perfmagic-setup>", "exec"), ns)
-        except SyntaxError as exc:
-            raise SetupError(f"the setup code is not valid Python: {exc.msg} (line {exc.lineno}): {setup!r}") from exc
-        except Exception as exc:
-            raise SetupError(f"the setup code raised {type(exc).__name__}: {exc}") from exc
-    if isinstance(stmt, str):
-        cell: CompiledCell = compile_cell(stmt, ns, filename or "<perfmagic-cell>")
-    else:
-        cell = compile_callable(stmt)
-    if cell.mode == "exec":
-        notes.append("the cell cannot run inside a function (e.g. 'import *'): timed through exec, which adds ~1 µs per call")
-    run = cell.run
+    subj = Subject(stmt, setup, globals, filename or "<perfmagic-cell>", sync, dev, clock)
 
     from ._env import LoadProbe
 
     probe = LoadProbe()
     probe.start()
     gc_was_enabled = _gc.isenabled()
-    s: Sync = Sync() if sync in ("auto", "none") else make(sync, dev)
-    flusher: Callable[[], None] | None = None
-    warm: list[tuple[int, float]] = []
-    raw: list[float] = []
-    cold: float | None = None
-    overhead = 0.0
-    number = 1
     stop = "precision"
     warnings: list[str] = []
-
-    def run_block(n: int) -> float:
-        if flusher is not None:
-            flusher()
-        tok = s.before()
-        t0 = clock()
-        v = run(n)
-        s.after(v)
-        t1 = clock()
-        d = s.elapsed(tok)
-        return d if d is not None else t1 - t0
 
     def spent() -> float:
         return clock() - t_start
@@ -197,78 +151,36 @@ def bench(
         if not gc:
             _gc.collect()
             _gc.disable()
-        # 2. cold call (also decides the sync backend in auto mode)
-        t0 = clock()
-        value = run(1)
-        if sync == "auto":
-            name, why = detect(value, dev)
-            if name != "none":
-                s = make(name, dev if dev.startswith("cuda") else ("cuda" if name == "cuda" else dev))
-                if name == "cuda" and not dev.startswith("cuda"):
-                    dev = str(getattr(s, "device", "cuda"))
-                notes.append(f"sync {name}: {why}")
-        else:
-            s.after(value)
-        s.finish()
-        cold = clock() - t0
-        if flush:
-            from ._flush import make_flusher
-
-            flusher, nbytes = make_flusher(dev)
-            notes.append(f"cache flushed before every sample ({nbytes / 2**20:.0f} MiB written, not timed)")
-        # 4. timer overhead
-        overhead = _stats.median([run_block(0) for _ in range(15)])
-        target_block = max(100.0 * overhead, MIN_BLOCK_S)
-
-        def calls_for(per_call: float, prev: int) -> int:
-            if flusher is not None:
-                return 1
-            n = max(1, math.ceil(target_block / max(per_call, 1e-12)))
-            return min(n, prev * 10) if prev else n
-
-        # 5. warmup
-        per_call = cold
-        number = calls_for(per_call, 1)
-        warm_calls = 0
-        drifting = False
-        wmax = WARMUP_MAX_FRACTION * soft_budget
-        wmin = WARMUP_MIN_FRACTION * soft_budget
+        subj.cold_call(flush)
+        subj.measure_overhead()
+        subj.number = subj.calls_for(subj.cold or 0.0, 1)
+        # warmup
         warm_start = clock()
-        while True:
-            if warmup != "auto" and warm_calls >= int(warmup):
-                break
-            dt = run_block(number)
-            warm.append((number, dt))
-            warm_calls += number
-            per_call = dt / number
-            number = calls_for(per_call, number)
-            if warmup != "auto":
-                number = max(1, min(number, int(warmup) - warm_calls)) if warm_calls < int(warmup) else number
-                continue
-            wt = clock() - warm_start
-            pcs = [d / k for k, d in warm]
-            stable = len(pcs) >= 6 and abs(_stats.median(pcs[-3:]) - _stats.median(pcs[-6:-3])) <= DRIFT_TOL * _stats.median(pcs[-6:-3])
-            if warm_calls >= WARMUP_MIN_CALLS and wt >= wmin and stable:
-                break
-            if wt >= wmax or spent() + per_call * number > soft_budget * 0.6:
-                drifting = len(pcs) >= 6 and not stable
-                break
-        if warm and warmup != "auto":
-            number = calls_for(warm[-1][1] / warm[-1][0], 0)
-        if drifting:
-            pcs = [d / k for k, d in warm]
-            move = abs(_stats.median(pcs[-3:]) / _stats.median(pcs[-6:-3]) - 1)
-            warnings.append(f"timings were still drifting at the end of warmup ({move:.0%} between the last blocks); "
-                            "raise --warmup or --budget")
-        # 7. sampling
+        if warmup != "auto":
+            while subj.warm_calls < int(warmup):
+                subj.warm_block(cap=int(warmup) - subj.warm_calls)
+        else:
+            wmax, wmin = WARMUP_MAX_FRACTION * soft_budget, WARMUP_MIN_FRACTION * soft_budget
+            while True:
+                per_call = subj.warm_block()
+                wt = clock() - warm_start
+                if subj.warm_calls >= WARMUP_MIN_CALLS and wt >= wmin and subj.warm_stable():
+                    break
+                if wt >= wmax or spent() + per_call * subj.number > soft_budget * 0.6:
+                    drift = subj.warm_drift()
+                    if drift is not None and drift > DRIFT_TOL:
+                        warnings.append(f"timings were still drifting at the end of warmup ({drift:.0%} between "
+                                        "the last blocks); raise --warmup or --budget")
+                    break
+        # sampling
         next_check = min_samples
         limit = soft_budget
         while True:
-            raw.append(run_block(number))
-            n = len(raw)
+            subj.sample()
+            n = len(subj.raw)
             if n >= next_check:
                 next_check = max(n + 1, int(n * 1.1))
-                pcs = [d / number for d in raw]
+                pcs = subj.per_call()
                 lo, hi, cov = _stats.median_ci(pcs, confidence)
                 if cov >= confidence and (hi - lo) / 2 <= precision * _stats.median(pcs):
                     stop = "precision"
@@ -276,8 +188,7 @@ def bench(
             if n >= max_samples:
                 stop = "max_samples"
                 break
-            est = _stats.median(raw[-5:])
-            if spent() + est > limit:
+            if spent() + _stats.median(subj.raw[-5:]) > limit:
                 if not hard and n < min_samples and limit < MAX_SOFT_BUDGET:
                     limit = MAX_SOFT_BUDGET
                     continue
@@ -289,46 +200,47 @@ def bench(
     finally:
         if gc_was_enabled:
             _gc.enable()
-        try:
-            s.finish()
-        except Exception:  # pragma: no cover - device error after an interrupt
-            pass
+        subj.finish()
 
     mem = None
-    if memory and not interrupted and cold is not None:
+    if memory and not interrupted and subj.cold is not None:
         from ._memory import measure
 
         try:
-            mem = measure(lambda: run(1), s.finish, dev)
+            mem = measure(lambda: subj.cell.run(1), subj.sync.finish, subj.device)
         except KeyboardInterrupt:
             interrupted, stop = True, "interrupted"
     others = probe.stop()
-    wall = clock() - t_start
-
-    env: dict[str, Any] = {}
-    if capture_env:
-        from ._env import capture, doubt_warnings
-
-        env = capture(dev)
-        warnings += doubt_warnings(env, None, others, env.get("usable_cores"))
-        env["others_cores"] = others
+    env = _environment(subj.device, others, warnings) if capture_env else {}
     work = {k: float(v) for k, v in (("items", items), ("flops", flops), ("bytes", bytes_moved)) if v is not None}
     policy = {
         "budget_s": soft_budget, "budget_hard": hard, "precision": precision, "confidence": confidence,
-        "warmup": warmup, "warmup_calls": sum(k for k, _ in warm), "min_samples": min_samples,
-        "gc": "enabled" if gc else "disabled while timing", "flush": bool(flush), "compile_mode": cell.mode,
-        "target_block_s": max(100.0 * overhead, MIN_BLOCK_S), "python": sys.version.split()[0],
+        "warmup": warmup, "warmup_calls": subj.warm_calls, "min_samples": min_samples,
+        "gc": "enabled" if gc else "disabled while timing", "flush": bool(flush), "compile_mode": subj.cell.mode,
+        "target_block_s": subj.target_block, "python": sys.version.split()[0],
     }
     result = BenchResult(
-        code=cell.source, raw=tuple(raw), number=number, cold_s=cold, warmup=tuple(warm), label=label,
-        setup=setup or "", device=dev, sync=s.name, timer_overhead_s=overhead, stop_reason=stop,
-        wall_s=wall, status="interrupted" if interrupted else "ok", policy=policy, env=env, memory=mem,
-        work=work, notes=tuple(notes), started_utc=started_utc,
+        code=subj.cell.source, raw=tuple(subj.raw), number=subj.number, cold_s=subj.cold, warmup=tuple(subj.warm),
+        label=label, setup=subj.setup, device=subj.device, sync=subj.sync.name, timer_overhead_s=subj.overhead,
+        stop_reason=stop, wall_s=clock() - t_start, status="interrupted" if interrupted else "ok", policy=policy,
+        env=env, memory=mem, work=work, notes=tuple(notes + subj.notes), started_utc=started_utc,
     )
     result = _with_doubts(result, warnings, min_samples, precision)
     if interrupted:
-        raise BenchInterrupted(result if (raw or cold is not None) else None)
+        raise BenchInterrupted(result if (subj.raw or subj.cold is not None) else None)
     return result
+
+
+def _environment(device: str, others: float | None, warnings: list[str]) -> dict[str, Any]:
+    """Capture the environment, add the load and drift-guard fields, append doubt warnings."""
+    from ._env import capture, doubt_warnings
+    from ._reference import reference_time
+
+    env = capture(device)
+    warnings += doubt_warnings(env, None, others, env.get("usable_cores"))
+    env["others_cores"] = others
+    env["reference_s"] = reference_time()  # the drift guard: this machine's speed right now
+    return env
 
 
 def _with_doubts(r: BenchResult, warnings: list[str], min_samples: int, precision: float) -> BenchResult:
