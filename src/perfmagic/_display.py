@@ -190,16 +190,19 @@ def _first_code_line(code: str | None) -> str:
     return s if len(s) <= 40 else s[:39] + "…"
 
 
-def ledger_bundle(rows: list[dict[str, Any]], *, total: int, where: str, notebook: str | None) -> dict[str, Any]:
+def ledger_bundle(rows: list[dict[str, Any]], *, total: int, where: str, notebook: str | None,
+                  changes: dict[int, str] | None = None) -> dict[str, Any]:
     """text/plain and text/html for ``%perf``: one line per run, newest first."""
     title = (f"perfmagic ledger — {notebook or 'no notebook (working directory)'} — {where}\n"
              f"{total} run{'s' if total != 1 else ''}" + (f", newest {len(rows)} shown" if total > len(rows) else ""))
-    cols = ("id", "when", "magic", "label", "status", "result", "code")
+    changes = changes or {}
+    cols = ("id", "when", "magic", "label", "status", "result", "vs baseline", "code")
     table = []
     for r in rows:
         rid = str(r.get("id")) + ("" if r.get("saved", True) else "*")
         table.append((rid, _when(r.get("created_utc")), r.get("magic") or "", (r.get("label") or "")[:30],
-                      r.get("status") or "", metric_text(r), _first_code_line(r.get("code"))))
+                      r.get("status") or "", metric_text(r), changes.get(r.get("id"), ""),
+                      _first_code_line(r.get("code"))))
     widths = [max([len(c)] + [len(t[i]) for t in table]) for i, c in enumerate(cols)]
     fmt = "  ".join("{:<%d}" % w for w in widths)
     lines = [title, fmt.format(*cols)] + [fmt.format(*t) for t in table]
@@ -208,8 +211,82 @@ def ledger_bundle(rows: list[dict[str, Any]], *, total: int, where: str, noteboo
     if any(not r.get("saved", True) for r in rows):
         lines.append("* kept in memory only: the ledger file could not be written")
     head = "".join(f"<th style='text-align:left'>{c}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td style='text-align:left'>{html.escape(x)}</td>" for x in t) + "</tr>"
-                   for t in table)
+    def td(i: int, x: str) -> str:
+        style = "text-align:left"
+        if cols[i] == "vs baseline":
+            for verdict, color in VERDICT_COLORS.items():
+                if verdict in x:
+                    style += f";color:{color};font-weight:bold"
+        return f"<td style='{style}'>{html.escape(x)}</td>"
+
+    body = "".join("<tr>" + "".join(td(i, x) for i, x in enumerate(t)) + "</tr>" for t in table)
     htm = (f"<div><div style='font-size:12px;color:#555'>{html.escape(title)}</div>"
            f"<table style='font-size:12px'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
     return {"text/plain": "\n".join(lines), "text/html": htm}
+
+
+# ---- comparisons ----------------------------------------------------------------------------------
+
+VERDICT_COLORS = {"faster": "#1a7f37", "slower": "#cf222e", "no real change": "#57606a", "inconclusive": "#9a6700"}
+
+
+def comparison_bundle(rc: Any) -> dict[str, Any]:
+    """text/plain and text/html of a :class:`perfmagic._history.RunComparison`."""
+    head, numbers = rc.headline(), rc.numbers()
+    color = VERDICT_COLORS.get(rc.comparison.verdict, "#000")
+    notes = "".join(f"<div>{html.escape(n)}</div>" for n in rc.notes)
+    htm = (f"<div class='perfmagic-compare' style='font-size:12px'>"
+           f"<div style='font-weight:bold;color:{color}'>{html.escape(head)}</div>"
+           f"<div>{html.escape(numbers)}</div>{notes}{rc.what.html()}</div>")
+    return {"text/plain": rc.text(), "text/html": htm}
+
+
+SPARK = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(values: list[float]) -> str:
+    vals = [v for v in values if v is not None and v == v]
+    if not vals:
+        return ""
+    lo, hi = min(vals), max(vals)
+    if hi <= lo:
+        return SPARK[3] * len(vals)
+    return "".join(SPARK[min(7, int((v - lo) / (hi - lo) * 7.999))] for v in vals)
+
+
+def history_png(rows: list[dict[str, Any]], label: str, baseline_id: int | None) -> bytes:
+    """Runs of one label over time: median with its CI as error bars, the baseline marked."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    rows = sorted(rows, key=lambda r: r["id"])
+    meds = [(r.get("metrics") or {}).get("median_s") for r in rows]
+    unit, scale = _time_unit(max(m for m in meds if m) if any(meds) else 1.0)
+    fig = Figure(figsize=(7.5, 2.6), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    xs = list(range(len(rows)))
+    for x, r in zip(xs, rows):
+        m = r.get("metrics") or {}
+        med, lo, hi = m.get("median_s"), m.get("ci_low_s"), m.get("ci_high_s")
+        if med is None:
+            continue
+        color = "tab:orange" if r["id"] == baseline_id else ("tab:red" if r.get("status") != "ok" else "tab:blue")
+        err = [[(med - lo) / scale if lo is not None else 0], [(hi - med) / scale if hi is not None else 0]]
+        ax.errorbar([x], [med / scale], yerr=err, fmt="o", color=color, ms=4, capsize=3)
+    if baseline_id is not None:
+        base = next((r for r in rows if r["id"] == baseline_id), None)
+        if base and (base.get("metrics") or {}).get("median_s"):
+            b = base["metrics"]["median_s"] / scale
+            ax.axhline(b, color="tab:orange", lw=0.8, ls="--", label=f"baseline #{baseline_id}")
+            ax.axhspan(b / 1.1, b * 1.1, color="tab:orange", alpha=0.08, lw=0)
+            ax.legend(loc="best", fontsize=7, frameon=False)
+    ax.set_xticks(xs, [f"#{r['id']}\n{_when(r.get('created_utc'))[6:11]}" for r in rows], fontsize=7)
+    ax.set_ylabel(f"median time per call [{unit}]")
+    ax.set_title(f"history of '{label}' (error bars: 95% CI of the median; band: ±10% of the baseline)",
+                 fontsize=9, loc="left")
+    ax.tick_params(labelsize=7)
+    ax.set_ylim(bottom=0)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()

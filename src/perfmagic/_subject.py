@@ -48,6 +48,7 @@ class Subject:
         self.number = 1
         self.warm: list[tuple[int, float]] = []
         self.raw: list[float] = []
+        self.min_block = MIN_BLOCK_S
 
     # ---- timing primitives -----------------------------------------------------------------
     def block(self, n: int) -> float:
@@ -90,7 +91,7 @@ class Subject:
 
     @property
     def target_block(self) -> float:
-        return max(100.0 * self.overhead, MIN_BLOCK_S)
+        return max(100.0 * self.overhead, self.min_block)
 
     def calls_for(self, per_call: float, prev: int) -> int:
         """Calls per block so that a block lasts ``target_block`` (growing at most 10x a step)."""

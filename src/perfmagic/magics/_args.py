@@ -114,3 +114,11 @@ def eval_expr(option: str, expr: str | None, user_ns: dict[str, Any]) -> float |
     if not value > 0:
         raise UsageError(f"{option} {expr!r} evaluated to {value!r}; the work per call must be a positive number")
     return value
+
+
+def run_id(text: str) -> int:
+    t = text.strip().lstrip("#")
+    try:
+        return int(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a run id; run ids are the numbers in %perf's first column, e.g. 12") from None

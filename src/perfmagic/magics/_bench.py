@@ -51,6 +51,12 @@ class BenchMagics(Magics):
     @argument("--no-plot", action="store_true", help="text only, no figure")
     @argument("-o", "--output", action="store_true", help="return the BenchResult (it becomes the cell's Out[] value)")
     @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")
+    @argument("--baseline", action="store_true", help="mark this run as the baseline of its label (%%perf compares later runs with it)")
+    @argument("--vs", metavar="RUN", type=_args.run_id,
+              help="same-process A/B: re-run RUN's code interleaved with this cell (A B B A ...) and compare; "
+                   "machine drift cancels. RUN's code must still run in this namespace")
+    @argument("--min-effect", type=_args.fraction, default=0.10,
+              help="the smallest change worth keeping, for --vs verdicts: 0.1 or 10%% (default 10%%)")
     @argument("setup", nargs=argparse.REMAINDER, help="setup code, run once before timing (as in %%%%timeit)")
     @no_var_expand
     @cell_magic
@@ -77,6 +83,8 @@ class BenchMagics(Magics):
                 for k, o in (("items", "items"), ("flops", "flops"), ("nbytes", "bytes"))}
         label = args.label or default_label(cell)
         filename = self.shell.compile.cache(cell, self.shell.execution_count)
+        if args.vs is not None:
+            return self._vs(args, line, cell, setup, label, filename)
         try:
             result = _engine.bench(
                 cell, setup, globals=ns, label=label, budget=args.budget, precision=args.precision,
@@ -105,9 +113,81 @@ class BenchMagics(Magics):
             samples=result.samples_dict(), env=result.env, env_hash=fingerprint(result.env) if result.env else None,
             status=result.status, primary_metric="median_s", magic_line=line)
         result = replace(result, run_id=ref.id if ref is not None else None)
+        if args.baseline and ref is not None:
+            self._mark_baseline(result.label, ref)
         if args.output and not args.quiet:
             return result  # IPython shows it as Out[n] through its _repr_mimebundle_
         if not args.quiet:
             display_bundle(bench_bundle(result, widget=widgets_available(self.shell), plot=not args.no_plot))
         return result if args.output else None
 
+
+    def _mark_baseline(self, label: str, ref: Any) -> None:
+        from .._session import current_ledger
+
+        try:
+            current_ledger(self.shell.user_ns).set_baseline(label, ref.id)
+            print(f"perfmagic: run #{ref.id} is now the baseline of '{label}'")
+        except Exception as exc:  # a ledger that cannot be written: the run is still shown
+            print(f"perfmagic: could not mark the baseline ({exc})")
+
+    def _vs(self, args: argparse.Namespace, line: str, cell: str, setup: str, label: str, filename: str) -> Any:
+        """Same-process A/B against a recorded run: both codes interleaved, one paired verdict."""
+        __tracebackhide__ = True
+        from .._display import bench_bundle, comparison_bundle, display_bundle
+        from .._env import fingerprint
+        from .._errors import BenchInterrupted, PerfmagicError
+        from .._history import compare
+        from .._pair import bench_pair
+        from .._session import current_ledger
+        from .._whatchanged import cell_body
+
+        led = current_ledger(self.shell.user_ns)
+        try:
+            row_a = led.get(args.vs)
+        except KeyError as exc:
+            raise UsageError(f"%%gpubench --vs: {exc.args[0] if exc.args else exc}") from None
+        if row_a.get("magic") != "gpubench":
+            raise UsageError(f"%%gpubench --vs {args.vs}: run #{args.vs} is a %%{row_a.get('magic')} run; "
+                             "--vs needs a %%gpubench run")
+        opts_a = row_a.get("options") or {}
+        code_a, setup_a = cell_body(row_a.get("code") or ""), opts_a.get("setup") or ""
+        fn_a = self.shell.compile.cache(code_a, self.shell.execution_count)
+        try:
+            pr = bench_pair(code_a, cell, setup_a, setup, globals=self.shell.user_ns,
+                            labels=(row_a.get("label"), label), budget=args.budget, precision=args.precision,
+                            min_effect=args.min_effect, min_samples=args.min_samples, device=args.device,
+                            sync=args.sync, memory=not args.no_memory, gc=args.gc, filenames=(fn_a, filename))
+        except BenchInterrupted as exc:
+            if exc.result is not None:
+                display_bundle({"text/plain": exc.result.text()})
+            raise KeyboardInterrupt("perfmagic: A/B measurement interrupted") from None
+        except PerfmagicError as exc:
+            raise UsageError(f"%%gpubench --vs: {exc}") from None
+        record = self.state["record"]
+        line_a = (row_a.get("code") or "").splitlines()[0][len("%%gpubench"):].strip() if row_a.get("code") else ""
+        ref_a = record(magic="gpubench", label=pr.a.label, code=code_a, magic_line=line_a,
+                       options={**opts_a, "remeasured_from": args.vs, "interleaved": True},
+                       metrics=pr.a.metrics(), samples=pr.a.samples_dict(), env=pr.a.env,
+                       env_hash=fingerprint(pr.a.env) if pr.a.env else None, status=pr.a.status,
+                       primary_metric="median_s",
+                       note=f"re-measured from run #{args.vs}, interleaved with the next run")
+        options = {k: v for k, v in vars(args).items() if k != "setup"}
+        options.update(setup=setup, interleaved=True, interleaved_with=ref_a.id if ref_a is not None else None)
+        ref_b = record(magic="gpubench", label=label, code=cell, magic_line=line, options=options,
+                       metrics=pr.b.metrics(), samples=pr.b.samples_dict(), env=pr.b.env,
+                       env_hash=fingerprint(pr.b.env) if pr.b.env else None, status=pr.b.status,
+                       primary_metric="median_s")
+        if args.baseline and ref_b is not None:
+            self._mark_baseline(label, ref_b)
+        if ref_a is not None and ref_b is not None:
+            rc = compare(led.get(ref_a.id), led.get(ref_b.id), min_effect=args.min_effect, ledger=led)
+        else:  # the ledger failed: compare the in-memory results
+            rc = compare(pr.a, pr.b, min_effect=args.min_effect, paired=True)
+        if not args.quiet:
+            display_bundle(comparison_bundle(rc))
+            from dataclasses import replace
+
+            b = replace(pr.b, run_id=ref_b.id if ref_b is not None else None)
+            display_bundle(bench_bundle(b, plot=not args.no_plot))
+        return rc if args.output else None

@@ -1,4 +1,4 @@
-"""``%perf``: the notebook's ledger — show it, export it, forget a run."""
+"""``%perf``: the notebook's ledger — show, baseline, compare, plot, export, forget."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args
 
-SUBCOMMANDS = ("show", "export", "forget")
+SUBCOMMANDS = ("show", "baseline", "compare", "plot", "export", "forget")
+USAGE = ("%perf | %perf baseline [RUN] | %perf compare [A [B]] | %perf plot [LABEL] | "
+         "%perf export PATH | %perf forget RUN")
 
 
 def _run_id(text: str) -> int:
-    t = text.strip().lstrip("#")
     try:
-        return int(t)
-    except ValueError:
-        raise UsageError(f"%perf: {text!r} is not a run id; run ids are the numbers in the first column of %perf, e.g. 12 or #12") from None
+        return _args.run_id(text)
+    except Exception as exc:
+        raise UsageError(f"%perf: {exc}") from None
 
 
 @magics_class
@@ -30,16 +31,21 @@ class PerfMagics(Magics):
     @magic_arguments()
     @argument("-n", "--rows", type=_args.positive_int, default=20, help="how many runs to show (default 20, newest first)")
     @argument("--all", action="store_true", help="runs of every notebook in this folder, not only this one")
-    @argument("command", nargs="?", default="show",
-              help="show (default) | export PATH (.csv or .json) | forget RUN")
-    @argument("target", nargs="?", help="the PATH for export, the RUN id for forget")
+    @argument("--min-effect", type=_args.fraction, default=0.10,
+              help="the smallest change worth keeping, for verdicts: 0.1 or 10%% (default 10%%)")
+    @argument("command", nargs="?", default="show", help=" | ".join(SUBCOMMANDS) + " (default show)")
+    @argument("targets", nargs="*", help="run ids, a label, or a path, depending on the command")
     @line_magic
     def perf(self, line: str) -> Any:
-        """The per-notebook ledger of every perfmagic run.
+        """The per-notebook ledger of every perfmagic run, and one-change-at-a-time comparisons.
 
-        ``%perf`` shows the most recent runs of this notebook; ``%perf export runs.csv`` writes them
-        (CSV or JSON); ``%perf forget 12`` removes run 12. ``perfmagic.ledger()`` returns the same
-        rows as a pandas DataFrame.
+        %perf                   this notebook's runs, newest first, with the change vs each label's baseline
+        %perf baseline [RUN]    mark RUN (default: the latest run) as the baseline of its label
+        %perf compare [A [B]]   verdict for B vs A (defaults: B = latest run, A = its label's baseline)
+        %perf plot [LABEL]      a label's runs over time with their confidence intervals
+        %perf export PATH       write the runs to .csv or .json
+        %perf forget RUN        remove a run
+        perfmagic.ledger() returns the same rows as a pandas DataFrame; perfmagic.compare(a, b) the verdict.
         """
         from .._ledger import LedgerError
         from .._session import current_ledger
@@ -47,28 +53,94 @@ class PerfMagics(Magics):
         args, _ = _args.parse(self.perf.parser, line)
         led = current_ledger(self.shell.user_ns)
         notebook = None if args.all else ...
+        cmd, t = args.command, args.targets
+        if cmd not in SUBCOMMANDS:
+            raise UsageError(f"%perf: unknown command {cmd!r}; valid commands: {', '.join(SUBCOMMANDS)}. Usage: {USAGE}")
         try:
-            if args.command == "show":
-                from .._display import display_bundle, ledger_bundle
-
-                rows = led.rows(notebook=notebook, limit=args.rows)
-                total = len(led.rows(notebook=notebook))
-                display_bundle(ledger_bundle(rows, total=total, where=str(led.path), notebook=led.notebook))
-                return None
-            if args.command == "export":
-                if not args.target:
-                    raise UsageError("%perf export needs a PATH ending in .csv or .json, e.g. %perf export runs.csv")
-                out = led.export(args.target, notebook=notebook)
-                print(f"perfmagic: wrote {out}")
-                return None
-            if args.command == "forget":
-                if not args.target:
-                    raise UsageError("%perf forget needs a RUN id, e.g. %perf forget 12 (ids are in %perf's first column)")
-                row = led.forget(_run_id(args.target))
-                print(f"perfmagic: forgot run #{row['id']} ({row['magic']}, {row['label']})")
-                return None
+            return getattr(self, f"_{cmd}")(led, t, args, notebook)
         except (LedgerError, KeyError) as exc:
             msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-            raise UsageError(f"%perf {args.command}: {msg}") from None
-        raise UsageError(f"%perf: unknown command {args.command!r}; valid commands: {', '.join(SUBCOMMANDS)} "
-                         "(e.g. %perf, %perf export runs.csv, %perf forget 12)")
+            raise UsageError(f"%perf {cmd}: {msg}") from None
+
+    def _show(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
+        from .._display import display_bundle, ledger_bundle
+        from .._history import baseline_changes
+
+        rows = led.rows(notebook=notebook, limit=args.rows)
+        every = led.rows(notebook=notebook)
+        changes = baseline_changes(led, rows, every, min_effect=args.min_effect)
+        display_bundle(ledger_bundle(rows, total=len(every), where=str(led.path), notebook=led.notebook,
+                                     changes=changes))
+
+    def _baseline(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
+        if len(t) > 1:
+            raise UsageError(f"%perf baseline takes at most one RUN id, got {' '.join(t)!r}")
+        row = led.get(_run_id(t[0])) if t else led.latest()
+        if row is None:
+            raise UsageError("%perf baseline: there are no runs yet; time something with %%gpubench first")
+        led.set_baseline(row["label"], row["id"])
+        print(f"perfmagic: run #{row['id']} is now the baseline of '{row['label']}'")
+
+    def _compare(self, led: Any, t: list[str], args: Any, notebook: Any) -> Any:
+        from .._display import display_bundle, comparison_bundle
+        from .._history import CompareError, compare
+
+        if len(t) > 2:
+            raise UsageError(f"%perf compare takes at most two RUN ids (A B), got {' '.join(t)!r}")
+        if len(t) == 2:
+            a, b = _run_id(t[0]), _run_id(t[1])
+        else:
+            rb = led.get(_run_id(t[0])) if t else led.latest()
+            if rb is None:
+                raise UsageError("%perf compare: there are no runs yet; time something with %%gpubench first")
+            b = rb["id"]
+            a = led.baseline(rb["label"])
+            if a is None or a == b:
+                older = [r for r in led.rows(label=rb["label"]) if r["id"] != b and r["id"] < b]
+                if not older:
+                    raise UsageError(f"%perf compare: run #{b} ('{rb['label']}') has no baseline and no earlier run "
+                                     "of the same label; give two run ids: %perf compare A B")
+                a = older[0]["id"]
+                print(f"perfmagic: '{rb['label']}' has no baseline (mark one with %perf baseline RUN): "
+                      f"comparing with its previous run #{a}")
+        try:
+            rc = compare(a, b, min_effect=args.min_effect, ledger=led)
+        except CompareError as exc:
+            raise UsageError(f"%perf compare: {exc}") from None
+        display_bundle(comparison_bundle(rc))
+        return None
+
+    def _plot(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
+        import base64
+
+        from .._display import display_bundle, history_png, metric_text
+
+        label = " ".join(t) if t else (led.latest() or {}).get("label")
+        if label is None:
+            raise UsageError("%perf plot: there are no runs yet; time something with %%gpubench first")
+        rows = [r for r in led.rows(notebook=notebook, label=label, newest_first=False)
+                if (r.get("metrics") or {}).get("median_s") is not None]
+        if not rows:
+            labels = sorted({r["label"] for r in led.rows(notebook=notebook) if r.get("label")})
+            raise UsageError(f"%perf plot: no timed runs with label {label!r}; labels in this ledger: "
+                             + (", ".join(repr(x) for x in labels) or "none"))
+        base = led.baseline(label)
+        text = "\n".join([f"history of '{label}' ({len(rows)} runs; baseline #{base})" if base else
+                          f"history of '{label}' ({len(rows)} runs; no baseline)"] +
+                         [f"  #{r['id']:<4} {r.get('created_utc', '')}  {metric_text(r)}"
+                          + ("  (baseline)" if r["id"] == base else "") for r in rows])
+        png = base64.b64encode(history_png(rows, label, base)).decode("ascii")
+        display_bundle({"text/plain": text, "image/png": png,
+                        "text/html": f"<pre style='font-size:12px;margin:0'>{text}</pre>"
+                                     f"<img src='data:image/png;base64,{png}'>"})
+
+    def _export(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
+        if len(t) != 1:
+            raise UsageError("%perf export needs one PATH ending in .csv or .json, e.g. %perf export runs.csv")
+        print(f"perfmagic: wrote {led.export(t[0], notebook=notebook)}")
+
+    def _forget(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
+        if len(t) != 1:
+            raise UsageError("%perf forget needs one RUN id, e.g. %perf forget 12 (ids are in %perf's first column)")
+        row = led.forget(_run_id(t[0]))
+        print(f"perfmagic: forgot run #{row['id']} ({row['magic']}, {row['label']})")

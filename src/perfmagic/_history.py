@@ -1,0 +1,208 @@
+"""``perfmagic.compare(a, b)``: judge a change between two recorded runs, and say what else changed.
+
+A and B may be run ids (from this notebook's ledger), ledger rows, or :class:`BenchResult` objects.
+The verdict comes from :func:`perfmagic._compare.compare_samples` on the raw per-call samples. Runs
+measured at different times are *historical*: within-run samples do not see the machine's drift
+between them, so the interval is widened by a between-run noise floor (``HISTORICAL_NOISE_FLOOR``,
+calibrated by the A/A benchmark in ``benchmarks/bench_ab.py``) plus whatever the drift guard saw:
+each run timed a fixed reference workload (:mod:`perfmagic._reference`), and a reference that moved
+beyond the floor widens the interval by that much and is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ._errors import PerfmagicError
+from ._whatchanged import WhatChanged, what_changed
+
+HISTORICAL_NOISE_FLOOR = 0.03
+
+
+class CompareError(PerfmagicError):
+    """Two runs cannot be compared (unknown id, different magics or metrics, no samples)."""
+
+
+def _as_row(x: Any, ledger: Any) -> dict[str, Any]:
+    from ._results import BenchResult
+
+    if isinstance(x, BenchResult):
+        opts = {"setup": x.setup}
+        return {"id": x.run_id, "magic": "gpubench", "label": x.label, "code": x.code, "options": opts,
+                "samples": x.samples_dict(), "env": x.env, "created_utc": x.started_utc, "status": x.status,
+                "primary_metric": "median_s", "metrics": x.metrics()}
+    if isinstance(x, dict):
+        return x
+    if isinstance(x, str) and x.lstrip("#").isdigit():
+        x = int(x.lstrip("#"))
+    if isinstance(x, int):
+        if ledger is None:
+            from ._session import current_ledger
+
+            ledger = current_ledger()
+        try:
+            return ledger.get(x)
+        except KeyError as exc:
+            raise CompareError(str(exc.args[0] if exc.args else exc)) from None
+    raise CompareError(f"cannot compare {type(x).__name__} {x!r}: give a run id, a ledger row or a BenchResult")
+
+
+def per_call(row: dict[str, Any]) -> list[float]:
+    s = row.get("samples") or {}
+    raw, number = s.get("raw") or [], s.get("number") or 1
+    return [t / number for t in raw]
+
+
+def _minutes_apart(ra: dict[str, Any], rb: dict[str, Any]) -> float | None:
+    try:
+        ta = datetime.fromisoformat(str(ra["created_utc"]).replace("Z", "+00:00"))
+        tb = datetime.fromisoformat(str(rb["created_utc"]).replace("Z", "+00:00"))
+    except (KeyError, ValueError, TypeError):
+        return None
+    return abs((tb - ta).total_seconds()) / 60
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    a: dict[str, Any]
+    b: dict[str, Any]
+    comparison: Any
+    what: WhatChanged
+    kind: str  # "historical" | "interleaved"
+    drift: float | None = None  # reference ratio B/A - 1
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def verdict(self) -> str:
+        return self.comparison.verdict
+
+    def _name(self, r: dict[str, Any]) -> str:
+        rid = r.get("id")
+        return (f"#{rid} " if rid is not None else "") + str(r.get("label") or "")
+
+    def headline(self) -> str:
+        return f"B {self._name(self.b)} vs A {self._name(self.a)}: {self.comparison.sentence}"
+
+    def numbers(self) -> str:
+        from ._format import fmt_time
+
+        c = self.comparison
+        ma, mb = _median(per_call(self.a)), _median(per_call(self.b))
+        return (f"A {fmt_time(ma)} → B {fmt_time(mb)} median  (B/A {c.ratio:.3f}, CI {c.ci_low:.3f}–"
+                f"{c.ci_high:.3f}; {c.n_a} vs {c.n_b} samples)")
+
+    def text(self) -> str:
+        lines = [self.headline(), "  " + self.numbers()]
+        lines += [f"  {n}" for n in self.notes]
+        lines += ["  " + ln for ln in self.what.text().splitlines()]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text())
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        from ._display import comparison_bundle
+
+        return comparison_bundle(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"a": self.a.get("id"), "b": self.b.get("id"), "kind": self.kind, "drift": self.drift,
+                "comparison": self.comparison.to_dict(), "what_changed": self.what.things,
+                "isolated": self.what.isolated, "notes": list(self.notes)}
+
+
+def _median(xs: list[float]) -> float:
+    from ._stats import median
+
+    return median(xs) if xs else math.nan
+
+
+def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.95, ledger: Any = None,
+            noise_floor: float = HISTORICAL_NOISE_FLOOR, n_boot: int = 2000,
+            paired: bool | None = None) -> RunComparison:
+    """Compare run A (before) with run B (after); never changes the stored rows."""
+    from ._compare import compare_samples
+
+    ra, rb = _as_row(a, ledger), _as_row(b, ledger)
+    if ra.get("magic") != rb.get("magic"):
+        raise CompareError(f"run {ra.get('id')} is a %%{ra.get('magic')} run and run {rb.get('id')} a "
+                           f"%%{rb.get('magic')} run: only runs of the same magic can be compared")
+    if ra.get("primary_metric") != rb.get("primary_metric"):
+        raise CompareError(f"runs {ra.get('id')} and {rb.get('id')} measure different metrics "
+                           f"({ra.get('primary_metric')} vs {rb.get('primary_metric')})")
+    xa, xb = per_call(ra), per_call(rb)
+    for r, xs in ((ra, xa), (rb, xb)):
+        if len(xs) < 3:
+            raise CompareError(f"run {r.get('id')} has {len(xs)} timed samples; a comparison needs at least 3 "
+                               "(was it interrupted during warmup?)")
+    notes: list[str] = []
+    interleaved = paired if paired is not None else bool((ra.get("options") or {}).get("interleaved_with") == rb.get("id") and rb.get("id") is not None
+                       or (rb.get("options") or {}).get("interleaved_with") == ra.get("id") and ra.get("id") is not None)
+    drift = None
+    ref_a, ref_b = (ra.get("env") or {}).get("reference_s"), (rb.get("env") or {}).get("reference_s")
+    if ref_a and ref_b:
+        drift = ref_b / ref_a - 1
+    if interleaved and len(xa) == len(xb):
+        comp = compare_samples(xa, xb, paired=True, min_effect=min_effect, confidence=confidence,
+                               n_boot=n_boot)
+        kind = "interleaved"
+        notes.append("same-process A/B: both sides were measured interleaved, so machine drift cancels")
+    else:
+        kind = "historical"
+        floor = noise_floor
+        if drift is not None and abs(drift) > noise_floor:
+            floor = noise_floor + abs(drift)
+            notes.append(f"drift guard: the machine itself ran {abs(drift):.0%} {'slower' if drift > 0 else 'faster'} "
+                         f"in B than in A (fixed reference workload); the interval is widened by that much")
+        comp = compare_samples(xa, xb, paired=False, min_effect=min_effect, confidence=confidence,
+                               noise_floor=floor, n_boot=n_boot)
+        apart = _minutes_apart(ra, rb)
+        when = f"runs {apart:.1f} min apart" if apart is not None else "runs taken at different times"
+        vs = f"%%gpubench --vs {ra.get('id')}" if ra.get("id") is not None else "%%gpubench --vs RUN"
+        notes.append(f"historical comparison ({when}): interval widened by a {noise_floor:.0%} between-run noise "
+                     f"floor. For a same-process A/B that cancels machine drift, run the B cell with {vs}")
+    what = what_changed(ra.get("code") or "", rb.get("code") or "", ra.get("options"), rb.get("options"),
+                        ra.get("env"), rb.get("env"))
+    return RunComparison(ra, rb, comp, what, kind, drift, tuple(notes))
+
+
+def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[str, Any]], *,
+                     min_effect: float = 0.10) -> dict[int, str]:
+    """For the ``%perf`` table: each shown run's change against its label's baseline, and a sparkline.
+
+    Uses a light bootstrap (400 resamples) so the table stays quick; ``%perf compare`` gives the full one.
+    """
+    from ._display import sparkline
+
+    out: dict[int, str] = {}
+    by_label: dict[str, list[dict[str, Any]]] = {}
+    for r in sorted(every, key=lambda r: r["id"]):
+        by_label.setdefault(r.get("label") or "", []).append(r)
+    bases: dict[str, dict[str, Any] | None] = {}
+    for r in rows:
+        label = r.get("label") or ""
+        if label not in bases:
+            bid = ledger.baseline(label) if label else None
+            bases[label] = next((x for x in by_label.get(label, []) if x["id"] == bid), None)
+        base = bases[label]
+        hist = [(x.get("metrics") or {}).get("median_s") for x in by_label.get(label, []) if x["id"] <= r["id"]]
+        spark = sparkline(hist[-12:]) if len(hist) > 1 else ""
+        cell = ""
+        if base is not None and base["id"] == r["id"]:
+            cell = "baseline"
+        elif base is not None and base["id"] < r["id"]:
+            try:
+                rc = compare(base, r, min_effect=min_effect, n_boot=400)
+                c = rc.comparison
+                pct = (c.ratio - 1) * 100
+                cell = f"{pct:+.1f}% {c.verdict}"
+            except Exception:  # the table never fails on one odd row
+                cell = "?"
+        out[r["id"]] = (cell + ("  " if cell and spark else "") + spark).strip()
+    return out

@@ -1,0 +1,197 @@
+"""Same-process A/B: measure two pieces of code interleaved (A B, B A, A B, …) and compare them.
+
+Runs taken minutes apart mix the change with the machine's drift. Here both sides are timed in one
+process, block after block, alternating which goes first (ABBA order cancels a systematic
+first-or-second effect). Pair *i* is (A's block *i*, B's block *i*), measured back to back, so a slow
+second of the machine slows both members of the pair and cancels in their ratio. The comparison is
+the paired one of :mod:`perfmagic._compare` (bootstrap over blocks of per-pair log ratios).
+
+Algorithm: setup and compile both; cold call of each; timer overhead of each; warmup alternating
+blocks until both are stable (the same rules as :func:`perfmagic.bench`); then pairs until the
+distribution-free CI of the median log ratio is within ``precision`` (with at least ``min_samples``
+pairs), or its 99% CI is decisive against ``min_effect`` (wholly beyond or wholly within the bar, after
+at least 30 pairs: the stricter level pays for looking repeatedly), or the budget (default 2 s: two
+subjects) is spent. Blocks last at least 1 ms, so one scheduler hiccup does not split a pair.
+"""
+
+from __future__ import annotations
+
+import gc as _gc
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from . import _stats
+from ._engine import (WARMUP_MAX_FRACTION, WARMUP_MIN_CALLS, WARMUP_MIN_FRACTION, _check_options,
+                      _environment, _with_doubts, resolve_device)
+from ._errors import BadOptionError, BenchInterrupted
+from ._results import BenchResult
+from ._subject import Subject
+from ._sync import SYNC_CHOICES
+
+DEFAULT_PAIR_BUDGET = 2.0
+PAIR_MIN_BLOCK_S = 1e-3  # longer blocks than a single run: a pair must not be split by one scheduler hiccup
+DECISIVE_CONFIDENCE = 0.99  # early stop on a clear verdict, at a stricter level for the repeated looks
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """Both sides of an interleaved A/B measurement and their paired comparison."""
+
+    a: BenchResult
+    b: BenchResult
+    comparison: Any  # perfmagic._compare.Comparison
+
+    def text(self) -> str:
+        from ._format import fmt_time
+
+        c = self.comparison
+        lines = [f"A/B interleaved in one process ({self.a.n_samples} pairs): {c.sentence}",
+                 f"  A {self.a.label or 'A'}: {fmt_time(self.a.median)} median   "
+                 f"B {self.b.label or 'B'}: {fmt_time(self.b.median)} median   B/A = {c.ratio:.3f} "
+                 f"(CI {c.ci_low:.3f}–{c.ci_high:.3f})",
+                 f"  method: {c.method}"]
+        lines += [f"  ! {w}" for w in dict.fromkeys(self.a.warnings + self.b.warnings)]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text())
+
+
+def _decisive(logs: list[float], min_effect: float) -> bool:
+    """True when the median log ratio's 99% CI lies wholly outside, or wholly inside, the ±min_effect band."""
+    lo, hi, cov = _stats.median_ci(logs, DECISIVE_CONFIDENCE)
+    if cov < DECISIVE_CONFIDENCE:
+        return False
+    band = math.log1p(min_effect)
+    return lo > band or hi < -band or (-band < lo and hi < band)
+
+
+def bench_pair(
+    stmt_a: str | Callable[[], Any],
+    stmt_b: str | Callable[[], Any],
+    setup_a: str = "",
+    setup_b: str = "",
+    *,
+    globals: Mapping[str, Any] | None = None,
+    labels: tuple[str | None, str | None] = ("A", "B"),
+    budget: float | None = None,
+    precision: float = 0.01,
+    confidence: float = 0.95,
+    min_effect: float = 0.10,
+    min_samples: int = 10,
+    max_samples: int = 1_000_000,
+    device: str = "auto",
+    sync: str = "auto",
+    memory: bool = True,
+    gc: bool = False,
+    filenames: tuple[str, str] = ("<perfmagic-A>", "<perfmagic-B>"),
+    clock: Callable[[], float] = time.perf_counter,
+    capture_env: bool = True,
+) -> PairResult:
+    """Time A and B interleaved in this process and compare them (see the module docstring)."""
+    __tracebackhide__ = True
+    from ._compare import compare_samples
+
+    _check_options(budget, precision, confidence, "auto", min_samples, max_samples)
+    if sync not in SYNC_CHOICES:
+        raise BadOptionError("sync", sync, "one of " + ", ".join(SYNC_CHOICES))
+    dev, notes = resolve_device(device)
+    hard = budget is not None
+    total = float(budget) if hard else DEFAULT_PAIR_BUDGET
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    t_start = clock()
+    sa = Subject(stmt_a, setup_a, globals, filenames[0], sync, dev, clock)
+    sb = Subject(stmt_b, setup_b, globals, filenames[1], sync, dev, clock)
+    both = (sa, sb)
+    for s in both:
+        s.min_block = PAIR_MIN_BLOCK_S
+    gc_was = _gc.isenabled()
+    stop, interrupted = "precision", False
+    warnings: list[str] = []
+    from ._env import LoadProbe
+
+    probe = LoadProbe()
+    probe.start()
+    try:
+        if not gc:
+            _gc.collect()
+            _gc.disable()
+        for s in both:
+            s.cold_call(False)
+            s.measure_overhead()
+            s.number = s.calls_for(s.cold or 0.0, 1)
+        w0 = clock()
+        while True:
+            for s in both:
+                s.warm_block()
+            wt = clock() - w0
+            if (all(s.warm_calls >= WARMUP_MIN_CALLS and s.warm_stable() for s in both)
+                    and wt >= WARMUP_MIN_FRACTION * total) or wt >= WARMUP_MAX_FRACTION * total:
+                break
+        logs: list[float] = []
+        i = 0
+        while True:
+            order = both if i % 2 == 0 else both[::-1]
+            for s in order:
+                s.sample()
+            i += 1
+            logs.append(math.log((sb.raw[-1] / sb.number) / (sa.raw[-1] / sa.number)))
+            n = len(logs)
+            if n >= min_samples and n % 5 == 0:
+                lo, hi, cov = _stats.median_ci(logs, confidence)
+                if cov >= confidence and (math.exp(hi) - math.exp(lo)) / 2 <= precision * math.exp(_stats.median(logs)):
+                    break
+                if n >= 30 and _decisive(logs, min_effect):
+                    stop = "verdict clear"
+                    break
+            if n >= max_samples:
+                stop = "max_samples"
+                break
+            if clock() - t_start + sa.raw[-1] + sb.raw[-1] > total and n >= 3:
+                stop = "budget"
+                break
+    except KeyboardInterrupt:
+        interrupted, stop = True, "interrupted"
+    finally:
+        if gc_was:
+            _gc.enable()
+        for s in both:
+            s.finish()
+    mems: list[Any] = [None, None]
+    if memory and not interrupted:
+        from ._memory import measure
+
+        for k, s in enumerate(both):
+            mems[k] = measure(lambda s=s: s.cell.run(1), s.sync.finish, s.device)
+    others = probe.stop()
+    env = _environment(sb.device, others, warnings) if capture_env else {}
+    wall = clock() - t_start
+    results = []
+    for k, s in enumerate(both):
+        policy = {"budget_s": total, "budget_hard": hard, "precision": precision, "confidence": confidence,
+                  "warmup": "auto", "warmup_calls": s.warm_calls, "min_samples": min_samples,
+                  "gc": "enabled" if gc else "disabled while timing", "flush": False,
+                  "compile_mode": s.cell.mode, "target_block_s": s.target_block, "interleaved": True}
+        r = BenchResult(code=s.cell.source, raw=tuple(s.raw[: len(logs)]), number=s.number, cold_s=s.cold,
+                        warmup=tuple(s.warm), label=labels[k], setup=s.setup, device=s.device, sync=s.sync.name,
+                        timer_overhead_s=s.overhead, stop_reason=stop, wall_s=wall,
+                        status="interrupted" if interrupted else "ok", policy=policy, env=env, memory=mems[k],
+                        notes=tuple(notes + s.notes + ["measured interleaved with the other side (A/B)"]),
+                        started_utc=started)
+        results.append(_with_doubts(r, warnings, min_samples, 1.0))
+    a, b = results
+    if len(a.raw) < 3:
+        raise BenchInterrupted(None) if interrupted else BadOptionError(
+            "budget", budget, "a budget long enough for at least 3 A/B pairs")
+    comp = compare_samples(a.times, b.times, paired=True, min_effect=min_effect, confidence=confidence)
+    pr = PairResult(a, b, comp)
+    if interrupted:
+        raise BenchInterrupted(pr)
+    return pr

@@ -1,0 +1,133 @@
+"""What differs between two runs besides the number: the code, the options, the environment.
+
+A comparison isolates one change only if one thing changed. This module lists every difference and
+says plainly when there is more than one: code *and* environment, or a code diff that touches several
+separate places.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+# options that change how long or how the result is shown, not what is measured
+_IGNORED_OPTIONS = {"label", "output", "quiet", "no_plot", "baseline", "vs", "budget", "precision", "warmup",
+                    "min_samples", "no_memory", "min_effect", "interleaved", "interleaved_with", "remeasured_from"}
+# stable environment fields: any difference is reported
+_STABLE_ENV = ("cpu_model", "usable_cores", "logical_cores", "device", "torch_threads", "torch_interop_threads",
+               "gc_enabled", "python")
+# volatile fields, reported only beyond a threshold (relative change)
+_VOLATILE_ENV = {"others_cores": 0.25, "cpu_freq_mhz": 0.05, "loadavg_1m": None}
+
+
+def cell_body(code: str) -> str:
+    """The cell without its ``%%magic`` line (the ledger stores both)."""
+    lines = (code or "").splitlines()
+    if lines and lines[0].lstrip().startswith("%%"):
+        lines = lines[1:]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class WhatChanged:
+    diff: tuple[str, ...]               # unified diff lines of the cell body
+    code_places: int                    # separate changed places in the code
+    options: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    env: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+    @property
+    def things(self) -> list[str]:
+        out = []
+        if self.code_places:
+            out.append(f"the code ({self.code_places} place{'s' if self.code_places != 1 else ''})")
+        if self.options:
+            out.append("options " + ", ".join(self.options))
+        if self.env:
+            out.append("environment " + ", ".join(self.env))
+        return out
+
+    @property
+    def isolated(self) -> bool:
+        """True when at most one thing changed (one code place, or only options, or only environment)."""
+        kinds = sum(bool(x) for x in (self.code_places, self.options, self.env))
+        return kinds <= 1 and self.code_places <= 1
+
+    def summary(self) -> str:
+        t = self.things
+        if not t:
+            return "nothing changed between the two runs but time: an A/A comparison"
+        if self.isolated:
+            return "what changed: " + t[0]
+        return ("more than one thing changed — " + "; ".join(t) +
+                ": this comparison no longer isolates one change")
+
+    def text(self) -> str:
+        lines = [self.summary()]
+        if self.diff:
+            lines += ["  " + ln for ln in self.diff]
+        for k, (a, b) in self.options.items():
+            lines.append(f"  option {k}: {a!r} -> {b!r}")
+        for k, (a, b) in self.env.items():
+            lines.append(f"  env {k}: {a} -> {b}")
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        rows = []
+        for ln in self.diff:
+            style = ""
+            if ln.startswith("+") and not ln.startswith("+++"):
+                style = "background:#e6ffec"
+            elif ln.startswith("-") and not ln.startswith("---"):
+                style = "background:#ffebe9"
+            elif ln.startswith("@@"):
+                style = "color:#6e7781"
+            rows.append(f"<div style='{style}'>{html.escape(ln) or '&nbsp;'}</div>")
+        extra = "".join(f"<div>option <b>{html.escape(k)}</b>: {html.escape(repr(a))} → {html.escape(repr(b))}</div>"
+                        for k, (a, b) in self.options.items())
+        extra += "".join(f"<div>env <b>{html.escape(k)}</b>: {html.escape(str(a))} → {html.escape(str(b))}</div>"
+                         for k, (a, b) in self.env.items())
+        color = "#1a7f37" if self.isolated else "#9a6700"
+        return (f"<div style='font-size:12px'><div style='color:{color}'>{html.escape(self.summary())}</div>"
+                f"<pre style='font-size:12px;margin:2px 0'>{''.join(rows)}</pre>{extra}</div>")
+
+
+def _flat_env(env: dict[str, Any]) -> dict[str, Any]:
+    out = {k: env.get(k) for k in _STABLE_ENV}
+    for name, ver in (env.get("versions") or {}).items():
+        out[f"version {name}"] = ver
+    blas = env.get("blas") or []
+    out["blas threads"] = ",".join(str(b.get("num_threads")) for b in blas) or None
+    gpu = env.get("gpu") or {}
+    out["gpu"] = f"{gpu.get('name')} (driver {gpu.get('driver')})" if gpu else None
+    return out
+
+
+def env_diff(ea: dict[str, Any], eb: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    if not ea or not eb:
+        return {}
+    fa, fb = _flat_env(ea), _flat_env(eb)
+    out = {k: (fa[k], fb.get(k)) for k in fa if fa[k] != fb.get(k)}
+    oa, ob = ea.get("others_cores"), eb.get("others_cores")
+    if oa is not None and ob is not None and abs(oa - ob) > 0.25:
+        out["load from other processes (cores)"] = (round(oa, 2), round(ob, 2))
+    ga, gb = ea.get("gpu") or {}, eb.get("gpu") or {}
+    ca, cb = ga.get("sm_clock_mhz"), gb.get("sm_clock_mhz")
+    if ca and cb and abs(cb / ca - 1) > 0.05:
+        out["GPU SM clock (MHz)"] = (ca, cb)
+    if bool(ga.get("throttled")) != bool(gb.get("throttled")):
+        out["GPU throttled"] = (ga.get("throttle_reasons"), gb.get("throttle_reasons"))
+    return out
+
+
+def what_changed(code_a: str, code_b: str, options_a: dict[str, Any] | None, options_b: dict[str, Any] | None,
+                 env_a: dict[str, Any] | None, env_b: dict[str, Any] | None) -> WhatChanged:
+    a, b = cell_body(code_a).splitlines(), cell_body(code_b).splitlines()
+    sm = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    places = sum(1 for tag, *_ in sm.get_opcodes() if tag != "equal")
+    diff = tuple(difflib.unified_diff(a, b, "A", "B", n=1, lineterm="")) if places else ()
+    oa, ob = options_a or {}, options_b or {}
+    opts = {k: (oa.get(k), ob.get(k)) for k in sorted(set(oa) | set(ob))
+            if k not in _IGNORED_OPTIONS and oa.get(k) != ob.get(k)}
+    return WhatChanged(diff, places, opts, env_diff(env_a or {}, env_b or {}))
