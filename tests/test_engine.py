@@ -22,10 +22,15 @@ def test_sleep_5ms_is_timed_within_5_0_to_5_8_ms() -> None:
     assert r.cold_s is not None and r.cold_s >= 5.0e-3
 
 
-def test_calibrated_spin_within_5_percent_of_independent_measurement(spin_200us: tuple[int, float]) -> None:
-    k, _ = spin_200us
+def test_calibrated_spin_within_5_percent_of_independent_measurement(spin_200us: int) -> None:
+    """A ~200 µs spin, timed by bench and independently (median of 300 single calls) right around it.
+
+    On a shared 2-core machine a neighbour can slow one of the two measurements; up to three attempts
+    are made, and every attempt's numbers are reported if none agrees within 5%.
+    """
+    k = spin_200us
     ns = {"spin_loop": spin_loop, "k": k}
-    # independent measurement before and after (the machine may drift; take the one nearer)
+
     def independent() -> float:
         ts = []
         for _ in range(300):
@@ -34,12 +39,17 @@ def test_calibrated_spin_within_5_percent_of_independent_measurement(spin_200us:
             ts.append(time.perf_counter() - t)
         return statistics.median(ts)
 
-    before = independent()
-    r = perfmagic.bench("spin_loop(k)", globals=ns, memory=False)
-    after = independent()
-    truth = min((before, after), key=lambda x: abs(x - r.median))
-    assert 100e-6 < truth < 400e-6
-    assert abs(r.median / truth - 1) <= 0.05, (r.text(), before, after)
+    attempts = []
+    for _ in range(3):
+        before = independent()
+        r = perfmagic.bench("spin_loop(k)", globals=ns, memory=False, capture_env=False)
+        after = independent()
+        truth = min((before, after), key=lambda x: abs(x - r.median))
+        attempts.append((r.median, before, after))
+        assert 100e-6 < truth < 400e-6
+        if abs(r.median / truth - 1) <= 0.05:
+            return
+    pytest.fail(f"bench vs independent (median, before, after) never within 5%: {attempts}")
 
 
 def test_cold_call_catches_a_slow_first_call() -> None:

@@ -112,13 +112,21 @@ def test_load_probe_detects_spinner() -> None:
     proc = subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "go"
+        import psutil
+
+        child = psutil.Process(proc.pid)
+        c0, t0 = sum(child.cpu_times()[:2]), time.perf_counter()
         probe = _env.LoadProbe().start()
         time.sleep(0.5)
         others = probe.stop()
+        truth = (sum(child.cpu_times()[:2]) - c0) / (time.perf_counter() - t0)  # the spinner's own CPU use
     finally:
         proc.kill()
         proc.wait()
-    assert others is not None and 0.5 <= others <= 1.6
+    # on a busy shared machine the spinner may get less than a core, and others may add load:
+    # the probe must see at least what the spinner really used, and no more than the machine has
+    assert truth > 0.2, truth
+    assert others is not None and truth - 0.2 <= others <= len(os.sched_getaffinity(0)) + 0.2, (others, truth)
 
 
 def test_gpu_info_without_driver() -> None:
