@@ -1,0 +1,126 @@
+"""One change at a time, end to end through the shell: baselines, verdicts, diffs, the A/B form."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+import perfmagic
+from perfmagic._history import CompareError, compare
+from perfmagic._whatchanged import what_changed
+
+
+def _setup(shell) -> None:
+    shell.run("import time")
+
+
+def test_code_change_gives_verdict_and_diff(shell) -> None:
+    _setup(shell)
+    shell.run("%%gpubench -l nap --baseline --no-plot\ntime.sleep(0.004)\n")
+    shell.run("%%gpubench -l nap --no-plot\ntime.sleep(0.002)\n")
+    res = shell.run("%perf compare")
+    assert res.error_in_exec is None
+    out = shell.text()
+    head = out.splitlines()[0]
+    assert head.startswith("B #2 nap vs A #1 nap: faster by")
+    assert "accept" in head
+    assert "-time.sleep(0.004)" in out and "+time.sleep(0.002)" in out
+    assert "what changed: the code (1 place)" in out
+    assert "historical comparison" in out and "--vs 1" in out
+    html = shell.bundles[0]["text/html"]
+    assert "#1a7f37" in html  # the accept colour
+
+
+def test_identical_code_is_no_real_change(shell) -> None:
+    _setup(shell)
+    shell.run("%%gpubench -l same --no-plot\ntime.sleep(0.003)\n")
+    shell.run("%%gpubench -l same --no-plot\ntime.sleep(0.003)\n")
+    shell.run("%perf compare 1 2")
+    out = shell.text()
+    # never a false "faster"/"slower"; "inconclusive" only when the drift guard saw the machine change speed
+    head = out.splitlines()[0]
+    assert "no real change" in head or ("inconclusive" in head and "drift guard" in out), out
+    assert "nothing changed between the two runs but time" in out
+
+
+def test_two_code_places_and_env_are_flagged() -> None:
+    w = what_changed("%%gpubench\na = 1\nb = 2\nc = 3\nd = 4\n", "%%gpubench\na = 9\nb = 2\nc = 3\nd = 8\n",
+                     {}, {}, {"torch_threads": 2}, {"torch_threads": 1})
+    assert w.code_places == 2 and not w.isolated
+    assert "more than one thing changed" in w.summary() and "torch_threads" in w.summary()
+    assert what_changed("x\n", "y\n", {}, {}, {}, {}).isolated
+
+
+def test_vs_runs_an_interleaved_ab(shell) -> None:
+    _setup(shell)
+    shell.run("%%gpubench -l nap --no-plot\ntime.sleep(0.003)\n")
+    res = shell.run("%%gpubench -l nap --vs 1 --no-plot -b 1.5\ntime.sleep(0.0045)\n")
+    assert res.error_in_exec is None, res.error_in_exec
+    out = shell.text()
+    assert "slower by" in out.splitlines()[0] and "reject" in out.splitlines()[0]
+    assert "same-process A/B" in out
+    df = perfmagic.ledger()
+    assert len(df) == 3  # the original, A re-measured, B
+    rc = compare(2, 3)
+    assert rc.kind == "interleaved" and rc.verdict == "slower"
+
+
+def test_baseline_commands_and_table(shell) -> None:
+    _setup(shell)
+    for d in ("0.002", "0.002", "0.003"):
+        shell.run(f"%%gpubench -l t --no-plot -q\ntime.sleep({d})\n")
+    assert shell.run("%perf baseline 1").error_in_exec is None
+    shell.run("%perf")
+    table = shell.text()
+    rows = {ln.split()[0]: ln for ln in table.splitlines() if ln[:1].isdigit()}
+    assert "baseline" in rows["1"]
+    assert "slower" in rows["3"]
+    assert "no real change" in rows["2"] or "inconclusive" in rows["2"]
+    assert shell.run("%perf baseline").error_in_exec is None  # the latest run
+    res = shell.run("%perf plot t")
+    assert res.error_in_exec is None and "image/png" in shell.bundles[0]
+    assert "baseline #3" in shell.text()
+
+
+def test_bad_input_names_what_exists(shell) -> None:
+    _setup(shell)
+    res = shell.run("%perf compare")
+    assert "no runs yet" in str(res.error_in_exec)
+    shell.run("%%gpubench -l only --no-plot -q\ntime.sleep(0.001)\n")
+    res = shell.run("%perf compare")
+    assert "no baseline and no earlier run" in str(res.error_in_exec)
+    res = shell.run("%perf compare 1 42")
+    msg = str(res.error_in_exec)
+    assert type(res.error_in_exec).__name__ == "UsageError" and "42" in msg and "1" in msg
+    res = shell.run("%perf plot nosuchlabel")
+    assert "labels in this ledger: 'only'" in str(res.error_in_exec)
+    res = shell.run("%%gpubench --vs 42\n1\n")
+    assert "42" in str(res.error_in_exec)
+    res = shell.run("%%gpubench --vs abc\n1\n")
+    assert "not a run id" in str(res.error_in_exec)
+
+
+def test_forgotten_baseline_and_compare_never_writes(shell, ledger_dir) -> None:
+    _setup(shell)
+    shell.run("%%gpubench -l f --baseline -q\ntime.sleep(0.001)\n")
+    shell.run("%%gpubench -l f -q\ntime.sleep(0.001)\n")
+    db = ledger_dir / "ledger.sqlite"
+    before = sqlite3.connect(db).execute("select * from runs order by id").fetchall()
+    shell.run("%perf compare")
+    shell.run("%perf")
+    after = sqlite3.connect(db).execute("select * from runs order by id").fetchall()
+    assert before == after  # comparing never changes the stored rows
+    shell.run("%perf forget 1")
+    res = shell.run("%perf compare")
+    assert res.error_in_exec is not None and "no baseline and no earlier run" in str(res.error_in_exec)
+
+
+def test_runs_with_too_few_samples_or_other_magics() -> None:
+    row = {"id": 1, "magic": "gpubench", "primary_metric": "median_s", "samples": {"raw": [1.0], "number": 1}}
+    ok = {"id": 2, "magic": "gpubench", "primary_metric": "median_s", "samples": {"raw": [1.0] * 5, "number": 1}}
+    with pytest.raises(CompareError, match="1 timed samples"):
+        compare(row, ok)
+    other = dict(ok, id=3, magic="roofline")
+    with pytest.raises(CompareError, match="same magic"):
+        compare(ok, other)
