@@ -63,7 +63,7 @@ def test_a_a_false_verdict_rate_and_coverage_over_100_seeds() -> None:
         tight_false += decide(c.ratio, c.ci_low, c.ci_high, 0.01)[0] in ("faster", "slower")
     assert false_verdicts <= 5
     assert tight_false <= 5
-    assert 88 <= covered <= 99, covered  # a 95% interval, measured: about 93-94
+    assert 88 <= covered <= 99, covered  # a 95% interval: 98 on these seeds, 95.7% over 300 others
 
 
 # ---- planted effects: power ------------------------------------------------------------------------
@@ -110,21 +110,25 @@ def test_unequal_sample_counts_30_vs_400_cover_a_known_ratio() -> None:
         rng = random.Random(4000 + seed)
         r, lo, hi = ratio_ci(run(30, rng), run(400, rng, 1.15), n_boot=500, seed=seed)
         covered += lo <= 1.15 <= hi
-    assert 0.88 <= covered / 200 <= 0.99, covered  # measured: 0.94
+    assert 0.88 <= covered / 200 <= 0.99, covered  # 0.92 on these seeds, 0.93 over 600 others
 
 
 def test_block_bootstrap_keeps_coverage_under_autocorrelation_where_iid_fails() -> None:
     """AR(1) noise with coefficient 0.7: an i.i.d. bootstrap (block 1) is far too confident."""
     block_cov = iid_cov = 0
+    block_w = iid_w = 0.0
     for seed in range(100):
         rng = random.Random(5000 + seed)
         a, b = run(200, rng, phi=0.7), run(200, rng, phi=0.7)
         _, lo, hi = ratio_ci(a, b, n_boot=500, seed=seed)
         block_cov += lo <= 1.0 <= hi
+        block_w += math.log(hi / lo)
         _, lo, hi = ratio_ci(a, b, n_boot=500, seed=seed, block=1)
         iid_cov += lo <= 1.0 <= hi
-    assert block_cov >= 80, block_cov      # measured: about 88
-    assert block_cov - iid_cov >= 10, (block_cov, iid_cov)  # i.i.d.: about 69
+        iid_w += math.log(hi / lo)
+    assert block_cov >= 80, block_cov  # 91 here (87 on other seeds)
+    assert block_cov - iid_cov >= 10, (block_cov, iid_cov)  # i.i.d.: 77 here (68 on other seeds)
+    assert block_w > 1.3 * iid_w, (block_w, iid_w)  # measured: 1.58× wider
 
 
 def test_heavy_tails_median_ratio_stays_within_3_percent() -> None:

@@ -44,11 +44,32 @@ cells = [
        "The magic is a thin front end over `perfmagic.bench`, which a `.py` file can call directly:"),
     code("import perfmagic\n\nres = perfmagic.bench(\"sorted(data)\", setup=\"import random; data = random.sample(range(10**5), 10**4)\")\n"
          "print(res.text())"),
+    md("## One change at a time\n\n"
+       "The method: measure a baseline, change one thing, measure again, keep the change only if the gain is "
+       "real — by default more than 10%, with the whole confidence interval past that bar. A sum of squares in "
+       "pure Python is the baseline:"),
+    code("values = [float(i % 97) for i in range(20_000)]\narr = np.array(values)"),
+    code("%%gpubench -l sum-of-squares --baseline --no-plot\nsum(v * v for v in values)"),
+    md("The change: let NumPy do it (vectorization, step 6 of the optimization order)."),
+    code("%%gpubench -l sum-of-squares --no-plot\nfloat(np.dot(arr, arr))"),
+    md("`%perf compare` judges the latest run against its label's baseline: the ratio of medians with a confidence "
+       "interval from the raw samples, the verdict, and everything else that differs between the two runs (the "
+       "code diff, options, environment). Runs taken at different times cannot see the machine's drift between "
+       "them, so this *historical* comparison widens its interval by a noise floor and by what the drift guard "
+       "(a fixed reference workload timed with every run) saw:"),
+    code("%perf compare"),
+    md("For a verdict that machine drift cannot fool, `--vs` re-runs the baseline's code **interleaved** with the "
+       "cell (A B B A …) in this process, and compares pair by pair. Here an A/A check — the same code on both sides "
+       "— must come out as *no real change*:"),
+    code("%%gpubench -l sum-of-squares --vs baseline --no-plot\nsum(v * v for v in values)"),
+    code("%perf plot sum-of-squares"),
     md("## The ledger\n\n"
        "Every run is a row in `.perfmagic/ledger.sqlite` beside the notebook: it survives kernel restarts. "
        "`%perf` shows this notebook's runs, newest first; `%perf export runs.csv` writes them; "
        "`%perf forget RUN` removes one."),
     code("%perf"),
+    md("The *vs baseline* column shows each run's change against its label's baseline, with the verdict and a "
+       "sparkline of the label's history."),
     code("df = perfmagic.ledger()\ndf[[\"magic\", \"label\", \"status\", \"median_s\", \"ci_low_s\", \"ci_high_s\", \"cold_s\", \"n_samples\"]]"),
 ]
 nb = nbf.v4.new_notebook(cells=cells, metadata={

@@ -122,3 +122,10 @@ def run_id(text: str) -> int:
         return int(t)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a run id; run ids are the numbers in %perf's first column, e.g. 12") from None
+
+
+def run_ref(text: str) -> int | str:
+    """A run id, or ``baseline`` (the baseline of the cell's label)."""
+    if text.strip().lower() == "baseline":
+        return "baseline"
+    return run_id(text)

@@ -52,9 +52,10 @@ class BenchMagics(Magics):
     @argument("-o", "--output", action="store_true", help="return the BenchResult (it becomes the cell's Out[] value)")
     @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")
     @argument("--baseline", action="store_true", help="mark this run as the baseline of its label (%%perf compares later runs with it)")
-    @argument("--vs", metavar="RUN", type=_args.run_id,
-              help="same-process A/B: re-run RUN's code interleaved with this cell (A B B A ...) and compare; "
-                   "machine drift cancels. RUN's code must still run in this namespace")
+    @argument("--vs", metavar="RUN", type=_args.run_ref,
+              help="same-process A/B: re-run RUN's code (a run id, or 'baseline' for this label's baseline) "
+                   "interleaved with this cell (A B B A ...) and compare; machine drift cancels. "
+                   "RUN's code must still run in this namespace")
     @argument("--min-effect", type=_args.fraction, default=0.10,
               help="the smallest change worth keeping, for --vs verdicts: 0.1 or 10%% (default 10%%)")
     @argument("setup", nargs=argparse.REMAINDER, help="setup code, run once before timing (as in %%%%timeit)")
@@ -143,6 +144,12 @@ class BenchMagics(Magics):
         from .._whatchanged import cell_body
 
         led = current_ledger(self.shell.user_ns)
+        if args.vs == "baseline":
+            base = led.baseline(label)
+            if base is None:
+                raise UsageError(f"%%gpubench --vs baseline: label {label!r} has no baseline; mark one with "
+                                 "%%gpubench --baseline or %perf baseline RUN, or give a run id")
+            args.vs = base
         try:
             row_a = led.get(args.vs)
         except KeyError as exc:
