@@ -14,6 +14,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -100,6 +101,48 @@ def machine(gpu: str | None = None) -> str:
     pm = _version("perfmagic")
     sw.append(f"perfmagic {pm} ({git_state()})" if pm else "perfmagic not installed")
     return "; ".join(parts) + "; " + ", ".join(sw)
+
+
+class LoadMeter:
+    """CPU used by *other* processes while something runs: /proc/stat busy time minus this process tree's.
+
+    ``stop()`` returns ``{"others_cores": ..., "steal_cores": ...}`` averaged over the interval (cores
+    busy; steal = time the hypervisor gave to other VMs). Resolution is one clock tick (~10 ms), so
+    short intervals are coarse. Outside Linux both are NaN.
+    """
+
+    _tck = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+    @classmethod
+    def _read(cls) -> tuple[float, float, float, float]:
+        t = os.times()
+        own = t.user + t.system + t.children_user + t.children_system
+        try:
+            with open("/proc/stat") as fh:
+                f = [float(v) for v in fh.readline().split()[1:]]
+        except (OSError, ValueError):
+            return time.perf_counter(), own, float("nan"), float("nan")
+        # user nice system idle iowait irq softirq steal ...
+        busy = (f[0] + f[1] + f[2] + f[5] + f[6]) / cls._tck
+        steal = (f[7] if len(f) > 7 else 0.0) / cls._tck
+        return time.perf_counter(), own, busy, steal
+
+    def start(self) -> "LoadMeter":
+        self._a = self._read()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        b = self._read()
+        dt = max(b[0] - self._a[0], 1e-9)
+        others = max(0.0, (b[2] - self._a[2]) - (b[1] - self._a[1])) / dt
+        return {"others_cores": others, "steal_cores": (b[3] - self._a[3]) / dt}
+
+
+def loadavg() -> str:
+    try:
+        return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+    except OSError:  # pragma: no cover
+        return "n/a"
 
 
 def today() -> str:

@@ -239,7 +239,7 @@ def main() -> int:
             tool = f"**`{t}`**" if t in PERFMAGIC_TOOLS else f"`{t}`"
             rows.append([f"`{name}`", tool, C.fmt_time(s["central_s"]), f"{s['central_s'] / ref:.3f}",
                          f"{s['spread_pct']:.1f}", f"{s['cv_pct']:.2f}", f"{s['wall_s']:.2f}",
-                         f"{s['tflops']:.1f}" if wl_flop else "—"])
+                         f"{s['tflops']:.3g}" if wl_flop else "—"])
         if others:
             best = min(others, key=lambda t: summ[t]["spread_pct"])
             fastest = min(others, key=lambda t: summ[t]["wall_s"])

@@ -49,11 +49,13 @@ print("PERFMAGIC_BENCH " + json.dumps({{"ms": dt * 1e3, "before": before, "after
 
 def run_one(name: str, env: dict[str, str], cwd: str) -> dict:
     code = CODE.format(name=name, heavy=HEAVY)
+    meter = C.LoadMeter().start()
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
     for line in p.stdout.splitlines():
         if line.startswith("PERFMAGIC_BENCH "):
             d = json.loads(line.split(" ", 1)[1])
             d["rc"] = p.returncode
+            d.update(meter.stop())
             if not d["loaded"]:
                 d["error"] = (p.stderr.strip().splitlines() or ["extension not loaded"])[-1]
             return d
@@ -72,6 +74,9 @@ def main() -> int:
     installed = {n: importlib.util.find_spec(n) is not None for n in EXTENSIONS}
     todo = [n for n in EXTENSIONS if installed[n]]
     samples: dict[str, list[float]] = {n: [] for n in EXTENSIONS}
+    others: dict[str, list[float]] = {n: [] for n in EXTENSIONS}
+    load_start = C.loadavg()
+    run_meter = C.LoadMeter().start()
     heavy_after: dict[str, set[str]] = {n: set() for n in EXTENSIONS}
     heavy_before: dict[str, set[str]] = {n: set() for n in EXTENSIONS}
     errors: dict[str, str] = {}
@@ -98,19 +103,21 @@ def main() -> int:
                     errors[n] = d["error"]
                     continue
                 samples[n].append(d["ms"])
+                others[n].append(d["others_cores"])
                 heavy_before[n].update(d["before"])
                 heavy_after[n].update(d["after"])
                 cells.append(f"{n} {d['ms']:.1f} ms")
             print(f"round {r + 1}/{rounds}: " + ", ".join(cells), flush=True)
 
+    run_load = run_meter.stop()["others_cores"]
     rows = []
     for n in EXTENSIONS:
         xs = samples[n]
         if not installed[n]:
-            rows.append([f"`{n}`", "not installed", "", "", "0", ""])
+            rows.append([f"`{n}`", "not installed", "", "", "0", "", ""])
             continue
         if not xs:
-            rows.append([f"`{n}`", f"failed: {errors.get(n, '?')}", "", "", "0", ""])
+            rows.append([f"`{n}`", f"failed: {errors.get(n, '?')}", "", "", "0", "", ""])
             continue
         after = sorted(heavy_after[n])
         heavy = ", ".join(after) or "none"
@@ -118,11 +125,13 @@ def main() -> int:
             heavy = "**" + heavy + "**"
         if heavy_before[n]:
             heavy += f" (already before load_ext: {', '.join(sorted(heavy_before[n]))})"
-        rows.append([f"`{n}`", f"{statistics.median(xs):.1f}", f"{min(xs):.1f}", f"{max(xs):.1f}", str(len(xs)), heavy])
+        rows.append([f"`{n}`", f"{statistics.median(xs):.1f}", f"{min(xs):.1f}", f"{max(xs):.1f}", str(len(xs)), heavy,
+                     f"{statistics.median(others[n]):.2f}"])
         if n in errors:
             rows[-1][0] += f" (some runs failed: {errors[n]})"
     table = C.md_table(["extension", "median ms", "min ms", "max ms", "processes",
-                        "torch/matplotlib/pandas/ipywidgets in sys.modules after load_ext"], rows)
+                        "torch/matplotlib/pandas/ipywidgets in sys.modules after load_ext",
+                        "others' CPU, cores (median)"], rows)
 
     pm = samples["perfmagic"]
     if pm:
@@ -142,7 +151,10 @@ def main() -> int:
             "one untimed warm-up process per extension. Each process creates `InteractiveShell.instance()` and times "
             "only `ip.run_line_magic(\"load_ext\", NAME)` with `time.perf_counter` (a clean temporary `IPYTHONDIR`). "
             "The last column lists which of torch, matplotlib, pandas, ipywidgets were in `sys.modules` right "
-            "after `load_ext` in any of the processes (one already imported by creating the shell would be marked as such).\n\n"
+            "after `load_ext` in any of the processes (one already imported by creating the shell would be marked as such). *Others' CPU*: cores kept busy by "
+            "processes other than this benchmark and its child while each child ran (`/proc/stat`), median over the "
+            f"processes; over the whole run other processes used {run_load:.2f} cores on average (load average "
+            f"{load_start} at the start, {C.loadavg()} at the end).\n\n"
             + table + "\n" + verdict + "\n")
     print()
     print(body)

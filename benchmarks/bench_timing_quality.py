@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -128,10 +129,24 @@ def make_tools(ip: Any, ns: dict[str, Any]) -> dict[str, Callable[[str], dict[st
 
 
 def timed(fn: Callable[[str], dict[str, Any]], stmt: str) -> dict[str, Any]:
+    meter = C.LoadMeter().start()
     t0 = time.perf_counter()
     out = fn(stmt)
     out["wall_s"] = time.perf_counter() - t0
+    out.update(meter.stop())
     return out
+
+
+def wait_quiet(max_wait: float, threshold: float = 0.3) -> float:
+    """Wait (up to ``max_wait`` s) until other processes use less than ``threshold`` cores; returns the load seen."""
+    end = time.perf_counter() + max_wait
+    while True:
+        m = C.LoadMeter().start()
+        time.sleep(0.5)
+        load = m.stop()["others_cores"]
+        if load < threshold or time.perf_counter() >= end:
+            return load
+        time.sleep(1.5)
 
 
 def summarize(rounds: list[dict[str, dict[str, Any]]], tool: str) -> dict[str, float]:
@@ -145,15 +160,19 @@ def summarize(rounds: list[dict[str, dict[str, Any]]], tool: str) -> dict[str, f
         refs = [r[pm]["reference_s"] for r in rounds]
         if any(not ref for ref in refs):
             nan = float("nan")
-            return {"central_s": nan, "spread_pct": nan, "cv_pct": nan, "wall_s": nan, "min_s": nan, "max_s": nan}
+            return {"central_s": nan, "spread_pct": nan, "cv_pct": nan, "wall_s": nan, "min_s": nan, "max_s": nan,
+                    "others_median": nan, "others_max": nan}
         mref = statistics.median(refs)
         xs = [r[pm]["central_s"] * mref / ref for r, ref in zip(rounds, refs)]
         walls = [r[pm]["wall_s"] for r in rounds]
     else:
         xs = [r[tool]["central_s"] for r in rounds]
         walls = [r[tool]["wall_s"] for r in rounds]
+    key = TIMEIT if tool == TIMEIT_BEST else (tool[: -len(CORR)] if tool.endswith(CORR) else tool)
+    others = [r[key]["others_cores"] for r in rounds]
     return {"central_s": statistics.median(xs), "spread_pct": C.spread_pct(xs), "cv_pct": C.cv_pct(xs),
-            "wall_s": statistics.median(walls), "min_s": min(xs), "max_s": max(xs)}
+            "wall_s": statistics.median(walls), "min_s": min(xs), "max_s": max(xs),
+            "others_median": statistics.median(others), "others_max": max(others)}
 
 
 def verdicts(name: str, summ: dict[str, dict[str, float]]) -> list[str]:
@@ -190,6 +209,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="3 rounds instead of 7 (smoke test)")
     ap.add_argument("--rounds", type=int, default=None, help="rounds per workload (default 7, --quick 3; >= 2)")
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                    help="before each round wait up to S seconds until other processes use < 0.3 cores (default 0: no wait)")
     ap.add_argument("--no-docs", action="store_true", help="print only; do not write docs/benchmarks.md")
     ap.add_argument("--json", default=str(C.RESULTS / "timing_quality.json"), help="where to write per-round data")
     args = ap.parse_args()
@@ -216,6 +237,8 @@ def main() -> int:
     ip.user_ns.update(ns)
     tools = make_tools(ip, ns)
     t_start = time.perf_counter()
+    load_start = C.loadavg()
+    run_meter = C.LoadMeter().start()
 
     print(f"torch threads: {torch.get_num_threads()} (usable cores {cores}); rounds per workload: {n_rounds}", flush=True)
     print("warm-up: every tool once on torch_mm (untimed)", flush=True)
@@ -232,6 +255,8 @@ def main() -> int:
             k = r % len(TOOLS)
             order = TOOLS[k:] + TOOLS[:k]
             res: dict[str, Any] = {"order": order}
+            if args.wait_quiet > 0:
+                res["load_before_round"] = wait_quiet(args.wait_quiet)
             for t in order:
                 res[t] = timed(tools[t], stmt)
             rounds.append(res)
@@ -242,7 +267,10 @@ def main() -> int:
         data["workloads"][name] = {"description": desc, "stmt": stmt, "rounds": rounds, "summary": summ}
 
     total = time.perf_counter() - t_start
+    run_load = run_meter.stop()
     data["total_wall_s"] = total
+    data["others_cores_whole_run"] = run_load["others_cores"]
+    data["loadavg"] = {"start": load_start, "end": C.loadavg()}
     out = Path(args.json)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
@@ -257,11 +285,12 @@ def main() -> int:
             info = t == TIMEIT_BEST or t.endswith(CORR)
             wall = f"{s['wall_s']:.2f}" if not info else f"({s['wall_s']:.2f}, same runs)"
             tool = f"**`{t}`**" if t in PERFMAGIC_TOOLS else (f"_`{t}`_" if info else f"`{t}`")
+            load = f"{s['others_median']:.2f} / {s['others_max']:.2f}" if not info else ""
             rows.append([f"`{name}`", tool, C.fmt_time(s["central_s"]), f"{s['central_s'] / ref:.3f}",
-                         f"{s['spread_pct']:.1f}", f"{s['cv_pct']:.2f}", wall])
+                         f"{s['spread_pct']:.1f}", f"{s['cv_pct']:.2f}", wall, load])
         lines += verdicts(name, summ)
     table = C.md_table(["workload", "tool", "central value (median over rounds)", "÷ perfmagic.bench()",
-                        "spread max−min %", "CV %", "wall s per answer"], rows)
+                        "spread max−min %", "CV %", "wall s per answer", "others' CPU, cores (median / max)"], rows)
 
     pm_notes = []
     for name, _, _ in WORKLOADS:
@@ -270,7 +299,8 @@ def main() -> int:
             stops = sorted({r[pm]["stop_reason"] for r in rs})
             ns_ = [r[pm]["n_samples"] for r in rs]
             nb = [r[pm]["number"] for r in rs]
-            warns = sorted({w.split(":")[0].split(" (")[0] for r in rs for w in r[pm]["warnings"]})
+            warns = sorted({re.sub(r"\d+(\.\d+)?", "N", w.split(":")[0].split(" (")[0])
+                            for r in rs for w in r[pm]["warnings"]})
             pm_notes.append(f"- `{name}` `{pm}`: stopped by {', '.join(stops)}; {min(ns_)}–{max(ns_)} samples of "
                             f"{min(nb)}–{max(nb)} calls each"
                             + (f"; warnings seen: {'; '.join(warns)}" if warns else "; no warnings"))
@@ -291,7 +321,12 @@ def main() -> int:
             "rescales each perfmagic answer by the median of its `env[\"reference_s\"]` (a fixed pure-Python "
             "workload timed beside every run) over this run's reference time: the correction for machine drift that "
             "the drift guard (`perfmagic/_reference.py`) is designed for. Per-round data: "
-            f"`benchmarks/results/timing_quality.json`. Total run time {total:.0f} s.\n\n"
+            f"`benchmarks/results/timing_quality.json`. Total run time {total:.0f} s. *Others' CPU*: cores kept busy "
+            "by other processes during each answer (`/proc/stat` busy time minus this process's), median / max over "
+            f"the rounds; over the whole run other processes used {run_load['others_cores']:.2f} cores on average "
+            f"(load average {load_start} at the start, {data['loadavg']['end']} at the end)"
+            + (f"; each round waited up to {args.wait_quiet:g} s for other processes to go below 0.3 cores"
+               if args.wait_quiet > 0 else "") + ".\n\n"
             + table + "\nVerdicts (perfmagic compared with the best of `%timeit` average, `blocked_autorange`, "
             "`adaptive_autorange`):\n\n" + "\n".join(lines) + "\n\nperfmagic runs:\n\n" + "\n".join(pm_notes) + "\n")
     print()

@@ -68,15 +68,15 @@ def test_vs_runs_an_interleaved_ab(shell) -> None:
 
 def test_baseline_commands_and_table(shell) -> None:
     _setup(shell)
-    for d in ("0.002", "0.002", "0.003"):
+    for d in ("0.002", "0.002", "0.004"):
         shell.run(f"%%gpubench -l t --no-plot -q\ntime.sleep({d})\n")
     assert shell.run("%perf baseline 1").error_in_exec is None
     shell.run("%perf")
     table = shell.text()
     rows = {ln.split()[0]: ln for ln in table.splitlines() if ln[:1].isdigit()}
-    assert "baseline" in rows["1"]
-    assert "slower" in rows["3"]
-    assert "no real change" in rows["2"] or "inconclusive" in rows["2"]
+    assert "baseline" in rows["1"], table
+    assert "slower" in rows["3"], table
+    assert "no real change" in rows["2"] or "inconclusive" in rows["2"], table
     assert shell.run("%perf baseline").error_in_exec is None  # the latest run
     res = shell.run("%perf plot t")
     assert res.error_in_exec is None and "image/png" in shell.bundles[0]

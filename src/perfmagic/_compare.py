@@ -251,6 +251,11 @@ def _pct(x: float) -> str:
     return f"{v:.1f}%" if v < 9.95 else f"{v:.0f}%"
 
 
+def _times(f: float) -> str:
+    """A factor: ``128×``, ``2.4×``."""
+    return f"{f:.2g}×" if f < 10 else f"{f:.0f}×"
+
+
 def _signed(r: float) -> str:
     """A time ratio as a signed change: ``-x%`` faster by x% (A/B - 1), ``+x%`` slower by x% (B/A - 1)."""
     if r < 1.0:
@@ -279,9 +284,15 @@ def decide(ratio: float, lo: float, hi: float, min_effect: float = 0.10, *,
     ci = f"{confidence * 100:g}% CI"
     down, up = 1.0 / (1.0 + m), 1.0 + m
     if hi < down:
+        if ratio <= 0.5:  # large effects read better as factors: "128× faster", not "12741%"
+            return "faster", (f"{_times(1.0 / ratio)} faster ({ci} {_times(1.0 / hi)}–{_times(1.0 / lo)}): "
+                              f"accept — the whole interval clears the {bar} bar")
         return "faster", (f"faster by {_pct(1.0 / ratio - 1.0)} ({ci} {_pct(1.0 / hi - 1.0)}–"
                           f"{_pct(1.0 / lo - 1.0)}): accept — the whole interval clears the {bar} bar")
     if lo > up:
+        if ratio >= 2.0:
+            return "slower", (f"{_times(ratio)} slower ({ci} {_times(lo)}–{_times(hi)}): "
+                              f"reject the change — the whole interval is past the {bar} bar")
         return "slower", (f"slower by {_pct(ratio - 1.0)} ({ci} {_pct(lo - 1.0)}–{_pct(hi - 1.0)}): "
                           f"reject the change — the whole interval is past the {bar} bar")
     if down <= lo and hi <= up:

@@ -200,8 +200,11 @@ def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[s
             try:
                 rc = compare(base, r, min_effect=min_effect, n_boot=400)
                 c = rc.comparison
-                pct = (c.ratio - 1) * 100
-                cell = f"{pct:+.1f}% {c.verdict}"
+                if c.ratio <= 0.5 or c.ratio >= 2:
+                    factor = 1 / c.ratio if c.ratio < 1 else c.ratio
+                    cell = f"{factor:.3g}× {c.verdict}"
+                else:
+                    cell = f"{(c.ratio - 1) * 100:+.1f}% {c.verdict}"
             except Exception:  # the table never fails on one odd row
                 cell = "?"
         out[r["id"]] = (cell + ("  " if cell and spark else "") + spark).strip()
