@@ -18,13 +18,17 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "bench", "BenchResult", "ledger", "Ledger", "PerfmagicError", "BadOptionError", "SetupError",
+    "bench", "bench_pair", "compare", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "PerfmagicError", "BadOptionError", "SetupError",
     "BenchInterrupted", "load_ipython_extension", "unload_ipython_extension", "__version__",
 ]
 
 _LAZY = {
     "bench": ("._engine", "bench"),
     "BenchResult": ("._results", "BenchResult"),
+    "bench_pair": ("._pair", "bench_pair"),
+    "PairResult": ("._pair", "PairResult"),
+    "compare": ("._history", "compare"),
+    "RunComparison": ("._history", "RunComparison"),
     "Ledger": ("._ledger", "Ledger"),
     "PerfmagicError": ("._errors", "PerfmagicError"),
     "BadOptionError": ("._errors", "BadOptionError"),
@@ -34,6 +38,8 @@ _LAZY = {
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._engine import bench
+    from ._history import RunComparison, compare
+    from ._pair import PairResult, bench_pair
     from ._errors import BadOptionError, BenchInterrupted, PerfmagicError, SetupError
     from ._ledger import Ledger
     from ._results import BenchResult
