@@ -209,8 +209,9 @@ def main() -> int:
         for t in names:
             timed(t, stmt)
 
+    head = C.header("GPU timing", gpu=gpu)  # date, machine and code state at the start of the run
     t_start = time.perf_counter()
-    data: dict[str, Any] = {"date": C.today(), "machine": C.machine(gpu), "command": C.command(),
+    data: dict[str, Any] = {"header": head, "command": C.command(),
                             "triton": triton_note, "rounds": n_rounds, "workloads": {}}
     rows, verdicts = [], []
     for name, desc, stmt, wl_flop in workloads:
@@ -263,7 +264,7 @@ def main() -> int:
     table = C.md_table(["workload", "tool", "central value (median over rounds)", "÷ perfmagic.bench()",
                         "spread max−min %", "CV %", "wall s per answer", "TFLOP/s"], rows)
     wl = "\n".join(f"- `{nm}`: {d}" for nm, d, _, _ in workloads)
-    body = (C.header("GPU timing", gpu=gpu) + "\n"
+    body = (head + "\n"
             f"Workloads:\n\n{wl}\n\n"
             f"{triton_note}. {n_rounds} rounds per workload; each round every tool gives one answer, in an order "
             "rotated every round (same process, after one untimed warm-up pass; `torch.cuda.synchronize()` around "

@@ -75,6 +75,7 @@ def main() -> int:
     todo = [n for n in EXTENSIONS if installed[n]]
     samples: dict[str, list[float]] = {n: [] for n in EXTENSIONS}
     others: dict[str, list[float]] = {n: [] for n in EXTENSIONS}
+    head = C.header("`%load_ext` time")  # date, machine and code state at the start of the run
     load_start = C.loadavg()
     run_meter = C.LoadMeter().start()
     heavy_after: dict[str, set[str]] = {n: set() for n in EXTENSIONS}
@@ -146,7 +147,7 @@ def main() -> int:
     else:
         verdict = "perfmagic could not be measured: " + errors.get("perfmagic", "not installed") + "."
 
-    body = (C.header("`%load_ext` time") + "\n"
+    body = (head + "\n"
             f"Each extension: {rounds} fresh processes, interleaved round-robin (order rotated every round), after "
             "one untimed warm-up process per extension. Each process creates `InteractiveShell.instance()` and times "
             "only `ip.run_line_magic(\"load_ext\", NAME)` with `time.perf_counter` (a clean temporary `IPYTHONDIR`). "

@@ -236,6 +236,7 @@ def main() -> int:
     ns = make_namespace()
     ip.user_ns.update(ns)
     tools = make_tools(ip, ns)
+    head = C.header("Timing quality (CPU)")  # date, machine and code state at the start of the run
     t_start = time.perf_counter()
     load_start = C.loadavg()
     run_meter = C.LoadMeter().start()
@@ -245,7 +246,7 @@ def main() -> int:
     for t in TOOLS:
         tools[t](WORKLOADS[-1][2])
 
-    data: dict[str, Any] = {"date": C.today(), "machine": C.machine(), "command": C.command(),
+    data: dict[str, Any] = {"header": head, "command": C.command(),
                             "torch_threads": torch.get_num_threads(), "rounds": n_rounds,
                             "central_value": CENTRAL, "workloads": {}}
     summaries: dict[str, dict[str, dict[str, float]]] = {}
@@ -306,7 +307,7 @@ def main() -> int:
                             + (f"; warnings seen: {'; '.join(warns)}" if warns else "; no warnings"))
 
     wl = "\n".join(f"- `{n}`: {d}" for n, d, _ in WORKLOADS)
-    body = (C.header("Timing quality (CPU)") + "\n"
+    body = (head + "\n"
             f"Workloads:\n\n{wl}\n\n"
             f"torch threads = {torch.get_num_threads()} for every tool. {n_rounds} rounds per workload; in each round "
             "every tool gives one answer, in an order rotated every round (same process, after one untimed warm-up "

@@ -10,13 +10,14 @@ The algorithm, in order (every step is visible in the result):
    (:func:`perfmagic._sync.detect`): a CUDA tensor or an initialised CUDA context -> CUDA events.
 4. **Timer overhead.** Empty blocks (``run(0)`` + sync) are timed; their median is the overhead.
 5. **Warmup**, adaptive: blocks are run and re-sized until the median per-call time of the last three
-   blocks is within 5% of the three before (at least 5 calls and 5% of the budget), or until 30% of
-   the budget is spent (then a warning says the timings were still drifting). ``warmup=N`` runs N calls.
+   blocks is within 5% of the three before (at least 5 calls — 2 for calls over 50 ms — and 2% of the
+   budget), or until 30% of the budget is spent (then a warning says the timings were still drifting).
+   ``warmup=N`` runs N calls.
 6. **Block calibration.** Calls per block ``n`` are chosen so a block lasts at least
    ``max(100 × overhead, 200 µs)``: the timer's own cost stays under 1% of a sample.
 7. **Sampling** until the distribution-free 95% CI of the median is within ``precision`` (±1% by
    default) with at least ``min_samples`` samples, or the budget is spent. A budget the user gives is a
-   hard limit; the default (1 s) may stretch to 10 s only to reach ``min_samples`` for slow code.
+   hard limit; the default (1 s) may stretch, up to 10 s, only until ``min_samples`` are in.
    The GC is disabled during timed blocks unless ``gc=True`` (as ``timeit`` does).
 8. **Memory**, in one extra untimed call (:mod:`perfmagic._memory`).
 9. **Environment and doubts**: the environment is captured (:mod:`perfmagic._env`), the CPU load of
@@ -47,7 +48,9 @@ from ._sync import SYNC_CHOICES
 DEFAULT_BUDGET = 1.0
 MAX_SOFT_BUDGET = 10.0
 WARMUP_MIN_CALLS = 5
-WARMUP_MIN_FRACTION = 0.05
+WARMUP_MIN_CALLS_SLOW = 2  # calls slower than SLOW_CALL_S: their one-time costs already hit the cold call
+SLOW_CALL_S = 0.05
+WARMUP_MIN_FRACTION = 0.02
 WARMUP_MAX_FRACTION = 0.30
 DEVICE_CHOICES = "auto, cpu, cuda, cuda:N, mps"
 
@@ -164,9 +167,11 @@ def bench(
             while True:
                 per_call = subj.warm_block()
                 wt = clock() - warm_start
-                if subj.warm_calls >= WARMUP_MIN_CALLS and wt >= wmin and subj.warm_stable():
+                min_calls = WARMUP_MIN_CALLS if per_call < SLOW_CALL_S else WARMUP_MIN_CALLS_SLOW
+                if subj.warm_calls >= min_calls and wt >= wmin and subj.warm_stable():
                     break
-                if wt >= wmax or spent() + per_call * subj.number > soft_budget * 0.6:
+                over = wt >= wmax or spent() + per_call * subj.number > soft_budget * 0.6
+                if over and (subj.warm_calls >= min_calls or hard):
                     drift = subj.warm_drift()
                     if drift is not None and drift > DRIFT_TOL:
                         warnings.append(f"timings were still drifting at the end of warmup ({drift:.0%} between "
@@ -190,8 +195,11 @@ def bench(
                 break
             if spent() + _stats.median(subj.raw[-5:]) > limit:
                 if not hard and n < min_samples and limit < MAX_SOFT_BUDGET:
-                    limit = MAX_SOFT_BUDGET
+                    limit = MAX_SOFT_BUDGET  # stretch the default budget only until min_samples
                     continue
+                stop = "budget"
+                break
+            if limit > soft_budget and n >= min_samples:
                 stop = "budget"
                 break
     except KeyboardInterrupt:

@@ -2,7 +2,7 @@
 
 Runs compared minutes apart mix the code change with the machine's drift (frequency scaling, other
 tenants, thermal state): on a shared 2-core machine the *same* code drifts 6–36% between invocations.
-Every timing run therefore also times this fixed pure-Python workload for about 15 ms and stores the
+Every timing run therefore also times this fixed pure-Python workload for about 8 ms and stores the
 median per call as ``env["reference_s"]``. When two runs are compared historically, the ratio of their
 reference times says how much the machine itself changed speed; beyond the noise floor, the
 comparison warns and says by how much.
@@ -20,7 +20,7 @@ def _workload() -> int:
     return acc
 
 
-def reference_time(duration: float = 0.015, calls_per_block: int = 20) -> float:
+def reference_time(duration: float = 0.008, calls_per_block: int = 20) -> float:
     """Median seconds per call of the fixed workload over about ``duration`` seconds."""
     clock = time.perf_counter
     samples: list[float] = []

@@ -49,6 +49,7 @@ class Subject:
         self.warm: list[tuple[int, float]] = []
         self.raw: list[float] = []
         self.min_block = MIN_BLOCK_S
+        self._warm_calls = 0
 
     # ---- timing primitives -----------------------------------------------------------------
     def block(self, n: int) -> float:
@@ -105,13 +106,16 @@ class Subject:
         n = self.number if cap is None else max(1, min(self.number, cap))
         dt = self.block(n)
         self.warm.append((n, dt))
+        self._warm_calls += n
         per_call = dt / n
-        self.number = self.calls_for(per_call, n)
+        # size the next block from the median of the last three, so one preempted block cannot shrink it
+        recent = _stats.median([d / k for k, d in self.warm[-3:]])
+        self.number = self.calls_for(recent, n)
         return per_call
 
     @property
     def warm_calls(self) -> int:
-        return sum(k for k, _ in self.warm)
+        return self._warm_calls
 
     def warm_drift(self) -> float | None:
         """Relative change between the median per-call time of the last 3 warmup blocks and the 3 before."""
