@@ -71,6 +71,18 @@ def _check_options(budget: float | None, precision: float, confidence: float, wa
         raise BadOptionError("max_samples", max_samples, f"an integer >= min_samples ({min_samples})")
 
 
+def prepare(budget: float | None, precision: float, confidence: float, warmup: Any, min_samples: int,
+            max_samples: int, sync: str, device: str, default_budget: float) -> tuple[str, list[str], bool, float, str]:
+    """Validate the options shared by every driver: ``(device, notes, budget_is_hard, budget_s, started_utc)``."""
+    _check_options(budget, precision, confidence, warmup, min_samples, max_samples)
+    if sync not in SYNC_CHOICES:
+        raise BadOptionError("sync", sync, "one of " + ", ".join(SYNC_CHOICES))
+    dev, notes = resolve_device(device)
+    hard = budget is not None
+    started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return dev, notes, hard, (float(budget) if hard else default_budget), started_utc
+
+
 def resolve_device(device: str) -> tuple[str, list[str]]:
     """Map ``auto``/``cuda``/... to a concrete device; a missing CUDA falls back to CPU with a note."""
     notes: list[str] = []
@@ -128,13 +140,8 @@ def bench(
     See the module docstring for the algorithm.
     """
     __tracebackhide__ = True
-    _check_options(budget, precision, confidence, warmup, min_samples, max_samples)
-    if sync not in SYNC_CHOICES:
-        raise BadOptionError("sync", sync, "one of " + ", ".join(SYNC_CHOICES))
-    dev, notes = resolve_device(device)
-    hard = budget is not None
-    soft_budget = float(budget) if hard else DEFAULT_BUDGET
-    started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    dev, notes, hard, soft_budget, started_utc = prepare(
+        budget, precision, confidence, warmup, min_samples, max_samples, sync, device, DEFAULT_BUDGET)
     t_start = clock()
     subj = Subject(stmt, setup, globals, filename or "<perfmagic-cell>", sync, dev, clock)
 

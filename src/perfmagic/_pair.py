@@ -21,16 +21,13 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from . import _stats
-from ._engine import (WARMUP_MAX_FRACTION, WARMUP_MIN_CALLS, WARMUP_MIN_FRACTION, _check_options,
-                      _environment, _with_doubts, resolve_device)
+from ._engine import WARMUP_MAX_FRACTION, WARMUP_MIN_CALLS, WARMUP_MIN_FRACTION, _environment, _with_doubts, prepare
 from ._errors import BadOptionError, BenchInterrupted
 from ._results import BenchResult
 from ._subject import Subject
-from ._sync import SYNC_CHOICES
 
 DEFAULT_PAIR_BUDGET = 2.0
 PAIR_MIN_BLOCK_S = 1e-3  # longer blocks than a single run: a pair must not be split by one scheduler hiccup
@@ -99,13 +96,8 @@ def bench_pair(
     __tracebackhide__ = True
     from ._compare import compare_samples
 
-    _check_options(budget, precision, confidence, "auto", min_samples, max_samples)
-    if sync not in SYNC_CHOICES:
-        raise BadOptionError("sync", sync, "one of " + ", ".join(SYNC_CHOICES))
-    dev, notes = resolve_device(device)
-    hard = budget is not None
-    total = float(budget) if hard else DEFAULT_PAIR_BUDGET
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    dev, notes, hard, total, started = prepare(budget, precision, confidence, "auto", min_samples, max_samples,
+                                               sync, device, DEFAULT_PAIR_BUDGET)
     t_start = clock()
     sa = Subject(stmt_a, setup_a, globals, filenames[0], sync, dev, clock)
     sb = Subject(stmt_b, setup_b, globals, filenames[1], sync, dev, clock)
