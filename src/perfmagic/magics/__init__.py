@@ -6,6 +6,7 @@ engines, torch, pandas, matplotlib and ipywidgets are imported inside the magic 
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -18,7 +19,7 @@ def _record_factory(shell: Any, state: dict[str, Any]) -> Any:
         from .._session import current_ledger
 
         led = current_ledger(shell.user_ns)
-        session = f"pid {__import__('os').getpid()}"
+        session = f"pid {os.getpid()}"
         kernel = getattr(shell, "kernel", None)
         ident = getattr(getattr(kernel, "session", None), "session", None)
         if ident:
