@@ -244,3 +244,30 @@ def replace_section(name: str, body: str, path: Path = DOCS) -> Path:
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def add_section_row(key: str, row: str, path: Path = DOCS) -> Path:
+    """Put ``row`` in the table of sections (the first table whose header starts ``| section | script``).
+
+    A row of that table containing ``key`` (e.g. the script's path) is replaced; otherwise ``row`` is
+    appended after the table's last row. Nothing else in the file changes; a file without that table
+    is left alone.
+    """
+    if not path.exists():
+        return path
+    lines = path.read_text(encoding="utf-8").split("\n")
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("| section | script")), None)
+    if start is None:
+        return path
+    end = start
+    while end + 1 < len(lines) and lines[end + 1].startswith("|"):
+        end += 1
+    hit = next((i for i in range(start + 2, end + 1) if key in lines[i]), None)
+    if hit is not None:
+        lines[hit] = row
+    else:
+        lines.insert(end + 1, row)
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    tmp.write_text("\n".join(lines), encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -190,3 +190,14 @@ def test_cuda_matmul_uses_events_and_reports_cuda_peak() -> None:
     assert r.memory is not None and r.memory.cuda_peak_bytes is not None
     assert r.memory.cuda_peak_bytes >= 2048 * 2048 * 4
     assert r.env.get("gpu") is not None
+
+
+def test_slow_phase_of_the_machine_is_flagged(monkeypatch) -> None:
+    from perfmagic import _reference
+
+    monkeypatch.setattr(_reference, "_best_seen", [1e-7])  # as if the machine had been far faster before
+    r = perfmagic.bench("1", memory=False)
+    assert any("slower than earlier in this session" in w for w in r.warnings), r.warnings
+    monkeypatch.setattr(_reference, "_best_seen", [1.0])  # far slower before: nothing to flag
+    r = perfmagic.bench("1", memory=False)
+    assert not any("slower than earlier" in w for w in r.warnings)

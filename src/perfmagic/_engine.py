@@ -249,12 +249,16 @@ def bench(
 def _environment(device: str, others: float | None, warnings: list[str]) -> dict[str, Any]:
     """Capture the environment, add the load and drift-guard fields, append doubt warnings."""
     from ._env import capture, doubt_warnings
-    from ._reference import reference_time
+    from ._reference import reference_time, slow_phase
 
     env = capture(device)
     warnings += doubt_warnings(env, None, others, env.get("usable_cores"))
     env["others_cores"] = others
     env["reference_s"] = reference_time()  # the drift guard: this machine's speed right now
+    excess = slow_phase(env["reference_s"])
+    if excess is not None:
+        warnings.append(f"the machine ran {excess:.0%} slower than earlier in this session (fixed reference "
+                        "workload): a noisy neighbour or a frequency drop may have inflated this result; re-run to check")
     return env
 
 
