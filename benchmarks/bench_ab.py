@@ -62,11 +62,11 @@ THRESHOLD = 0.10
 
 WORKLOADS: list[dict[str, Any]] = [
     {"name": "np_sort", "stmt_a": "np.sort(a)", "stmt_b": "np.sort(a_big)", "n": NP_N,
-     "desc": f"~1 ms numpy: `np.sort(a)`, a = {NP_N:,} float64", "guess": 1.15, "round": 500,
-     "bounds": (1.03, 1.50)},
+     "desc": f"~1 ms numpy: `np.sort(a)`, a = {NP_N:,} float64", "round": 500,
+     "grid": [1.08 + 0.02 * i for i in range(8)]},
     {"name": "torch_mm", "stmt_a": "x @ y", "stmt_b": "xb @ yb", "n": MM_N,
-     "desc": f"~20 ms torch: `x @ y`, fp32 {MM_N}×{MM_N}", "guess": 1.048, "round": 8,
-     "bounds": (1.01, 1.20)},
+     "desc": f"~20 ms torch: `x @ y`, fp32 {MM_N}×{MM_N}", "round": 8,
+     "grid": [1.02 + 0.005 * i for i in range(10)]},
 ]
 HIST, PAIR = "historical", "same-process"
 KINDS = (HIST, PAIR)
@@ -132,25 +132,58 @@ def effect(ta: list[float], tb: list[float]) -> dict[str, Any]:
             "a_median_s": statistics.median(ta), "b_median_s": statistics.median(tb)}
 
 
-def tune(ns: dict[str, Any], w: dict[str, Any], seconds: float, steps: int = 2) -> tuple[int, list[dict[str, Any]]]:
-    """Choose B's size so that B/A ~ 1 + PLANT: time ~ n^k, k re-estimated from each measurement."""
+def tune(ns: dict[str, Any], w: dict[str, Any], seconds: float) -> tuple[int, list[dict[str, Any]]]:
+    """Choose B's size so that B/A ~ 1 + PLANT, from a grid of candidate sizes (``w["grid"]``, factors of n).
+
+    Time is not a smooth function of size (matmul blocking, cache sizes, scheduler quantisation under
+    load), so every candidate is measured: rounds of A and every candidate once each, in a shuffled order,
+    for ``seconds``; the candidate whose median ratio (candidate / A of the same round) is nearest
+    1 + PLANT on the log scale is chosen, and ``ns`` gets its arrays.
+    """
+    import numpy as np
+    import torch
+
     n0, rnd = w["n"], w["round"]
-    lo_f, hi_f = w["bounds"]
-    nb = round(n0 * w["guess"] / rnd) * rnd
-    hist = []
-    for _ in range(steps):
-        set_arrays(ns, w["name"], n0, nb)
-        e = effect(*interleaved(ns, w["stmt_a"], w["stmt_b"], seconds))
-        hist.append({"n_big": nb, "ratio": e["ratio"], "ratio_of_medians": e["ratio_of_medians"], "pairs": e["pairs"]})
-        r = e["ratio"]
-        if r > 1.005 and nb > n0:
-            k = math.log(r) / math.log(nb / n0)
-            target = n0 * (1 + PLANT) ** (1 / k)
+    cands = sorted({round(n0 * f / rnd) * rnd for f in w["grid"]})
+    set_arrays(ns, w["name"], n0, n0)
+    fa = eval(compile("lambda: " + w["stmt_a"], "<tune-a>", "eval"), ns)
+    fns: dict[Any, Any] = {"A": fa}
+    for nb in cands:
+        if w["name"] == "np_sort":
+            arr = np.random.default_rng(nb).random(nb)
+            fns[nb] = lambda arr=arr: np.sort(arr)
         else:
-            target = nb * 1.1
-        nb = round(min(max(target, n0 * lo_f), n0 * hi_f) / rnd) * rnd
-    set_arrays(ns, w["name"], n0, nb)
-    return nb, hist
+            g = torch.Generator().manual_seed(nb)
+            p, qq = torch.randn(nb, nb, generator=g), torch.randn(nb, nb, generator=g)
+            fns[nb] = lambda p=p, qq=qq: p @ qq
+    clock = time.perf_counter
+    rng = random.Random(0)
+    keys = list(fns)
+    ratios: dict[Any, list[float]] = {nb: [] for nb in cands}
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        for f in fns.values():
+            f()
+        end = clock() + seconds
+        while clock() < end or len(ratios[cands[0]]) < 5:
+            rng.shuffle(keys)
+            t: dict[Any, float] = {}
+            for k in keys:
+                t0 = clock()
+                fns[k]()
+                t[k] = clock() - t0
+            for nb in cands:
+                ratios[nb].append(t[nb] / t["A"])
+    finally:
+        if was:
+            gc.enable()
+    hist = [{"n_big": nb, "ratio": statistics.median(ratios[nb]), "rounds": len(ratios[nb])} for nb in cands]
+    best = min(hist, key=lambda h: abs(math.log(h["ratio"]) - math.log1p(PLANT)))["n_big"]
+    del fns
+    set_arrays(ns, w["name"], n0, best)
+    return best, hist
 
 
 # ---------------------------------------------------------------------------------------------
@@ -355,11 +388,12 @@ def report(data: dict[str, Any]) -> str:
                 return "n/a"
             return (f"**{c['ratio']:.3f}** ({c['ci'][0]:.3f}–{c['ci'][1]:.3f}); medians "
                     f"{C.fmt_time(c['a_median_s'])} → {C.fmt_time(c['b_median_s'])}, {c['pairs']} pairs")
-        crow.append([f"`{w['name']}`", f"`{w['stmt_a']}`", f"`{w['stmt_b']}` ({w['b_desc']})", fmt(c0), fmt(c1)])
+        crow.append([f"`{w['name']}`", f"`{w['stmt_a']}`", w["b_desc"], fmt(c0), fmt(c1)])
     lines.append(f"The planted effect, measured apart from perfmagic: single calls of A and B interleaved ABBA "
                  f"for {data['calibrate_s']:g} s (GC off), median of the per-pair ratios b/a and its "
-                 f"distribution-free 95% CI; at the start (after B's size was tuned to ≈ +15%: "
-                 + "; ".join(f"`{w}` tried " + ", ".join(f"{h['n_big']:,} → {h['ratio']:.3f}" for h in cal[w]['tuning'])
+                 f"distribution-free 95% CI; at the start (after B's size was chosen from a grid of "
+                 "candidate sizes, each measured against A in shuffled rounds, as the one nearest +15%: "
+                 + "; ".join(f"`{w}` " + ", ".join(f"{h['n_big']:,} → {h['ratio']:.3f}" for h in cal[w]['tuning'])
                              for w in names) + ") and again at the end of the run.\n")
     lines.append(C.md_table(["workload", "A", "B", "true B/A at the start", "true B/A at the end"], crow))
     rows = [verdict_row(w, k, select(recs, w, "A/B", k), "A/B") for w in names for k in KINDS]
@@ -499,15 +533,15 @@ def main() -> int:
     calibration: dict[str, Any] = {}
     for w in WORKLOADS:
         print(f"calibrating {w['name']}: tuning B's size for B/A ≈ {1 + PLANT:.2f}", flush=True)
-        nb, hist = tune(ns, w, max(2.0, cal_s / 4))
-        for h in hist:
-            print(f"  n_big {h['n_big']:,}: B/A {h['ratio']:.3f} ({h['pairs']} pairs)", flush=True)
+        nb, hist = tune(ns, w, max(3.0, cal_s / 2))
+        print("  " + ", ".join(f"{h['n_big']:,}: {h['ratio']:.3f}" for h in hist) + f" ({hist[0]['rounds']} rounds)",
+              flush=True)
         e = effect(*interleaved(ns, w["stmt_a"], w["stmt_b"], cal_s))
         print(f"  chosen n_big {nb:,}: true B/A {e['ratio']:.3f} (95% CI {e['ci'][0]:.3f}–{e['ci'][1]:.3f}), "
               f"A {C.fmt_time(e['a_median_s'])}, B {C.fmt_time(e['b_median_s'])}, {e['pairs']} pairs", flush=True)
         b_desc = (f"`np.sort(a_big)`, a_big = {nb:,} float64" if w["name"] == "np_sort"
                   else f"`xb @ yb`, fp32 {nb}×{nb}")
-        workloads.append({k: v for k, v in w.items() if k != "bounds"} | {"n_big": nb, "b_desc": b_desc})
+        workloads.append({k: v for k, v in w.items() if k != "grid"} | {"n_big": nb, "b_desc": b_desc})
         calibration[w["name"]] = {"tuning": hist, "start": e}
 
     print("warm-up: one untimed bench and bench_pair per workload", flush=True)
