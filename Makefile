@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -e ".[dev,bench]"
 	$(BIN)/python benchmarks/bench_load_ext.py
 	$(BIN)/python benchmarks/bench_timing_quality.py
+	$(BIN)/python benchmarks/bench_ab.py
 	$(BIN)/python benchmarks/bench_gpu.py
 
 clean:
