@@ -377,6 +377,15 @@ def report(data: dict[str, Any]) -> str:
             nrc.append(f"`{w}` {k} {c}/{len(rs)}")
     lines.append("A/A pairs answered \"no real change\" (the useful answer; \"inconclusive\" is safe but says "
                  "\"measure longer\"): " + ", ".join(nrc) + ".\n")
+    spread = []
+    for w in names:
+        rs = select(recs, w, "A/A", HIST)
+        big3 = sum(abs(math.log(r["ratio"])) > math.log(1 + data["noise_floor"]) for r in rs)
+        big10 = sum(abs(math.log(r["ratio"])) > math.log(1 + THRESHOLD) for r in rs)
+        spread.append(f"`{w}` beyond ±{data['noise_floor']:.0%} in {big3}/{len(rs)} pairs and beyond ±10% in "
+                      f"{big10}/{len(rs)}")
+    lines.append("Between-run noise of identical code (historical A/A, ratio of the two runs' medians): "
+                 + "; ".join(spread) + ".\n")
 
     # part 2
     lines.append("### 2. A/B: a planted ~15% slowdown\n")
@@ -408,9 +417,17 @@ def report(data: dict[str, Any]) -> str:
         d = sum(r["verdict"] == "slower" for r in rs)
         ab_verdicts.append(f"- A/B `{w}`, historical: detected {d}/{len(rs)} = {d / len(rs):.1%} (no target; "
                            f"reported).")
-        wrong = sum(r["verdict"] == "faster" for r in select(recs, w, "A/B", PAIR) + rs)
-        if wrong:
-            ab_verdicts.append(f"- A/B `{w}`: {wrong} pair(s) called the slower code **faster**.")
+    wrong = [r for r in recs if r["test"] == "A/B" and r["verdict"] in ("faster", "no real change")]
+    for r in wrong:
+        what = "called the slower code **faster**" if r["verdict"] == "faster" else \
+            "answered **no real change** to the planted slowdown"
+        extra = ""
+        if r["kind"] == HIST:
+            m = [x["median_s"] for x in r["runs"]]
+            extra = (f"; run medians {C.fmt_time(m[0])} (A) → {C.fmt_time(m[1])} (B), drift guard "
+                     f"{r['drift']:+.1%} (interval widened by {r['noise_floor']:.1%})")
+        ab_verdicts.append(f"- A/B `{r['workload']}`, {r['kind']}, iteration {r['iteration'] + 1}: {what} "
+                           f"(B/A {r['ratio']:.3f}, CI {r['ci'][0]:.3f}–{r['ci'][1]:.3f}{extra}).")
     lines.append("\n".join(ab_verdicts) + "\n")
 
     # part 3
@@ -439,9 +456,11 @@ def report(data: dict[str, Any]) -> str:
         ja = judges(aa, "A/A")
         n = len(aa)
         uneq = sum(len(r["t1_ns"]) != len(r["t2_ns"]) for r in aa)
-        p3.append(f"- `{w}` A/A false-change rates: perfmagic {ja['pm'] / n:.1%}, pyperf t-test {ja['pyperf'] / n:.1%}, "
-                  f"10% threshold {ja['thr'] / n:.1%} (pyperf `compare_to` verbatim {ja['pyperf_verbatim'] / n:.1%}: "
-                  f"{uneq}/{n} pairs had unequal sample counts).")
+        verdict = lambda k: "within" if ja[k] / n <= FALSE_TARGET else "**above**"  # noqa: E731
+        p3.append(f"- `{w}` A/A false-change rates against the {FALSE_TARGET:.0%} target: perfmagic {ja['pm'] / n:.1%} "
+                  f"({verdict('pm')}), pyperf t-test {ja['pyperf'] / n:.1%} ({verdict('pyperf')}), 10% threshold "
+                  f"{ja['thr'] / n:.1%} ({verdict('thr')}); pyperf `compare_to` verbatim {ja['pyperf_verbatim'] / n:.1%} "
+                  f"({uneq}/{n} pairs had unequal sample counts).")
     lines.append("\n".join(p3) + "\n")
 
     # notes: how the runs ended
@@ -462,6 +481,26 @@ def report(data: dict[str, Any]) -> str:
                      + f", {min(npairs)}–{max(npairs)} pairs (median {statistics.median(npairs):g}). Drift guard: "
                      f"|reference B/A − 1| median {statistics.median(drifts):.1%}, max {max(drifts):.1%}; it widened "
                      f"the interval in {widened}/{len(drifts)} historical judgements.")
+    import re
+
+    tally: dict[str, int] = {}
+    n_results = 0
+    for r in recs:
+        ws_sets = [run["warnings"] for run in r["runs"]] if r["kind"] == HIST else [r["warnings"]]
+        for ws in ws_sets:
+            n_results += 1
+            for key in sorted({re.sub(r"\d+(\.\d+)?", "N", x.split(":")[0].split(" (")[0]) for x in ws}):
+                tally[key] = tally.get(key, 0) + 1
+    if tally:
+        notes.append(f"- warnings attached to the {n_results} perfmagic results (historical: each run; same-process: "
+                     "both sides together), how many results carried each: "
+                     + "; ".join(f"\"{k}\" {v}" for k, v in sorted(tally.items(), key=lambda kv: -kv[1])))
+    refs = sorted([run["reference_s"] for r in recs if r["kind"] == HIST for run in r["runs"] if run["reference_s"]]
+                  + [r["reference_s"] for r in recs if r["kind"] == PAIR and r["reference_s"]])
+    if refs:
+        notes.append(f"- drift-guard reference time (`env[\"reference_s\"]`) over all {len(refs)} results: min "
+                     f"{C.fmt_time(refs[0])}, quartiles {C.fmt_time(q(refs, 0.25))} / {C.fmt_time(q(refs, 0.5))} / "
+                     f"{C.fmt_time(q(refs, 0.75))}, max {C.fmt_time(refs[-1])}.")
     lines.append("How the runs ended:\n\n" + "\n".join(notes) + "\n")
     lines.append(f"Median wall time per historical judgement over all pairs: {statistics.median(hist_walls):.2f} s "
                  f"(of which `compare()` {statistics.median(r['compare_s'] for r in recs if r['kind'] == HIST):.2f} s).\n")

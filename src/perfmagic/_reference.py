@@ -41,7 +41,7 @@ def reference_time(duration: float = 0.008, calls_per_block: int = 20) -> float:
     return t
 
 
-def slow_phase(t: float, threshold: float = 0.15) -> float | None:
+def slow_phase(t: float, threshold: float = 0.30) -> float | None:
     """How much slower than the best seen in this process the machine ran, if beyond ``threshold``.
 
     Shared machines have slow phases lasting seconds (a neighbour, a frequency drop) that a short
