@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "bench", "bench_pair", "compare", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "PerfmagicError", "BadOptionError", "SetupError",
+    "bench", "bench_pair", "compare", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "PerfmagicError", "BadOptionError", "SetupError",
     "BenchInterrupted", "load_ipython_extension", "unload_ipython_extension", "__version__",
 ]
 
@@ -28,6 +28,10 @@ _LAZY = {
     "bench_pair": ("._pair", "bench_pair"),
     "PairResult": ("._pair", "PairResult"),
     "compare": ("._history", "compare"),
+    "roofline": ("._roofline", "roofline"),
+    "RooflineResult": ("._roofline", "RooflineResult"),
+    "ceilings": ("._ceilings", "ceilings"),
+    "Ceilings": ("._ceilings", "Ceilings"),
     "RunComparison": ("._history", "RunComparison"),
     "Ledger": ("._ledger", "Ledger"),
     "PerfmagicError": ("._errors", "PerfmagicError"),
@@ -38,7 +42,9 @@ _LAZY = {
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._engine import bench
+    from ._ceilings import Ceilings, ceilings
     from ._history import RunComparison, compare
+    from ._roofline import RooflineResult, roofline
     from ._pair import PairResult, bench_pair
     from ._errors import BadOptionError, BenchInterrupted, PerfmagicError, SetupError
     from ._ledger import Ledger

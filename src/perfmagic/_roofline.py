@@ -1,0 +1,401 @@
+"""``roofline()``: where a piece of code sits under the device's measured roofs, and what to try next.
+
+The method (METHOD.md §1):
+
+1. **Work** of one call: FLOPs and bytes counted from the torch ops the code runs
+   (:func:`perfmagic._counting.count`: FlopCounterMode + perfmagic's formulas; bytes = algorithmic
+   traffic, a lower bound on DRAM traffic), or the numbers given (``flops=``/``bytes=``, which win).
+2. **Time** of one call: :func:`perfmagic._engine.bench` (cold call apart, warmup, device sync, median).
+3. **Roofs**: :func:`perfmagic._ceilings.ceilings` of the device the code ran on (measured, cached).
+4. **Verdict**: intensity ``I = FLOPs / bytes``; achieved FLOP/s and bytes/s; ridge ``= peak / BW``;
+   attainable ``= min(peak, I × BW)``; **memory-bound** when ``I < ridge``, else compute-bound; the
+   fraction of the attainable roof reached (memory-bound: achieved bytes/s ÷ BW, which equals achieved
+   FLOP/s ÷ (I × BW)); advice in the order that matters for that bound.
+5. **Doubts**: apparent bandwidth above the DRAM roof (working set in cache), FLOPs undercounted
+   (compute ops FlopCounterMode counts as zero and perfmagic has no formula for), a loaded machine
+   (during calibration or timing), roofs measured for another device.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._ceilings import Ceilings, normalize_dtype
+from ._errors import BadOptionError, PerfmagicError
+from ._format import fmt_bytes, fmt_rate, fmt_time
+
+CACHE_BW_TOLERANCE = 1.05
+LOW_FRACTION = 0.3
+
+
+def _check_work(option: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if isinstance(value, bool) or not math.isfinite(v) or v < 0 or (option == "bytes" and v == 0):
+        raise BadOptionError(option, value, "a positive, finite number per call" + (" (0 allowed for flops)"
+                                                                                   if option == "flops" else ""),
+                             "e.g. flops=2*n**3 for an n×n matmul, bytes=12*n for a float32 a = b + c")
+    return v
+
+
+@dataclass(frozen=True)
+class RooflineResult:
+    """One roofline verdict. Stored: the work (FLOPs, bytes, where each came from), the timing result,
+    the ceilings, the dtype; every rate and the verdict are derived from them on demand."""
+
+    code: str
+    flops: float
+    bytes: float
+    flops_source: str  # "counted" | "given"
+    bytes_source: str
+    dtype: str
+    bench: Any  # BenchResult
+    ceilings: Ceilings
+    counts: Any = None  # Counts | None
+    label: str | None = None
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    # ---- derived --------------------------------------------------------------------------------
+    @property
+    def time_s(self) -> float:
+        return float(self.bench.median)
+
+    @property
+    def device(self) -> str:
+        return str(self.bench.device)
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOP per byte."""
+        return self.flops / self.bytes
+
+    @property
+    def flops_per_s(self) -> float:
+        return self.flops / self.time_s
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.bytes / self.time_s
+
+    @property
+    def peak_flops_per_s(self) -> float:
+        return self.ceilings.compute[self.dtype]
+
+    @property
+    def bandwidth_Bps(self) -> float:
+        return self.ceilings.bandwidth_Bps
+
+    @property
+    def ridge(self) -> float:
+        return self.ceilings.ridge(self.dtype)
+
+    @property
+    def bound(self) -> str:
+        return "memory" if self.intensity < self.ridge else "compute"
+
+    @property
+    def attainable_flops_per_s(self) -> float:
+        return min(self.peak_flops_per_s, self.intensity * self.bandwidth_Bps)
+
+    @property
+    def fraction_of_roof(self) -> float:
+        """Achieved ÷ attainable (memory-bound: bytes/s ÷ BW; compute-bound: FLOP/s ÷ peak)."""
+        if self.bound == "memory":
+            return self.bytes_per_s / self.bandwidth_Bps
+        return self.flops_per_s / self.peak_flops_per_s
+
+    @property
+    def advice(self) -> tuple[str, ...]:
+        return tuple(_advice(self))
+
+    # ---- serialisation ----------------------------------------------------------------------------
+    def metrics(self) -> dict[str, Any]:
+        """Flat scalars for a ledger row."""
+        return {
+            "median_s": self.time_s, "flops": self.flops, "bytes": self.bytes, "intensity": self.intensity,
+            "flops_per_s": self.flops_per_s, "bytes_per_s": self.bytes_per_s, "ridge": self.ridge,
+            "peak_flops_per_s": self.peak_flops_per_s, "bandwidth_Bps": self.bandwidth_Bps,
+            "attainable_flops_per_s": self.attainable_flops_per_s, "fraction_of_roof": self.fraction_of_roof,
+            "bound": self.bound, "dtype": self.dtype, "flops_source": self.flops_source,
+            "bytes_source": self.bytes_source, "ceilings_fingerprint": self.ceilings.fingerprint,
+            "ceilings_measured_utc": self.ceilings.measured_utc,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"label": self.label, "code": self.code, "device": self.device, "metrics": self.metrics(),
+                "advice": list(self.advice), "warnings": list(self.warnings), "notes": list(self.notes),
+                "ops": dict(self.counts.ops) if self.counts is not None else None,
+                "ceilings": self.ceilings.to_dict(), "bench": self.bench.to_dict()}
+
+    # ---- text ------------------------------------------------------------------------------------
+    def verdict(self) -> str:
+        roof = (f"{fmt_rate(self.bytes_per_s, 'B')} = {self.fraction_of_roof:.0%} of the "
+                f"{fmt_rate(self.bandwidth_Bps, 'B')} bandwidth roof" if self.bound == "memory" else
+                f"{fmt_rate(self.flops_per_s, 'FLOP')} = {self.fraction_of_roof:.0%} of the "
+                f"{fmt_rate(self.peak_flops_per_s, 'FLOP')} {self.dtype} roof")
+        return (f"{self.bound}-bound: {self.intensity:.3g} FLOP/B vs ridge {self.ridge:.3g} FLOP/B ({self.dtype}, "
+                f"{self.device}) — {roof}")
+
+    def text(self) -> str:
+        lines = [self.verdict() + (f"   [label {self.label}]" if self.label else "")]
+        lines.append(f"  work per call: {self.flops:.4g} FLOP ({self.flops_source}), {fmt_bytes(self.bytes)} "
+                     f"({self.bytes_source}{', algorithmic traffic' if self.bytes_source == 'counted' else ''}) · "
+                     f"time {fmt_time(self.time_s)} median")
+        lines.append(f"  achieved {fmt_rate(self.flops_per_s, 'FLOP')} · {fmt_rate(self.bytes_per_s, 'B')}; "
+                     f"attainable {fmt_rate(self.attainable_flops_per_s, 'FLOP')} at this intensity")
+        lines.append("  next, in order:")
+        lines += [f"    {i}. {a}" for i, a in enumerate(self.advice, 1)]
+        c = self.ceilings
+        lines.append(f"  roofs: {c.device} measured {c.measured_utc} ({c.source}, fingerprint {c.fingerprint})")
+        lines += [f"  note: {n}" for n in self.notes]
+        lines += [f"  ! {w}" for w in self.warnings]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def __repr__(self) -> str:
+        return f"<RooflineResult {self.verdict()}>"
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(self.text())
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        text = self.text()
+        bundle: dict[str, Any] = {"text/plain": text}
+        try:
+            png = self.figure_png()
+        except ImportError:
+            png = None
+        img = ""
+        if png is not None:
+            b64 = base64.b64encode(png).decode("ascii")
+            bundle["image/png"] = b64
+            img = f"<br><img src='data:image/png;base64,{b64}' alt='roofline chart'>"
+        bundle["text/html"] = (f"<div class='perfmagic-result'><pre style='margin:0;font-size:12px'>"
+                               f"{html.escape(text)}</pre>{img}</div>")
+        return bundle
+
+    # ---- figure -----------------------------------------------------------------------------------
+    def point(self) -> dict[str, Any]:
+        return {"label": self.label or "this run", "intensity": self.intensity, "flops_per_s": self.flops_per_s}
+
+    def figure_png(self, history: Iterable[Any] = ()) -> bytes:
+        """Log-log roofline PNG: one compute roof per measured dtype, the bandwidth roof, ridge points
+        marked; ``history`` points (RooflineResults, ledger metric dicts with ``intensity`` and
+        ``flops_per_s`` and optional ``label``, or ``(label, intensity, flops_per_s)`` tuples) labelled,
+        this result highlighted."""
+        return roofline_png(self.ceilings, [_as_point(h, i) for i, h in enumerate(history, 1)], self.point(),
+                            highlight_dtype=self.dtype)
+
+
+def _as_point(h: Any, i: int) -> dict[str, Any]:
+    if isinstance(h, RooflineResult):
+        return {**h.point(), "label": h.label or f"#{i}"}
+    if isinstance(h, Mapping):
+        m = h.get("metrics", h)
+        return {"label": str(h.get("label") or m.get("label") or f"#{i}"), "intensity": float(m["intensity"]),
+                "flops_per_s": float(m["flops_per_s"])}
+    label, x, y = h
+    return {"label": str(label), "intensity": float(x), "flops_per_s": float(y)}
+
+
+def roofline_png(c: Ceilings, history: list[dict[str, Any]], latest: dict[str, Any] | None,
+                 highlight_dtype: str | None = None) -> bytes:
+    """Draw the roofline chart (matplotlib object API on an Agg canvas) and return PNG bytes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    pts = [p for p in history + ([latest] if latest else []) if p["intensity"] > 0 and p["flops_per_s"] > 0]
+    ridges = [c.compute[d] / c.bandwidth_Bps for d in c.compute]
+    xs = [p["intensity"] for p in pts] + ridges
+    x_lo = 10 ** math.floor(math.log10(min(xs) / 4))
+    x_hi = 10 ** math.ceil(math.log10(max(xs) * 4))
+    fig = Figure(figsize=(6.5, 4.0), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    bw = c.bandwidth_Bps
+    n = 64
+    grid = [x_lo * (x_hi / x_lo) ** (i / (n - 1)) for i in range(n)]
+    colors = ["tab:blue", "tab:green", "tab:purple", "tab:brown", "tab:olive", "tab:cyan"]
+    for k, (d, peak) in enumerate(sorted(c.compute.items(), key=lambda kv: -kv[1])):
+        col = colors[k % len(colors)]
+        lw = 2.2 if d == highlight_dtype else 1.2
+        ax.plot(grid, [min(peak, x * bw) for x in grid], color=col, lw=lw, label=f"{d} {peak / 1e9:.4g} GFLOP/s")
+        r = peak / bw
+        ax.plot([r], [peak], "o", color=col, ms=5)
+        ax.annotate(f"ridge {r:.3g}", (r, peak), textcoords="offset points", xytext=(4, -11 - 9 * k), fontsize=7, color=col)
+    ax.plot(grid, [x * bw for x in grid], color="0.5", lw=0.8, ls=":",
+            label=f"bandwidth {bw / 1e9:.4g} GB/s")
+    for p in history:
+        if p["intensity"] > 0 and p["flops_per_s"] > 0:
+            ax.plot([p["intensity"]], [p["flops_per_s"]], "o", color="0.45", ms=5)
+            ax.annotate(p["label"], (p["intensity"], p["flops_per_s"]), textcoords="offset points", xytext=(4, 3),
+                        fontsize=7, color="0.35")
+    if latest and latest["intensity"] > 0 and latest["flops_per_s"] > 0:
+        ax.plot([latest["intensity"]], [latest["flops_per_s"]], "*", color="tab:red", ms=14, mec="k", mew=0.6,
+                label=latest["label"], zorder=5)
+        ax.annotate(latest["label"], (latest["intensity"], latest["flops_per_s"]), textcoords="offset points",
+                    xytext=(6, 4), fontsize=8, color="tab:red", weight="bold")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ys = [p["flops_per_s"] for p in pts] + [min(c.compute.values()) / 1e3 if not pts else min(p["flops_per_s"] for p in pts)]
+    ax.set_ylim(min(ys + [x_lo * bw]) / 2, max(c.compute.values()) * 2)
+    ax.set_xlabel("arithmetic intensity [FLOP/byte]")
+    ax.set_ylabel("FLOP/s")
+    ax.set_title(f"roofline · {c.device} · measured {c.measured_utc[:10]}", fontsize=9, loc="left")
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.legend(fontsize=7, loc="lower right", frameon=False)
+    ax.tick_params(labelsize=7)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _advice(r: RooflineResult) -> list[str]:
+    out: list[str] = []
+    frac = r.fraction_of_roof
+    if r.bytes_per_s > CACHE_BW_TOLERANCE * r.bandwidth_Bps:
+        out.append("the data stays in cache, so the DRAM roof does not bound this run: measure with the real data "
+                   "size, or keep it cache-sized on purpose (blocking) — that is already the best remedy for bandwidth")
+    if frac < LOW_FRACTION:
+        out.append(f"only {frac:.0%} of the roof: the limit is not the hardware yet — overheads (Python loops, "
+                   "small tensors, many tiny kernels, allocation, threads) dominate; profile and batch before tuning "
+                   "for the roof")
+    lower = sorted((d for d, v in r.ceilings.compute.items() if v > 1.2 * r.peak_flops_per_s), key=lambda d: -r.ceilings.compute[d])
+    if r.bound == "memory":
+        out += [
+            "reduce data movement: avoid extra passes and temporaries, reuse data while it is in cache (blocking/tiling), "
+            "drop unneeded copies (.contiguous(), .clone(), dtype round trips)",
+            "fuse elementwise chains into one pass (torch.compile, in-place/out= ops, a fused kernel): each fused "
+            "op saves a full read+write of the tensor",
+            "change the layout: contiguous, stride-1 access along the inner loop; batch small tensors",
+            f"lower the storage precision ({r.dtype} -> bfloat16/float16/int8 where accuracy allows): fewer bytes per "
+            "element moves the point right and up",
+        ]
+        if r.ridge > 0 and r.intensity > 0:
+            out.append(f"compute is not the limit: {r.ridge / r.intensity:.3g}× more FLOPs per byte would reach the ridge; "
+                       "faster arithmetic will not help here")
+    else:
+        if lower:
+            out.append(f"lower precision: this device measured {', '.join(f'{d} {r.ceilings.compute[d] / 1e9:.4g}' for d in lower)} "
+                       f"GFLOP/s vs {r.dtype} {r.peak_flops_per_s / 1e9:.4g} GFLOP/s (torch.autocast)")
+        else:
+            others = [d for d in r.ceilings.compute if d != r.dtype]
+            measured = (f" (measured here: {', '.join(f'{d} {r.ceilings.compute[d] / 1e9:.4g}' for d in others)} GFLOP/s, "
+                        f"none faster than {r.dtype})") if others else ""
+            out.append("lower precision (bfloat16/float16 via torch.autocast, or float32 instead of float64) where "
+                       "the device has faster units for it" + measured)
+        out.append("use the tensor cores / matrix units: on a GPU enable TF32 (torch.backends.cuda.matmul.allow_tf32) or "
+                   "half precision, with dimensions multiples of 8/16; on a CPU bf16 needs AMX/AVX512-BF16")
+        out.append("better algorithm: fewer FLOPs (avoid recomputation, exploit structure: sparsity, low rank, FFT, "
+                   "Strassen-like or fused attention)")
+    return out
+
+
+def _resolve_dtype(dtype: Any, counts: Any, c: Ceilings) -> tuple[str, list[str]]:
+    notes: list[str] = []
+    if dtype is not None:
+        d = normalize_dtype(dtype)
+    elif counts is not None and counts.dtype:
+        d = normalize_dtype(counts.dtype)
+        notes.append(f"dtype {d}: from the counted ops")
+    else:
+        d = "float32"
+        notes.append("dtype not known (no torch ops counted): the float32 roof is used; pass dtype= to choose")
+    if d not in c.compute:
+        unsupported = (c.details or {}).get("unsupported", {})
+        why = f" ({unsupported[d]})" if d in unsupported else ""
+        raise BadOptionError("dtype", d, "one of the dtypes measured on " + c.device + ": " + ", ".join(c.compute),
+                             f"{c.device} has no measured {d} roof{why}; pass dtype= with one of those "
+                             "(or measure it: perfmagic.ceilings(dtypes=[...], recalibrate=True))")
+    return d, notes
+
+
+def roofline(code_or_fn: str | Callable[[], Any], setup: str = "", *, globals: Mapping[str, Any] | None = None,
+             flops: float | None = None, bytes: float | None = None, device: str = "auto", dtype: Any = None,
+             budget: float | None = None, ceilings: Ceilings | None = None, label: str | None = None,
+             progress: Callable[[float, str], Any] | None = None) -> RooflineResult:
+    """Time ``code_or_fn``, count its FLOPs/bytes (or take ``flops=``/``bytes=`` per call) and place it
+    under the measured roofs of its device. ``ceilings=`` supplies roofs (else the cached ones of the
+    device, measured on first use with ``progress``). See the module docstring for the method."""
+    from ._engine import bench
+
+    flops_v = _check_work("flops", flops)
+    bytes_v = _check_work("bytes", bytes)
+    counts = None
+    notes: list[str] = []
+    if flops_v is None or bytes_v is None:
+        from ._counting import count
+
+        ns = dict(globals or {})
+        try:
+            counts = count(code_or_fn, ns, setup=setup)
+        except ImportError as exc:
+            raise BadOptionError("flops", flops, "a number (torch is needed to count FLOPs/bytes automatically)",
+                                 "e.g. roofline(code, flops=2*n, bytes=12*n) or %%roofline --flops 2*n --bytes 12*n") from exc
+        if counts.torch_ops == 0:
+            missing = " and ".join(f"--{k}" for k, v in (("flops", flops_v), ("bytes", bytes_v)) if v is None)
+            raise BadOptionError(missing.replace("--", "").replace(" and ", "/"), None,
+                                 "explicit numbers: the code ran no torch ops, so there is nothing to count",
+                                 f"give the work of one call with {missing}, e.g. for a = b + s*c on n float64 "
+                                 "elements: roofline(code, flops=2*n, bytes=24*n) or %%roofline --flops 2*n --bytes 24*n")
+        notes += list(counts.notes)
+    F = flops_v if flops_v is not None else float(counts.flops)
+    B = bytes_v if bytes_v is not None else float(counts.bytes)
+    if B <= 0:
+        raise BadOptionError("bytes", B, "a positive number of bytes per call",
+                             "the counted ops moved no tensor data; give bytes= (e.g. --bytes 12*n)")
+    r = bench(code_or_fn, setup, globals=globals, budget=budget, device=device, flops=F, bytes_moved=B, label=label)
+    t = r.median
+    if not (t > 0 and math.isfinite(t)):
+        raise PerfmagicError(f"the measured time per call is {t!r} s: nothing to divide the work by (the clock "
+                             "resolution may be too coarse, or the code did nothing); time more work per call")
+    if ceilings is None:
+        from ._ceilings import ceilings as get_ceilings
+
+        ceilings = get_ceilings(r.device if r.device.startswith(("cpu", "cuda")) else "cpu", progress=progress)
+    d, dnotes = _resolve_dtype(dtype, counts, ceilings)
+    notes += dnotes
+    warnings = _warnings(r, ceilings, counts, F, B, t)
+    if F == 0:
+        notes.append("zero FLOPs: the point cannot be drawn on the log-log chart; the verdict uses bandwidth only")
+    return RooflineResult(code=r.code, flops=F, bytes=B, flops_source="given" if flops_v is not None else "counted",
+                          bytes_source="given" if bytes_v is not None else "counted", dtype=d, bench=r,
+                          ceilings=ceilings, counts=counts, label=label, warnings=tuple(warnings), notes=tuple(notes))
+
+
+def _warnings(r: Any, c: Ceilings, counts: Any, F: float, B: float, t: float) -> list[str]:
+    w: list[str] = []
+    bps = B / t
+    if bps > CACHE_BW_TOLERANCE * c.bandwidth_Bps:
+        w.append(f"apparent bandwidth {fmt_rate(bps, 'B')} is above the DRAM roof {fmt_rate(c.bandwidth_Bps, 'B')}: the "
+                 f"working set (~{fmt_bytes(B)} per call) stays in cache, so this is cache bandwidth; the verdict "
+                 "against the DRAM roof does not apply — use data larger than the last-level cache to judge DRAM")
+    if counts is not None and counts.zero_flop_compute_ops:
+        w.append("FLOPs undercounted: these ops compute but count zero FLOPs (no formula): "
+                 + ", ".join(counts.zero_flop_compute_ops) + "; give flops= for an exact count")
+    if counts is not None and counts.formula_ops:
+        pass  # stated in the notes
+    if c.warnings and c.loaded:
+        w.append("the roofs were measured on a loaded machine (they may be too low): re-measure with "
+                 "perfmagic.ceilings(recalibrate=True)")
+    w += [x for x in r.warnings if "other processes" in x]
+    dev = str(r.device)
+    if not (dev == c.device or (dev.startswith("cuda") and c.device.startswith("cuda") and dev.split(":")[-1] == c.device.split(":")[-1])):
+        w.append(f"the code ran on {dev} but the roofs are of {c.device}")
+    if counts is not None and counts.devices and dev.split(":")[0] not in counts.devices:
+        w.append(f"the counted tensors live on {', '.join(counts.devices)}, the timing ran on {dev}")
+    return w
