@@ -29,6 +29,15 @@ cells = [
        "timed with CUDA events and synchronized, and its peak memory comes from `torch.cuda.max_memory_allocated`."),
     code("import torch\nm = 512\nx = torch.randn(m, m)\ny = torch.randn(m, m)"),
     code("%%gpubench -l matmul-512 --flops 2*m**3\nx @ y"),
+    md("## `%%roofline`: compute- or bandwidth-bound?\n\n"
+       "The roofline places the cell against this machine's *measured* roofs: the best matmul rate per dtype "
+       "and the best streaming bandwidth (measured once, about 15 s on a CPU, then cached per machine; "
+       "`%roofline --calibrate` re-measures). FLOPs and bytes of torch code are counted automatically "
+       "(bytes = the input and output tensors of every op: algorithmic traffic, a lower bound on DRAM traffic)."),
+    code("%roofline"),
+    code("%%roofline -l matmul-512\nx @ y"),
+    md("For code without torch ops, give the work per call. A NumPy add of two large arrays reads two and writes one:"),
+    code("%%roofline -l numpy-add --flops n --bytes 3*a.nbytes\na + b"),
     md("## The cold call\n\n"
        "`%timeit` silently drops a slow first call. perfmagic reports it apart and warns when it dwarfs a warm call "
        "(lazy initialisation, JIT, autotuning, caches):"),

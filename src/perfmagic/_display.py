@@ -156,6 +156,8 @@ def is_kernel() -> bool:
 def metric_text(row: dict[str, Any]) -> str:
     """The headline metric of a ledger row, e.g. ``5.07 ms ±0.2% (120×1)``."""
     m = row.get("metrics") or {}
+    if m.get("bound") and m.get("fraction_of_roof") is not None:  # a roofline run
+        return f"{m['bound']}-bound, {m['fraction_of_roof']:.0%} of roof ({fmt_time(m.get('median_s'))})"
     key = row.get("primary_metric")
     v = m.get(key) if key else None
     if v is None:

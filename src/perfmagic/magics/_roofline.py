@@ -1,0 +1,153 @@
+"""``%%roofline``: where the cell sits against this machine's measured compute and bandwidth roofs.
+
+``%roofline`` alone shows the device's ceilings (measured on first use, then cached per machine);
+``%roofline --calibrate`` re-measures them with a progress bar. The cell form is a thin front end over
+:func:`perfmagic.roofline`; earlier roofline runs of this notebook are drawn on the chart.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments
+
+from . import _args
+
+
+def progress_bar() -> tuple[Any, Any]:
+    """A ``progress(fraction, message)`` callback and its closer. The tqdm bar (a widget in notebooks,
+    text elsewhere) is created on the first call, so a cache hit shows nothing."""
+    state: dict[str, Any] = {}
+
+    def update(frac: float, msg: str) -> None:
+        bar = state.get("bar")
+        if bar is None:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:  # tqdm is a dependency, but never fail on a progress bar
+                print(f"  measuring the roofs: {frac:4.0%} {msg}")
+                return
+            bar = state["bar"] = tqdm(total=100, desc="measuring the roofs",
+                                      bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}")
+        bar.n = int(round(100 * min(max(frac, 0.0), 1.0)))
+        bar.set_postfix_str(msg[:40], refresh=False)
+        bar.refresh()
+
+    def close() -> None:
+        if state.get("bar") is not None:
+            state["bar"].close()
+
+    return update, close
+
+
+@magics_class
+class RooflineMagics(Magics):
+    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
+        super().__init__(shell)
+        self.state = state
+
+    @magic_arguments()
+    @argument("-l", "--label", help="name of this point on the chart and in the ledger (default: the cell's first line)")
+    @argument("--flops", metavar="EXPR", help="FLOPs per call (Python expression, e.g. 2*n**3); default: counted from torch ops")
+    @argument("--bytes", metavar="EXPR", dest="nbytes",
+              help="bytes moved per call (Python expression); default: counted from torch ops (algorithmic traffic)")
+    @argument("--dtype", help="which compute roof applies: float32, float64, bfloat16, float16, tf32, fp8 "
+                              "(default: the dominant dtype of the counted ops)")
+    @argument("-d", "--device", default="auto", help="auto, cpu, cuda, cuda:N (default auto)")
+    @argument("-b", "--budget", type=_args.positive_duration, default=None, help="timing budget, as for %%gpubench")
+    @argument("--calibrate", action="store_true", help="re-measure this machine's roofs first (about 15 s on a CPU)")
+    @argument("--no-plot", action="store_true", help="text only, no chart")
+    @argument("-o", "--output", action="store_true", help="return the RooflineResult (or the Ceilings)")
+    @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")
+    @argument("setup", nargs=argparse.REMAINDER, help="setup code, run once before timing (as in %%%%timeit)")
+    @no_var_expand
+    @line_cell_magic
+    def roofline(self, line: str, cell: str | None = None) -> Any:
+        """Is the cell compute-bound or bandwidth-bound, on this machine's measured roofs?
+
+        Times the cell through the perfmagic engine (warmup, sync), counts its FLOPs (torch's
+        FlopCounterMode) and bytes (the input and output tensors of every op: algorithmic traffic, a
+        lower bound on DRAM traffic), and places it under the roofs measured on this machine. Without
+        torch ops give --flops and --bytes. ``%roofline`` alone shows the roofs; ``--calibrate``
+        re-measures them.
+        """
+        __tracebackhide__ = True
+        from .._errors import BenchInterrupted, PerfmagicError
+
+        args, setup = _args.parse(self.roofline.parser, line, remainder="setup")
+        try:
+            roofs = self._ceilings(args)
+            if cell is None:
+                if setup:
+                    raise UsageError(f"%roofline takes no code on the line ({setup!r}); use the cell form %%roofline")
+                return self._show(roofs, args, roofs.text(), roofs._repr_mimebundle_())
+            return self._cell(args, line, setup, cell, roofs)
+        except BenchInterrupted:
+            raise KeyboardInterrupt("perfmagic: roofline timing interrupted; nothing recorded") from None
+        except PerfmagicError as exc:
+            raise UsageError(f"%roofline: {exc}") from None
+
+    def _ceilings(self, args: argparse.Namespace) -> Any:
+        from .._ceilings import ceilings
+        from .._engine import resolve_device
+
+        dev, _ = resolve_device(args.device)
+        update, close = progress_bar()
+        try:
+            return ceilings(dev if dev.startswith("cuda") else "cpu", recalibrate=args.calibrate, progress=update)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt("perfmagic: calibration interrupted; the cache was left as it was") from None
+        finally:
+            close()
+
+    def _show(self, obj: Any, args: argparse.Namespace, text: str, bundle: dict[str, Any]) -> Any:
+        from .._display import display_bundle
+
+        if args.output and not args.quiet:
+            return obj
+        if not args.quiet:
+            display_bundle(bundle if not args.no_plot else {"text/plain": text})
+        return obj if args.output else None
+
+    def _cell(self, args: argparse.Namespace, line: str, setup: str, cell: str, roofs: Any) -> Any:
+        __tracebackhide__ = True
+        from .._env import fingerprint
+        from .._roofline import roofline
+        from .._session import current_ledger
+        from ._bench import default_label
+
+        ns = self.shell.user_ns
+        flops = _args.eval_expr("--flops", args.flops, ns)
+        nbytes = _args.eval_expr("--bytes", args.nbytes, ns)
+        label = args.label or default_label(cell)
+        filename = self.shell.compile.cache(cell, self.shell.execution_count)
+        from .._compile import register_source
+
+        register_source(cell, filename)
+        r = roofline(cell, setup, globals=ns, flops=flops, bytes=nbytes, device=args.device, dtype=args.dtype,
+                     budget=args.budget, ceilings=roofs, label=label)
+        options = {k: v for k, v in vars(args).items() if k != "setup"}
+        options["setup"] = setup
+        metrics = r.metrics()
+        ref = self.state["record"](
+            magic="roofline", label=label, code=cell, magic_line=line, options=options,
+            metrics=metrics, samples=r.bench.samples_dict(), env=r.bench.env,
+            env_hash=fingerprint(r.bench.env) if r.bench.env else None, status="ok", primary_metric="median_s")
+        run_id = ref.id if ref is not None else None
+        history = [row for row in current_ledger(ns).rows(magic="roofline", newest_first=False)
+                   if row["id"] != run_id and "intensity" in (row.get("metrics") or {})][-8:]
+        text = r.text() + (f"\n  run #{run_id}" if run_id is not None else "")
+        bundle = {"text/plain": text}
+        if not args.no_plot:
+            import base64
+            import html
+
+            png = base64.b64encode(r.figure_png(history=[dict(h, label=f"#{h['id']} {h['label']}") for h in history]))
+            b64 = png.decode("ascii")
+            bundle["image/png"] = b64
+            bundle["text/html"] = (f"<div class='perfmagic-result'><pre style='margin:0;font-size:12px'>{html.escape(text)}"
+                                   f"</pre><br><img src='data:image/png;base64,{b64}' alt='roofline chart'></div>")
+        return self._show(r, args, text, bundle)

@@ -1,0 +1,76 @@
+"""%%roofline and %roofline through the shell, with roofs planted in a temporary cache (no calibration)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture
+def roofs(tmp_path, monkeypatch):
+    from perfmagic import _ceilings
+
+    monkeypatch.setenv("PERFMAGIC_CACHE_DIR", str(tmp_path / "cache"))
+    fp, _ = _ceilings.machine_fingerprint("cpu")
+    c = _ceilings.Ceilings(device="cpu", fingerprint=fp, measured_utc="2026-11-22T00:00:00Z",
+                           compute={"float32": 250e9, "float64": 120e9, "bfloat16": 140e9}, bandwidth_Bps=20e9)
+    _ceilings.save(c)
+    return c
+
+
+def test_roofline_cell_classes_a_matmul_and_records_it(shell, roofs) -> None:
+    shell.run("import torch\nx = torch.randn(512, 512)")
+    res = shell.run("%%roofline -l mm\nx @ x\n")
+    assert res.error_in_exec is None, res.error_in_exec
+    (bundle,) = shell.bundles
+    text = bundle["text/plain"]
+    assert text.startswith("compute-bound:") and "label mm" in text and "run #1" in text
+    assert "next, in order:" in text and "image/png" in bundle
+    import perfmagic
+
+    df = perfmagic.ledger()
+    assert list(df["magic"]) == ["roofline"] and df.iloc[0]["bound"] == "compute"
+    assert df.iloc[0]["flops"] == pytest.approx(2 * 512**3)
+    shell.run("%perf")
+    assert "compute-bound" in shell.text()
+
+
+def test_roofline_given_work_memory_bound_and_history_on_chart(shell, roofs) -> None:
+    shell.run("import numpy as np\nn = 2_000_000\nb = np.ones(n); c = np.ones(n)")
+    shell.run("%%roofline -l triad --flops 2*n --bytes 24*n -q\na = b + 2.5 * c\n")
+    res = shell.run("%%roofline -l triad-again --flops 2*n --bytes 24*n\na = b + 2.5 * c\n")
+    assert res.error_in_exec is None
+    assert shell.text().startswith("memory-bound:")
+
+
+def test_roofline_line_shows_the_roofs(shell, roofs) -> None:
+    res = shell.run("%roofline --no-plot")
+    assert res.error_in_exec is None
+    assert "float32" in shell.text() and "bandwidth" in shell.text()
+
+
+@pytest.mark.parametrize("cell, needle", [
+    ("%%roofline\nsum(range(10))\n", "--flops"),
+    ("%%roofline --flops nope*2 --bytes 8\n1\n", "NameError"),
+    ("%%roofline --dtype float16\nx @ x\n", "float16"),
+    ("%%roofline --bogus\nx\n", "unrecognized arguments"),
+    ("%roofline x = 1", "no code on the line"),
+])
+def test_roofline_bad_input_is_a_usage_error(shell, roofs, cell, needle) -> None:
+    shell.run("import torch\nx = torch.randn(64, 64)")
+    res = shell.run(cell)
+    assert type(res.error_in_exec).__name__ == "UsageError", res.error_in_exec
+    assert needle in str(res.error_in_exec)
+
+
+def test_roofline_exception_and_interrupt(shell, roofs) -> None:
+    import perfmagic
+
+    shell.run("import torch\nx = torch.randn(64, 64)")
+    res = shell.run("%%roofline\ny = x @ x\nraise ValueError('boom')\n")
+    assert isinstance(res.error_in_exec, ValueError)
+    shell.ip.user_ns["calls"] = {"n": 0}
+    res = shell.run("%%roofline\ncalls['n'] += 1\nx @ x\nif calls['n'] == 30:\n    raise KeyboardInterrupt\n")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    assert len(perfmagic.ledger()) == 0
