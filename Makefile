@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_load_ext.py
 	$(BIN)/python benchmarks/bench_timing_quality.py
 	$(BIN)/python benchmarks/bench_ab.py
+	$(BIN)/python benchmarks/bench_roofline.py
 	$(BIN)/python benchmarks/bench_gpu.py
 
 clean:
