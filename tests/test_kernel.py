@@ -93,3 +93,19 @@ def test_tour_runner_leaves_static_html(tmp_path: Path) -> None:
     con = sqlite3.connect(led)
     (nbname,) = con.execute("select notebook from runs").fetchone()
     assert nbname and nbname.endswith("mini.ipynb")
+
+
+def test_roofline_widget_in_a_real_kernel(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("torch")
+    from perfmagic import _ceilings
+
+    monkeypatch.setenv("PERFMAGIC_CACHE_DIR", str(tmp_path / "cache"))
+    fp, _ = _ceilings.machine_fingerprint("cpu")
+    _ceilings.save(_ceilings.Ceilings(device="cpu", fingerprint=fp, measured_utc="2026-11-22T00:00:00Z",
+                                      compute={"float32": 250e9, "float64": 120e9, "bfloat16": 140e9},
+                                      bandwidth_Bps=20e9))
+    cells = _run(["%load_ext perfmagic", "import torch\nx = torch.randn(256, 256)", "%%roofline -l mm\nx @ x"],
+                 tmp_path)
+    data = cells[2].outputs[-1].data
+    assert data["text/plain"].startswith("compute-bound")
+    assert "image/png" in data and "application/vnd.jupyter.widget-view+json" in data

@@ -74,3 +74,15 @@ def test_roofline_exception_and_interrupt(shell, roofs) -> None:
     res = shell.run("%%roofline\ncalls['n'] += 1\nx @ x\nif calls['n'] == 30:\n    raise KeyboardInterrupt\n")
     assert isinstance(res.error_in_exec, KeyboardInterrupt)
     assert len(perfmagic.ledger()) == 0
+
+
+@pytest.mark.gpu
+def test_cuda_ceilings_and_matmul_is_compute_bound(tmp_path, monkeypatch) -> None:
+    import perfmagic
+
+    monkeypatch.setenv("PERFMAGIC_CACHE_DIR", str(tmp_path))
+    c = perfmagic.ceilings("cuda", budget_s=20)
+    assert c.compute.get("bfloat16", 0) > c.compute.get("float32", 0) > 0 and c.bandwidth_Bps > 1e11
+    ns = {"torch": torch, "a": torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)}
+    r = perfmagic.roofline("a @ a", globals=ns, ceilings=c)
+    assert r.bound == "compute" and r.dtype == "bfloat16" and r.fraction_of_roof > 0.5

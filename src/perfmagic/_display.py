@@ -88,26 +88,29 @@ def _kv_table(d: dict[str, Any]) -> str:
     return f"<table style='font-size:12px'>{rows}</table>"
 
 
-def _bench_widget(r: Any, text: str, png: bytes | None) -> Any:
+def tabs_widget(text: str, tabs: list[tuple[str, str, Any]]) -> Any:
+    """An ipywidgets view: the text summary above tabs of ``(title, "png" | "html", content)``."""
     import ipywidgets as w
 
-    pre = w.HTML(f"<pre style='margin:0;font-size:12px'>{html.escape(text)}</pre>")
-    tabs: list[Any] = []
-    titles: list[str] = []
-    if png is not None:
-        tabs.append(w.Image(value=png, format="png"))
-        titles.append("Samples")
+    children = [w.Image(value=c, format="png") if kind == "png" else w.HTML(c) for _, kind, c in tabs]
+    tab = w.Tab(children=children)
+    for i, (title, _, _) in enumerate(tabs):
+        tab.set_title(i, title)
+    return w.VBox([w.HTML(f"<pre style='margin:0;font-size:12px'>{html.escape(text)}</pre>"), tab])
+
+
+def widget_entry(view: Any) -> dict[str, Any]:
+    return {"version_major": 2, "version_minor": 0, "model_id": view.model_id}
+
+
+def _bench_widget(r: Any, text: str, png: bytes | None) -> Any:
     times = "".join(f"<tr><td>{i}</td><td>{fmt_time(t)}</td></tr>" for i, t in enumerate(r.times))
-    tabs.append(w.HTML(f"<div style='max-height:220px;overflow:auto'><table style='font-size:12px'>"
-                       f"<tr><th>#</th><th>time per call</th></tr>{times}</table></div>"))
-    titles.append("Raw samples")
     flat_env = {k: v for k, v in r.env.items() if not isinstance(v, (dict, list))}
-    tabs.append(w.HTML(_kv_table({**r.policy, **flat_env})))
-    titles.append("Policy & environment")
-    tab = w.Tab(children=tabs)
-    for i, t in enumerate(titles):
-        tab.set_title(i, t)
-    return w.VBox([pre, tab])
+    tabs: list[tuple[str, str, Any]] = [("Samples", "png", png)] if png is not None else []
+    tabs += [("Raw samples", "html", f"<div style='max-height:220px;overflow:auto'><table style='font-size:12px'>"
+                                     f"<tr><th>#</th><th>time per call</th></tr>{times}</table></div>"),
+             ("Policy & environment", "html", _kv_table({**r.policy, **flat_env}))]
+    return tabs_widget(text, tabs)
 
 
 def bench_bundle(r: Any, run_id: Any = None, *, widget: bool = False, plot: bool = True) -> dict[str, Any]:
@@ -131,9 +134,7 @@ def bench_bundle(r: Any, run_id: Any = None, *, widget: bool = False, plot: bool
                            f"{html.escape(text)}</pre>{img}</div>")
     if widget:
         try:
-            view = _bench_widget(r, text, png)
-            bundle["application/vnd.jupyter.widget-view+json"] = {
-                "version_major": 2, "version_minor": 0, "model_id": view.model_id}
+            bundle["application/vnd.jupyter.widget-view+json"] = widget_entry(_bench_widget(r, text, png))
         except Exception as exc:  # a broken widget stack must not lose the result
             bundle["text/plain"] = text + f"\n  (widget unavailable: {type(exc).__name__}; static figure shown)"
     return bundle
@@ -292,3 +293,17 @@ def history_png(rows: list[dict[str, Any]], label: str, baseline_id: int | None)
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
+
+
+def roofline_widget(r: Any, text: str, png: bytes) -> dict[str, Any]:
+    """The live view of a roofline result: chart, per-op counts, and the roofs it was judged against."""
+    ops = ""
+    if r.counts is not None:
+        rows = sorted(r.counts.ops.items(), key=lambda kv: -(kv[1].get("flops", 0) or 0))
+        ops = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{v.get('calls')}</td><td>{v.get('flops', 0):.4g}</td>"
+                      f"<td>{v.get('bytes', 0):.4g}</td></tr>" for k, v in rows)
+    table = (f"<div style='max-height:240px;overflow:auto'><table style='font-size:12px'><tr><th>op</th><th>calls</th>"
+             f"<th>FLOPs</th><th>bytes</th></tr>{ops}</table></div>" if ops else "<i>work given with --flops/--bytes</i>")
+    roofs = f"<pre style='font-size:12px'>{html.escape(r.ceilings.text())}</pre>"
+    return widget_entry(tabs_widget(text, [("Roofline", "png", png), ("Ops counted", "html", table),
+                                           ("Roofs", "html", roofs)]))

@@ -150,4 +150,11 @@ class RooflineMagics(Magics):
             bundle["image/png"] = b64
             bundle["text/html"] = (f"<div class='perfmagic-result'><pre style='margin:0;font-size:12px'>{html.escape(text)}"
                                    f"</pre><br><img src='data:image/png;base64,{b64}' alt='roofline chart'></div>")
+            from .._display import roofline_widget, widgets_available
+
+            if widgets_available(self.shell):
+                try:
+                    bundle["application/vnd.jupyter.widget-view+json"] = roofline_widget(r, text, base64.b64decode(png))
+                except Exception as exc:  # a broken widget stack must not lose the result
+                    bundle["text/plain"] += f"\n  (widget unavailable: {type(exc).__name__}; static figure shown)"
         return self._show(r, args, text, bundle)
