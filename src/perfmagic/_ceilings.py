@@ -154,21 +154,13 @@ class Ceilings:
         return roofline_png(self, [_as_point(h, i) for i, h in enumerate(history, 1)], None)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        import base64
-        import html
+        from ._display import text_figure_bundle
 
-        text = self.text()
-        bundle: dict[str, Any] = {"text/plain": text}
-        img = ""
         try:
-            b64 = base64.b64encode(self.figure_png()).decode("ascii")
-            bundle["image/png"] = b64
-            img = f"<br><img src='data:image/png;base64,{b64}' alt='measured roofs'>"
+            png: bytes | None = self.figure_png()
         except ImportError:
-            pass
-        bundle["text/html"] = (f"<div class='perfmagic-result'><pre style='margin:0;font-size:12px'>"
-                               f"{html.escape(text)}</pre>{img}</div>")
-        return bundle
+            png = None
+        return text_figure_bundle(self.text(), png, "measured roofs")
 
 
 # ---- cache ------------------------------------------------------------------------------------

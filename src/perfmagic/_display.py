@@ -113,6 +113,23 @@ def _bench_widget(r: Any, text: str, png: bytes | None) -> Any:
     return tabs_widget(text, tabs)
 
 
+def text_figure_bundle(text: str, png: bytes | None, alt: str) -> dict[str, Any]:
+    """``text/plain``, ``image/png`` and a ``text/html`` that carries the text *and* the figure.
+
+    Front ends show one mimetype per output, and the summary must stay visible beside the figure
+    (JupyterLab, nbconvert HTML, GitHub), so the HTML holds both; terminals get the text.
+    """
+    bundle: dict[str, Any] = {"text/plain": text}
+    img = ""
+    if png is not None:
+        b64 = base64.b64encode(png).decode("ascii")
+        bundle["image/png"] = b64
+        img = f"<br><img src='data:image/png;base64,{b64}' alt='{html.escape(alt)}'>"
+    bundle["text/html"] = (f"<div class='perfmagic-result'><pre style='margin:0;font-size:12px'>"
+                           f"{html.escape(text)}</pre>{img}</div>")
+    return bundle
+
+
 def bench_bundle(r: Any, run_id: Any = None, *, widget: bool = False, plot: bool = True) -> dict[str, Any]:
     """The display bundle of a timing result (see module docstring)."""
     text = r.text(run_id if run_id is not None else getattr(r, "run_id", None))
@@ -124,14 +141,7 @@ def bench_bundle(r: Any, run_id: Any = None, *, widget: bool = False, plot: bool
         except ImportError:
             text += "\n  (matplotlib is not installed: no figure)"
             bundle["text/plain"] = text
-    b64 = base64.b64encode(png).decode("ascii") if png is not None else None
-    if b64 is not None:
-        bundle["image/png"] = b64
-    # text/html carries the text line *and* the figure: front ends show one mimetype, and the
-    # summary must stay visible beside the figure (JupyterLab, nbconvert HTML, GitHub).
-    img = f"<br><img src='data:image/png;base64,{b64}' alt='timeline and histogram of the samples'>" if b64 else ""
-    bundle["text/html"] = (f"<div class='perfmagic-result'><pre style='margin:0;font-size:12px'>"
-                           f"{html.escape(text)}</pre>{img}</div>")
+    bundle = text_figure_bundle(text, png, "timeline and histogram of the samples")
     if widget:
         try:
             bundle["application/vnd.jupyter.widget-view+json"] = widget_entry(_bench_widget(r, text, png))

@@ -18,8 +18,6 @@ The method (METHOD.md §1):
 
 from __future__ import annotations
 
-import base64
-import html
 import io
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -172,20 +170,13 @@ class RooflineResult:
         p.text(self.text())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        text = self.text()
-        bundle: dict[str, Any] = {"text/plain": text}
+        from ._display import text_figure_bundle
+
         try:
-            png = self.figure_png()
+            png: bytes | None = self.figure_png()
         except ImportError:
             png = None
-        img = ""
-        if png is not None:
-            b64 = base64.b64encode(png).decode("ascii")
-            bundle["image/png"] = b64
-            img = f"<br><img src='data:image/png;base64,{b64}' alt='roofline chart'>"
-        bundle["text/html"] = (f"<div class='perfmagic-result'><pre style='margin:0;font-size:12px'>"
-                               f"{html.escape(text)}</pre>{img}</div>")
-        return bundle
+        return text_figure_bundle(self.text(), png, "roofline chart")
 
     # ---- figure -----------------------------------------------------------------------------------
     def point(self) -> dict[str, Any]:

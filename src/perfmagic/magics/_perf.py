@@ -111,9 +111,7 @@ class PerfMagics(Magics):
         return None
 
     def _plot(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
-        import base64
-
-        from .._display import display_bundle, history_png, metric_text
+        from .._display import display_bundle, history_png, metric_text, text_figure_bundle
 
         label = " ".join(t) if t else (led.latest() or {}).get("label")
         if label is None:
@@ -129,10 +127,7 @@ class PerfMagics(Magics):
                           f"history of '{label}' ({len(rows)} runs; no baseline)"] +
                          [f"  #{r['id']:<4} {r.get('created_utc', '')}  {metric_text(r)}"
                           + ("  (baseline)" if r["id"] == base else "") for r in rows])
-        png = base64.b64encode(history_png(rows, label, base)).decode("ascii")
-        display_bundle({"text/plain": text, "image/png": png,
-                        "text/html": f"<pre style='font-size:12px;margin:0'>{text}</pre>"
-                                     f"<img src='data:image/png;base64,{png}'>"})
+        display_bundle(text_figure_bundle(text, history_png(rows, label, base), f"history of {label}"))
 
     def _export(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
         if len(t) != 1:

@@ -140,21 +140,15 @@ class RooflineMagics(Magics):
         history = [row for row in current_ledger(ns).rows(magic="roofline", newest_first=False)
                    if row["id"] != run_id and "intensity" in (row.get("metrics") or {})][-8:]
         text = r.text() + (f"\n  run #{run_id}" if run_id is not None else "")
-        bundle = {"text/plain": text}
+        bundle: dict[str, Any] = {"text/plain": text}
         if not args.no_plot:
-            import base64
-            import html
+            from .._display import roofline_widget, text_figure_bundle, widgets_available
 
-            png = base64.b64encode(r.figure_png(history=[dict(h, label=f"#{h['id']} {h['label']}") for h in history]))
-            b64 = png.decode("ascii")
-            bundle["image/png"] = b64
-            bundle["text/html"] = (f"<div class='perfmagic-result'><pre style='margin:0;font-size:12px'>{html.escape(text)}"
-                                   f"</pre><br><img src='data:image/png;base64,{b64}' alt='roofline chart'></div>")
-            from .._display import roofline_widget, widgets_available
-
+            png = r.figure_png(history=[dict(h, label=f"#{h['id']} {h['label']}") for h in history])
+            bundle = text_figure_bundle(text, png, "roofline chart")
             if widgets_available(self.shell):
                 try:
-                    bundle["application/vnd.jupyter.widget-view+json"] = roofline_widget(r, text, base64.b64decode(png))
+                    bundle["application/vnd.jupyter.widget-view+json"] = roofline_widget(r, text, png)
                 except Exception as exc:  # a broken widget stack must not lose the result
                     bundle["text/plain"] += f"\n  (widget unavailable: {type(exc).__name__}; static figure shown)"
         return self._show(r, args, text, bundle)
