@@ -38,6 +38,20 @@ cells = [
     code("%%roofline -l matmul-512\nx @ y"),
     md("For code without torch ops, give the work per call. A NumPy add of two large arrays reads two and writes one:"),
     code("%%roofline -l numpy-add --flops n --bytes 3*a.nbytes\na + b"),
+    md("## `%%amdahl`: how many workers are worth it?\n\n"
+       "The cell runs at each worker count (interleaved rounds, each point timed by the engine); the sweep reports "
+       "speedup, efficiency and the Karp–Flatt serial fraction per point, and fits Amdahl's law (serial fraction S, "
+       "ceiling 1/S) and the Universal Scalability Law (contention σ, coherency κ, peak N*). Here a job with a planted "
+       "serial part (sleeps release the GIL, so threads overlap):"),
+    code("from concurrent.futures import ThreadPoolExecutor\n\n"
+         "pool = ThreadPoolExecutor(8)\n\n"
+         "def job(workers, serial=0.006, parallel=0.024):\n"
+         "    time.sleep(serial)  # the serial part\n"
+         "    list(pool.map(lambda _: time.sleep(parallel / workers), range(workers)))"),
+    code("%%amdahl workers=1,2,3,4,6,8 -b 0.3 --rounds 2\njob(workers)"),
+    md("Little's law sizes concurrency: to serve 400 tasks/s when each takes as long as a measured run, how many "
+       "workers? For CPU-bound work the answer is capped by the cores this machine has free:"),
+    code("%littles throughput=400/s latency=25ms --io"),
     md("## The cold call\n\n"
        "`%timeit` silently drops a slow first call. perfmagic reports it apart and warns when it dwarfs a warm call "
        "(lazy initialisation, JIT, autotuning, caches):"),

@@ -167,6 +167,13 @@ def is_kernel() -> bool:
 def metric_text(row: dict[str, Any]) -> str:
     """The headline metric of a ledger row, e.g. ``5.07 ms ±0.2% (120×1)``."""
     m = row.get("metrics") or {}
+    if row.get("magic") == "amdahl":
+        parts = [f"S={m['S']:.3g}" if m.get("S") is not None else "no fit"]
+        if m.get("max_speedup"):
+            parts.append(f"best {m['max_speedup']:.2f}×")
+        if m.get("recommended_workers"):
+            parts.append(f"worth {m['recommended_workers']} workers")
+        return ", ".join(parts)
     if m.get("bound") and m.get("fraction_of_roof") is not None:  # a roofline run
         return f"{m['bound']}-bound, {m['fraction_of_roof']:.0%} of roof ({fmt_time(m.get('median_s'))})"
     key = row.get("primary_metric")

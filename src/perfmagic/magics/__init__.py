@@ -40,6 +40,7 @@ def _record_factory(shell: Any, state: dict[str, Any]) -> Any:
 def load(shell: Any) -> None:
     from ._bench import BenchMagics
     from ._perf import PerfMagics
+    from ._amdahl import ScalingMagics
     from ._roofline import RooflineMagics
 
     if getattr(shell, _STATE_ATTR, None) is not None:
@@ -50,7 +51,8 @@ def load(shell: Any) -> None:
     def pre_run_cell(info: Any) -> None:
         state["cell_id"] = getattr(info, "cell_id", None)
 
-    magics = [BenchMagics(shell, state), PerfMagics(shell, state), RooflineMagics(shell, state)]
+    magics = [BenchMagics(shell, state), PerfMagics(shell, state), RooflineMagics(shell, state),
+              ScalingMagics(shell, state)]
     for m in magics:
         shell.register_magics(m)
     shell.events.register("pre_run_cell", pre_run_cell)

@@ -1,0 +1,108 @@
+"""Little's law: concurrency = throughput × latency (L = λ·W), and the workers a target needs.
+
+``littles(throughput=100, latency=1.0)`` -> 100 tasks in flight. Give any two of the three and the
+third is solved. ``workers_for`` turns a target throughput and a measured per-task latency into a
+worker count, capped by what this machine has *free* (usable cores minus the load other processes
+put on them) when the work is CPU-bound: CPU work gains nothing from more workers than free cores,
+while I/O waits (latency spent blocked) can use many more, bounded by the resource they wait on.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+from ._errors import BadOptionError
+
+_PER = {"s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "min": 60.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_rate(text: str) -> float:
+    """``'100/s'``, ``'6000/min'``, ``'2/ms'``, ``'100'`` (per second) -> tasks per second."""
+    t = str(text).strip().lower().replace(" ", "")
+    num, _, unit = t.partition("/")
+    try:
+        value = float(num)
+    except ValueError:
+        raise BadOptionError("throughput", text, "a rate such as 100/s, 6000/min or 100 (per second)") from None
+    scale = _PER.get(unit or "s")
+    if scale is None:
+        raise BadOptionError("throughput", text, "a rate per s, ms, min or h, e.g. 100/s")
+    if not value > 0:
+        raise BadOptionError("throughput", text, "a positive rate")
+    return value / scale
+
+
+def parse_duration(text: str, option: str = "latency") -> float:
+    from ._format import parse_duration as pd
+
+    try:
+        v = pd(str(text))
+    except ValueError:
+        raise BadOptionError(option, text, "a duration such as 1s, 250ms, 2m or 0.5 (seconds)") from None
+    if not v > 0:
+        raise BadOptionError(option, text, "a positive duration")
+    return v
+
+
+@dataclass(frozen=True)
+class Little:
+    throughput: float  # tasks/s
+    latency: float     # s per task
+    concurrency: float  # tasks in flight
+    solved: str        # which of the three was computed
+
+    def text(self) -> str:
+        from ._format import fmt_time
+
+        head = {"concurrency": f"needed concurrency: {self.concurrency:.3g} tasks in flight",
+                "throughput": f"throughput: {self.throughput:.4g} tasks/s",
+                "latency": f"latency allowed per task: {fmt_time(self.latency)}"}[self.solved]
+        return (f"{head}   (Little's law L = λ·W: {self.concurrency:.3g} in flight = "
+                f"{self.throughput:.4g}/s × {fmt_time(self.latency)})")
+
+
+def littles(*, throughput: float | None = None, latency: float | None = None,
+            concurrency: float | None = None) -> Little:
+    """Solve L = λ·W for the one quantity not given (exactly two must be given)."""
+    given = {k: v for k, v in (("throughput", throughput), ("latency", latency), ("concurrency", concurrency))
+             if v is not None}
+    if len(given) != 2:
+        raise BadOptionError("littles", ", ".join(given) or "nothing", "exactly two of throughput, latency, concurrency",
+                             "e.g. %littles throughput=100/s latency=1s")
+    for k, v in given.items():
+        if not (isinstance(v, (int, float)) and v > 0 and math.isfinite(v)):
+            raise BadOptionError(k, v, "a positive, finite number")
+    if concurrency is None:
+        return Little(throughput, latency, throughput * latency, "concurrency")  # type: ignore[operator]
+    if throughput is None:
+        return Little(concurrency / latency, latency, concurrency, "throughput")  # type: ignore[operator]
+    return Little(throughput, concurrency / throughput, concurrency, "latency")
+
+
+def free_cores() -> tuple[float, int]:
+    """``(free, usable)``: usable cores minus the 1-minute load average, at least 0."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    return max(usable - load, 0.0), usable
+
+
+def workers_for(throughput: float, latency: float, *, cpu_bound: bool = True) -> tuple[int, list[str]]:
+    """Workers needed for ``throughput`` tasks/s at ``latency`` s each, and the caveats that apply."""
+    need = math.ceil(littles(throughput=throughput, latency=latency).concurrency - 1e-9)
+    notes: list[str] = []
+    free, usable = free_cores()
+    if cpu_bound and need > max(1, math.floor(free)):
+        cap = max(1, math.floor(free))
+        notes.append(f"the target needs {need} CPU-bound workers but this machine has {free:.1f} of {usable} cores free: "
+                     f"capped at {cap}; the reachable throughput is about {cap / latency:.4g} tasks/s — shrink the "
+                     "per-task latency (profile it) or add machines")
+        need = cap
+    elif not cpu_bound:
+        notes.append("I/O-bound: workers wait rather than compute, so more than the free cores is fine; the limit is "
+                     "what they wait on (a pool of 5 connections caps any number of workers at 5 in flight)")
+    return need, notes

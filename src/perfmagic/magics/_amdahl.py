@@ -1,0 +1,181 @@
+"""``%%amdahl`` (measured scaling, Amdahl and USL fits) and ``%littles`` (Little's law)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments
+
+from . import _args
+
+_SPEC = re.compile(r"^([A-Za-z_]\w*)=(.+)$")
+
+
+def worker_list(text: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give worker counts as integers separated by commas, e.g. 1,2,4,8") from None
+    return out
+
+
+@magics_class
+class ScalingMagics(Magics):
+    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
+        super().__init__(shell)
+        self.state = state
+
+    @magic_arguments()
+    @argument("spec", nargs="?", help="NAME=1,2,4,8: inject NAME into the cell with each worker count")
+    @argument("--threads", type=worker_list, metavar="LIST",
+              help="instead of a variable: set torch and BLAS/OpenMP threads to each count around the cell (threadpoolctl)")
+    @argument("-l", "--label", help="name of this sweep in the ledger (default: the cell's first line)")
+    @argument("-b", "--budget", type=_args.positive_duration, default=None,
+              help="timing budget per worker count (default about 1 s)")
+    @argument("--rounds", type=_args.positive_int, default=3, help="interleaved rounds over the worker counts (default 3)")
+    @argument("--weak", action="store_true", help="weak scaling: the work grows with the workers (Gustafson)")
+    @argument("--no-plot", action="store_true", help="text only, no chart")
+    @argument("-o", "--output", action="store_true", help="return the AmdahlResult")
+    @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")
+    @no_var_expand
+    @cell_magic
+    def amdahl(self, line: str, cell: str) -> Any:
+        """Run the cell at several worker counts and fit Amdahl's law and the Universal Scalability Law.
+
+        ``%%amdahl workers=1,2,4,8`` injects ``workers`` into the cell; ``%%amdahl --threads 1,2,4`` sets
+        torch and BLAS thread counts around it (restored afterwards). Reports speedup, efficiency and the
+        Karp–Flatt serial fraction per point, the serial fraction S and ceiling 1/S, USL's σ, κ and peak,
+        the better-supported model, and how many workers are worth it.
+        """
+        __tracebackhide__ = True
+        from .._errors import BenchInterrupted, PerfmagicError
+
+        args, _ = _args.parse(self.amdahl.parser, line)
+        if (args.spec is None) == (args.threads is None):
+            raise UsageError("%%amdahl needs either NAME=LIST (e.g. workers=1,2,4,8) or --threads LIST (e.g. --threads 1,2,4)")
+        if args.spec is not None:
+            m = _SPEC.match(args.spec)
+            if not m:
+                raise UsageError(f"%%amdahl: {args.spec!r} is not NAME=LIST; e.g. %%amdahl workers=1,2,4,8")
+            var, workers, mode = m.group(1), m.group(2), "variable"
+            try:
+                workers = worker_list(workers)
+            except argparse.ArgumentTypeError as exc:
+                raise UsageError(f"%%amdahl: {exc}") from None
+        else:
+            var, workers, mode = "workers", args.threads, "threads"
+        from .._amdahl import amdahl
+        from ._bench import default_label
+
+        label = args.label or default_label(cell)
+        update, close = _progress(len(workers) * args.rounds)
+        status = "ok"
+        try:
+            result = amdahl(cell, workers, mode=mode, var=var, globals=self.shell.user_ns, budget=args.budget,
+                            rounds=args.rounds, weak=args.weak, progress=update)
+        except BenchInterrupted as exc:
+            result, status = exc.result, "interrupted"
+            if result is None:
+                raise KeyboardInterrupt("perfmagic: scaling sweep interrupted before any point was measured") from None
+        except PerfmagicError as exc:
+            raise UsageError(f"%%amdahl: {exc}") from None
+        finally:
+            close()
+        ref = self.state["record"](
+            magic="amdahl", label=label, code=cell, magic_line=line,
+            options={k: v for k, v in vars(args).items()}, metrics=result.metrics(),
+            samples=result.samples_dict(), env={}, status=status, primary_metric="S")
+        text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
+        bundle: dict[str, Any] = {"text/plain": text}
+        if not args.no_plot:
+            from .._display import text_figure_bundle
+
+            bundle = text_figure_bundle(text, result.figure_png(), "measured speedup and fitted models")
+        if status == "interrupted":
+            from .._display import display_bundle
+
+            display_bundle(bundle)
+            raise KeyboardInterrupt("perfmagic: sweep interrupted; the points measured are fitted above and recorded")
+        if args.output and not args.quiet:
+            return result
+        if not args.quiet:
+            from .._display import display_bundle
+
+            display_bundle(bundle)
+        return result if args.output else None
+
+    @magic_arguments()
+    @argument("terms", nargs="*", help="two of throughput=RATE (100/s), latency=DURATION (1s, 250ms), "
+                                       "concurrency=N, or run=RUN (latency = that run's median time)")
+    @argument("--io", action="store_true", help="the work is I/O-bound (waits): do not cap workers at the free cores")
+    @line_magic
+    def littles(self, line: str) -> Any:
+        """Little's law: concurrency = throughput × latency.
+
+        ``%littles throughput=100/s latency=1s`` -> 100 tasks in flight. ``%littles throughput=500/s run=12``
+        takes run 12's median time as the latency and answers the worker count, capped by the cores
+        this machine has free for CPU-bound work (``--io`` lifts the cap).
+        """
+        from .._errors import PerfmagicError
+        from .._little import littles, parse_duration, parse_rate, workers_for
+
+        args, _ = _args.parse(self.littles.parser, line)
+        kv: dict[str, str] = {}
+        for t in args.terms:
+            k, eq, v = t.partition("=")
+            if not eq or k not in ("throughput", "latency", "concurrency", "run"):
+                raise UsageError(f"%littles: {t!r} is not one of throughput=, latency=, concurrency=, run=; "
+                                 "e.g. %littles throughput=100/s latency=1s")
+            kv[k] = v
+        try:
+            thr = parse_rate(kv["throughput"]) if "throughput" in kv else None
+            lat = parse_duration(kv["latency"]) if "latency" in kv else None
+            conc = float(kv["concurrency"]) if "concurrency" in kv else None
+            source = ""
+            if "run" in kv:
+                from .._session import current_ledger
+
+                try:
+                    row = current_ledger(self.shell.user_ns).get(_args.run_id(kv["run"]))
+                except (KeyError, argparse.ArgumentTypeError) as exc:
+                    raise UsageError(f"%littles run={kv['run']}: {exc.args[0] if exc.args else exc}") from None
+                lat = (row.get("metrics") or {}).get("median_s")
+                if not lat:
+                    raise UsageError(f"%littles: run #{row['id']} has no median time to use as the latency")
+                source = f" (latency = run #{row['id']} '{row.get('label')}' median)"
+            res = littles(throughput=thr, latency=lat, concurrency=conc)
+            lines = [res.text() + source]
+            if thr is not None and lat is not None:
+                n, notes = workers_for(thr, lat, cpu_bound=not args.io)
+                lines.append(f"  workers: {n}" + ("" if args.io else " (CPU-bound; --io if the tasks mostly wait)"))
+                lines += [f"  ! {x}" for x in notes]
+        except PerfmagicError as exc:
+            raise UsageError(f"%littles: {exc}") from None
+        print("\n".join(lines))
+        return None
+
+
+def _progress(total: int) -> tuple[Any, Any]:
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None, lambda: None
+    state: dict[str, Any] = {}
+
+    def update(done: int, msg: str = "") -> None:
+        bar = state.get("bar")
+        if bar is None:
+            bar = state["bar"] = tqdm(total=total, desc="scaling sweep")
+        bar.n = min(done, total)
+        bar.set_postfix_str(msg[:40], refresh=False)
+        bar.refresh()
+
+    def close() -> None:
+        if state.get("bar") is not None:
+            state["bar"].close()
+
+    return update, close

@@ -1,0 +1,54 @@
+"""Little's law helper: the arithmetic, the units, the cap by free cores, and %littles."""
+
+from __future__ import annotations
+
+import pytest
+
+from perfmagic import BadOptionError
+from perfmagic._little import littles, parse_rate, workers_for
+
+
+def test_solves_the_missing_quantity() -> None:
+    assert littles(throughput=100, latency=1.0).concurrency == pytest.approx(100)
+    assert littles(concurrency=10, latency=0.5).throughput == pytest.approx(20)
+    assert littles(throughput=50, concurrency=5).latency == pytest.approx(0.1)
+    with pytest.raises(BadOptionError, match="exactly two"):
+        littles(throughput=1)
+    with pytest.raises(BadOptionError):
+        littles(throughput=-1, latency=1)
+
+
+def test_units() -> None:
+    assert parse_rate("100/s") == 100 and parse_rate("6000/min") == pytest.approx(100)
+    assert parse_rate("2/ms") == pytest.approx(2000) and parse_rate("7") == 7
+    for bad in ("fast", "10/fortnight", "0/s"):
+        with pytest.raises(BadOptionError):
+            parse_rate(bad)
+
+
+def test_cpu_bound_workers_are_capped_by_free_cores(monkeypatch) -> None:
+    from perfmagic import _little
+
+    monkeypatch.setattr(_little, "free_cores", lambda: (1.5, 2))
+    n, notes = workers_for(100, 1.0)
+    assert n == 1 and "capped at 1" in notes[0] and "100 CPU-bound workers" in notes[0]
+    n, notes = workers_for(100, 1.0, cpu_bound=False)
+    assert n == 100 and "I/O-bound" in notes[0]
+    n, notes = workers_for(1, 0.5)
+    assert n == 1 and not notes
+
+
+def test_littles_magic(shell, capsys) -> None:
+    res = shell.run("%littles throughput=100/s latency=1s --io")
+    assert res.error_in_exec is None
+    out = capsys.readouterr().out
+    assert "needed concurrency: 100 tasks in flight" in out and "workers: 100" in out
+    shell.run("import time")
+    shell.run("%%gpubench -q -l nap\ntime.sleep(0.01)\n")
+    res = shell.run("%littles throughput=500/s run=1")
+    out = capsys.readouterr().out
+    assert res.error_in_exec is None and "latency = run #1 'nap' median" in out and "capped" in out
+    res = shell.run("%littles speed=3")
+    assert type(res.error_in_exec).__name__ == "UsageError" and "throughput=" in str(res.error_in_exec)
+    res = shell.run("%littles throughput=100/s run=99")
+    assert "99" in str(res.error_in_exec)
