@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_timing_quality.py
 	$(BIN)/python benchmarks/bench_ab.py
 	$(BIN)/python benchmarks/bench_roofline.py
+	$(BIN)/python benchmarks/bench_amdahl.py
 	$(BIN)/python benchmarks/bench_gpu.py
 
 clean:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "bench", "bench_pair", "compare", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "PerfmagicError", "BadOptionError", "SetupError",
+    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "littles", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "PerfmagicError", "BadOptionError", "SetupError",
     "BenchInterrupted", "load_ipython_extension", "unload_ipython_extension", "__version__",
 ]
 
@@ -29,6 +29,9 @@ _LAZY = {
     "PairResult": ("._pair", "PairResult"),
     "compare": ("._history", "compare"),
     "roofline": ("._roofline", "roofline"),
+    "amdahl": ("._amdahl", "amdahl"),
+    "AmdahlResult": ("._amdahl", "AmdahlResult"),
+    "littles": ("._little", "littles"),
     "RooflineResult": ("._roofline", "RooflineResult"),
     "ceilings": ("._ceilings", "ceilings"),
     "Ceilings": ("._ceilings", "Ceilings"),
@@ -42,7 +45,9 @@ _LAZY = {
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._engine import bench
+    from ._amdahl import AmdahlResult, amdahl
     from ._ceilings import Ceilings, ceilings
+    from ._little import littles
     from ._history import RunComparison, compare
     from ._roofline import RooflineResult, roofline
     from ._pair import PairResult, bench_pair
