@@ -109,3 +109,12 @@ def test_roofline_widget_in_a_real_kernel(tmp_path: Path, monkeypatch) -> None:
     data = cells[2].outputs[-1].data
     assert data["text/plain"].startswith("compute-bound")
     assert "image/png" in data and "application/vnd.jupyter.widget-view+json" in data
+
+
+def test_amdahl_widget_in_a_real_kernel(tmp_path: Path) -> None:
+    cells = _run(["%load_ext perfmagic",
+                  "import time\ndef job(workers):\n    time.sleep(0.004 + 0.012 / workers)",
+                  "%%amdahl workers=1,2,4 -b 0.2 --rounds 1\njob(workers)"], tmp_path)
+    data = cells[2].outputs[-1].data
+    assert data["text/plain"].startswith("best speedup")
+    assert "image/png" in data and "application/vnd.jupyter.widget-view+json" in data

@@ -324,3 +324,14 @@ def roofline_widget(r: Any, text: str, png: bytes) -> dict[str, Any]:
     roofs = f"<pre style='font-size:12px'>{html.escape(r.ceilings.text())}</pre>"
     return widget_entry(tabs_widget(text, [("Roofline", "png", png), ("Ops counted", "html", table),
                                            ("Roofs", "html", roofs)]))
+
+
+def scaling_widget(r: Any, text: str, png: bytes) -> dict[str, Any]:
+    """The live view of a scaling sweep: the chart, and every point with its rounds."""
+    rows = []
+    for p in r.points:
+        times = ", ".join(fmt_time(b.median) for b in p.results) if p.results else ""
+        rows.append(f"<tr><td>{p.n}</td><td>{html.escape(times)}</td><td>{html.escape(p.error or '')}</td></tr>")
+    table = ("<div style='max-height:240px;overflow:auto'><table style='font-size:12px'><tr><th>N</th>"
+             f"<th>median per round</th><th>error</th></tr>{''.join(rows)}</table></div>")
+    return widget_entry(tabs_widget(text, [("Speedup", "png", png), ("Points", "html", table)]))

@@ -92,9 +92,15 @@ class ScalingMagics(Magics):
         text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
         bundle: dict[str, Any] = {"text/plain": text}
         if not args.no_plot:
-            from .._display import text_figure_bundle
+            from .._display import scaling_widget, text_figure_bundle, widgets_available
 
-            bundle = text_figure_bundle(text, result.figure_png(), "measured speedup and fitted models")
+            png = result.figure_png()
+            bundle = text_figure_bundle(text, png, "measured speedup and fitted models")
+            if png is not None and widgets_available(self.shell):
+                try:
+                    bundle["application/vnd.jupyter.widget-view+json"] = scaling_widget(result, text, png)
+                except Exception as exc:  # a broken widget stack must not lose the result
+                    bundle["text/plain"] += f"\n  (widget unavailable: {type(exc).__name__}; static figure shown)"
         if status == "interrupted":
             from .._display import display_bundle
 
