@@ -103,6 +103,15 @@ def widget_entry(view: Any) -> dict[str, Any]:
     return {"version_major": 2, "version_minor": 0, "model_id": view.model_id}
 
 
+def attach_widget(bundle: dict[str, Any], make_view: Any) -> dict[str, Any]:
+    """Add the ipywidgets view ``make_view()`` to a static bundle; a broken widget stack only adds a note."""
+    try:
+        bundle["application/vnd.jupyter.widget-view+json"] = widget_entry(make_view())
+    except Exception as exc:  # a broken widget stack must not lose the result
+        bundle["text/plain"] += f"\n  (widget unavailable: {type(exc).__name__}; static figure shown)"
+    return bundle
+
+
 def _bench_widget(r: Any, text: str, png: bytes | None) -> Any:
     times = "".join(f"<tr><td>{i}</td><td>{fmt_time(t)}</td></tr>" for i, t in enumerate(r.times))
     flat_env = {k: v for k, v in r.env.items() if not isinstance(v, (dict, list))}
@@ -143,10 +152,7 @@ def bench_bundle(r: Any, run_id: Any = None, *, widget: bool = False, plot: bool
             bundle["text/plain"] = text
     bundle = text_figure_bundle(text, png, "timeline and histogram of the samples")
     if widget:
-        try:
-            bundle["application/vnd.jupyter.widget-view+json"] = widget_entry(_bench_widget(r, text, png))
-        except Exception as exc:  # a broken widget stack must not lose the result
-            bundle["text/plain"] = text + f"\n  (widget unavailable: {type(exc).__name__}; static figure shown)"
+        attach_widget(bundle, lambda: _bench_widget(r, text, png))
     return bundle
 
 
@@ -312,7 +318,7 @@ def history_png(rows: list[dict[str, Any]], label: str, baseline_id: int | None)
     return buf.getvalue()
 
 
-def roofline_widget(r: Any, text: str, png: bytes) -> dict[str, Any]:
+def roofline_widget(r: Any, text: str, png: bytes) -> Any:
     """The live view of a roofline result: chart, per-op counts, and the roofs it was judged against."""
     ops = ""
     if r.counts is not None:
@@ -322,11 +328,10 @@ def roofline_widget(r: Any, text: str, png: bytes) -> dict[str, Any]:
     table = (f"<div style='max-height:240px;overflow:auto'><table style='font-size:12px'><tr><th>op</th><th>calls</th>"
              f"<th>FLOPs</th><th>bytes</th></tr>{ops}</table></div>" if ops else "<i>work given with --flops/--bytes</i>")
     roofs = f"<pre style='font-size:12px'>{html.escape(r.ceilings.text())}</pre>"
-    return widget_entry(tabs_widget(text, [("Roofline", "png", png), ("Ops counted", "html", table),
-                                           ("Roofs", "html", roofs)]))
+    return tabs_widget(text, [("Roofline", "png", png), ("Ops counted", "html", table), ("Roofs", "html", roofs)])
 
 
-def scaling_widget(r: Any, text: str, png: bytes) -> dict[str, Any]:
+def scaling_widget(r: Any, text: str, png: bytes) -> Any:
     """The live view of a scaling sweep: the chart, and every point with its rounds."""
     rows = []
     for p in r.points:
@@ -334,4 +339,4 @@ def scaling_widget(r: Any, text: str, png: bytes) -> dict[str, Any]:
         rows.append(f"<tr><td>{p.n}</td><td>{html.escape(times)}</td><td>{html.escape(p.error or '')}</td></tr>")
     table = ("<div style='max-height:240px;overflow:auto'><table style='font-size:12px'><tr><th>N</th>"
              f"<th>median per round</th><th>error</th></tr>{''.join(rows)}</table></div>")
-    return widget_entry(tabs_widget(text, [("Speedup", "png", png), ("Points", "html", table)]))
+    return tabs_widget(text, [("Speedup", "png", png), ("Points", "html", table)])

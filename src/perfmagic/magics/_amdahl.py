@@ -11,6 +11,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args
+from ._progress import progress_bar
 
 _SPEC = re.compile(r"^([A-Za-z_]\w*)=(.+)$")
 
@@ -72,7 +73,7 @@ class ScalingMagics(Magics):
         from ._bench import default_label
 
         label = args.label or default_label(cell)
-        update, close = _progress(len(workers) * args.rounds)
+        update, close = progress_bar(len(workers) * args.rounds, "scaling sweep")
         status = "ok"
         try:
             result = amdahl(cell, workers, mode=mode, var=var, globals=self.shell.user_ns, budget=args.budget,
@@ -92,15 +93,12 @@ class ScalingMagics(Magics):
         text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
         bundle: dict[str, Any] = {"text/plain": text}
         if not args.no_plot:
-            from .._display import scaling_widget, text_figure_bundle, widgets_available
+            from .._display import attach_widget, scaling_widget, text_figure_bundle, widgets_available
 
             png = result.figure_png()
             bundle = text_figure_bundle(text, png, "measured speedup and fitted models")
             if png is not None and widgets_available(self.shell):
-                try:
-                    bundle["application/vnd.jupyter.widget-view+json"] = scaling_widget(result, text, png)
-                except Exception as exc:  # a broken widget stack must not lose the result
-                    bundle["text/plain"] += f"\n  (widget unavailable: {type(exc).__name__}; static figure shown)"
+                attach_widget(bundle, lambda: scaling_widget(result, text, png))
         if status == "interrupted":
             from .._display import display_bundle
 
@@ -163,25 +161,3 @@ class ScalingMagics(Magics):
             raise UsageError(f"%littles: {exc}") from None
         print("\n".join(lines))
         return None
-
-
-def _progress(total: int) -> tuple[Any, Any]:
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return None, lambda: None
-    state: dict[str, Any] = {}
-
-    def update(done: int, msg: str = "") -> None:
-        bar = state.get("bar")
-        if bar is None:
-            bar = state["bar"] = tqdm(total=total, desc="scaling sweep")
-        bar.n = min(done, total)
-        bar.set_postfix_str(msg[:40], refresh=False)
-        bar.refresh()
-
-    def close() -> None:
-        if state.get("bar") is not None:
-            state["bar"].close()
-
-    return update, close

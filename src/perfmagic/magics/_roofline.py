@@ -15,32 +15,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_exp
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args
-
-
-def progress_bar() -> tuple[Any, Any]:
-    """A ``progress(fraction, message)`` callback and its closer. The tqdm bar (a widget in notebooks,
-    text elsewhere) is created on the first call, so a cache hit shows nothing."""
-    state: dict[str, Any] = {}
-
-    def update(frac: float, msg: str) -> None:
-        bar = state.get("bar")
-        if bar is None:
-            try:
-                from tqdm.auto import tqdm
-            except ImportError:  # tqdm is a dependency, but never fail on a progress bar
-                print(f"  measuring the roofs: {frac:4.0%} {msg}")
-                return
-            bar = state["bar"] = tqdm(total=100, desc="measuring the roofs",
-                                      bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}")
-        bar.n = int(round(100 * min(max(frac, 0.0), 1.0)))
-        bar.set_postfix_str(msg[:40], refresh=False)
-        bar.refresh()
-
-    def close() -> None:
-        if state.get("bar") is not None:
-            state["bar"].close()
-
-    return update, close
+from ._progress import progress_bar
 
 
 @magics_class
@@ -95,7 +70,11 @@ class RooflineMagics(Magics):
         from .._engine import resolve_device
 
         dev, _ = resolve_device(args.device)
-        update, close = progress_bar()
+        bar, close = progress_bar(100, "measuring the roofs")
+
+        def update(frac: float, msg: str) -> None:  # ceilings() reports a fraction
+            bar(round(100 * frac), msg)
+
         try:
             return ceilings(dev if dev.startswith("cuda") else "cpu", recalibrate=args.calibrate, progress=update)
         except KeyboardInterrupt:
@@ -142,13 +121,10 @@ class RooflineMagics(Magics):
         text = r.text() + (f"\n  run #{run_id}" if run_id is not None else "")
         bundle: dict[str, Any] = {"text/plain": text}
         if not args.no_plot:
-            from .._display import roofline_widget, text_figure_bundle, widgets_available
+            from .._display import attach_widget, roofline_widget, text_figure_bundle, widgets_available
 
             png = r.figure_png(history=[dict(h, label=f"#{h['id']} {h['label']}") for h in history])
             bundle = text_figure_bundle(text, png, "roofline chart")
             if widgets_available(self.shell):
-                try:
-                    bundle["application/vnd.jupyter.widget-view+json"] = roofline_widget(r, text, png)
-                except Exception as exc:  # a broken widget stack must not lose the result
-                    bundle["text/plain"] += f"\n  (widget unavailable: {type(exc).__name__}; static figure shown)"
+                attach_widget(bundle, lambda: roofline_widget(r, text, png))
         return self._show(r, args, text, bundle)
