@@ -118,3 +118,13 @@ def test_amdahl_widget_in_a_real_kernel(tmp_path: Path) -> None:
     data = cells[2].outputs[-1].data
     assert data["text/plain"].startswith("best speedup")
     assert "image/png" in data and "application/vnd.jupyter.widget-view+json" in data
+
+
+def test_estimate_in_a_real_kernel(tmp_path: Path) -> None:
+    cells = _run(["%load_ext perfmagic",
+                  "def work(k):\n    x = 0\n    for _ in range(k):\n        x += 1\n    return x",
+                  "%%estimate n=2_000_000 --budget 1m --run --measure 1s\nwork(n)"], tmp_path)
+    out = [o for o in cells[2].outputs if o.output_type == "display_data"]
+    data = out[-1].data
+    assert data["text/plain"].startswith("estimate for n=2,000,000") and "actual full run" in data["text/plain"]
+    assert "image/png" in data and "application/vnd.jupyter.widget-view+json" in data

@@ -20,7 +20,11 @@ def test_load_ext_imports_nothing_heavy_and_unload_removes_everything() -> None:
         assert not heavy, heavy
         assert "gpubench" in ip.magics_manager.magics["cell"]
         assert "perf" in ip.magics_manager.magics["line"]
+        assert "estimate" in ip.magics_manager.magics["cell"]  # registered lazily: its module is not imported
+        assert "perfmagic.magics._estimate" not in sys.modules
+        assert "--total" in ip.find_cell_magic("estimate").__doc__  # help builds it on demand
         ip.run_line_magic("unload_ext", "perfmagic")
+        assert "estimate" not in ip.magics_manager.magics["cell"]
         assert "gpubench" not in ip.magics_manager.magics["cell"]
         assert "perf" not in ip.magics_manager.magics["line"]
         assert len(ip.events.callbacks["pre_run_cell"]) == before_events

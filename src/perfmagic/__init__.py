@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "littles", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "PerfmagicError", "BadOptionError", "SetupError",
+    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "littles", "estimate", "EstimateResult", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "PerfmagicError", "BadOptionError", "SetupError",
     "BenchInterrupted", "load_ipython_extension", "unload_ipython_extension", "__version__",
 ]
 
@@ -32,6 +32,8 @@ _LAZY = {
     "amdahl": ("._amdahl", "amdahl"),
     "AmdahlResult": ("._amdahl", "AmdahlResult"),
     "littles": ("._little", "littles"),
+    "estimate": ("._estimate", "estimate"),
+    "EstimateResult": ("._estimate", "EstimateResult"),
     "RooflineResult": ("._roofline", "RooflineResult"),
     "ceilings": ("._ceilings", "ceilings"),
     "Ceilings": ("._ceilings", "Ceilings"),
@@ -48,6 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._amdahl import AmdahlResult, amdahl
     from ._ceilings import Ceilings, ceilings
     from ._little import littles
+    from ._estimate import EstimateResult, estimate
     from ._history import RunComparison, compare
     from ._roofline import RooflineResult, roofline
     from ._pair import PairResult, bench_pair

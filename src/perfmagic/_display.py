@@ -180,6 +180,18 @@ def metric_text(row: dict[str, Any]) -> str:
         if m.get("recommended_workers"):
             parts.append(f"worth {m['recommended_workers']} workers")
         return ", ".join(parts)
+    if row.get("magic") == "estimate":
+        if m.get("predicted_s") is None or not m.get("reliable", True):
+            return "no reliable estimate"
+        txt = f"predicts {fmt_time(m['predicted_s'], 3)}"
+        if m.get("low_s") is not None and m.get("high_s") is not None:
+            txt += f" [{fmt_time(m['low_s'], 3)} – {fmt_time(m['high_s'], 3)}]"
+        if m.get("verdict") and m["verdict"] not in ("no budget given",):
+            txt += f", {m['verdict']}"
+        if m.get("actual_s") is not None:
+            err = m.get("time_error")
+            txt += f"; actual {fmt_time(m['actual_s'], 3)}" + (f" ({err:+.0%})" if err is not None else "")
+        return txt
     if m.get("bound") and m.get("fraction_of_roof") is not None:  # a roofline run
         return f"{m['bound']}-bound, {m['fraction_of_roof']:.0%} of roof ({fmt_time(m.get('median_s'))})"
     key = row.get("primary_metric")

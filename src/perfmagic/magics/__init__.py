@@ -55,8 +55,11 @@ def load(shell: Any) -> None:
               ScalingMagics(shell, state)]
     for m in magics:
         shell.register_magics(m)
+    from ._lazy import register
+
+    lazy = register(shell, state)
     shell.events.register("pre_run_cell", pre_run_cell)
-    state["installed"] = {"magics": magics, "pre_run_cell": pre_run_cell}
+    state["installed"] = {"magics": magics, "lazy": lazy, "pre_run_cell": pre_run_cell}
     setattr(shell, _STATE_ATTR, state)
 
 
@@ -70,6 +73,9 @@ def unload(shell: Any) -> None:
             for name in names:
                 mm.magics[kind].pop(name, None)
         mm.registry.pop(type(m).__name__, None)
+    from ._lazy import unregister
+
+    unregister(shell, state["installed"]["lazy"])
     try:
         shell.events.unregister("pre_run_cell", state["installed"]["pre_run_cell"])
     except ValueError:

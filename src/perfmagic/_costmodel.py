@@ -1,0 +1,247 @@
+"""Cost models ``cost(n)`` fitted to measured points, chosen by an information criterion.
+
+The forms are the ones algorithms actually have, each with a constant term ``a >= 0`` for the
+per-call overhead that dominates small sizes (fitting a pure power law through that regime is what
+makes naive extrapolations under-predict by a factor):
+
+=============  ====================  ==========
+name           cost(n)               parameters
+=============  ====================  ==========
+constant       a                     1
+linear         a + b·n               2
+n log n        a + b·n·ln n          2
+quadratic      a + b·n²              2
+n^k            a + b·n^k  (k free)   3
+n^k log n      a + b·n^k·ln n        3
+=============  ====================  ==========
+
+Fits minimise squared *relative* residuals (timings are noisy in proportion to their size), with
+``a, b >= 0``; ``k`` is searched on a grid, the rest is a closed-form weighted least squares. The
+model with the lowest AICc (small-sample AIC on the relative residuals) is reported; the prediction
+averages the forms' predictions with their Akaike weights (so two forms that fit equally well share
+the extrapolation), and the others within
+AICc units (4) are kept as plausible and widen the prediction interval. The interval itself is a
+residual bootstrap of the chosen form. numpy is imported when a fit runs, never at import time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+PLAUSIBLE = 4.0  # AICc units: forms this close to the best widen the interval
+K_GRID = (0.1, 4.0, 0.01)  # k from, to, step for the free-exponent forms
+
+FORMS: dict[str, tuple[str, int]] = {  # name -> (formula, parameter count)
+    "constant": ("a", 1),
+    "linear": ("a + b·n", 2),
+    "n log n": ("a + b·n·ln n", 2),
+    "quadratic": ("a + b·n²", 2),
+    "n^k": ("a + b·n^k", 3),
+    "n^k log n": ("a + b·n^k·ln n", 3),
+}
+
+
+def _g(name: str, n: Any, k: float | None = None) -> Any:
+    import numpy as np
+
+    n = np.asarray(n, dtype=float)
+    ln = np.log(np.maximum(n, 1.0))
+    if name == "constant":
+        return np.zeros_like(n)
+    if name == "linear":
+        return n
+    if name == "n log n":
+        return n * ln
+    if name == "quadratic":
+        return n * n
+    if name == "n^k":
+        return n ** k
+    if name == "n^k log n":
+        return n ** k * ln
+    raise ValueError(name)
+
+
+@dataclass(frozen=True)
+class ModelFit:
+    name: str
+    a: float
+    b: float
+    k: float | None  # the exponent of the free forms (None for fixed forms)
+    rss: float  # sum of squared relative residuals
+    aicc: float
+    n_points: int
+
+    @property
+    def params(self) -> int:
+        return FORMS[self.name][1]
+
+    @property
+    def formula(self) -> str:
+        return FORMS[self.name][0]
+
+    def predict(self, n: Any) -> Any:
+        return self.a + self.b * _g(self.name, n, self.k)
+
+    def exponent(self) -> float:
+        """The growth exponent the form implies at large n (log factors count as 1 + a little)."""
+        return {"constant": 0.0, "linear": 1.0, "n log n": 1.0, "quadratic": 2.0}.get(
+            self.name, self.k if self.k is not None else float("nan"))
+
+    def describe(self) -> str:
+        if self.name == "n^k":
+            return f"a + b·n^{self.k:.2f}"
+        if self.name == "n^k log n":
+            return f"a + b·n^{self.k:.2f}·ln n"
+        return self.formula
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "a": self.a, "b": self.b, "k": self.k, "rss": self.rss, "aicc": self.aicc}
+
+
+def _aicc(rss: float, m: int, p: int) -> float:
+    if m - p - 1 <= 0:
+        return float("inf")
+    rss = max(rss, 1e-12 * m)
+    return m * math.log(rss / m) + 2 * p + 2 * p * (p + 1) / (m - p - 1)
+
+
+def _fit_linear(g: Any, y: Any, w: Any) -> tuple[Any, Any, Any]:
+    """Weighted LS of ``y ≈ a + b·g`` with a, b >= 0; g may be (K, m) for K candidate exponents.
+
+    Returns (a, b, rss) arrays of shape (K,).
+    """
+    import numpy as np
+
+    g = np.atleast_2d(g)
+    sw, swg, swy = w.sum(), (w * g).sum(1), (w * y).sum()
+    swgg, swgy = (w * g * g).sum(1), (w * g * y).sum(1)
+    det = sw * swgg - swg * swg
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = np.where(det > 0, (sw * swgy - swg * swy) / det, 0.0)
+        a = np.where(det > 0, (swy - b * swg) / sw, swy / sw)
+        # a < 0: refit through the origin; b < 0: the constant model
+        b0 = np.where(swgg > 0, swgy / swgg, 0.0)
+    neg_a = a < 0
+    a = np.where(neg_a, 0.0, a)
+    b = np.where(neg_a, b0, b)
+    neg_b = b < 0
+    b = np.where(neg_b, 0.0, b)
+    a = np.where(neg_b, swy / sw, a)
+    resid = (y[None, :] - a[:, None] - b[:, None] * g) * np.sqrt(w)[None, :]
+    return a, b, (resid * resid).sum(1)
+
+
+def fit_form(name: str, n: Sequence[float], y: Sequence[float], floor: float = 0.0) -> ModelFit:
+    """Fit one form; residuals are relative to ``max(y, floor)``."""
+    import numpy as np
+
+    n_arr, y_arr = np.asarray(n, dtype=float), np.asarray(y, dtype=float)
+    w = 1.0 / np.maximum(np.abs(y_arr), max(floor, 1e-300)) ** 2
+    m, p = len(y_arr), FORMS[name][1]
+    if name == "constant":
+        a = float((w * y_arr).sum() / w.sum())
+        rss = float((((y_arr - a) ** 2) * w).sum())
+        return ModelFit(name, a, 0.0, None, rss, _aicc(rss, m, p), m)
+    if name in ("n^k", "n^k log n"):
+        lo, hi, step = K_GRID
+        ks = np.arange(lo, hi + step / 2, step)
+        g = np.stack([_g(name, n_arr, k) for k in ks])
+        a, b, rss = _fit_linear(g, y_arr, w)
+        i = int(np.argmin(rss))
+        return ModelFit(name, float(a[i]), float(b[i]), float(ks[i]), float(rss[i]), _aicc(float(rss[i]), m, p), m)
+    a, b, rss = _fit_linear(_g(name, n_arr), y_arr, w)
+    return ModelFit(name, float(a[0]), float(b[0]), None, float(rss[0]), _aicc(float(rss[0]), m, p), m)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Every form fitted, the chosen one, and the prediction at the target size with its interval."""
+
+    fits: tuple[ModelFit, ...]
+    best: ModelFit
+    target: float
+    predicted: float
+    low: float
+    high: float
+    plausible: tuple[str, ...] = field(default=())  # other forms within 2 AICc units
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"best": self.best.to_dict(), "predicted": self.predicted, "low": self.low, "high": self.high,
+                "plausible": list(self.plausible), "fits": [f.to_dict() for f in self.fits]}
+
+
+def select(n: Sequence[float], y: Sequence[float], target: float, *, floor: float = 0.0,
+           forms: Sequence[str] | None = None, boot: int = 200, level: float = 0.90, seed: int = 0) -> Selection:
+    """Fit every form that the number of points supports, pick by AICc, predict ``target`` with an interval."""
+    import numpy as np
+
+    m = len(y)
+    if m < 2:
+        raise ValueError("need at least 2 points to fit a cost model")
+    names = [f for f in (forms or FORMS) if FORMS[f][1] + 2 <= m or (m < 4 and FORMS[f][1] <= 2)]
+    fits = [fit_form(f, n, y, floor) for f in names]
+    if all(not math.isfinite(f.aicc) for f in fits):  # too few points for AICc: least RSS among 1-2 params
+        best = min(fits, key=lambda f: (f.rss * (1 + 0.1 * f.params)))
+    else:
+        best = min(fits, key=lambda f: f.aicc)
+    plausible = tuple(f.name for f in fits if f is not best and math.isfinite(f.aicc) and f.aicc - best.aicc <= PLAUSIBLE)
+    # the prediction averages the forms by their Akaike weights (in log space): when two forms fit the
+    # points equally well (n vs n log n over a short range), neither gets to decide the extrapolation alone
+    finite = [f for f in fits if math.isfinite(f.aicc) and float(f.predict(target)) > 0]
+    if finite:
+        wts = [math.exp(-(f.aicc - best.aicc) / 2) for f in finite]
+        pred = math.exp(sum(w * math.log(float(f.predict(target))) for w, f in zip(wts, finite)) / sum(wts))
+    else:
+        pred = float(best.predict(target))
+    # residual bootstrap of the chosen form (relative residuals, rescaled for leverage roughly by sqrt(m/(m-p)))
+    y_arr, n_arr = np.asarray(y, float), np.asarray(n, float)
+    fitted = np.asarray(best.predict(n_arr), float)
+    scale_y = np.maximum(np.abs(y_arr), max(floor, 1e-300))
+    rel = (y_arr - fitted) / scale_y
+    infl = math.sqrt(m / max(m - best.params, 1))
+    rng = np.random.default_rng(seed)
+    preds = []
+    for _ in range(boot if m >= 3 else 0):
+        r = rng.choice(rel, size=m, replace=True) * infl
+        yb = fitted + r * scale_y
+        fb = fit_form(best.name, n_arr, yb, floor)
+        preds.append(float(fb.predict(target)))
+    if preds:
+        q = (1 - level) / 2
+        lo, hi = float(np.quantile(preds, q)), float(np.quantile(preds, 1 - q))
+    else:
+        lo = hi = pred
+    for f in fits:
+        if f.name in plausible:
+            v = float(f.predict(target))
+            lo, hi = min(lo, v), max(hi, v)
+    lo, hi = min(lo, pred), max(hi, pred)
+    return Selection(tuple(fits), best, float(target), pred, lo, hi, plausible)
+
+
+def local_slopes(n: Sequence[float], y: Sequence[float]) -> list[float]:
+    """log-log slopes between consecutive points (the local exponent)."""
+    out = []
+    for i in range(1, len(n)):
+        if n[i] > n[i - 1] > 0 and y[i] > 0 and y[i - 1] > 0:
+            out.append(math.log(y[i] / y[i - 1]) / math.log(n[i] / n[i - 1]))
+    return out
+
+
+def invert(fit: ModelFit, limit: float, lo: float, hi: float) -> float | None:
+    """The largest n in [lo, hi] with ``fit.predict(n) <= limit`` (the forms are non-decreasing), or None."""
+    if float(fit.predict(lo)) > limit:
+        return None
+    if float(fit.predict(hi)) <= limit:
+        return hi
+    a, b = math.log(lo), math.log(hi)
+    for _ in range(80):
+        mid = (a + b) / 2
+        if float(fit.predict(math.exp(mid))) <= limit:
+            a = mid
+        else:
+            b = mid
+    return math.exp(a)

@@ -1,0 +1,184 @@
+"""``%%estimate``: how long and how much memory the full run takes, before committing to it."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments
+
+from . import _args
+from ._progress import progress_bar
+
+_SPEC = re.compile(r"^([A-Za-z_]\w*)=(.+)$")
+
+
+def _number(what: str, expr: str, ns: dict[str, Any]) -> float:
+    """Evaluate a size or a total (``1_000_000``, ``len(df)``, ``119*2000``) in the notebook's namespace."""
+    try:
+        value = float(eval(compile(expr, f"<{what}>", "eval"), ns))
+    except Exception as exc:
+        raise UsageError(f"%%estimate {what}{expr!r}: {type(exc).__name__}: {exc}. The expression is evaluated in the "
+                         "notebook's namespace: define its names first, or give a number") from None
+    if not value >= 1 or value != value or value == float("inf"):
+        raise UsageError(f"%%estimate {what}{expr!r} is {value!r}; it must be a finite number >= 1")
+    return value
+
+
+def _sizes(text: str) -> list[int]:
+    import argparse
+
+    try:
+        out = [int(float(x)) for x in text.replace("_", "").split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give sizes as integers separated by commas, e.g. 1000,2000,4000") from None
+    if len(out) < 3:
+        raise argparse.ArgumentTypeError(f"{text!r}: give at least 3 sizes to fit a model")
+    return out
+
+
+def estimate_widget(r: Any, text: str, png: bytes) -> Any:
+    from .._display import tabs_widget
+    from .._format import fmt_bytes, fmt_time
+
+    if r.mode == "scaling":
+        rows = "".join(f"<tr><td>{p.n:,}</td><td>{fmt_time(p.time)}</td><td>{len(p.times)}</td>"
+                       f"<td>{fmt_bytes(p.memory())}</td><td>{fmt_bytes(p.traced_peak)}</td></tr>" for p in r.points)
+        head = "<tr><th>size</th><th>median time</th><th>runs</th><th>peak memory</th><th>traced Python</th></tr>"
+    else:
+        rows = "".join(f"<tr><td>{i}</td><td>{fmt_time(t)}</td></tr>" for i, t in enumerate(r.unit_times))
+        head = "<tr><th>block</th><th>time per unit</th></tr>"
+    table = f"<div style='max-height:240px;overflow:auto'><table style='font-size:12px'>{head}{rows}</table></div>"
+    fits = ""
+    if r.time_fit is not None:
+        fits = "".join(f"<tr><td>{html.escape(f.describe())}</td><td>{f.aicc:.1f}</td><td>{fmt_time(float(f.predict(r.full)))}</td></tr>"
+                       for f in sorted(r.time_fit.fits, key=lambda f: f.aicc))
+        fits = ("<table style='font-size:12px'><tr><th>model</th><th>AICc</th><th>predicts</th></tr>" + fits + "</table>")
+    tabs = [("Estimate", "png", png), ("Measured", "html", table)]
+    if fits:
+        tabs.append(("Models", "html", fits))
+    return tabs_widget(text, tabs)
+
+
+@magics_class
+class EstimateMagics(Magics):
+    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
+        super().__init__(shell)
+        self.state = state
+
+    @magic_arguments()
+    @argument("spec", nargs="?", metavar="NAME=FULL",
+              help="scaling form: the cell uses NAME; FULL (a Python expression) is the size of the full run, "
+                   "e.g. n=1_000_000 or n=len(df)")
+    @argument("--total", metavar="EXPR",
+              help="per-iteration form: the cell is one unit of work; EXPR is the number of units of the full job, "
+                   "e.g. --total 119*2000")
+    @argument("-b", "--budget", type=_args.positive_duration, default=None,
+              help="time the full run may take (10m, 2h, 90s): the gate says whether it will fit and the largest size that does")
+    @argument("--measure", type=_args.positive_duration, default=None,
+              help="most time to spend measuring (default 3s); the measuring also stops at --max-fraction of the predicted full run")
+    @argument("--max-fraction", type=_args.fraction, default=0.10,
+              help="spend at most this fraction of the predicted full run measuring: 0.1 or 10%% (default 10%%)")
+    @argument("--sizes", type=_sizes, metavar="LIST",
+              help="scaling form: measure these sizes instead of doubling ones (comma-separated, all below FULL)")
+    @argument("--run", action="store_true",
+              help="then run the full job when the gate does not rule it out (progress bar with the prediction as ETA); "
+                   "the ledger keeps predicted vs actual")
+    @argument("--force", action="store_true", help="with --run: run the full job even when the gate says it will not fit")
+    @argument("-d", "--device", default="auto", help="auto, cpu, cuda, cuda:N (default auto: CUDA when the cell uses it)")
+    @argument("--no-memory", action="store_true", help="time only: skip the peak-memory measurements")
+    @argument("-l", "--label", help="name of this estimate in the ledger (default: the cell's first code line)")
+    @argument("--no-plot", action="store_true", help="text only, no chart")
+    @argument("-o", "--output", action="store_true", help="return the EstimateResult")
+    @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")
+    @no_var_expand
+    @cell_magic
+    def estimate(self, line: str, cell: str) -> Any:
+        """Estimate the full run's time and peak memory from a few small runs, before committing to it.
+
+        ``%%estimate n=1_000_000``: the cell uses ``n``; it runs at doubling sizes (a few seconds at most,
+        and at most --max-fraction of the predicted full run), a cost model (a + b·n^k, n log n, ...) is
+        chosen by AICc, and the full size is predicted with a 90% interval, with its peak memory.
+        ``%%estimate --total 119*2000``: the cell is one step; a few warmed-up steps give the full job's time.
+        ``--budget 10m`` adds the gate: will it fit the budget and the memory available now, and the largest
+        size that does. ``--run`` then runs it, with the prediction as ETA, and records predicted vs actual.
+        Ctrl-C while measuring fits the points done; Ctrl-C during --run records how far the job got.
+        """
+        __tracebackhide__ = True
+        from .._errors import BenchInterrupted, PerfmagicError
+
+        args, _ = _args.parse(self.estimate.parser, line)
+        ns = self.shell.user_ns
+        if (args.spec is None) == (args.total is None):
+            raise UsageError("%%estimate needs either NAME=FULL (scaling, e.g. %%estimate n=1_000_000) or "
+                             "--total EXPR (per-iteration, e.g. %%estimate --total 119*2000)")
+        var, full, total = "n", None, None
+        if args.spec is not None:
+            m = _SPEC.match(args.spec)
+            if not m:
+                raise UsageError(f"%%estimate: {args.spec!r} is not NAME=FULL; e.g. %%estimate n=1_000_000")
+            var = m.group(1)
+            full = _number(f"{var}=", m.group(2), ns)
+        else:
+            total = _number("--total ", args.total, ns)
+        if args.sizes is not None and args.spec is None:
+            raise UsageError("%%estimate: --sizes applies to the scaling form (NAME=FULL), not to --total")
+        if args.force and not args.run:
+            raise UsageError("%%estimate: --force goes with --run (run the full job even when it will not fit)")
+        if not cell.strip():
+            raise UsageError("%%estimate: the cell is empty; put the code to estimate in it")
+        from .._estimate import estimate
+        from ._bench import default_label
+
+        label = args.label or default_label(cell)
+        update, close = progress_bar(100, "estimating")
+        run_update, run_close = progress_bar(100, "full run (ETA = estimate)")
+        status = "ok"
+        interrupted_at = None
+        try:
+            result = estimate(cell, n=full, total=total, var=var, globals=ns, measure=args.measure,
+                              max_fraction=args.max_fraction, budget=args.budget, sizes=args.sizes,
+                              memory=not args.no_memory, device=args.device, run=args.run, force=args.force,
+                              progress=lambda f, msg: update(100 * f, msg),
+                              run_progress=lambda f, msg: run_update(100 * f, msg))
+        except BenchInterrupted as exc:
+            result, status, interrupted_at = exc.result, "interrupted", "measuring"
+            if result is None:
+                raise KeyboardInterrupt("perfmagic: estimate interrupted before anything was measured") from None
+        except PerfmagicError as exc:
+            raise UsageError(f"%%estimate: {exc}") from None
+        finally:
+            close()
+            run_close()
+        if result.actual is not None and result.actual.status == "interrupted":
+            status, interrupted_at = "interrupted", "the full run"
+        opts = {k: v for k, v in vars(args).items()}
+        ref = self.state["record"](
+            magic="estimate", label=label, code=cell, magic_line=line, options=opts, metrics=result.metrics(),
+            samples=result.samples_dict(), env={}, status=status, primary_metric="predicted_s")
+        text = result.text(ref.id if ref is not None else None)
+        bundle: dict[str, Any] = {"text/plain": text}
+        if not args.no_plot:
+            from .._display import attach_widget, text_figure_bundle, widgets_available
+
+            png = result.figure_png()
+            bundle = text_figure_bundle(text, png, "measured points, fitted model and the prediction at full size")
+            if png is not None and widgets_available(self.shell):
+                attach_widget(bundle, lambda: estimate_widget(result, text, png))
+        if status == "interrupted":
+            from .._display import display_bundle
+
+            if not args.quiet:
+                display_bundle(bundle)
+            raise KeyboardInterrupt(f"perfmagic: interrupted during {interrupted_at}; what was done is shown above "
+                                    "and recorded")
+        if args.output and not args.quiet:
+            return result
+        if not args.quiet:
+            from .._display import display_bundle
+
+            display_bundle(bundle)
+        return result if args.output else None

@@ -1,0 +1,251 @@
+"""perfmagic.estimate against planted workloads whose full run is measured too (a few seconds each)."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+
+import pytest
+
+from perfmagic import estimate
+from perfmagic._costmodel import invert, local_slopes, select
+from perfmagic._errors import BadOptionError, BenchInterrupted
+from perfmagic._estimate import Actual, Point, analyse_scaling, gate
+
+from .conftest import spin_loop
+
+
+def _actual_again(r, ns, code, var="n"):
+    """The full run once more (the ground truth must not hinge on one noisy run)."""
+    from perfmagic._estimate import _Runner
+
+    runner = _Runner(code, var, ns, "cpu", "<again>")
+    return runner.once(int(r.full), memory=True, clean=True)
+
+
+def _check_time(r, ns, code, tol=0.15):
+    assert r.actual is not None and r.actual.status == "ok", r.text()
+    err = r.time_error()
+    if abs(err) > tol:  # one noisy full run on a shared machine: take the median of three
+        runs = [r.actual.seconds] + [_actual_again(r, ns, code)[0] for _ in range(2)]
+        actual = sorted(runs)[1]
+        err = actual / r.predicted_s - 1
+    assert abs(err) <= tol, f"predicted {r.predicted_s:.3f}s vs actual: error {err:+.1%}\n{r.text()}"
+
+
+# ---- the cost models on planted curves ----------------------------------------------------------
+
+@pytest.mark.parametrize("name, f, expect", [
+    ("linear", lambda n: 1e-3 + 2e-8 * n, ("linear", "n^k", "n log n", "n^k log n")),
+    ("nlogn", lambda n: 1e-3 + 2e-8 * n * math.log(n), ("n log n", "n^k", "n^k log n")),
+    ("quadratic", lambda n: 5e-3 + 1e-11 * n * n, ("quadratic", "n^k", "n^k log n")),
+])
+def test_model_selection_recovers_planted_curves(name, f, expect) -> None:
+    rng = random.Random(3)
+    ns = [2**i for i in range(11, 18)]
+    ys = [f(n) * (1 + rng.gauss(0, 0.02)) for n in ns]
+    sel = select(ns, ys, 2**20)
+    assert sel.best.name in expect, sel.best
+    assert abs(sel.predicted / f(2**20) - 1) < 0.15
+    assert sel.low <= sel.predicted <= sel.high
+
+
+def test_overhead_regime_does_not_fool_the_fit() -> None:
+    # a naive power law through the overhead regime under-predicts n² badly; a + b·n^k must not
+    ns = [2**i for i in range(6, 16)]
+    ys = [2e-3 + 1e-11 * n * n for n in ns]
+    sel = select(ns, ys, 2**18)
+    assert abs(sel.predicted / (2e-3 + 1e-11 * 2**36) - 1) < 0.05
+    assert sel.best.exponent() == pytest.approx(2, abs=0.1)
+
+
+def test_local_slopes_and_invert() -> None:
+    assert local_slopes([1, 2, 4], [1, 4, 16]) == pytest.approx([2, 2])
+    sel = select([10, 20, 40, 80, 160], [1e-2 * x for x in (10, 20, 40, 80, 160)], 1000)
+    n = invert(sel.best, 5.0, 1, 1e6)
+    assert n == pytest.approx(500, rel=0.02)
+    assert invert(sel.best, 1e-9, 1, 1e6) is None
+
+
+# ---- planted workloads, predicted vs actual --------------------------------------------------------
+
+def count_loop(k: int) -> int:
+    """A constant cost per iteration (spin_loop's sum outgrows one-digit ints at large k and slows down)."""
+    x = 0
+    for _ in range(k):
+        x += 1
+    return x
+
+
+NS = {"spin": count_loop, "time": time}
+
+
+def test_linear_workload(spin_200us) -> None:
+    # spin_200us iterations take ~200 µs: a full run of ~1.5 s
+    N = int(spin_200us * 7500)
+    code = "spin(n)"
+    r = estimate(code, n=N, globals=NS, measure=1.5, max_fraction=0.3, run=True)
+    assert r.time_fit is not None and 0.85 <= r.time_fit.best.exponent() <= 1.2, r.text()
+    assert r.largest_measured < N
+    _check_time(r, NS, code)
+
+
+def test_n_log_n_workload() -> None:
+    rng = random.Random(1)
+    data = [rng.random() for _ in range(2_000_000)]
+    ns = {"data": data}
+    code = "sorted(data[:n])"
+    r = estimate(code, n=len(data), globals=ns, measure=1.5, max_fraction=0.3, run=True)
+    assert r.time_fit.best.exponent() >= 0.9, r.text()
+    _check_time(r, ns, code)
+
+
+def test_quadratic_with_constant_overhead(spin_200us) -> None:
+    # time ≈ 3 ms + c·n²; at the full size the quadratic part is ~1.5 s
+    k = spin_200us * 7500 / 3000**2
+    ns = {**NS, "k": k}
+    code = "time.sleep(0.003)\nspin(int(k * n * n))"
+    r = estimate(code, n=3000, globals=ns, measure=1.5, max_fraction=0.3, run=True)
+    assert 1.7 <= r.time_fit.best.exponent() <= 2.3, r.text()
+    _check_time(r, ns, code)
+
+
+def test_memory_growing_workload() -> None:
+    # 8 bytes per element: 400 MB at the full size, peak predicted within 20%
+    N = 50_000_000
+    code = "x = [0] * n\ndel x"
+    r = estimate(code, n=N, globals={}, measure=1.5, max_fraction=0.3, run=True)
+    assert r.peak_bytes is not None and r.actual.peak_bytes is not None, r.text()
+    assert abs(r.memory_error()) <= 0.20, r.text()
+    assert r.actual.peak_bytes > 300e6
+
+
+def test_per_iteration_against_a_planted_total() -> None:
+    r = estimate("time.sleep(0.005)", total=300, globals=NS, measure=0.5, run=True)
+    assert r.mode == "iteration"
+    assert r.predicted_s == pytest.approx(300 * 0.005, rel=0.15)  # planted: 1.5 s (sleep overshoots a little)
+    _check_time(r, NS, "time.sleep(0.005)")
+    mean = sum(r.unit_times) / len(r.unit_times)
+    assert r.metrics()["units_per_s"] == pytest.approx(1 / mean, rel=0.05)
+
+
+def test_per_iteration_memory_growth() -> None:
+    acc: list = []
+    r = estimate("acc.append(bytearray(200_000))", total=1000, globals={"acc": acc}, measure=0.5)
+    assert r.mem_growth_per_unit == pytest.approx(200_000, rel=0.25), r.text()
+    assert r.peak_bytes == pytest.approx(200_000 * 1000, rel=0.3)
+    acc.clear()
+
+
+# ---- the gate -------------------------------------------------------------------------------------
+
+def test_gate_will_not_fit_and_largest_size(spin_200us) -> None:
+    N = int(spin_200us * 50_000)  # ~10 s: never run here
+    r = estimate("spin(n)", n=N, globals=NS, measure=0.8, budget=1.0, run=True)
+    assert r.verdict == "will not fit", r.text()
+    assert r.actual is None and "not started" in r.text()
+    # the largest size that fits 1 s is about a tenth of N
+    assert 0.05 * N <= r.largest_fit <= 0.2 * N
+    r2 = gate(r, budget=1e6)
+    assert r2.verdict == "will fit"
+    r3 = gate(r, budget=1e6, available=1000)  # 1000 bytes free: memory says no... unless it needs none
+    assert r3.verdict in ("will fit", "will not fit", "borderline")
+
+
+def test_memory_gate_uses_available_memory() -> None:
+    pts = [Point(n, (1e-3 * n / 1000,), (8 * n,)) for n in (10**5, 2 * 10**5, 4 * 10**5, 8 * 10**5, 16 * 10**5)]
+    r = analyse_scaling(pts, N=10**9)
+    r = gate(r, budget=None, available=10**9)  # 8 GB needed, 1 GB free
+    assert r.verdict == "will not fit" and "memory" in r.verdict_reasons[0]
+    assert r.largest_fit == pytest.approx(0.9e9 / 8, rel=0.1)
+
+
+# ---- faults ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({}, "exactly one of"),
+    ({"n": 10, "total": 5}, "exactly one of"),
+    ({"n": 0}, ">= 1"),
+    ({"total": float("nan")}, ">= 1"),
+    ({"n": 100, "sizes": [10, 20, 400]}, "no larger than the full size"),
+    ({"n": 100, "measure": -1}, "positive"),
+    ({"n": 100, "max_fraction": 2}, "fraction"),
+    ({"n": 100, "var": "not a name"}, "identifier"),
+])
+def test_bad_input(kwargs, needle) -> None:
+    with pytest.raises(BadOptionError, match=needle):
+        estimate("n", **kwargs)
+
+
+def test_flat_time_says_the_variable_is_unused() -> None:
+    r = estimate("time.sleep(0.001)", n=10**9, globals=NS, measure=0.5)
+    assert any("does the cell use n" in w for w in r.warnings), r.text()
+    assert any("does not mention 'n'" in x for x in r.notes)
+
+
+def test_failure_at_a_larger_size_is_reported_and_the_rest_fitted() -> None:
+    code = "if n > 20000:\n    raise MemoryError('planted')\nspin(n)"
+    r = estimate(code, n=10**6, globals=NS, measure=1.0)
+    assert r.failures and r.failures[0][0] > 20000 and "planted" in r.failures[0][1]
+    assert r.verdict == "will not fit" or r.verdict == "unknown"
+    assert "failed at n=" in r.text()
+
+
+def test_failure_at_the_first_size_is_the_users_error() -> None:
+    with pytest.raises(ZeroDivisionError):
+        estimate("1/0", n=1000, globals={})
+
+
+def test_unreliable_fit_prints_no_number() -> None:
+    rng = random.Random(0)
+    pts = [Point(n, (rng.uniform(1e-4, 1e-2),)) for n in (1, 2, 4, 8, 16, 32)]
+    r = analyse_scaling(pts, N=10**12)
+    assert not r.reliable
+    assert "unreliable" in r.headline()
+    assert gate(r, budget=60).verdict == "unknown"
+
+
+def test_ctrl_c_while_measuring_fits_the_points_done() -> None:
+    calls = {"k": 0}
+
+    def work(n):
+        calls["k"] += 1
+        if calls["k"] == 14:
+            raise KeyboardInterrupt
+        spin_loop(n)
+
+    with pytest.raises(BenchInterrupted) as ei:
+        estimate(work, n=10**7, measure=2.0)
+    r = ei.value.result
+    assert r is not None and r.status == "interrupted" and len(r.points) >= 3
+    assert r.predicted_s is not None
+    assert "interrupted" in r.text()
+
+
+def test_ctrl_c_during_the_full_run_records_how_far_it_got() -> None:
+    state = {"units": 0, "running": False}
+
+    def unit():
+        state["units"] += 1
+        time.sleep(0.002)
+        if state["units"] == 150:
+            raise KeyboardInterrupt
+
+    r = estimate(unit, total=500, measure=0.2, run=True)
+    a = r.actual
+    assert a is not None and a.status == "interrupted"
+    assert 0 < a.completed < 1
+    assert r.time_error() is not None and abs(r.time_error()) < 0.5
+    assert "interrupted" in r.text()
+
+
+def test_result_keeps_raw_samples_and_metrics() -> None:
+    r = estimate("spin(n)", n=200_000, globals=NS, measure=0.5)
+    s = r.samples_dict()
+    assert len(s["size"]) == len(r.points) and len(s["all_times_s"]) >= len(r.points)
+    m = r.metrics()
+    assert m["predicted_s"] == r.predicted_s and m["mode"] == "scaling"
+    assert isinstance(r.figure_png(), bytes)
+    r2 = r.with_actual(Actual(1.0, None, 1.0, "ok"))
+    assert r2.metrics()["actual_s"] == 1.0 and r.actual is None
