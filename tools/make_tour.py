@@ -52,6 +52,16 @@ cells = [
     md("Little's law sizes concurrency: to serve 400 tasks/s when each takes as long as a measured run, how many "
        "workers? For CPU-bound work the answer is capped by the cores this machine has free:"),
     code("%littles throughput=400/s latency=25ms --io"),
+    md("## `%%estimate`: how long will the full run take?\n\n"
+       "Before running a job at full size, run it small: `%%estimate n=FULL` runs the cell at doubling sizes "
+       "(at most a few seconds, and at most 10% of the predicted full run), fits a cost model by AICc and predicts "
+       "the full run's time and peak memory with an interval; `--budget` adds the gate. Here a sort of 2 million "
+       "numbers (n log n), predicted and then run (`--run`) so the ledger keeps predicted vs actual:"),
+    code("import random\ndata = [random.random() for _ in range(2_000_000)]"),
+    code("%%estimate n=len(data) --budget 1m --run\nsorted(data[:n])"),
+    md("The per-iteration form: the cell is one step of a job of `--total` steps (here 119 slices × 2000 epochs "
+       "of a 5 ms step). The gate says it will not fit in an hour, and how many steps would:"),
+    code("%%estimate --total 119*2000 --budget 1h\ntime.sleep(0.005)"),
     md("## The cold call\n\n"
        "`%timeit` silently drops a slow first call. perfmagic reports it apart and warns when it dwarfs a warm call "
        "(lazy initialisation, JIT, autotuning, caches):"),

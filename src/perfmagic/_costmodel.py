@@ -11,6 +11,7 @@ constant       a                     1
 linear         a + b·n               2
 n log n        a + b·n·ln n          2
 quadratic      a + b·n²              2
+cubic          a + b·n³              2
 n^k            a + b·n^k  (k free)   3
 n^k log n      a + b·n^k·ln n        3
 =============  ====================  ==========
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 PLAUSIBLE = 4.0  # AICc units: forms this close to the best widen the interval
@@ -39,6 +40,7 @@ FORMS: dict[str, tuple[str, int]] = {  # name -> (formula, parameter count)
     "linear": ("a + b·n", 2),
     "n log n": ("a + b·n·ln n", 2),
     "quadratic": ("a + b·n²", 2),
+    "cubic": ("a + b·n³", 2),
     "n^k": ("a + b·n^k", 3),
     "n^k log n": ("a + b·n^k·ln n", 3),
 }
@@ -57,6 +59,8 @@ def _g(name: str, n: Any, k: float | None = None) -> Any:
         return n * ln
     if name == "quadratic":
         return n * n
+    if name == "cubic":
+        return n * n * n
     if name == "n^k":
         return n ** k
     if name == "n^k log n":
@@ -87,7 +91,7 @@ class ModelFit:
 
     def exponent(self) -> float:
         """The growth exponent the form implies at large n (log factors count as 1 + a little)."""
-        return {"constant": 0.0, "linear": 1.0, "n log n": 1.0, "quadratic": 2.0}.get(
+        return {"constant": 0.0, "linear": 1.0, "n log n": 1.0, "quadratic": 2.0, "cubic": 3.0}.get(
             self.name, self.k if self.k is not None else float("nan"))
 
     def describe(self) -> str:
@@ -166,7 +170,8 @@ class Selection:
     predicted: float
     low: float
     high: float
-    plausible: tuple[str, ...] = field(default=())  # other forms within 2 AICc units
+    plausible: tuple[str, ...] = field(default=())  # other forms within PLAUSIBLE AICc units
+    dropped: tuple[float, ...] = field(default=())  # sizes left out as outliers
 
     def to_dict(self) -> dict[str, Any]:
         return {"best": self.best.to_dict(), "predicted": self.predicted, "low": self.low, "high": self.high,
@@ -174,13 +179,25 @@ class Selection:
 
 
 def select(n: Sequence[float], y: Sequence[float], target: float, *, floor: float = 0.0,
-           forms: Sequence[str] | None = None, boot: int = 200, level: float = 0.90, seed: int = 0) -> Selection:
+           forms: Sequence[str] | None = None, boot: int = 200, level: float = 0.90, seed: int = 0,
+           robust: bool = True) -> Selection:
     """Fit every form that the number of points supports, pick by AICc, predict ``target`` with an interval."""
     import numpy as np
 
     m = len(y)
     if m < 2:
         raise ValueError("need at least 2 points to fit a cost model")
+    if robust and m >= 6:
+        # one pass of outlier rejection: a run hit by a GC pass or a preemption must not bend the curve
+        probe = min((fit_form(f, n, y, floor) for f in ("n^k", "n log n", "linear")), key=lambda f: f.aicc)
+        rel = [abs(yy - float(probe.predict(nn))) / max(abs(yy), floor, 1e-300) for nn, yy in zip(n, y)]
+        mad = sorted(rel)[len(rel) // 2]
+        bad = [i for i, r in enumerate(rel) if r > max(5 * mad, 0.25)]
+        if bad and m - len(bad) >= 5 and len(bad) <= max(1, m // 5):
+            keep = [i for i in range(m) if i not in bad]
+            sub = select([n[i] for i in keep], [y[i] for i in keep], target, floor=floor, forms=forms, boot=boot,
+                         level=level, seed=seed, robust=False)
+            return replace(sub, dropped=tuple(float(n[i]) for i in bad))
     names = [f for f in (forms or FORMS) if FORMS[f][1] + 2 <= m or (m < 4 and FORMS[f][1] <= 2)]
     fits = [fit_form(f, n, y, floor) for f in names]
     if all(not math.isfinite(f.aicc) for f in fits):  # too few points for AICc: least RSS among 1-2 params

@@ -42,7 +42,6 @@ from ._format import fmt_bytes, fmt_time
 DEFAULT_MEASURE_S = 3.0
 DEFAULT_MAX_FRACTION = 0.10
 GROWTH = 2.0
-MIN_POINTS = 6  # sizes measured whatever the fraction cap says (the small ones cost next to nothing)
 FIT_SPAN = 2.0 ** 6  # the model is fitted on sizes within this factor of the largest (when >= 5 such points)
 MEM_FLOOR = 2**20  # RSS increments below 1 MiB are allocator noise: relative errors are taken against this
 MIN_MEASURE_S = 0.3  # the fraction cap never stops the measuring before this much time
@@ -641,6 +640,7 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
     first_exc: BaseException | None = None
     trace_ok = memory and not dev.startswith("cuda")
     traced_spent = [0.0]
+    budget_now = [measure_s]  # the measuring allowance as known now (the fraction cap lowers it)
 
     def elapsed() -> float:
         return time.perf_counter() - t_start
@@ -654,7 +654,8 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
             rss.append(r)
         # cheap sizes: repeat for a median, and trace Python allocations once
         final = s >= N  # the full size itself: one run is the answer
-        while not final and len(times) < 3 and t < 0.02 * measure_s and elapsed() + t < measure_s:
+        # a median of 3 where cheap, a mean of 2 where affordable: one GC pass must not make the point
+        while not final and (len(times) < 3 and t < 0.02 * measure_s or len(times) < 2) and elapsed() + t < budget_now[0]:
             # every run starts as a full run would: with its memory given back (else a repeat reuses the
             # pages the last one faulted in, and is faster and lighter than the real thing)
             t2, r2, _, c2 = runner.once(s, memory=memory, clean=t > 5e-4)
@@ -699,14 +700,17 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
                 continue
             if s >= N:
                 break
-            nxt = int(min(N, max(s + 1, round(s * GROWTH))))
+            slopes = local_slopes([q.n for q in points], [q.time for q in points])
+            # while the time is flat (a per-run overhead dominates) grow fast to get out of that regime
+            growth = GROWTH if not slopes or slopes[-1] > 0.6 else (4.0 if slopes[-1] > 0.25 else 8.0)
+            nxt = int(min(N, max(s + 1, round(s * growth))))
             if nxt > N / 1.5:
                 nxt = N  # close enough: measure the full size itself
-            slopes = local_slopes([q.n for q in points], [q.time for q in points])
             slope = min(max(slopes[-1] if slopes else 1.0, 1.0), 3.5)
             t_next = p.time * (nxt / s) ** slope
             full_guess = p.time * (N / s) ** slope
-            cap = measure_s if len(points) < MIN_POINTS else min(measure_s, max(max_fraction * full_guess, MIN_MEASURE_S))
+            cap = min(measure_s, max(max_fraction * full_guess, MIN_MEASURE_S))
+            budget_now[0] = cap
             if elapsed() + t_next > cap:
                 break
             s, est = nxt, t_next
@@ -774,10 +778,15 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     # memory
     mem_sel = None
     peak = plo = phi = None
-    mem_pts = [(float(p.n), float(p.memory())) for p in use if p.memory() is not None]
+    mem_pts = [(float(p.n), float(p.memory())) for p in pts if p.memory() is not None]
+    above = [(x, v) for x, v in mem_pts if v >= 4 * MEM_FLOOR]  # below a few MiB, RSS is allocator noise
+    if len(above) >= 3:
+        mem_pts = above
+    else:
+        mem_pts = [(x, v) for x, v in mem_pts if x * FIT_SPAN >= top] or mem_pts
     if len(mem_pts) >= 3:
         mem_sel = select([x for x, _ in mem_pts], [max(v, 0.0) for _, v in mem_pts], float(N), floor=MEM_FLOOR,
-                         forms=("constant", "linear", "n log n", "quadratic", "n^k"))
+                         forms=("constant", "linear", "n log n", "quadratic"))
         peak, plo, phi = mem_sel.predicted, mem_sel.low, mem_sel.high
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,
                           reliable=reliable, time_fit=sel, mem_fit=mem_sel, fit_sizes=tuple(int(x) for x in ns),
