@@ -62,6 +62,26 @@ cells = [
     md("The per-iteration form: the cell is one step of a job of `--total` steps (here 119 slices × 2000 epochs "
        "of a 5 ms step). The gate says it will not fit in an hour, and how many steps would:"),
     code("%%estimate --total 119*2000 --budget 1h\ntime.sleep(0.005)"),
+    md("## `%%dataloader_check`: is the loop waiting for data?\n\n"
+       "The cell is one training step that uses `batch`. The magic measures, per step, the time blocked waiting for "
+       "the next batch against the compute, after the workers' start-up; it times the loader alone and the step alone "
+       "on a cached batch, audits the DataLoader's settings, and `--sweep` rebuilds the loader at each setting. Here a "
+       "dataset with 3 ms of simulated I/O per item:"),
+    code("import torch\nfrom torch.utils.data import DataLoader, Dataset\n\n"
+         "class SlowDisk(Dataset):  # 3 ms of \"I/O\" per item\n"
+         "    def __len__(self):\n        return 512\n"
+         "    def __getitem__(self, i):\n        time.sleep(0.003)\n        return torch.randn(16)\n\n"
+         "train_loader = DataLoader(SlowDisk(), batch_size=8)  # num_workers=0: loading blocks every step"),
+    code("%%dataloader_check train_loader --steps 12 --sweep num_workers=0,2,4 --sweep-steps 8\n"
+         "time.sleep(0.006)  # stands in for a 6 ms training step on `batch`"),
+    md("## `%%flame`: where does the time go?\n\n"
+       "A sampling flame graph of the cell (py-spy attached to this kernel, or an in-process sampler where it cannot "
+       "attach). IPython's own frames are cut away, so the root is the cell; click to zoom, hover for file:line. "
+       "The graph is plain HTML and inline JavaScript: it works offline and in exported HTML."),
+    code("def parse(lines):\n    return [tuple(int(x) for x in ln.split(\",\")) for ln in lines]\n\n"
+         "def total(rows):\n    return sum(a * b for a, b in rows)\n\n"
+         "lines = [f\"{i},{i % 7}\" for i in range(300_000)]"),
+    code("%%flame\nrows = parse(lines)\ntotal(rows)"),
     md("## The cold call\n\n"
        "`%timeit` silently drops a slow first call. perfmagic reports it apart and warns when it dwarfs a warm call "
        "(lazy initialisation, JIT, autotuning, caches):"),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "littles", "estimate", "EstimateResult", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "PerfmagicError", "BadOptionError", "SetupError",
+    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "littles", "estimate", "EstimateResult", "flame", "FlameResult", "dataloader_check", "DataLoaderResult", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "PerfmagicError", "BadOptionError", "SetupError",
     "BenchInterrupted", "load_ipython_extension", "unload_ipython_extension", "__version__",
 ]
 
@@ -34,6 +34,10 @@ _LAZY = {
     "littles": ("._little", "littles"),
     "estimate": ("._estimate", "estimate"),
     "EstimateResult": ("._estimate", "EstimateResult"),
+    "flame": ("._flame", "flame"),
+    "dataloader_check": ("._dataloader", "dataloader_check"),
+    "DataLoaderResult": ("._dataloader", "DataLoaderResult"),
+    "FlameResult": ("._flame", "FlameResult"),
     "RooflineResult": ("._roofline", "RooflineResult"),
     "ceilings": ("._ceilings", "ceilings"),
     "Ceilings": ("._ceilings", "Ceilings"),
@@ -51,6 +55,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._ceilings import Ceilings, ceilings
     from ._little import littles
     from ._estimate import EstimateResult, estimate
+    from ._flame import FlameResult, flame
+    from ._dataloader import DataLoaderResult, dataloader_check
     from ._history import RunComparison, compare
     from ._roofline import RooflineResult, roofline
     from ._pair import PairResult, bench_pair

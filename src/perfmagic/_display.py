@@ -180,6 +180,13 @@ def metric_text(row: dict[str, Any]) -> str:
         if m.get("recommended_workers"):
             parts.append(f"worth {m['recommended_workers']} workers")
         return ", ".join(parts)
+    if row.get("magic") == "dataloader_check" and m.get("data_wait_fraction") is not None:
+        txt = f"{m.get('verdict') or ''}: {m['data_wait_fraction']:.0%} of each step waits for data".lstrip(": ")
+        if m.get("step_s") is not None:
+            txt += f" (step {fmt_time(m['step_s'], 3)})"
+        if m.get("best_setting"):
+            txt += f"; best {m['best_setting']}"
+        return txt
     if row.get("magic") == "estimate":
         if m.get("predicted_s") is None or not m.get("reliable", True):
             return "no reliable estimate"

@@ -1,0 +1,108 @@
+"""``%%flame``: a sampling flame graph of the cell (py-spy on the kernel itself, or an in-process sampler)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments
+
+from . import _args
+
+
+def _rate(text: str) -> int:
+    import argparse
+
+    v = _args.positive_int(text)
+    if v > 1000:
+        raise argparse.ArgumentTypeError(f"{text!r}: at most 1000 samples per second (100 is the default)")
+    return v
+
+
+@magics_class
+class FlameMagics(Magics):
+    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
+        super().__init__(shell)
+        self.state = state
+
+    @magic_arguments()
+    @argument("--rate", type=_rate, default=100, metavar="HZ", help="samples per second (default 100, at most 1000)")
+    @argument("--sampler", choices=("auto", "py-spy", "inprocess"), default="auto",
+              help="auto (default): py-spy on the kernel's own process, else the in-process sampler; "
+                   "py-spy: fail if it cannot attach; inprocess: a thread reading the cell's Python stack")
+    @argument("--native", action="store_true", help="py-spy: include native (C/C++/Rust) frames; py-spy then "
+                                                    "pauses the kernel at each sample, which can slow the cell a lot")
+    @argument("--idle", action="store_true", help="py-spy: keep samples of waiting threads (sleep, I/O, locks)")
+    @argument("--subprocesses", action="store_true",
+              help="py-spy: also sample child processes (DataLoader workers, multiprocessing pools)")
+    @argument("--top", type=_args.positive_int, default=10, metavar="N",
+              help="rows in the table of top functions (default 10)")
+    @argument("-l", "--label", help="name of this run in the ledger (default: the cell's first line)")
+    @argument("--no-plot", action="store_true", help="text only: no interactive graph, no PNG")
+    @argument("-o", "--output", action="store_true", help="return the FlameResult")
+    @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")
+    @no_var_expand
+    @cell_magic
+    def flame(self, line: str, cell: str) -> Any:
+        """Run the cell once under a sampling profiler and show an interactive flame graph.
+
+        py-spy samples the kernel's own process from outside (no overhead on the cell in its
+        non-blocking mode); where it is missing or may not attach (containers without SYS_PTRACE,
+        macOS) an in-process sampler thread takes over and the output says why. The root of the graph
+        is the cell: IPython's own frames are cut away and cell files show as ``In [n]:line``. The graph
+        (click to zoom, hover for file:line and self/total time, search) is plain HTML and inline
+        JavaScript with its data inline: it works offline and in exported HTML; a PNG and a text table
+        of the top functions by self and total time come with it. An exception in the cell shows the
+        profile up to the error, then the exception.
+        """
+        __tracebackhide__ = True
+        from .._errors import BenchInterrupted, PerfmagicError
+        from .._flame import flame
+        from ._bench import default_label
+
+        args, _ = _args.parse(self.flame.parser, line)
+        label = args.label or default_label(cell)
+        src = self.shell.transform_cell(cell)
+        number = max(self.shell.execution_count - 1, 0)  # run_cell has already counted this cell
+        compiler = self.shell.compile
+        # one leading newline: line k of the cell (the %%flame line is line 1) is line k of this file
+        filename = compiler.cache("\n" + src, number, raw_code="\n" + cell)
+        labels = {name: f"In [{n}]" for name, n in getattr(compiler, "_filename_map", {}).items()}
+        status = "ok"
+        try:
+            result = flame("\n" + src, globals=self.shell.user_ns, rate=args.rate, sampler=args.sampler,
+                           native=args.native, idle=args.idle, subprocesses=args.subprocesses, label=label,
+                           filename=filename, file_labels=labels, on_error="return")
+        except BenchInterrupted as exc:
+            result, status = exc.result, "interrupted"
+        except PerfmagicError as exc:
+            raise UsageError(f"%%flame: {exc}") from None
+        if result.status == "failed":
+            status = "failed"
+        ref = self.state["record"](
+            magic="flame", label=label, code=cell, magic_line=line, options=dict(vars(args)),
+            metrics=result.metrics(), samples=result.samples_dict(), env={}, status=status,
+            primary_metric="top_self_fraction")
+        text = result.text(args.top) + (f"\n  run #{ref.id}" if ref is not None else "")
+        bundle: dict[str, Any] = {"text/plain": text}
+        if not args.no_plot:
+            import base64
+
+            from .._flame_html import flame_html
+
+            png = result.figure_png()
+            bundle["text/html"] = flame_html(result, png=png, text=text)
+            if png is not None:
+                bundle["image/png"] = base64.b64encode(png).decode("ascii")
+        from .._display import display_bundle
+
+        if status == "interrupted":
+            display_bundle(bundle)
+            raise KeyboardInterrupt("perfmagic: %%flame interrupted; the profile up to Ctrl-C is shown and recorded")
+        if not args.quiet and not (args.output and status == "ok"):
+            display_bundle(bundle)
+        if status == "failed" and result.exception is not None:
+            raise result.exception
+        return result if args.output else None
+

@@ -1,0 +1,379 @@
+"""%%dataloader_check and perfmagic's dataloader_check on planted loaders: sleep per item (I/O-bound),
+spin per item (CPU-bound), steps of known cost. After every test no worker process may survive.
+
+The datasets live at module level so that they pickle (workers started with spawn need that).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from typing import Any
+
+import psutil
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.utils.data import DataLoader, Dataset  # noqa: E402
+
+from perfmagic._dataloader import DataLoaderResult, dataloader_check  # noqa: E402
+from perfmagic._errors import BadOptionError, BenchInterrupted, PerfmagicError  # noqa: E402
+
+
+class SleepDataset(Dataset):
+    """I/O-bound ground truth: each item sleeps ``s`` seconds (a batch of B costs B·s at 0 workers)."""
+
+    def __init__(self, n: int, s: float) -> None:
+        self.n, self.s = n, s
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Any:
+        time.sleep(self.s)
+        return torch.full((4,), float(i))
+
+
+def spin(cpu_s: float) -> None:
+    """Burn ``cpu_s`` seconds of this thread's CPU time (a shared machine stretches the wall time, not this)."""
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < cpu_s:
+        pass
+
+
+class SpinDataset(Dataset):
+    """CPU-bound ground truth: each item burns ``s`` seconds of CPU."""
+
+    def __init__(self, n: int, s: float) -> None:
+        self.n, self.s = n, s
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> Any:
+        spin(self.s)
+        return torch.tensor([float(i)])
+
+
+class LockedDataset(SleepDataset):
+    """Cannot be pickled (holds a lock): fine under fork, refused for spawn workers."""
+
+    def __init__(self, n: int, s: float) -> None:
+        super().__init__(n, s)
+        import threading
+
+        self.lock = threading.Lock()
+
+
+
+def sleeper(c: float) -> Any:
+    return lambda batch: time.sleep(c)
+
+
+def live_children(before: set[int] = frozenset(), wait: float = 3.0) -> list[Any]:
+    """Child processes of this one (not in ``before``) still alive after up to ``wait`` seconds."""
+    deadline = time.time() + wait
+    while True:
+        left = []
+        for p in psutil.Process().children(recursive=True):
+            try:
+                if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE:
+                    left.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        if not left or time.time() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+@pytest.fixture(autouse=True)
+def no_worker_survives() -> Any:
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    yield
+    left = live_children(before)
+    assert not left, f"worker processes survived the test: {left}"
+
+
+# ---- planted truth --------------------------------------------------------------------------------
+
+def test_io_bound_planted_fraction_and_headroom() -> None:
+    # 0 workers: wait = 4 items × 4 ms = 16 ms, step 4 ms -> planted data-wait fraction 0.8
+    dl = DataLoader(SleepDataset(200, 0.004), batch_size=4)
+    r = dataloader_check(dl, sleeper(0.004), steps=12)
+    assert r.input_bound and r.text().startswith("input-bound: ")
+    assert abs(r.data_wait_fraction - 0.8) < 0.1, r.text()
+    assert r.n_steps == 12 and r.warmup == 2
+    assert r.loader_batches_per_s is not None and 0.6 / 0.016 < r.loader_batches_per_s < 1.1 / 0.016
+    assert r.compute_only_step_s is not None and 0.0035 < r.compute_only_step_s < 0.012
+    assert r.speedup_if_data_free is not None and r.speedup_if_data_free > 2.5
+    topics = {f.topic: f for f in r.findings()}
+    assert topics["num_workers"].level == "warn" and "workers" in topics["num_workers"].effect
+    m = r.metrics()
+    assert m["verdict"] == "input-bound" and m["num_workers"] == 0 and m["batch_size"] == 4
+    assert set(r.samples_dict()["wait_s"]) == set(r.wait_s)
+    png = r.figure_png()
+    assert png is not None and png.startswith(b"\x89PNG")
+
+
+def test_compute_bound_planted_fraction() -> None:
+    # 0 workers: wait = 4 × 1 ms = 4 ms, step 30 ms -> planted 4/34 ≈ 0.12
+    dl = DataLoader(SleepDataset(200, 0.001), batch_size=4)
+    r = dataloader_check(dl, sleeper(0.030), steps=10)
+    assert not r.input_bound and r.text().startswith("compute-bound: ")
+    assert abs(r.data_wait_fraction - 4 / 34) < 0.1, r.text()
+    assert r.metrics()["verdict"] == "compute-bound"
+
+
+def test_cpu_bound_spin_dataset_both_ways() -> None:
+    # 4 items × 3 ms of CPU per batch, a step of 4 ms of CPU -> planted 12 / 16 = 0.75. Both run in this
+    # process, so load from other processes stretches wait and compute alike and the planted fraction holds
+    ds = SpinDataset(400, 0.003)
+    r = dataloader_check(DataLoader(ds, batch_size=4), lambda b: spin(0.004), steps=16)
+    assert r.input_bound, r.text()
+    assert abs(r.data_wait_fraction - 0.75) < 0.1, r.text()
+    # and the other way: a step of 36 ms of CPU -> planted 12 / 48 = 0.25
+    r = dataloader_check(DataLoader(ds, batch_size=4), lambda b: spin(0.036), steps=8, loader_alone=False,
+                         compute_alone=False)
+    assert not r.input_bound, r.text()
+    assert abs(r.data_wait_fraction - 0.25) < 0.1, r.text()
+
+
+def test_workers_steady_state_skips_prefetched_batches() -> None:
+    # 2 workers, 4 × 5 ms = 20 ms per batch per worker -> one batch per 10 ms; step 4 ms -> wait ≈ 6 ms: 0.6
+    dl = DataLoader(SleepDataset(400, 0.005), batch_size=4, num_workers=2)
+    r = dataloader_check(dl, sleeper(0.004), steps=14)
+    assert r.warmup == 2 * 2 + 2  # workers × prefetch_factor + 2
+    assert r.first_batch_s is not None and r.first_batch_s > 0.015
+    assert abs(r.data_wait_fraction - 0.6) < 0.1, r.text()
+    assert r.input_bound
+    assert r.respawn_s is not None and r.respawn_s > 0  # not persistent: re-spawn measured on the 2nd pass
+    assert any(f.topic == "persistent_workers" for f in r.findings())
+    assert "starting 2 workers" in r.text()
+
+
+def test_persistent_workers_reused_then_shut_down() -> None:
+    dl = DataLoader(SleepDataset(400, 0.002), batch_size=4, num_workers=2, persistent_workers=True)
+    r = dataloader_check(dl, sleeper(0.002), steps=8)
+    assert r.n_steps == 8 and r.loader_s and r.respawn_s is None
+    assert r.loader_first_batch_s is not None and r.first_batch_s is not None
+    assert any(f.topic == "persistent_workers" and f.level == "ok" for f in r.findings())
+    assert dl._iterator is None and not live_children(wait=1.0)
+    assert next(iter(DataLoader(SleepDataset(8, 0), batch_size=4))).shape == (4, 4)
+
+
+def test_sweep_more_workers_help_io_bound() -> None:
+    dl = DataLoader(SleepDataset(400, 0.004), batch_size=4)
+    r = dataloader_check(dl, sleeper(0.003), steps=6, sweep={"num_workers": [0, 2, 4]}, sweep_steps=8,
+                         loader_alone=False, compute_alone=False)
+    pts = {dict(p.setting)["num_workers"]: p for p in r.sweep}
+    assert all(p.ok for p in pts.values()), r.sweep_table()
+    assert pts[4].throughput > 1.5 * pts[0].throughput and pts[2].throughput > 1.3 * pts[0].throughput
+    assert r.best is not None and dict(r.best.setting)["num_workers"] >= 2
+    assert r.metrics()["best_num_workers"] >= 2
+    assert "best: num_workers=" in r.text() and "sweep:" in r.text()
+
+
+# ---- bad input and faults ---------------------------------------------------------------------------
+
+def test_short_loader_uses_what_there_is() -> None:
+    dl = DataLoader(SleepDataset(12, 0.001), batch_size=4)  # 3 batches, warm-up 2 + steps 10
+    r = dataloader_check(dl, sleeper(0.001), steps=10)
+    assert 1 <= r.n_steps <= 3
+    assert any("only 3 batches" in n for n in r.notes), r.notes
+    assert "only 3 batches" in r.text()
+
+
+def test_plain_iterable_and_generator() -> None:
+    batches = [torch.zeros(4) for _ in range(20)]
+    r = dataloader_check(batches, sleeper(0.002), steps=8)
+    assert not r.is_dataloader and not r.findings() and not r.input_bound
+    r = dataloader_check((b for b in batches), sleeper(0.001), steps=5)
+    assert r.n_steps == 5 and any("one-pass" in n for n in r.notes)
+
+
+def test_bad_input() -> None:
+    with pytest.raises(BadOptionError, match="iterable"):
+        dataloader_check(5, sleeper(0))
+    with pytest.raises(BadOptionError, match="DataLoader"):
+        dataloader_check([1, 2, 3], sleeper(0), sweep={"num_workers": [0, 1]})
+    dl = DataLoader(SleepDataset(8, 0), batch_size=4)
+    with pytest.raises(BadOptionError, match="num_workers"):
+        dataloader_check(dl, sleeper(0), sweep={"num_wrokers": [0, 1]})
+    with pytest.raises(BadOptionError, match="steps"):
+        dataloader_check(dl, sleeper(0), steps=0)
+    with pytest.raises(PerfmagicError, match="no batch"):
+        dataloader_check([], sleeper(0))
+
+
+def test_unpicklable_dataset_is_a_clear_error(monkeypatch) -> None:
+    # spawn workers receive the dataset pickled: refused up front, before any worker starts
+    dl = DataLoader(LockedDataset(40, 0.0), batch_size=4, num_workers=2,
+                    multiprocessing_context=multiprocessing.get_context("spawn"))
+    with pytest.raises(PerfmagicError, match="cannot be pickled for the worker processes"):
+        dataloader_check(dl, sleeper(0), steps=3)
+    # in a sweep: a 0-worker loader swept to 2 workers where the start method is spawn (macOS, Windows)
+    dl = DataLoader(LockedDataset(40, 0.0), batch_size=4)
+    monkeypatch.setattr(multiprocessing, "get_start_method", lambda allow_none=False: "spawn")
+    with pytest.raises(PerfmagicError, match=r"in the sweep \(num_workers=2\).*cannot be pickled"):
+        dataloader_check(dl, sleeper(0), steps=3, sweep={"num_workers": [0, 2]})
+
+
+def test_step_raises_workers_shut_down() -> None:
+    dl = DataLoader(SleepDataset(100, 0.001), batch_size=2, num_workers=2)
+    calls = {"n": 0}
+
+    def step(batch: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise ValueError("boom in step")
+
+    with pytest.raises(ValueError, match="boom in step") as ei:
+        dataloader_check(dl, step, steps=10)
+    # the traceback (held by ei) keeps the iterator's frame alive: the workers must be shut down explicitly
+    assert ei.value.__traceback__ is not None and not live_children(wait=1.0)
+
+
+def test_ctrl_c_gives_partial_result_and_shuts_workers() -> None:
+    dl = DataLoader(SleepDataset(200, 0.002), batch_size=2, num_workers=2, persistent_workers=True)
+    calls = {"n": 0}
+
+    def step(batch: Any) -> None:
+        calls["n"] += 1
+        time.sleep(0.002)
+        if calls["n"] == 14:
+            raise KeyboardInterrupt
+
+    with pytest.raises(BenchInterrupted) as ei:
+        dataloader_check(dl, step, steps=20)
+    r = ei.value.result
+    assert isinstance(r, DataLoaderResult) and r.status == "interrupted" and r.n_steps >= 1
+    assert "[INTERRUPTED]" in r.text()
+    assert dl._iterator is None  # persistent workers dropped with the check's iterator
+
+
+# ---- the magic ----------------------------------------------------------------------------------------
+
+SETUP = """
+import time
+from torch.utils.data import DataLoader
+from tests.test_dataloader import SleepDataset
+io_loader = DataLoader(SleepDataset(200, 0.004), batch_size=4)
+not_a_loader = 5
+"""
+
+
+def test_magic_reports_and_records(shell) -> None:
+    import perfmagic
+
+    shell.run(SETUP)
+    res = shell.run("%%dataloader_check io_loader --steps 10 -l planted\ntime.sleep(0.004)\n")
+    assert res.error_in_exec is None, res.error_in_exec
+    (bundle,) = shell.bundles
+    text = bundle["text/plain"]
+    assert text.startswith("input-bound: ") and "loader alone" in text and "compute alone" in text
+    assert "num_workers" in text and "run #1" in text
+    assert "image/png" in bundle
+    assert shell.ip.user_ns["batch"].shape == (4, 4)
+    df = perfmagic.ledger()
+    assert list(df["magic"]) == ["dataloader_check"] and abs(df.iloc[0]["data_wait_fraction"] - 0.8) < 0.1
+    assert df.iloc[0]["primary_metric"] == "data_wait_fraction"
+
+
+def test_magic_sweep(shell) -> None:
+    shell.run(SETUP)
+    res = shell.run("%%dataloader_check io_loader --steps 4 --sweep num_workers=0,2 --sweep-steps 6 "
+                    "--no-loader-alone --no-compute-alone --no-plot\ntime.sleep(0.003)\n")
+    assert res.error_in_exec is None, res.error_in_exec
+    text = shell.text()
+    assert "sweep:" in text and "best: num_workers=2" in text, text
+
+
+@pytest.mark.parametrize("cell, needle", [
+    ("%%dataloader_check\nbatch\n", "needs the loader"),
+    ("%%dataloader_check no_such_loader\nbatch\n", "no loader named 'no_such_loader'"),
+    ("%%dataloader_check not_a_loader\nbatch\n", "iterable"),
+    ("%%dataloader_check io_loader --sweep num_workers\nbatch\n", "NAME=V1,V2"),
+    ("%%dataloader_check io_loader --sweep bogus=1,2 --steps 2\nbatch\n", "a DataLoader argument"),
+    ("%%dataloader_check io_loader --steps 0\nbatch\n", "at least 1"),
+    ("%%dataloader_check io_loader --bogus\nbatch\n", "unrecognized arguments"),
+])
+def test_magic_bad_input(shell, cell, needle) -> None:
+    shell.run(SETUP)
+    res = shell.run(cell)
+    assert type(res.error_in_exec).__name__ == "UsageError", res.error_in_exec
+    assert needle in str(res.error_in_exec)
+
+
+def test_magic_step_error_and_interrupt(shell) -> None:
+    import perfmagic
+
+    shell.run(SETUP + "w_loader = DataLoader(SleepDataset(200, 0.001), batch_size=2, num_workers=2)\n")
+    res = shell.run("%%dataloader_check w_loader --steps 5\nraise ValueError('bad step')\n")
+    assert isinstance(res.error_in_exec, ValueError) and "bad step" in str(res.error_in_exec)
+    assert len(perfmagic.ledger()) == 0
+    shell.ip.user_ns["calls"] = {"n": 0}
+    res = shell.run("%%dataloader_check w_loader --steps 20 --no-plot\ncalls['n'] += 1\ntime.sleep(0.002)\n"
+                    "if calls['n'] == 12:\n    raise KeyboardInterrupt\n")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    assert "[INTERRUPTED]" in shell.text()
+    df = perfmagic.ledger()
+    assert len(df) == 1 and df.iloc[0]["status"] == "interrupted"
+
+
+def test_magic_help(shell) -> None:
+    doc = shell.ip.find_cell_magic("dataloader_check").__doc__
+    assert "--sweep" in doc and "--steps" in doc and "batch" in doc
+
+
+# ---- GPU ------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_gpu_idle_share_and_copies() -> None:
+    dev = torch.device("cuda")
+    w = torch.randn(2048, 2048, device=dev)
+
+    def step(batch: Any) -> None:
+        x = batch.to(dev)  # blocking copy from pageable memory
+        for _ in range(20):
+            x = torch.tanh(x @ w[: x.shape[1], :])
+
+    class Big(Dataset):
+        def __len__(self) -> int:
+            return 400
+
+        def __getitem__(self, i: int) -> Any:
+            time.sleep(0.002)
+            return torch.randn(2048)
+
+    r = dataloader_check(DataLoader(Big(), batch_size=64), step, steps=10)
+    assert r.cuda and r.gpu_idle_fraction is not None and 0 <= r.gpu_idle_fraction <= 1
+    assert r.h2d_s is not None and r.batch_pinned is False and r.copies_non_blocking is False
+    assert any(f.topic == "pin_memory" and f.level == "warn" for f in r.findings())
+    # the GPU is idle at least while the step waits for data
+    assert r.gpu_idle_fraction >= r.data_wait_fraction - 0.1
+
+
+# ---- a real kernel ---------------------------------------------------------------------------------
+
+KERNEL_CELLS = [
+    "%load_ext perfmagic",
+    "import time, torch, psutil\nfrom torch.utils.data import DataLoader, Dataset\n"
+    "class Nap(Dataset):  # defined in the notebook: fork workers inherit it\n"
+    "    def __len__(self): return 400\n"
+    "    def __getitem__(self, i):\n        time.sleep(0.003)\n        return torch.zeros(4)\n"
+    "loader = DataLoader(Nap(), batch_size=4, num_workers=2)",
+    "%%dataloader_check loader --steps 8 --sweep num_workers=0,2 --sweep-steps 6\ntime.sleep(0.003)",
+    "[p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]",
+]
+
+
+@pytest.mark.slow
+def test_magic_in_a_real_kernel(tmp_path: Any) -> None:
+    pytest.importorskip("nbclient")
+    from tests.test_kernel import _run, _texts
+
+    cells = _run(KERNEL_CELLS, tmp_path)
+    data = cells[2].outputs[-1].data
+    assert data["text/plain"].startswith(("input-bound", "compute-bound")) and "sweep:" in data["text/plain"]
+    assert "image/png" in data and "application/vnd.jupyter.widget-view+json" in data
+    assert _texts(cells[3]).strip() == "[]"  # no worker left running in the kernel

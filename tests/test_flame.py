@@ -1,0 +1,514 @@
+"""%%flame and perfmagic._flame: planted hot spots, stripped IPython frames, both samplers, faults, cleanup."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from perfmagic import _flame
+from perfmagic._errors import BenchInterrupted, PerfmagicError
+
+
+# ---- planted workloads --------------------------------------------------------------------------
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < end:
+        x += 1
+
+
+def planted_hot() -> None:
+    end = time.perf_counter() + 0.32
+    while time.perf_counter() < end:
+        pass
+
+
+def planted_cold() -> None:
+    end = time.perf_counter() + 0.04
+    while time.perf_counter() < end:
+        pass
+
+
+def planted_work() -> None:
+    for _ in range(2):
+        planted_hot()
+        planted_cold()
+
+
+HOT_CELL = """\
+def hot():
+    end = time.perf_counter() + 0.3
+    while time.perf_counter() < end:
+        pass
+
+def cold():
+    end = time.perf_counter() + 0.03
+    while time.perf_counter() < end:
+        pass
+"""
+
+
+# ---- leftovers: checked after every test ----------------------------------------------------------
+def _children() -> list[tuple[int, str]]:
+    me, out = os.getpid(), []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                s = fh.read()
+        except OSError:
+            continue
+        comm = s[s.index("(") + 1:s.rindex(")")]
+        ppid = int(s[s.rindex(")") + 2:].split()[1])
+        if ppid == me:
+            out.append((int(d), comm))
+    return out
+
+
+def _flame_tmpdirs() -> set[str]:
+    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("perfmagic-flame-")}
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers(tmp_path: Any, monkeypatch: Any) -> Any:
+    monkeypatch.chdir(tmp_path)
+    before_dirs = _flame_tmpdirs()
+    before_files = set(os.listdir(tmp_path))
+    yield
+    assert not [c for c in _children() if "py-spy" in c[1] or "fake" in c[1]], "a py-spy process was left running"
+    assert not [t for t in threading.enumerate() if t.name == "perfmagic-flame-sampler"], "sampler thread left"
+    assert _flame_tmpdirs() <= before_dirs, "a perfmagic-flame temp dir was left behind"
+    extra = set(os.listdir(tmp_path)) - before_files - {".perfmagic", "fakebin"}
+    assert not extra, f"files left in the working directory: {extra}"
+
+
+_PYSPY: dict[str, Any] = {}
+
+
+def pyspy_or_skip() -> None:
+    """Skip unless py-spy can attach to this very process here (needs SYS_PTRACE or Yama scope <= 1)."""
+    if "ok" not in _PYSPY:
+        try:
+            _flame.flame(lambda: _spin(0.05), sampler="py-spy")
+            _PYSPY["ok"], _PYSPY["why"] = True, ""
+        except PerfmagicError as exc:
+            _PYSPY["ok"], _PYSPY["why"] = False, str(exc)
+    if not _PYSPY["ok"]:
+        pytest.skip(f"py-spy cannot attach to this process here: {_PYSPY['why']}")
+
+
+def _fake_pyspy(tmp_path: Any, body: str) -> str:
+    d = tmp_path / "fakebin"
+    d.mkdir(exist_ok=True)
+    p = d / "fake-py-spy"
+    p.write_text("#!/bin/sh\n" + body + "\n")
+    p.chmod(p.stat().st_mode | stat.S_IEXEC)
+    return str(p)
+
+
+# ---- engine -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("sampler", ["py-spy", "inprocess"])
+def test_planted_hot_function_tops_the_graph(sampler: str) -> None:
+    if sampler == "py-spy":
+        pyspy_or_skip()
+    r = _flame.flame(planted_work, sampler=sampler, rate=200)
+    assert r.sampler == sampler and r.status == "ok" and r.fallback_reason is None
+    top = r.top(3)
+    assert top[0].name == "planted_hot", r.text()
+    assert top[0].self_frac > 0.6, r.text()  # planted: 8/9 of the time
+    # the root is the function: every stack starts at planted_work, nothing above it
+    roots = {r.frames[st[0]][0] for st in r.stacks}
+    assert roots == {"planted_work"}, roots
+    # planted 0.72 s at 200 Hz; loose for a loaded machine (the in-process sampler is also slowed by the
+    # GIL: a busy thread hands it over only every switch interval, 5 ms)
+    assert r.n_samples >= (0.4 * 0.72 * 200 if sampler == "py-spy" else 20), r.n_samples
+    m = r.metrics()
+    assert m["top1_self_name"].startswith("planted_hot (test_flame.py:") and m["sampler"] == sampler
+    assert abs(sum(r.weights) - r.sampled_s) < 1e-9 and r.sampled_s <= r.wall_s * 1.03
+    assert r.samples_dict()["stack"] and len(r.samples_dict()["stack"]) == len(r.samples_dict()["seconds"])
+
+
+def test_code_string_and_tree() -> None:
+    r = _flame.flame("for _ in range(2):\n    planted_hot()\n", globals={"planted_hot": planted_hot},
+                     sampler="inprocess")
+    tree = r.tree()
+    (cell,) = tree["children"]
+    assert cell["name"] == "cell" and cell["children"][0]["name"] == "planted_hot"
+    assert abs(tree["total"] - r.sampled_s) < 1e-9
+    assert any(k.startswith("cell (cell:2);planted_hot") for k in r.folded())
+
+
+def test_bad_options_name_value_and_choices() -> None:
+    with pytest.raises(PerfmagicError, match=r"sampler: got 'pyspy'; expected auto \| py-spy \| inprocess"):
+        _flame.flame("1", sampler="pyspy")
+    with pytest.raises(PerfmagicError, match="rate: got 0"):
+        _flame.flame("1", rate=0)
+    with pytest.raises(PerfmagicError, match="native.*py-spy"):
+        _flame.flame("1", sampler="inprocess", native=True)
+    with pytest.raises(SyntaxError):
+        _flame.flame("def (")
+
+
+def test_top_level_await_is_refused_clearly() -> None:
+    with pytest.raises(PerfmagicError, match="top-level `await`"):
+        _flame.flame("import asyncio\nawait asyncio.sleep(0)\n")
+
+
+def test_fallback_when_pyspy_missing(monkeypatch: Any) -> None:
+    monkeypatch.setattr(_flame, "find_py_spy", lambda: None)
+    r = _flame.flame(planted_work, native=True)
+    assert r.sampler == "inprocess"
+    assert "not installed" in r.fallback_reason
+    assert "py-spy not used: py-spy is not installed" in r.text()
+    assert any("native ignored: needs py-spy" in n for n in r.notes)
+    assert r.top(1)[0].name == "planted_hot"
+    with pytest.raises(PerfmagicError, match="not installed.*inprocess"):
+        _flame.flame(planted_hot, sampler="py-spy")
+
+
+def test_fallback_when_pyspy_denied(tmp_path: Any) -> None:
+    fake = _fake_pyspy(tmp_path, 'echo "Error: Permission Denied: Try running again with elevated permissions"; exit 1')
+    r = _flame.flame(planted_work, py_spy=fake)
+    assert r.sampler == "inprocess" and "Permission Denied" in r.fallback_reason
+    assert "\n" not in r.fallback_reason  # one line
+    assert r.top(1)[0].name == "planted_hot"
+    with pytest.raises(PerfmagicError, match="could not attach"):
+        _flame.flame(planted_hot, sampler="py-spy", py_spy=fake)
+
+
+def test_pyspy_that_never_starts_is_killed(tmp_path: Any, monkeypatch: Any) -> None:
+    fake = _fake_pyspy(tmp_path, "exec sleep 30")
+    monkeypatch.setattr(_flame, "START_TIMEOUT_S", 0.5)
+    t = time.perf_counter()
+    r = _flame.flame(lambda: _spin(0.05), py_spy=fake)
+    assert time.perf_counter() - t < 5
+    assert r.sampler == "inprocess" and "did not start sampling within 0.5 s" in r.fallback_reason
+    assert not [c for c in _children() if c[1] == "sleep"], "the fake py-spy that never started is still running"
+
+
+@pytest.mark.parametrize("sampler", ["py-spy", "inprocess"])
+def test_exception_keeps_profile_then_raises(sampler: str) -> None:
+    if sampler == "py-spy":
+        pyspy_or_skip()
+
+    def boom() -> None:
+        planted_hot()
+        raise ValueError("planted")
+
+    with pytest.raises(ValueError, match="planted"):
+        _flame.flame(boom, sampler=sampler)
+    r = _flame.flame(boom, sampler=sampler, on_error="return")
+    assert r.status == "failed" and r.error == "ValueError: planted" and isinstance(r.exception, ValueError)
+    assert r.top(1)[0].name == "planted_hot"
+
+
+@pytest.mark.parametrize("sampler", ["py-spy", "inprocess"])
+def test_ctrl_c_gives_partial_result(sampler: str) -> None:
+    if sampler == "py-spy":
+        pyspy_or_skip()
+
+    def interrupted() -> None:
+        planted_hot()
+        raise KeyboardInterrupt
+
+    with pytest.raises(BenchInterrupted) as ei:
+        _flame.flame(interrupted, sampler=sampler)
+    r = ei.value.result
+    assert r.status == "interrupted" and "[INTERRUPTED]" in r.text()
+    assert r.top(1)[0].name == "planted_hot"
+
+
+def test_cell_shorter_than_one_interval_says_so() -> None:
+    r = _flame.flame("x = 1", sampler="inprocess", rate=10)
+    assert r.n_samples == 0
+    assert "less than one sample interval (100 ms at 10 Hz)" in r.text()
+    assert r.metrics()["top_self_fraction"] is None
+    assert r.figure_png() is None
+
+
+def test_speedscope_parsing_cuts_ipython_frames_and_groups_threads() -> None:
+    me = _flame._THIS_FILE
+    doc = {"shared": {"frames": [
+        {"name": "run_cell", "file": "/x/site-packages/IPython/core/interactiveshell.py", "line": 3000},
+        {"name": "_flame_cell_root", "file": me, "line": 10},
+        {"name": "<module>", "file": "/tmp/ipykernel_1/abc.py", "line": 2},
+        {"name": "hot", "file": "/tmp/ipykernel_1/def.py", "line": 3},
+        {"name": "select", "file": "/usr/lib/python3.11/selectors.py", "line": 468},
+        {"name": "worker", "file": "/home/u/w.py", "line": 7},
+        {"name": 'process 99:"python -c work"', "file": "", "line": 0},
+    ]}, "profiles": [
+        {"type": "sampled", "name": 'Thread 11 "MainThread"', "samples": [[0, 1, 2, 3], [0, 1, 2], [0]],
+         "weights": [0.01, 0.01, 0.01]},
+        {"type": "sampled", "name": 'Thread 12 "Thread-1"', "samples": [[4], [5]], "weights": [0.01, 0.01]},
+        {"type": "sampled", "name": 'Process 99 Thread 99 ""', "samples": [[6, 5]], "weights": [0.01]},
+        {"type": "sampled", "name": 'Thread 13 "blas"', "samples": [[7, 8]], "weights": [0.01]},
+    ]}
+    doc["shared"]["frames"] += [{"name": "inner_thread", "file": "/x/libopenblas.so", "line": 0},
+                                {"name": "dgemm_kernel", "file": "/x/libopenblas.so", "line": 0}]
+    raw, outside = _flame.parse_speedscope(doc, pid=7, tid=11)
+    assert outside == 1
+    stacks = [[f[0] for f in st] for st, _ in raw]
+    assert stacks == [["<module>", "hot"], ["<module>"], ["thread Thread-1", "worker"],
+                      ['process 99:"python -c work"', "worker"], ["thread blas", "inner_thread", "dgemm_kernel"]]
+
+
+def test_pyspy_subprocesses_are_sampled() -> None:
+    pyspy_or_skip()
+    code = "import time\ne = time.perf_counter() + 0.6\nwhile time.perf_counter() < e: pass\n"
+
+    def parent() -> None:
+        subprocess.run([sys.executable, "-c", code], check=True)
+
+    r = _flame.flame(parent, sampler="py-spy", subprocesses=True)
+    names = {r.frames[st[0]][0] for st in r.stacks}
+    assert any(n.startswith("process ") for n in names), names
+
+
+# ---- HTML ---------------------------------------------------------------------------------------
+def _result() -> Any:
+    return _flame.flame(planted_work, sampler="inprocess")
+
+
+def test_html_is_self_contained_and_ids_unique() -> None:
+    from perfmagic._flame_html import flame_html
+
+    r = _result()
+    a, b = flame_html(r, png=r.figure_png()), flame_html(r)
+    for h in (a, b):
+        assert "http://" not in h and "https://" not in h and "//cdn" not in h
+        assert not re.search(r"""(src|href)\s*=\s*['"]?(?!data:)[a-z]+:""", h, re.I)
+        assert "<script>" in h and "planted_hot" in h
+    ida = re.search(r"id='(pmflame-[0-9a-f]+)'", a).group(1)
+    idb = re.search(r"id='(pmflame-[0-9a-f]+)'", b).group(1)
+    assert ida != idb and a.count(ida) >= 3
+    assert "data:image/png;base64," in a and "data:image/png" not in b
+
+
+_DOM_STUB = r"""
+function El(tag){this.tag=tag;this.children=[];this.style={};this.dataset={};this.className="";this.textContent="";
+  this.clientWidth=800;this.value="";}
+El.prototype.appendChild=function(c){this.children.push(c);return c;};
+Object.defineProperty(El.prototype,"innerHTML",{set:function(v){this.children=[];},get:function(){return "";}});
+El.prototype.querySelector=function(sel){return this.q[sel]||(this.q[sel]=new El(sel));};
+El.prototype.getBoundingClientRect=function(){return {left:0,top:0,width:800};};
+var box=new El("div"); box.q={};
+var document={getElementById:function(id){return id===UID?box:null;},createElement:function(t){return new El(t);}};
+var window={};
+"""
+
+
+def test_flame_javascript_runs_zooms_and_searches(tmp_path: Any) -> None:
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("node is not installed: the inline JavaScript is not executed here")
+    from perfmagic._flame_html import flame_html
+
+    h = flame_html(_result())
+    uid = re.search(r"id='(pmflame-[0-9a-f]+)'", h).group(1)
+    js = re.search(r"<script>(.*)</script>", h, re.S).group(1)
+    test = f"""
+var UID={json.dumps(uid)};
+{_DOM_STUB}
+{js}
+var g=box.q[".pmf-graph"], names=g.children.map(function(e){{return e.textContent;}});
+var out={{n:g.children.length, names:names, live:box.q[".pmf-live"].style.display,
+         stat:box.q[".pmf-static"].style.display, info:box.q[".pmf-info"].textContent}};
+var hot=g.children.filter(function(e){{return e.textContent==="planted_hot";}})[0];
+hot.onmousemove({{clientX:10,clientY:10}}); out.tip=box.q[".pmf-tip"].textContent;
+var q=box.q["input"]; q.value="COLD"; q.oninput(); out.search=box.q[".pmf-info"].textContent;
+out.hits=g.children.filter(function(e){{return e.className.indexOf("pmf-hit")>=0;}}).length;
+hot=g.children.filter(function(e){{return e.textContent==="planted_hot";}})[0];
+hot.onclick(); out.zoom=box.q[".pmf-info"].textContent;
+console.log(JSON.stringify(out));
+"""
+    f = tmp_path / "fakebin"
+    f.mkdir(exist_ok=True)
+    (f / "t.js").write_text(test)
+    p = subprocess.run([node, str(f / "t.js")], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["live"] == "block" and out["stat"] == "none"
+    assert "planted_hot" in out["names"] and "planted_work" in out["names"] and out["n"] >= 4
+    assert "test_flame.py" in out["tip"] and "total" in out["tip"] and "self" in out["tip"]
+    assert "zoomed on planted_hot" in out["zoom"]
+    assert '"cold" matches' in out["search"] and out["hits"] >= 1
+
+
+# ---- the magic ----------------------------------------------------------------------------------
+def _frame_files(r: Any) -> set[str]:
+    return {r.frames[i][1] for st in r.stacks for i in st}
+
+
+@pytest.mark.parametrize("sampler", ["py-spy", "inprocess"])
+def test_magic_planted_hot_and_ipython_frames_stripped(shell: Any, sampler: str) -> None:
+    if sampler == "py-spy":
+        pyspy_or_skip()
+    shell.run("import time")
+    n_defs = shell.run(HOT_CELL).execution_count
+    res = shell.run(f"%%flame -o -q --sampler {sampler} -l planted\nhot()\nhot()\ncold()\n")
+    assert res.error_in_exec is None, res.error_in_exec
+    r, n_cell = res.result, res.execution_count
+    assert r.text().startswith(f"flame: hot (In [{n_defs}]:"), r.text()
+    files = _frame_files(r)
+    assert not [f for f in files if re.search(r"/(IPython|ipykernel|perfmagic)/", f)], files
+    (cell,) = r.tree()["children"]
+    assert cell["name"] == f"cell In [{n_cell}]"
+    kids = {c["name"] for c in cell["children"]}
+    assert "hot" in kids and kids <= {"hot", "cold"}, kids  # cold (30 ms) may get no sample on a loaded machine
+    bundle = r._repr_mimebundle_()
+    assert {"text/plain", "text/html"} <= set(bundle)
+    assert "http://" not in bundle["text/html"] and "https://" not in bundle["text/html"]
+    import perfmagic
+
+    row = perfmagic.ledger().iloc[-1]
+    assert row["magic"] == "flame" and row["status"] == "ok" and row["label"] == "planted"
+    assert row["primary_metric"] == "top_self_fraction" and row["top_self_fraction"] > 0.6
+    assert row["top1_self_name"].startswith(f"hot (In [{n_defs}]:") and row["sampler"] == sampler
+
+
+def test_magic_displays_text_html_png(shell: Any) -> None:
+    shell.run("import time")
+    shell.run(HOT_CELL)
+    res = shell.run("%%flame --sampler inprocess\nhot()\n")
+    assert res.error_in_exec is None
+    (bundle,) = shell.bundles
+    assert {"text/plain", "text/html", "image/png"} <= set(bundle)
+    assert bundle["text/plain"].startswith("flame: hot (In [") and "run #" in bundle["text/plain"]
+    assert "run #" in bundle["text/html"] and "<script>" in bundle["text/html"]
+    assert "http://" not in bundle["text/html"] and "https://" not in bundle["text/html"]
+
+
+def test_magic_cell_lines_map_to_in_n(shell: Any) -> None:
+    shell.run("import time")
+    shell.run(HOT_CELL)
+    res = shell.run("%%flame -o -q --sampler inprocess\nx = 1\nhot()\n")
+    r = res.result
+    cell_stats = [f for f in r.functions() if f.name.startswith("cell In [")]
+    assert cell_stats and cell_stats[0].where == f"In [{res.execution_count}]:3"  # line 3 of the cell
+
+
+def test_magic_fallback_reason_shown(shell: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr(_flame, "find_py_spy", lambda: None)
+    shell.run("import time")
+    shell.run(HOT_CELL)
+    res = shell.run("%%flame\nhot()\n")
+    assert res.error_in_exec is None
+    assert "in-process sampler" in shell.text() and "py-spy not used: py-spy is not installed" in shell.text()
+    res = shell.run("%%flame --sampler py-spy\nhot()\n")
+    assert "%%flame: py-spy is not installed" in str(res.error_in_exec)
+
+
+def test_magic_exception_shows_profile_then_users_error(shell: Any) -> None:
+    shell.run("import time")
+    shell.run(HOT_CELL)
+    res = shell.run("%%flame --sampler inprocess\nhot()\n1/0\n")
+    assert isinstance(res.error_in_exec, ZeroDivisionError)
+    assert "the cell raised ZeroDivisionError" in shell.text() and "hot (In [" in shell.text()
+    import perfmagic
+
+    assert perfmagic.ledger().iloc[-1]["status"] == "failed"
+
+
+def test_magic_ctrl_c(shell: Any) -> None:
+    shell.run("import time")
+    shell.run(HOT_CELL)
+    res = shell.run("%%flame --sampler auto\nhot()\nraise KeyboardInterrupt\n")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    assert "[INTERRUPTED]" in shell.text() and "hot (In [" in shell.text()
+    import perfmagic
+
+    assert perfmagic.ledger().iloc[-1]["status"] == "interrupted"
+
+
+def test_magic_bad_input(shell: Any) -> None:
+    from IPython.core.error import UsageError
+
+    for line, msg in (("--rate 0", "must be at least 1"), ("--rate 5000", "at most 1000"),
+                      ("--sampler pyspy", "invalid choice"), ("--bogus", "valid options"),
+                      ("--sampler inprocess --native", "native: got True")):
+        res = shell.run(f"%%flame {line}\nx = 1\n")
+        assert isinstance(res.error_in_exec, UsageError), line
+        assert msg in str(res.error_in_exec), (line, str(res.error_in_exec))
+    res = shell.run("%%flame\nimport asyncio\nawait asyncio.sleep(0)\n")
+    assert isinstance(res.error_in_exec, UsageError) and "top-level `await`" in str(res.error_in_exec)
+    res = shell.run("%%flame --sampler inprocess --rate 10\nx = 1\n")
+    assert res.error_in_exec is None and "less than one sample interval" in shell.text()
+    assert shell.run("x").result == 1  # the shell still works
+
+
+def test_magic_no_plot_and_help(shell: Any) -> None:
+    shell.run("import time")
+    shell.run(HOT_CELL)
+    shell.run("%%flame --no-plot --sampler inprocess\nhot()\n")
+    assert set(shell.bundles[-1]) == {"text/plain"}
+    doc = shell.ip.find_cell_magic("flame").__doc__
+    assert "--subprocesses" in doc and "--sampler" in doc
+
+
+def test_yama_ptracer_set_for_pyspy_and_cleared(tmp_path: Any, monkeypatch: Any) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(_flame, "yama_scope", lambda: 1)
+    monkeypatch.setattr(_flame, "_prctl_ptracer", lambda pid: calls.append(pid) or True)
+    fake = _fake_pyspy(tmp_path, 'echo "py-spy> Sampling process 100 times a second. Press Control-C to exit."\n'
+                                 'trap "exit 0" INT\nwhile true; do sleep 0.05; done')
+    r = _flame.flame(lambda: _spin(0.05), py_spy=fake)
+    assert r.sampler == "py-spy" and r.n_samples == 0 and any("wrote no profile" in n for n in r.notes)
+    assert len(calls) == 2 and calls[0] > 0 and calls[1] == 0  # py-spy's pid, then cleared
+
+
+@pytest.mark.slow
+def test_flame_in_a_real_kernel(tmp_path: Any) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    cells = ["%load_ext perfmagic", "import time\n" + HOT_CELL, "%%flame\nhot()\ncold()",
+             "%%flame\nhot()\n1/0",
+             "import os\n[open(f'/proc/{p}/comm').read().strip() for p in os.listdir('/proc') if p.isdigit() and "
+             "open(f'/proc/{p}/stat').read().rsplit(')', 1)[1].split()[1] == str(os.getpid())]"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    env_backup = os.environ.pop("PERFMAGIC_LEDGER_DIR", None)
+    try:
+        nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                                resources={"metadata": {"path": str(tmp_path)}}).execute()
+    finally:
+        if env_backup is not None:
+            os.environ["PERFMAGIC_LEDGER_DIR"] = env_backup
+    (out,) = nb.cells[2].outputs
+    data = out["data"]
+    assert data["text/plain"].startswith("flame: hot (In [2]:"), data["text/plain"]
+    assert "cell In [3]" in data["text/html"] and "<script>" in data["text/html"]
+    assert "http://" not in data["text/html"] and "https://" not in data["text/html"]
+    assert "/ipykernel/" not in data["text/html"] and "/IPython/" not in data["text/html"]
+    err = nb.cells[3].outputs[-1]
+    assert nb.cells[3].outputs[0]["data"]["text/plain"].startswith("flame: hot (In [2]:")
+    assert err.output_type == "error" and err.ename == "ZeroDivisionError"
+    tb = "\n".join(err.traceback)
+    assert "1/0" in tb and "_flame.py" not in tb
+    left = nb.cells[4].outputs[0]["data"]["text/plain"]
+    assert "py-spy" not in left, left
+    assert sorted(os.listdir(tmp_path)) == [".perfmagic"]
+
+
+def test_deep_recursion_is_elided_not_crashing() -> None:
+    def rec(k: int) -> None:
+        if k:
+            return rec(k - 1)
+        end = time.perf_counter() + 0.15
+        while time.perf_counter() < end:
+            pass
+
+    r = _flame.flame(lambda: rec(600), sampler="inprocess")
+    assert r.n_samples and max(len(st) for st in r.stacks) <= _flame.MAX_DEPTH + 1
+    assert any(r.frames[i][0].startswith("… ") for st in r.stacks for i in st)
+    assert r.figure_png() and "<script>" in r.html()
