@@ -82,6 +82,15 @@ cells = [
          "def total(rows):\n    return sum(a * b for a, b in rows)\n\n"
          "lines = [f\"{i},{i % 7}\" for i in range(300_000)]"),
     code("%%flame\nrows = parse(lines)\ntotal(rows)"),
+    md("## `%%memory` and `%%lineprof`\n\n"
+       "`%%memory` samples RSS in a thread and resets the kernel's high-water mark per statement, so a peak too "
+       "short for any sampler is still caught and tied to its line:"),
+    code("def load(n):\n    return [bytearray(2**20) for _ in range(n)]\n\n"
+         "def slow(n):\n    out = []\n    for i in range(n):\n        out.append(i * i)\n    return sum(out)"),
+    code("%%memory\ndata = load(32)\nn = len(bytearray(150 * 2**20))   # short-lived: caught by VmHWM, tied to this line"),
+    md("`%%lineprof -f FUNC` runs line_profiler on functions — including ones defined in this notebook — and shows "
+       "the table in the output (never the pager), hot lines shaded:"),
+    code("%%lineprof -f slow\nslow(300_000)"),
     md("## The cold call\n\n"
        "`%timeit` silently drops a slow first call. perfmagic reports it apart and warns when it dwarfs a warm call "
        "(lazy initialisation, JIT, autotuning, caches):"),

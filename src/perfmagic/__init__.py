@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "littles", "estimate", "EstimateResult", "flame", "FlameResult", "dataloader_check", "DataLoaderResult", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "PerfmagicError", "BadOptionError", "SetupError",
+    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "littles", "estimate", "EstimateResult", "flame", "FlameResult", "dataloader_check", "DataLoaderResult", "memory", "MemoryResult", "lineprof", "LineProfResult", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "PerfmagicError", "BadOptionError", "SetupError",
     "BenchInterrupted", "load_ipython_extension", "unload_ipython_extension", "__version__",
 ]
 
@@ -36,6 +36,10 @@ _LAZY = {
     "EstimateResult": ("._estimate", "EstimateResult"),
     "flame": ("._flame", "flame"),
     "dataloader_check": ("._dataloader", "dataloader_check"),
+    "memory": ("._memprof", "memory"),
+    "MemoryResult": ("._memprof", "MemoryResult"),
+    "lineprof": ("._lineprof", "lineprof"),
+    "LineProfResult": ("._lineprof", "LineProfResult"),
     "DataLoaderResult": ("._dataloader", "DataLoaderResult"),
     "FlameResult": ("._flame", "FlameResult"),
     "RooflineResult": ("._roofline", "RooflineResult"),
@@ -57,6 +61,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._estimate import EstimateResult, estimate
     from ._flame import FlameResult, flame
     from ._dataloader import DataLoaderResult, dataloader_check
+    from ._lineprof import LineProfResult, lineprof
+    from ._memprof import MemoryResult, memory
     from ._history import RunComparison, compare
     from ._roofline import RooflineResult, roofline
     from ._pair import PairResult, bench_pair

@@ -20,7 +20,7 @@ import os
 import sys
 from typing import Any
 
-from ._format import fmt_time
+from ._format import fmt_bytes, fmt_time
 
 _TIME_SCALES = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
@@ -212,6 +212,11 @@ def metric_text(row: dict[str, Any]) -> str:
             txt += f" ±{(hi - lo) / 2 / v:.1%}"
         if m.get("n_samples") is not None:
             txt += f" ({m['n_samples']}×{m.get('number', 1)})"
+        return txt
+    if key and key.endswith("_bytes") and isinstance(v, (int, float)):
+        txt = f"peak +{fmt_bytes(v)}" if key == "peak_bytes" else fmt_bytes(v)
+        if key == "peak_bytes" and isinstance(m.get("increment_bytes"), (int, float)):
+            txt += f", increment {fmt_bytes(m['increment_bytes'])}"
         return txt
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 

@@ -1,0 +1,392 @@
+"""Line-by-line time of chosen functions over one run of a cell (line_profiler, imported lazily).
+
+``perfmagic.lineprof(code_or_fn, funcs=[f, obj.method])`` registers each function with a fresh
+``line_profiler.LineProfiler``, enables it only around the run, and keeps per line the hits and the
+time (inclusive of what the line calls). Functions defined in notebook cells are found through
+``linecache`` (IPython keeps every cell's source there) and named ``In [n]`` through IPython's
+cell-filename map, so the table shows the cell's own lines.
+
+What can be profiled: Python functions, bound/unbound methods, static/class methods, properties
+(their getter/setter), ``functools.partial`` objects and ``functools.wraps`` decorators (the
+innermost wrapped function), and classes (every function defined in the class body). Built-ins and
+C functions have no Python lines: :class:`~perfmagic._errors.BadOptionError` names them.
+
+Nothing is left behind: the profiler is disabled in ``finally`` (line_profiler restores the trace
+function or ``sys.monitoring`` tool that was there before), and the code objects line_profiler swaps
+into the functions are swapped back. Timings are inclusive per line, as line_profiler's; a function
+that calls another profiled one counts that time in both, so function totals are not added up
+across functions. Only the calling thread is traced.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import inspect
+import io
+import linecache
+import types
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ._errors import BadOptionError, BenchInterrupted, PerfmagicError
+from ._format import fmt_time
+from ._memprof import prepare, run_statements, shell_filename_map, source_label
+
+HOT_COLOR = (255, 99, 71)  # background of hot lines in HTML, its alpha proportional to the line's share
+
+
+@dataclass(frozen=True)
+class LineTiming:
+    lineno: int
+    hits: int
+    time_s: float
+
+
+@dataclass(frozen=True)
+class FunctionProfile:
+    """One function: its timed lines and its source (from linecache), as line_profiler saw them."""
+
+    name: str
+    filename: str
+    where: str                       # "In [3]" / "pkg/mod.py"
+    first_lineno: int
+    source: tuple[str, ...]          # the function's source lines, from first_lineno on
+    lines: tuple[LineTiming, ...]
+
+    @property
+    def total_s(self) -> float:
+        return sum(ln.time_s for ln in self.lines)
+
+    @property
+    def called(self) -> bool:
+        return any(ln.hits for ln in self.lines)
+
+    def share(self, ln: LineTiming) -> float:
+        t = self.total_s
+        return ln.time_s / t if t > 0 else 0.0
+
+    def line_text(self, lineno: int) -> str:
+        i = lineno - self.first_lineno
+        return self.source[i].rstrip("\n") if 0 <= i < len(self.source) else ""
+
+    def label(self, lineno: int) -> str:
+        sep = " line " if self.where.startswith(("In [", "<")) else ":"
+        return f"{self.where}{sep}{lineno}"
+
+
+@dataclass(frozen=True)
+class HotLine:
+    function: str
+    label: str
+    text: str
+    time_s: float
+    hits: int
+    share: float   # of its function's time
+
+
+@dataclass(frozen=True)
+class LineProfResult:
+    """Per-line timings of the profiled functions over one run; raw line timings are kept."""
+
+    functions: tuple[FunctionProfile, ...]
+    wall_s: float
+    code: str = ""
+    top: int = 5
+    status: str = "ok"  # ok | error | interrupted
+    error: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def total_s(self) -> float:
+        """Time inside the profiled functions: the largest function total (totals nest, see module doc)."""
+        return max((f.total_s for f in self.functions), default=0.0)
+
+    def hot_lines(self, n: int | None = None) -> list[HotLine]:
+        out = [HotLine(f.name, f.label(ln.lineno), f.line_text(ln.lineno).strip(), ln.time_s, ln.hits, f.share(ln))
+               for f in self.functions for ln in f.lines if ln.hits]
+        out.sort(key=lambda h: -h.time_s)
+        return out[: n if n is not None else self.top]
+
+    # ---- text ---------------------------------------------------------------------------------
+    def verdict(self) -> str:
+        tag = {"ok": "", "error": "  [STOPPED BY AN EXCEPTION]", "interrupted": "  [INTERRUPTED]"}[self.status]
+        hot = self.hot_lines(1)
+        if not hot:
+            names = ", ".join(f.name for f in self.functions)
+            return f"lineprof: {names} {'was' if len(self.functions) == 1 else 'were'} never called by the cell{tag}"
+        h = hot[0]
+        return (f"lineprof: hottest line {h.label} in {h.function}(): {h.share:.0%} of its {fmt_time(self._total(h.function))} "
+                f"— `{_clip(h.text, 60)}` ({h.hits:,} hits){tag}")
+
+    def _total(self, name: str) -> float:
+        return next((f.total_s for f in self.functions if f.name == name), 0.0)
+
+    def text(self) -> str:
+        lines = [self.verdict()]
+        hot = self.hot_lines()
+        if len(hot) > 1:
+            lines.append(f"  hottest lines (share of their function's time):")
+            for h in hot:
+                lines.append(f"    {h.share:>6.1%}  {fmt_time(h.time_s):>10}  {h.label:<18} {h.function}(): {_clip(h.text, 50)}")
+        hot_set = {(h.function, h.label) for h in hot}
+        for f in self.functions:
+            last = f.first_lineno + len(f.source) - 1
+            lines.append("")
+            lines.append(f"{f.name}() — {f.where}, lines {f.first_lineno}–{last} — {fmt_time(f.total_s)}"
+                         + ("" if f.called else " (never called)"))
+            lines.append(f"  {'Line':>5} {'Hits':>10} {'Time':>10} {'Per hit':>10} {'% Time':>7}   Line contents")
+            timed = {ln.lineno: ln for ln in f.lines}
+            for i, src in enumerate(f.source):
+                no = f.first_lineno + i
+                ln = timed.get(no)
+                mark = ">" if (f.name, f.label(no)) in hot_set else " "
+                if ln is not None and ln.hits:
+                    lines.append(f"{mark} {no:>5} {ln.hits:>10,} {fmt_time(ln.time_s, 3):>10} "
+                                 f"{fmt_time(ln.time_s / ln.hits, 3):>10} {f.share(ln):>7.1%}   {src.rstrip()}")
+                else:
+                    lines.append(f"{mark} {no:>5} {'':>10} {'':>10} {'':>10} {'':>7}   {src.rstrip()}")
+        if self.error:
+            lines.append(f"  stopped by {self.error}; the profile covers the run up to there")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+    def html(self) -> str:
+        """Tables with each line's background proportional to its share of the function's time."""
+        r, g, b = HOT_COLOR
+        parts = [f"<div class='perfmagic-lineprof' style='font-size:12px'><div><b>{html.escape(self.verdict())}</b></div>"]
+        for f in self.functions:
+            last = f.first_lineno + len(f.source) - 1
+            parts.append(f"<div style='margin-top:6px'><b>{html.escape(f.name)}()</b> — {html.escape(f.where)}, "
+                         f"lines {f.first_lineno}–{last} — {fmt_time(f.total_s)}"
+                         f"{'' if f.called else ' (never called)'}</div>")
+            parts.append("<table style='font-size:12px;border-collapse:collapse'><tr><th>Line</th><th>Hits</th>"
+                         "<th>Time</th><th>Per hit</th><th>% Time</th><th style='text-align:left'>Line contents</th></tr>")
+            timed = {ln.lineno: ln for ln in f.lines}
+            for i, src in enumerate(f.source):
+                no = f.first_lineno + i
+                ln = timed.get(no)
+                code = f"<td style='text-align:left'><pre style='margin:0'>{html.escape(src.rstrip())}</pre></td>"
+                if ln is not None and ln.hits:
+                    s = f.share(ln)
+                    parts.append(f"<tr style='background:rgba({r},{g},{b},{s:.3f})'><td>{no}</td><td>{ln.hits:,}</td>"
+                                 f"<td>{fmt_time(ln.time_s, 3)}</td><td>{fmt_time(ln.time_s / ln.hits, 3)}</td>"
+                                 f"<td>{s:.1%}</td>{code}</tr>")
+                else:
+                    parts.append(f"<tr><td>{no}</td><td></td><td></td><td></td><td></td>{code}</tr>")
+            parts.append("</table>")
+        notes = [f"stopped by {self.error}; the profile covers the run up to there"] if self.error else []
+        parts += [f"<div style='color:#555'>{html.escape(n)}</div>" for n in notes + list(self.notes)]
+        parts.append("</div>")
+        return "".join(parts)
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/plain": self.text(), "text/html": self.html()}
+
+    # ---- data ---------------------------------------------------------------------------------
+    def metrics(self) -> dict[str, float | int | str | None]:
+        hot = self.hot_lines(1)
+        h = hot[0] if hot else None
+        return {"total_s": self.total_s, "wall_s": self.wall_s,
+                "hot_line": f"{h.label} {h.function}(): {_clip(h.text, 60)}" if h else None,
+                "hot_fraction": h.share if h else None, "hot_time_s": h.time_s if h else None,
+                "n_functions": len(self.functions)}
+
+    def samples_dict(self) -> dict[str, list[float]]:
+        d: dict[str, list[float]] = {}
+        for i, f in enumerate(self.functions):
+            key = f"{i}:{f.name}"
+            d[f"{key}:lineno"] = [float(ln.lineno) for ln in f.lines]
+            d[f"{key}:hits"] = [float(ln.hits) for ln in f.lines]
+            d[f"{key}:time_s"] = [ln.time_s for ln in f.lines]
+        return d
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["metrics"] = self.metrics()
+        return d
+
+    def figure_png(self) -> bytes | None:
+        """A bar chart of the hottest lines' time."""
+        hot = self.hot_lines(max(self.top, 8))
+        if not hot:
+            return None
+        try:
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+            from matplotlib.figure import Figure
+        except ImportError:
+            return None
+        fig = Figure(figsize=(7.5, 0.4 + 0.28 * len(hot)), dpi=100, layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.subplots()
+        ax.barh(range(len(hot)), [h.time_s for h in hot][::-1], color="tab:red")
+        ax.set_yticks(range(len(hot)), [_clip(f"{h.label}  {h.text}", 48) for h in hot][::-1], fontsize=7)
+        ax.set_xlabel("time [s] (inclusive)", fontsize=7)
+        ax.tick_params(labelsize=7)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        return buf.getvalue()
+
+
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+# ---- which functions ----------------------------------------------------------------------------
+
+def resolve(obj: Any, name: str | None = None) -> list[types.FunctionType]:
+    """The Python functions behind ``obj`` (see module docstring); BadOptionError if there are none."""
+    name = name or getattr(obj, "__qualname__", None) or repr(obj)
+    seen = 0
+    while seen < 20:  # unwrap layers: bound method, static/classmethod, partial, property, functools.wraps
+        seen += 1
+        if isinstance(obj, types.MethodType):
+            obj = obj.__func__
+        elif isinstance(obj, (staticmethod, classmethod)):
+            obj = obj.__func__
+        elif isinstance(obj, (functools.partial, functools.partialmethod)):
+            obj = obj.func
+        elif isinstance(obj, types.FunctionType) and hasattr(obj, "__wrapped__") and callable(obj.__wrapped__):
+            obj = obj.__wrapped__
+        else:
+            break
+    if isinstance(obj, types.FunctionType):
+        return [obj]
+    if isinstance(obj, (property, functools.cached_property)):
+        fs = [f for f in (getattr(obj, "fget", None), getattr(obj, "fset", None), getattr(obj, "fdel", None),
+                          getattr(obj, "func", None)) if f is not None]
+        return [g for f in fs for g in resolve(f, name)]
+    if isinstance(obj, type):
+        out: list[types.FunctionType] = []
+        for attr in vars(obj).values():
+            if isinstance(attr, (types.FunctionType, staticmethod, classmethod, property)):
+                try:
+                    out += resolve(attr, name)
+                except BadOptionError:
+                    pass
+        if out:
+            return out
+        raise BadOptionError("-f", name, "a Python function, method or class",
+                             f"class {name} defines no Python functions of its own; name a method, e.g. {name}.method")
+    kind = type(obj).__name__
+    if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType,
+                        types.WrapperDescriptorType, types.MethodDescriptorType)) or kind in ("ufunc", "cython_function_or_method"):
+        why = f"{name} is a built-in / C function ({kind}): it has no Python lines to time"
+        fix = "profile the Python function that calls it instead"
+    elif isinstance(obj, types.ModuleType):
+        why, fix = f"{name} is a module", f"name its functions, e.g. -f {name}.func"
+    elif callable(obj):
+        why = f"{name} is a {kind} instance, not a function"
+        fix = f"name one of its methods, e.g. -f {name}.forward or -f {name}.__call__"
+    else:
+        why, fix = f"{name} is a {kind} instance, not callable", "give a function, method or class"
+    raise BadOptionError("-f", name, "a Python function, method or class", f"{why}; {fix}")
+
+
+def _profile(fn: types.FunctionType, stats_key: tuple[str, int, str], timings: list[tuple[int, int, int]],
+             unit: float, fmap: Mapping[str, int] | None) -> FunctionProfile:
+    filename, first, _ = stats_key
+    try:
+        src, start = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        src, start = [], first
+    if not src:
+        lines = linecache.getlines(filename)
+        last = max([first] + [ln for ln, _, _ in timings])
+        src, start = lines[first - 1: last], first
+    start = start or 1
+    return FunctionProfile(
+        name=fn.__qualname__, filename=filename, where=source_label(filename, None, fmap), first_lineno=start,
+        source=tuple(src), lines=tuple(LineTiming(ln, int(h), t * unit) for ln, h, t in sorted(timings)))
+
+
+# ---- the public functions -----------------------------------------------------------------------
+
+def run_lineprof(fn_or_code: str | Callable[[], Any], funcs: Sequence[Any], *, globals: dict[str, Any] | None = None,
+                 filename: str | None = None, top: int = 5, names: Sequence[str] | None = None,
+                 filename_map: Mapping[str, int] | None = None) -> tuple[LineProfResult, BaseException | None]:
+    """Profile one run; return the result and the exception the code raised (None if it completed)."""
+    __tracebackhide__ = True
+    if not isinstance(top, int) or top < 1:
+        raise BadOptionError("top", top, "a positive number of hot lines", "e.g. 5")
+    if not funcs:
+        raise BadOptionError("funcs", funcs, "at least one function to profile", "e.g. funcs=[f]  (-f f in the magic)")
+    names = list(names) if names is not None else [None] * len(funcs)
+    targets: list[types.FunctionType] = []
+    for obj, nm in zip(funcs, names):
+        for f in resolve(obj, nm):
+            if f not in targets:
+                targets.append(f)
+    fmap = filename_map if filename_map is not None else shell_filename_map()
+    stmts = prepare(fn_or_code, globals, filename, "<perfmagic-lineprof>")
+    try:
+        from line_profiler import LineProfiler
+    except ImportError:
+        raise PerfmagicError("line profiling needs the line_profiler package: pip install line_profiler") from None
+
+    codes = {f: f.__code__ for f in targets}
+    prof = LineProfiler()
+    import time
+
+    try:
+        for f in targets:
+            prof.add_function(f)
+        prof.enable_by_count()
+        t0 = time.perf_counter()
+        try:
+            exc = run_statements(stmts, lambda i: None)
+        finally:
+            wall = time.perf_counter() - t0
+            while prof.enable_count > 0:
+                prof.disable_by_count()
+    finally:
+        for f, code in codes.items():  # line_profiler may have swapped in a padded copy of the code
+            if f.__code__ is not code:
+                f.__code__ = code
+    stats = prof.get_stats()
+    profiles = []
+    for f, c in codes.items():  # line_profiler keys by qualified name (5.x) or by name (older)
+        keys = [(c.co_filename, c.co_firstlineno, getattr(c, "co_qualname", c.co_name)),
+                (c.co_filename, c.co_firstlineno, c.co_name)]
+        timings: list[tuple[int, int, int]] = []
+        for key in dict.fromkeys(keys):
+            timings += stats.timings.get(key, [])
+        profiles.append(_profile(f, keys[0], timings, stats.unit, fmap))
+    status, err = "ok", None
+    if isinstance(exc, KeyboardInterrupt):
+        status, err = "interrupted", "KeyboardInterrupt"
+    elif exc is not None:
+        status, err = "error", f"{type(exc).__name__}: {exc}"
+    notes = []
+    if any(not p.source for p in profiles):
+        notes.append("the source of some functions is not available (linecache): lines shown without text")
+    code = fn_or_code if isinstance(fn_or_code, str) else getattr(fn_or_code, "__qualname__", repr(fn_or_code))
+    return LineProfResult(tuple(profiles), wall, code, top, status, err, tuple(notes)), exc
+
+
+def lineprof(fn_or_code: str | Callable[[], Any], funcs: Sequence[Any], *, globals: dict[str, Any] | None = None,
+             filename: str | None = None, top: int = 5,
+             filename_map: Mapping[str, int] | None = None) -> LineProfResult:
+    """Time every line of ``funcs`` while ``fn_or_code`` runs once.
+
+    Args:
+        fn_or_code: a string of code (run in ``globals``; assignments land there) or a zero-argument callable.
+        funcs: functions, methods, properties, partials or classes to profile.
+        top: how many hot lines the summary lists.
+        filename_map: cell filename -> execution count, to name cells ``In [n]`` (IPython's by default).
+
+    Returns a :class:`LineProfResult`. The code's own exception propagates unchanged once the
+    profiler is off; Ctrl-C raises :class:`BenchInterrupted` with the partial result.
+    """
+    __tracebackhide__ = True
+    result, exc = run_lineprof(fn_or_code, funcs, globals=globals, filename=filename, top=top,
+                               filename_map=filename_map)
+    if isinstance(exc, KeyboardInterrupt):
+        raise BenchInterrupted(result) from exc
+    if exc is not None:
+        raise exc
+    return result

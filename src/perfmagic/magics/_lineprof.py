@@ -1,0 +1,83 @@
+"""``%%lineprof -f FUNC``: line-by-line time of functions (notebook cells included), shown in the output."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments
+
+from . import _args
+
+
+@magics_class
+class LineProfMagics(Magics):
+    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
+        super().__init__(shell)
+        self.state = state
+
+    def _function(self, expr: str) -> Any:
+        try:
+            return eval(compile(expr, "<-f>", "eval"), self.shell.user_ns)
+        except Exception as exc:
+            raise UsageError(f"%%lineprof -f {expr}: {type(exc).__name__}: {exc}. FUNC is an expression evaluated in "
+                             "the notebook's namespace (e.g. f, model.forward, mod.func): define it first") from None
+
+    @magic_arguments()
+    @argument("-f", "--function", dest="functions", action="append", default=[], metavar="FUNC",
+              help="function to profile, an expression in the notebook's namespace (f, obj.method, mod.func, "
+                   "a class); repeat for several")
+    @argument("--top", type=_args.positive_int, default=5, metavar="N", help="hottest lines to list (default 5)")
+    @argument("-l", "--label", help="name of this run in the ledger (default: the cell's first line)")
+    @argument("-o", "--output", action="store_true", help="return the LineProfResult")
+    @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")
+    @no_var_expand
+    @cell_magic
+    def lineprof(self, line: str, cell: str) -> Any:
+        """Time every line of the functions given with -f while the cell runs once (line_profiler).
+
+        ``%%lineprof -f slow -f Model.forward`` runs the cell in the notebook's namespace and shows,
+        for each function, hits, time, time per hit and share of the function's time per line, the
+        hottest lines highlighted, in the cell's output (text and an HTML table; never the pager).
+        Functions defined in notebook cells show as ``In [n]`` with their own source. Methods,
+        static/class methods, properties, partials and decorated functions are unwrapped to the
+        Python function inside; a class profiles all its methods. Records the hottest line in the ledger.
+        """
+        __tracebackhide__ = True
+        from .._errors import PerfmagicError
+        from .._lineprof import run_lineprof
+        from ._bench import default_label
+        from ._memprof import cell_filename
+
+        args, _ = _args.parse(self.lineprof.parser, line)
+        if not args.functions:
+            raise UsageError("%%lineprof needs at least one function to profile: -f FUNC, e.g. %%lineprof -f slow")
+        funcs = [self._function(expr) for expr in args.functions]
+        code = self.shell.transform_cell(cell)
+        fname = cell_filename(self.shell, code, cell)
+        try:
+            result, exc = run_lineprof(code, funcs, names=args.functions, globals=self.shell.user_ns,
+                                       filename=fname, top=args.top)
+        except PerfmagicError as err:
+            raise UsageError(f"%%lineprof: {err}") from None
+        except SyntaxError as err:  # the user's: show it as IPython shows a cell's, without our frames
+            raise err.with_traceback(None) from None
+        status = {"ok": "ok", "interrupted": "interrupted", "error": "failed"}[result.status]
+        ref = self.state["record"](
+            magic="lineprof", label=args.label or default_label(cell), code=cell, magic_line=line,
+            options=dict(vars(args)), metrics=result.metrics(), samples=result.samples_dict(), env={},
+            status=status, primary_metric="total_s")
+        if not args.quiet:
+            from .._display import display_bundle
+
+            run = f"\n  run #{ref.id}" if ref is not None else ""
+            bundle = {"text/plain": result.text() + run,
+                      "text/html": result.html() + (f"<div style='font-size:12px'>{run.strip()}</div>" if run else "")}
+            display_bundle(bundle)
+        if isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt("perfmagic: %%lineprof interrupted; the lines timed up to there are shown above "
+                                    "and recorded") from None
+        if exc is not None:
+            raise exc
+        return result if args.output else None

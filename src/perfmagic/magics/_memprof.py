@@ -1,0 +1,128 @@
+"""``%%memory``: memory over one run of the cell (RSS timeline, true peaks, allocation sites, CUDA)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
+from IPython.core.magic_arguments import argument, magic_arguments
+
+from . import _args
+
+
+def device_choice(text: str) -> str:
+    t = text.strip().lower()
+    if t in ("auto", "cpu", "cuda") or (t.startswith("cuda:") and t[5:].isdigit()):
+        return t
+    raise argparse.ArgumentTypeError(f"{text!r}: choose auto, cpu, cuda or cuda:N")
+
+
+def cell_filename(shell: Any, code: str, raw: str) -> str:
+    """Register the cell body with IPython's compiler so tracebacks and sites read ``In [n]``.
+
+    ``n`` is the number of the running cell: IPython increments ``execution_count`` before it runs a
+    cell, so it is read from the frame of the cell that called the magic (its file is in IPython's map).
+    """
+    import sys
+
+    fmap = getattr(getattr(shell, "compile", None), "_filename_map", {}) or {}
+    number = None
+    f = sys._getframe(1)
+    while f is not None and number is None:
+        number = fmap.get(f.f_code.co_filename)
+        f = f.f_back
+    if number is None:
+        number = shell.execution_count
+    try:
+        return shell.compile.cache(code, number, raw_code=raw)
+    except Exception:  # an unusual shell: fall back to our own name (sources still go to linecache)
+        return f"<perfmagic-cell-{shell.execution_count}>"
+
+
+@magics_class
+class MemoryMagics(Magics):
+    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
+        super().__init__(shell)
+        self.state = state
+
+    @magic_arguments()
+    @argument("--interval", type=_args.positive_duration, default=0.01, metavar="DURATION",
+              help="RSS sampling period (default 10ms; at least 1ms), e.g. 5ms or 0.02")
+    @argument("--top", type=_args.positive_int, default=10, metavar="N", help="allocation sites to list (default 10)")
+    @argument("--trace", choices=("auto", "on", "off"), default="auto",
+              help="tracemalloc for allocation sites: auto (default: started once RSS grows 16 MiB, so cells "
+                   "that do not grow memory run at full speed), on (from the first line: every site, "
+                   "20-200x slower on allocation-heavy Python code), off")
+    @argument("--no-trace", action="store_true",
+              help="same as --trace off: RSS, VmHWM (and CUDA) only, no allocation sites, least overhead")
+    @argument("--device", type=device_choice, default="auto",
+              help="auto (CUDA when torch is imported and has a GPU), cpu, cuda or cuda:N")
+    @argument("-l", "--label", help="name of this run in the ledger (default: the cell's first line)")
+    @argument("--no-plot", action="store_true", help="text only, no chart")
+    @argument("-o", "--output", action="store_true", help="return the MemoryResult")
+    @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")
+    @no_var_expand
+    @cell_magic
+    def memory(self, line: str, cell: str) -> Any:
+        """Memory over one run of the cell: an RSS timeline, true peaks, allocation sites, CUDA memory.
+
+        The cell runs once in the notebook's namespace (its assignments persist). A background thread
+        samples RSS every ``--interval``; the kernel's high-water mark (VmHWM) and tracemalloc's peak
+        are reset before each top-level statement and read after it, so a peak shorter than the
+        sampling interval is still caught and tied to its line. With tracemalloc (``--trace``), the
+        blocks still allocated at the end are charged to the line of your code (cell or file) that
+        made them; by default it starts only once memory grows, as it slows allocation-heavy code.
+        On CUDA: allocated/reserved memory over time, the peak (max_memory_allocated), and the blocks
+        live at the peak from the allocator's history. Shows a chart with the peak marked and a text
+        summary, and records the peak and increment in the ledger.
+        """
+        __tracebackhide__ = True
+        from .._errors import PerfmagicError
+        from .._memprof import run_memory
+        from ._bench import default_label
+
+        args, _ = _args.parse(self.memory.parser, line)
+        code = self.shell.transform_cell(cell)
+        fname = cell_filename(self.shell, code, cell)
+        try:
+            result, exc = run_memory(code, globals=self.shell.user_ns, filename=fname, interval=args.interval,
+                                     top=args.top, trace="off" if args.no_trace else args.trace,
+                                     device=args.device)
+        except PerfmagicError as err:
+            raise UsageError(f"%%memory: {err}") from None
+        except SyntaxError as err:  # the user's: show it as IPython shows a cell's, without our frames
+            raise err.with_traceback(None) from None
+        status = {"ok": "ok", "interrupted": "interrupted", "error": "failed"}[result.status]
+        ref = self.state["record"](
+            magic="memory", label=args.label or default_label(cell), code=cell, magic_line=line,
+            options=dict(vars(args)), metrics=result.metrics(), samples=result.samples_dict(), env={},
+            status=status, primary_metric="peak_bytes")
+        text = result.text(args.top) + (f"\n  run #{ref.id}" if ref is not None else "")
+        if not args.quiet:
+            from .._display import display_bundle
+
+            display_bundle(self._bundle(result, text, plot=not args.no_plot))
+        if isinstance(exc, KeyboardInterrupt):
+            raise KeyboardInterrupt("perfmagic: %%memory interrupted; the profile up to there is shown above "
+                                    "and recorded") from None
+        if exc is not None:
+            raise exc
+        return result if args.output else None
+
+    def _bundle(self, result: Any, text: str, plot: bool) -> dict[str, Any]:
+        from .._display import _kv_table, attach_widget, tabs_widget, text_figure_bundle, widgets_available
+
+        png = None
+        if plot:
+            png = result.figure_png()
+            if png is None:
+                text += "\n  (matplotlib is not installed: no chart)"
+        bundle = text_figure_bundle(text, png, "memory over the cell's run, peak marked")
+        if png is not None and widgets_available(self.shell):
+            attach_widget(bundle, lambda: tabs_widget(text, [
+                ("Timeline", "png", png), ("Allocation sites", "html", result.sites_html()),
+                ("Statements", "html", result.statements_html()),
+                ("Details", "html", _kv_table({k: v for k, v in result.metrics().items() if v is not None}))]))
+        return bundle

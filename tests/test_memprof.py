@@ -1,0 +1,290 @@
+"""%%memory and perfmagic._memprof: planted peaks, the sampler, cleanup, bad input, errors, Ctrl-C."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import tracemalloc
+
+import pytest
+
+from perfmagic._errors import BadOptionError, BenchInterrupted, PerfmagicError
+from perfmagic._memprof import memory, run_memory
+
+MiB = 2**20
+PLANTED = "import time\nn = len(bytearray(200 * 2**20))\nkeep = bytearray(30 * 2**20)\n"
+
+
+def _samplers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "perfmagic-rss-sampler"]
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    was_tracing = tracemalloc.is_tracing()
+    yield
+    assert sys.gettrace() is None
+    assert sys.getprofile() is None
+    assert _samplers() == []
+    assert tracemalloc.is_tracing() == was_tracing
+
+
+def test_planted_short_peak_is_caught_and_tied_to_its_line() -> None:
+    ns: dict = {}
+    r = memory(PLANTED, globals=ns, trace="on")
+    assert ns["n"] == 200 * MiB and len(ns["keep"]) == 30 * MiB  # the cell's assignments persist
+    # the 200 MiB lived for one line only: tracemalloc's peak (and VmHWM, where it can be reset) sees it
+    assert r.traced_peak_bytes is not None and r.traced_peak_bytes >= 195 * MiB
+    if r.hwm_method == "vmhwm":
+        assert r.hwm_peak_bytes >= 150 * MiB
+    assert r.peak_bytes >= 195 * MiB
+    assert r.peak_statement.label == "<perfmagic-memory> line 2"
+    # what is still allocated: the 30 MiB at line 3, charged to that line
+    assert r.sites[0].label == "<perfmagic-memory> line 3" and r.sites[0].size_bytes >= 29 * MiB
+    assert 25 * MiB <= r.traced_net_bytes <= 40 * MiB
+    m = r.metrics()
+    assert m["peak_bytes"] == r.peak_bytes and m["traced_peak_bytes"] >= 195 * MiB
+    assert "line 3" in m["top_site"] and m["increment_bytes"] is not None
+    assert r.text().startswith("memory: peak +")
+    assert tracemalloc.is_tracing() is False
+
+
+def test_sampler_misses_what_the_high_water_mark_sees() -> None:
+    # one sample a second: the 200 MiB (about 0.1 s) falls between the start and end samples
+    r = memory("n = len(bytearray(200 * 2**20))", globals={}, interval=1.0, trace="on")
+    assert len(r.t_s) <= 3  # start and end (a loaded machine may add one)
+    assert r.sampled_peak_bytes < 100 * MiB
+    assert r.missed_peak and r.missed_peak_bytes >= 150 * MiB
+    assert "short-lived peak" in r.text() and "less than one sampling interval" in r.text()
+
+
+def test_timeline_samples_a_longer_cell() -> None:
+    r = memory("import time\nx = bytearray(50 * 2**20)\ntime.sleep(0.3)\n", globals={}, interval=0.01)
+    assert len(r.t_s) >= 10  # ~30 expected; loose on a loaded machine
+    assert r.first_sample_s is not None and r.first_sample_s < 0.2
+    assert max(r.rss_bytes) - r.rss_bytes[0] >= 45 * MiB  # the sampler sees memory that stays
+    assert list(r.t_s) == sorted(r.t_s)
+    png = r.figure_png()
+    assert png is not None and png[:4] == b"\x89PNG"
+
+
+def test_auto_tracing_starts_only_when_memory_grows() -> None:
+    r = memory("s = 0\nfor i in range(300_000):\n    s += i * i\n", globals={})
+    assert r.tracing == "auto-idle" and r.sites == () and "tracemalloc not started" in r.text()
+    src = "import time\nkeep = []\nfor i in range(80):\n    keep.append(bytearray(2**20))\n    time.sleep(0.004)\n"
+    r = memory(src, globals={})  # 80 MiB over ~0.35 s: tracing starts after the first ~16 MiB
+    assert r.tracing == "auto-started" and r.trace_started_s is not None and r.trace_started_s < r.wall_s
+    assert r.sites[0].label == "<perfmagic-memory> line 4" and r.sites[0].size_bytes >= 20 * MiB
+    assert "earlier blocks not attributed" in r.text()
+    assert tracemalloc.is_tracing() is False
+
+
+def test_no_trace_and_user_tracemalloc_left_running() -> None:
+    r = memory(PLANTED, globals={}, trace=False)
+    assert r.tracing == "off" and r.traced_peak_bytes is None and r.sites == ()
+    tracemalloc.start(4)
+    try:
+        before = [bytearray(1000) for _ in range(10)]  # allocated before the run: not charged to it
+        r = memory("keep = bytearray(30 * 2**20)", globals={})
+        assert tracemalloc.is_tracing()  # the user's session is left running
+        assert r.tracing == "already running"
+        assert r.sites[0].size_bytes >= 29 * MiB and r.sites[0].size_bytes < 31 * MiB
+        del before
+    finally:
+        tracemalloc.stop()
+
+
+def test_functions_called_by_the_cell_are_charged_to_their_lines() -> None:
+    ns: dict = {}
+    src = "def make():\n    return [bytearray(1024) for _ in range(4096)]\nkept = make()\n"
+    r = memory(src, globals=ns, trace="on")
+    top = r.sites[0]
+    assert top.label == "<perfmagic-memory> line 2" and top.size_bytes >= 4 * MiB and top.count >= 4096
+
+
+def test_callable_and_bad_options() -> None:
+    r = memory(lambda: len(bytearray(64 * 2**20)), trace=True)
+    assert r.traced_peak_bytes >= 60 * MiB and r.status == "ok"
+    with pytest.raises(BadOptionError, match="interval"):
+        memory("1", interval=0)
+    with pytest.raises(BadOptionError, match="device"):
+        memory("1", device="tpu")
+    with pytest.raises(BadOptionError, match="top"):
+        memory("1", top=0)
+    with pytest.raises(BadOptionError, match="trace"):
+        memory("1", trace="sometimes")
+    with pytest.raises(PerfmagicError, match="await"):
+        memory("import asyncio\nawait asyncio.sleep(0)\n")
+    with pytest.raises(SyntaxError):
+        memory("x = (")
+
+
+def test_exception_and_interrupt_in_the_engine() -> None:
+    ns: dict = {}
+    r, exc = run_memory("a = bytearray(10 * 2**20)\nraise ValueError('boom')\nb = 1\n", globals=ns)
+    assert isinstance(exc, ValueError) and r.status == "error" and "boom" in r.error
+    assert len(r.statements) == 2 and "b" not in ns
+    with pytest.raises(ValueError, match="boom"):
+        memory("raise ValueError('boom')", globals={})
+    with pytest.raises(BenchInterrupted) as ei:
+        memory("x = bytearray(5 * 2**20)\nraise KeyboardInterrupt\n", globals={})
+    assert ei.value.result.status == "interrupted" and len(ei.value.result.statements) == 2
+
+
+# ---- through the shell ---------------------------------------------------------------------------
+
+def test_memory_magic_shows_and_records(shell) -> None:
+    res = shell.run("%%memory -l planted --trace on\nn = len(bytearray(200 * 2**20))\nkeep = bytearray(20 * 2**20)\n")
+    assert res.error_in_exec is None, res.error_in_exec
+    (bundle,) = shell.bundles
+    text = bundle["text/plain"]
+    assert text.startswith("memory: peak +") and "run #1" in text
+    assert "image/png" in bundle and "<img" in bundle["text/html"]
+    num = shell.ip.execution_count - 1
+    assert f"In [{num}] line 1" in text and f"In [{num}] line 2" in text
+    assert "keep" in shell.ip.user_ns
+    import perfmagic
+
+    df = perfmagic.ledger()
+    row = df.iloc[-1]
+    assert row["magic"] == "memory" and row["label"] == "planted" and row["status"] == "ok"
+    assert row["primary_metric"] == "peak_bytes" and row["peak_bytes"] >= 195 * MiB
+    assert row["traced_peak_bytes"] >= 195 * MiB and f"In [{num}] line 2" in row["top_site"]
+    assert "increment_bytes" in df.columns and "rss_peak_bytes" in df.columns
+
+
+def test_memory_magic_options(shell) -> None:
+    res = shell.run("%%memory --no-trace --no-plot --interval 5ms -o -q\nx = bytearray(10 * 2**20)\n")
+    assert res.error_in_exec is None, res.error_in_exec
+    assert shell.bundles == []  # -q
+    r = res.result
+    assert r.tracing == "off" and r.interval_s == pytest.approx(0.005)
+    shell.run("%%memory --no-plot --trace on --top 1\na = bytearray(3 * 2**20)\nb = bytearray(2 * 2**20)\n")
+    text = shell.text()
+    assert "image/png" not in shell.bundles[0] and text.count(" blocks ") == 1
+
+
+@pytest.mark.parametrize("cell, needle", [
+    ("%%memory --interval 0\n1\n", "more than 0"),
+    ("%%memory --interval 0.1us\n1\n", "at least 1 ms"),
+    ("%%memory --device tpu\n1\n", "auto, cpu, cuda"),
+    ("%%memory --top 0\n1\n", "at least 1"),
+    ("%%memory --trace maybe\n1\n", "invalid choice"),
+    ("%%memory --bogus\n1\n", "unrecognized arguments"),
+    ("%%memory\nimport asyncio\nawait asyncio.sleep(0)\n", "top-level 'await'"),
+])
+def test_memory_magic_bad_input(shell, cell, needle) -> None:
+    res = shell.run(cell)
+    assert type(res.error_in_exec).__name__ == "UsageError", res.error_in_exec
+    assert needle in str(res.error_in_exec)
+
+
+@pytest.mark.skipif(sys.modules.get("torch") is not None and __import__("torch").cuda.is_available(),
+                    reason="CUDA present")
+def test_memory_magic_cuda_without_a_gpu(shell) -> None:
+    res = shell.run("%%memory --device cuda\n1\n")
+    assert type(res.error_in_exec).__name__ == "UsageError" and "--device cpu" in str(res.error_in_exec)
+
+
+def test_memory_magic_exception_and_interrupt(shell) -> None:
+    import perfmagic
+
+    res = shell.run("%%memory --no-plot\na = bytearray(5 * 2**20)\nraise ValueError('boom')\n")
+    assert isinstance(res.error_in_exec, ValueError) and "boom" in str(res.error_in_exec)
+    assert "STOPPED BY AN EXCEPTION" in shell.text() and "ValueError: boom" in shell.text()
+    shell.ip.user_ns["calls"] = {"n": 0}
+    res = shell.run("%%memory --no-plot\nfor i in range(10):\n    calls['n'] += 1\n"
+                    "    if calls['n'] == 3:\n        raise KeyboardInterrupt\n")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    assert "INTERRUPTED" in shell.text()
+    df = perfmagic.ledger()
+    assert list(df["status"]) == ["failed", "interrupted"]
+
+
+def test_memory_magic_syntax_error_is_the_users(shell) -> None:
+    res = shell.run("%%memory\nx = (\n")
+    assert isinstance(res.error_in_exec, SyntaxError) and shell.bundles == []
+    assert _samplers() == [] and not tracemalloc.is_tracing()
+
+
+def test_memory_magic_help(shell) -> None:
+    doc = shell.ip.find_cell_magic("memory").__doc__
+    for opt in ("--interval", "--top", "--no-trace", "--device", "--no-plot", "-o", "-q", "-l"):
+        assert opt in doc
+
+
+@pytest.mark.gpu
+def test_cuda_peak_of_a_freed_tensor() -> None:
+    import torch
+
+    ns = {"torch": torch}
+    r = memory("x = torch.empty(256 * 2**20, dtype=torch.uint8, device='cuda')\nx.fill_(1)\ndel x\n"
+               "y = torch.ones(8 * 2**20, dtype=torch.uint8, device='cuda')\n", globals=ns, device="cuda")
+    assert r.device.startswith("cuda") and r.cuda_peak_bytes >= 256 * MiB
+    assert r.peak_bytes == r.cuda_peak_bytes
+    assert 7 * MiB <= r.cuda_increment_bytes <= 9 * MiB
+    assert r.peak_statement.label == "<perfmagic-memory> line 1"
+    assert len(r.cuda_allocated_bytes) == len(r.t_s) >= 2
+    if r.cuda_sites:
+        assert r.cuda_sites[0].label == "<perfmagic-memory> line 1"
+
+
+class _FakeCuda:
+    """Just enough of torch.cuda (allocator counters, peak stats, history) to drive the CUDA path on CPU."""
+
+    def __init__(self) -> None:
+        import types
+
+        self.allocated, self.peak, self.reserved, self.events, self.recording = 0, 0, 0, [], False
+        self.live: dict[int, int] = {}
+        self.memory = types.SimpleNamespace(_record_memory_history=self._record, _snapshot=self._snapshot)
+
+    # the API perfmagic calls
+    def is_available(self) -> bool: return True
+    def current_device(self) -> int: return 0
+    def synchronize(self, device=None) -> None: pass
+    def memory_allocated(self, device=None) -> int: return self.allocated
+    def memory_reserved(self, device=None) -> int: return self.reserved
+    def max_memory_allocated(self, device=None) -> int: return self.peak
+    def max_memory_reserved(self, device=None) -> int: return self.reserved
+    def reset_peak_memory_stats(self, device=None) -> None: self.peak = self.allocated
+
+    def _record(self, enabled="all", **kw) -> None:
+        self.recording = enabled is not None
+
+    def _snapshot(self, device=None) -> dict:
+        return {"segments": [], "device_traces": [list(self.events)]}
+
+    # what the "cell" calls
+    def alloc(self, n: int) -> int:
+        addr = len(self.events) + 1
+        self.live[addr] = n
+        self.allocated += n
+        self.reserved = max(self.reserved, self.allocated)
+        self.peak = max(self.peak, self.allocated)
+        if self.recording:
+            f = sys._getframe(1)
+            self.events.append({"action": "alloc", "addr": addr, "size": n,
+                                "frames": [{"filename": f.f_code.co_filename, "line": f.f_lineno, "name": "x"}]})
+        return addr
+
+    def free(self, addr: int) -> None:
+        self.allocated -= self.live.pop(addr)
+        if self.recording:
+            self.events.append({"action": "free_requested", "addr": addr, "size": 0, "frames": []})
+
+
+def test_cuda_path_with_a_fake_allocator(monkeypatch) -> None:
+    import types
+
+    cuda = _FakeCuda()
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    src = "a = cuda.alloc(256 * 2**20)\ncuda.free(a)\nb = cuda.alloc(8 * 2**20)\n"
+    r = memory(src, globals={"cuda": cuda}, device="cuda", trace=False)
+    assert r.device == "cuda:0" and r.cuda_peak_bytes == 256 * MiB and r.peak_bytes == 256 * MiB
+    assert r.cuda_increment_bytes == 8 * MiB and r.increment_bytes == 8 * MiB
+    assert r.peak_statement.label == "<perfmagic-memory> line 1"
+    assert [s.label for s in r.cuda_sites] == ["<perfmagic-memory> line 1"]  # live at the peak: the 256 MiB
+    assert cuda.recording is False  # history switched off again
+    assert len(r.cuda_allocated_bytes) == len(r.t_s) and "CUDA" in r.text() and r.figure_png() is not None
+    assert r.metrics()["cuda_peak_bytes"] == 256 * MiB
