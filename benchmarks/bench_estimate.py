@@ -118,7 +118,10 @@ def main() -> None:
         nx, tx = [float(x) for x, _ in pts], [y for _, y in pts]
         naive = naive_loglog(nx, tx, N)
         bo_name, bo = big_o_pick(nx, tx, N)
-        te, me = r.time_error(), r.memory_error()
+        # errors as (predicted − actual) / actual: + is an over-prediction
+        te = r.predicted_s / a.seconds - 1 if a and a.status == "ok" and r.predicted_s else None
+        me = (r.peak_bytes / a.peak_bytes - 1 if a and a.peak_bytes and r.peak_bytes and
+              max(a.peak_bytes, r.peak_bytes) >= 2**20 else None)
         f = r.spent_s / a.seconds if a and a.seconds else None
         if te is not None:
             terr.append(abs(te) if r.reliable else float("inf"))
@@ -142,7 +145,7 @@ def main() -> None:
     total = int(target / 0.0102)
     r = estimate(step, total=total, globals=ns, run=True, force=True)
     a = r.actual
-    te = r.time_error()
+    te = r.predicted_s / a.seconds - 1
     f = r.spent_s / a.seconds
     terr.append(abs(te))
     frac.append(f)
@@ -157,7 +160,9 @@ def main() -> None:
     lines = [C.header("Estimates (%%estimate): predicted vs actual"), "",
              f"Full runs calibrated to about {target:.0f} s each; `estimate()` with its defaults (measure ≤ 3 s and ≤ 10% "
              "of the predicted full run), then the full run. *naive log-log* and *big_O* are fitted on the same "
-             "measured points as perfmagic. Memory is the RSS high-water mark above the level before the run.", "",
+             "measured points as perfmagic. Memory is the RSS high-water mark above the level before the run. Errors are "
+             "(predicted − actual) / actual: + is an over-prediction. An *unreliable* estimate prints no number and counts "
+             "as a miss (its error is that of the number it declined to print).", "",
              "| workload | full size | perfmagic model | predicted | actual | time error | predicted peak MiB | "
              "actual peak MiB | memory error | measuring / full run | naive log-log error | big_O pick, error |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|", *rows, "",

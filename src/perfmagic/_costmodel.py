@@ -12,6 +12,9 @@ linear         a + b·n               2
 n log n        a + b·n·ln n          2
 quadratic      a + b·n²              2
 cubic          a + b·n³              2
+n + n²         a + b·n + c·n²        3
+n + n log n    a + b·n + c·n·ln n    3
+n² + n³        a + b·n² + c·n³       3
 n^k            a + b·n^k  (k free)   3
 n^k log n      a + b·n^k·ln n        3
 =============  ====================  ==========
@@ -41,9 +44,14 @@ FORMS: dict[str, tuple[str, int]] = {  # name -> (formula, parameter count)
     "n log n": ("a + b·n·ln n", 2),
     "quadratic": ("a + b·n²", 2),
     "cubic": ("a + b·n³", 2),
+    "n + n²": ("a + b·n + c·n²", 3),
+    "n + n log n": ("a + b·n + c·n·ln n", 3),
+    "n² + n³": ("a + b·n² + c·n³", 3),
     "n^k": ("a + b·n^k", 3),
     "n^k log n": ("a + b·n^k·ln n", 3),
 }
+# two-term forms: (first basis, second basis); the overhead a is always there
+TWO_TERM = {"n + n²": ("linear", "quadratic"), "n + n log n": ("linear", "n log n"), "n² + n³": ("quadratic", "cubic")}
 
 
 def _g(name: str, n: Any, k: float | None = None) -> Any:
@@ -77,6 +85,7 @@ class ModelFit:
     rss: float  # sum of squared relative residuals
     aicc: float
     n_points: int
+    c: float = 0.0  # the second coefficient of the two-term forms
 
     @property
     def params(self) -> int:
@@ -87,14 +96,23 @@ class ModelFit:
         return FORMS[self.name][0]
 
     def predict(self, n: Any) -> Any:
+        if self.name in TWO_TERM:
+            g, h = TWO_TERM[self.name]
+            return self.a + self.b * _g(g, n) + self.c * _g(h, n)
         return self.a + self.b * _g(self.name, n, self.k)
 
     def exponent(self) -> float:
         """The growth exponent the form implies at large n (log factors count as 1 + a little)."""
+        if self.name in TWO_TERM:
+            g, h = TWO_TERM[self.name]
+            return {"linear": 1.0, "n log n": 1.0, "quadratic": 2.0, "cubic": 3.0}[h if self.c > 0 else g]
         return {"constant": 0.0, "linear": 1.0, "n log n": 1.0, "quadratic": 2.0, "cubic": 3.0}.get(
             self.name, self.k if self.k is not None else float("nan"))
 
     def describe(self) -> str:
+        if self.name in TWO_TERM and (self.b == 0 or self.c == 0):
+            g, h = TWO_TERM[self.name]
+            return FORMS[h if self.c > 0 else g][0]
         if self.name == "n^k":
             return f"a + b·n^{self.k:.2f}"
         if self.name == "n^k log n":
@@ -102,13 +120,14 @@ class ModelFit:
         return self.formula
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "a": self.a, "b": self.b, "k": self.k, "rss": self.rss, "aicc": self.aicc}
+        return {"name": self.name, "a": self.a, "b": self.b, "c": self.c, "k": self.k, "rss": self.rss, "aicc": self.aicc}
 
 
 def _aicc(rss: float, m: int, p: int) -> float:
-    if m - p - 1 <= 0:
-        return float("inf")
+    """AICc; with too few points for the correction (m <= p + 1), AIC plus a flat 2-unit penalty per parameter."""
     rss = max(rss, 1e-12 * m)
+    if m - p - 1 <= 0:
+        return m * math.log(rss / m) + 4 * p
     return m * math.log(rss / m) + 2 * p + 2 * p * (p + 1) / (m - p - 1)
 
 
@@ -138,6 +157,31 @@ def _fit_linear(g: Any, y: Any, w: Any) -> tuple[Any, Any, Any]:
     return a, b, (resid * resid).sum(1)
 
 
+def _nnls_small(X: Any, y: Any, w: Any) -> tuple[Any, float]:
+    """Weighted least squares with every coefficient >= 0, by trying each support (X has 3 columns at most)."""
+    import numpy as np
+
+    sw = np.sqrt(w)
+    scale = np.maximum(np.abs(X).max(axis=0), 1e-300)
+    Xw = X / scale * sw[:, None]
+    yw = y * sw
+    p = X.shape[1]
+    best: tuple[float, Any] | None = None
+    for mask in range(1, 2**p):
+        cols = [j for j in range(p) if mask >> j & 1]
+        c, *_ = np.linalg.lstsq(Xw[:, cols], yw, rcond=None)
+        if (c < 0).any():
+            continue
+        full = np.zeros(p)
+        full[cols] = c
+        r = float(((yw - Xw @ full) ** 2).sum())
+        if best is None or r < best[0]:
+            best = (r, full)
+    if best is None:  # pragma: no cover - the constant alone is always feasible for positive y
+        return np.zeros(p), float((yw ** 2).sum())
+    return best[1] / scale, best[0]
+
+
 def fit_form(name: str, n: Sequence[float], y: Sequence[float], floor: float = 0.0) -> ModelFit:
     """Fit one form; residuals are relative to ``max(y, floor)``."""
     import numpy as np
@@ -149,6 +193,11 @@ def fit_form(name: str, n: Sequence[float], y: Sequence[float], floor: float = 0
         a = float((w * y_arr).sum() / w.sum())
         rss = float((((y_arr - a) ** 2) * w).sum())
         return ModelFit(name, a, 0.0, None, rss, _aicc(rss, m, p), m)
+    if name in TWO_TERM:
+        g, h = TWO_TERM[name]
+        X = np.stack([np.ones_like(n_arr), _g(g, n_arr), _g(h, n_arr)], axis=1)
+        coef, rss = _nnls_small(X, y_arr, w)
+        return ModelFit(name, float(coef[0]), float(coef[1]), None, rss, _aicc(rss, m, p), m, float(coef[2]))
     if name in ("n^k", "n^k log n"):
         lo, hi, step = K_GRID
         ks = np.arange(lo, hi + step / 2, step)

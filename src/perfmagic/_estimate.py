@@ -91,6 +91,10 @@ def available_memory(device: str) -> tuple[int | None, str]:
         return None, "available RAM"
 
 
+def _pct(x: float) -> str:
+    return "< 0.1%" if x < 0.001 else f"{x:.1%}"
+
+
 # ---- results ----------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -251,7 +255,7 @@ class EstimateResult:
                      + (f"; cold first unit {fmt_time(self.cold_s)}" if self.cold_s is not None else ""))
             L.append(f"  measured {units} units in {fmt_time(self.spent_s, 3)} after {len(self.warmup)} warm-up "
                      f"unit{'s' if len(self.warmup) != 1 else ''}"
-                     + (f" ({self.measured_fraction:.1%} of the full job)" if self.measured_fraction else ""))
+                     + (f" ({_pct(self.measured_fraction)} of the full job)" if self.measured_fraction else ""))
             if self.peak_bytes is not None:
                 g = self.mem_growth_per_unit
                 grow = (f"memory grows {fmt_bytes(g)} per unit (→ +{fmt_bytes(g * self.full)} over the job)"
@@ -268,7 +272,7 @@ class EstimateResult:
                 mf = self.mem_fit
                 L.append(f"  memory model: {mf.best.describe()} ({self.memory_source}), a = {fmt_bytes(mf.best.a)}")
             big = max(self.points, key=lambda p: p.n)
-            frac = f" ({self.measured_fraction:.1%} of the predicted full run)" if self.measured_fraction else ""
+            frac = f" ({_pct(self.measured_fraction)} of the predicted full run)" if self.measured_fraction else ""
             if self.measured_full:
                 frac = " (the full run was cheap enough to measure rather than predict)"
             L.append(f"  measured {len(self.points)} sizes in {fmt_time(self.spent_s, 3)}{frac}; the largest, "
@@ -655,7 +659,7 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
         # cheap sizes: repeat for a median, and trace Python allocations once
         final = s >= N  # the full size itself: one run is the answer
         # a median of 3 where cheap, a mean of 2 where affordable: one GC pass must not make the point
-        while not final and (len(times) < 3 and t < 0.02 * measure_s or len(times) < 2) and elapsed() + t < budget_now[0]:
+        while not final and (len(times) < 3 and t < 0.005 * measure_s or len(times) < 2) and elapsed() + t < budget_now[0]:
             # every run starts as a full run would: with its memory given back (else a repeat reuses the
             # pages the last one faulted in, and is faster and lighter than the real thing)
             t2, r2, _, c2 = runner.once(s, memory=memory, clean=t > 5e-4)
@@ -702,7 +706,7 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
                 break
             slopes = local_slopes([q.n for q in points], [q.time for q in points])
             # while the time is flat (a per-run overhead dominates) grow fast to get out of that regime
-            growth = GROWTH if not slopes or slopes[-1] > 0.6 else (4.0 if slopes[-1] > 0.25 else 8.0)
+            growth = GROWTH if not slopes or slopes[-1] > 0.25 else (4.0 if slopes[-1] > 0.1 else 8.0)
             nxt = int(min(N, max(s + 1, round(s * growth))))
             if nxt > N / 1.5:
                 nxt = N  # close enough: measure the full size itself
@@ -710,8 +714,10 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
             t_next = p.time * (nxt / s) ** slope
             full_guess = p.time * (N / s) ** slope
             cap = min(measure_s, max(max_fraction * full_guess, MIN_MEASURE_S))
+            if max(slopes, default=0.0) < 0.5:
+                cap = measure_s  # still flat: the full run's cost is unknown, so the fraction cap cannot apply yet
             budget_now[0] = cap
-            if elapsed() + t_next > cap:
+            if elapsed() + 1.3 * t_next > cap:  # 1.3: the guess of the next run's time is rough
                 break
             s, est = nxt, t_next
     except KeyboardInterrupt:
@@ -779,7 +785,7 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     mem_sel = None
     peak = plo = phi = None
     mem_pts = [(float(p.n), float(p.memory())) for p in pts if p.memory() is not None]
-    above = [(x, v) for x, v in mem_pts if v >= 4 * MEM_FLOOR]  # below a few MiB, RSS is allocator noise
+    above = [(x, v) for x, v in mem_pts if v >= 2 * MEM_FLOOR]  # below a few MiB, RSS is allocator noise
     if len(above) >= 3:
         mem_pts = above
     else:

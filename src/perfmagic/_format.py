@@ -10,6 +10,10 @@ def fmt_time(seconds: float | None, digits: int = 4) -> str:
     if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
         return "—"
     s = abs(seconds)
+    if s >= 3600:  # long jobs (estimates) read in hours and minutes, not 1.23e+04 s
+        return f"{seconds / 3600:.{min(digits, 3)}g} h"
+    if s >= 100:
+        return f"{seconds / 60:.{min(digits, 3)}g} min"
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
         if s >= scale or unit == "ns":
             return f"{seconds / scale:.{digits}g} {unit}"
