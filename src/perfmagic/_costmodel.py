@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 PLAUSIBLE = 4.0  # AICc units: forms this close to the best widen the interval
+TWO_TERM_EVIDENCE = 6.0  # AICc units a two-term form must gain over every one-term form to be considered
 K_GRID = (0.1, 4.0, 0.01)  # k from, to, step for the free-exponent forms
 
 FORMS: dict[str, tuple[str, int]] = {  # name -> (formula, parameter count)
@@ -249,6 +250,12 @@ def select(n: Sequence[float], y: Sequence[float], target: float, *, floor: floa
             return replace(sub, dropped=tuple(float(n[i]) for i in bad))
     names = [f for f in (forms or FORMS) if FORMS[f][1] + 2 <= m or (m < 4 and FORMS[f][1] <= 2)]
     fits = [fit_form(f, n, y, floor) for f in names]
+    # a two-term form bends the extrapolation with a second power: it competes only where the points
+    # demand it (at least TWO_TERM_EVIDENCE AICc units better than every one-term form)
+    single = [f for f in fits if f.name not in TWO_TERM and math.isfinite(f.aicc)]
+    if single:
+        bar = min(f.aicc for f in single) - TWO_TERM_EVIDENCE
+        fits = [f for f in fits if f.name not in TWO_TERM or f.aicc <= bar]
     if all(not math.isfinite(f.aicc) for f in fits):  # too few points for AICc: least RSS among 1-2 params
         best = min(fits, key=lambda f: (f.rss * (1 + 0.1 * f.params)))
     else:

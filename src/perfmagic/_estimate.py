@@ -792,7 +792,7 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
         mem_pts = [(x, v) for x, v in mem_pts if x * FIT_SPAN >= top] or mem_pts
     if len(mem_pts) >= 3:
         mem_sel = select([x for x, _ in mem_pts], [max(v, 0.0) for _, v in mem_pts], float(N), floor=MEM_FLOOR,
-                         forms=("constant", "linear", "n log n", "quadratic"))
+                         forms=("constant", "linear", "quadratic"))  # memory: no n log n in practice
         peak, plo, phi = mem_sel.predicted, mem_sel.low, mem_sel.high
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,
                           reliable=reliable, time_fit=sel, mem_fit=mem_sel, fit_sizes=tuple(int(x) for x in ns),
