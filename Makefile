@@ -1,21 +1,25 @@
 # Two commands do all set-up on a fresh machine:
 #   make tour   - create .venv, install perfmagic, execute notebooks/00_tour.ipynb on the CPU -> notebooks/00_tour.html
-#   make test   - create .venv, install perfmagic with its test tools, run the test suite
+#   make test   - create .venv, install perfmagic with its test tools, run everything CI runs:
+#                 the unit tests, every notebook executed and checked, the docs site built strictly,
+#                 and the real-browser test of the widgets in JupyterLab
 # torch is installed first, pinned, so pip never pulls the CUDA build with its several GB of packages.
+# Finer targets: make unit | notebooks | docs | browser | bench
 
 PY       ?= python3
 VENV     ?= .venv
 BIN      := $(VENV)/bin
 TORCH    ?= torch==2.13.0
 STAMP    := $(VENV)/.perfmagic-installed
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 
-.PHONY: tour test bench venv clean
+.PHONY: tour test unit notebooks docs browser bench venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install "$(TORCH)"
-	$(BIN)/python -m pip install -e ".[dev]"
+	$(BIN)/python -m pip install -e ".[dev,docs,browser]"
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -23,8 +27,19 @@ venv: $(STAMP)
 tour: $(STAMP)
 	$(BIN)/python notebooks/run.py notebooks/00_tour.ipynb
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -q
+test: unit notebooks docs browser
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q --ignore=tests/browser
+
+notebooks: $(STAMP)
+	$(BIN)/python notebooks/run.py --check $(NOTEBOOKS)
+
+docs: $(STAMP)
+	$(BIN)/python -m mkdocs build --strict
+
+browser: $(STAMP)
+	$(BIN)/python -m pytest -q tests/browser
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -e ".[dev,bench]"
@@ -33,7 +48,11 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_ab.py
 	$(BIN)/python benchmarks/bench_roofline.py
 	$(BIN)/python benchmarks/bench_amdahl.py
+	$(BIN)/python benchmarks/bench_estimate.py
+	$(BIN)/python benchmarks/bench_dataloader.py
+	$(BIN)/python benchmarks/bench_flame.py
+	$(BIN)/python benchmarks/bench_memprof.py
 	$(BIN)/python benchmarks/bench_gpu.py
 
 clean:
-	rm -rf $(VENV) notebooks/*.html .perfmagic notebooks/.perfmagic
+	rm -rf $(VENV) site notebooks/*.html notebooks/_executed .perfmagic notebooks/.perfmagic
