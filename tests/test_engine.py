@@ -46,7 +46,7 @@ def test_calibrated_spin_within_5_percent_of_independent_measurement(spin_200us:
         after = independent()
         truth = min((before, after), key=lambda x: abs(x - r.median))
         attempts.append((r.median, before, after))
-        assert 100e-6 < truth < 400e-6
+        assert 50e-6 < truth < 800e-6  # the spin is calibrated cold; a warm core runs it up to 2× faster
         if abs(r.median / truth - 1) <= 0.05:
             return
     pytest.fail(f"bench vs independent (median, before, after) never within 5%: {attempts}")

@@ -277,3 +277,20 @@ def test_result_keeps_raw_samples_and_metrics() -> None:
     assert isinstance(r.figure_png(), bytes)
     r2 = r.with_actual(Actual(1.0, None, 1.0, "ok"))
     assert r2.metrics()["actual_s"] == 1.0 and r.actual is None
+
+
+@pytest.mark.gpu
+def test_cuda_scaling_uses_max_memory_allocated_and_predicts_the_full_run() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    ns = {"torch": torch, "x": torch.zeros(1, device="cuda")}  # CUDA in use, as after a notebook's setup cell
+    code = "a = torch.ones(n, 1024, device='cuda')\nb = a * 2\nc = (b @ b.T).sum()\ndel a, b, c"
+    r = estimate(code, n=8192, globals=ns, run=True, force=True, measure=3)
+    assert r.device.startswith("cuda") and r.memory_source == "cuda"
+    # a and b are n·1024 float32 each, b @ b.T is n² float32: the peak is at least n² + 2·n·1024 floats
+    planted = 4 * (8192 * 8192 + 2 * 8192 * 1024)
+    assert r.actual is not None and r.actual.peak_bytes is not None
+    assert 0.9 * planted <= r.actual.peak_bytes <= 1.6 * planted, (r.actual.peak_bytes, planted)
+    assert r.peak_bytes is not None and abs(r.peak_bytes / r.actual.peak_bytes - 1) <= 0.2
+    assert r.predicted_s is not None and r.actual.seconds > 0
