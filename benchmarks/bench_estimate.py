@@ -136,6 +136,8 @@ def main() -> None:
         r = estimate(code, n=N, globals=ns, run=True, force=True)
         a = r.actual
         pts = [(p.n, p.time) for p in r.points]
+        print(f"  points (n, s): {[(x, round(y, 4)) for x, y in pts]}; fit sizes {r.fit_sizes}; "
+              f"spent {r.spent_s:.2f} s; warnings {list(r.warnings)}", file=sys.stderr, flush=True)
         nx, tx = [float(x) for x, _ in pts], [y for _, y in pts]
         naive = naive_loglog(nx, tx, N)
         bo_name, bo = big_o_pick(nx, tx, N)
