@@ -36,7 +36,8 @@ notebooks: $(STAMP)
 	$(BIN)/python notebooks/run.py --check $(NOTEBOOKS)
 
 docs: $(STAMP)
-	$(BIN)/python -m mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict
+	$(BIN)/python tools/check_site_offline.py site
 
 browser: $(STAMP)
 	$(BIN)/python -m pytest -q tests/browser
@@ -55,4 +56,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gpu.py
 
 clean:
-	rm -rf $(VENV) site notebooks/*.html notebooks/_executed .perfmagic notebooks/.perfmagic
+	rm -rf $(VENV) site build notebooks/*.html notebooks/_executed .perfmagic notebooks/.perfmagic

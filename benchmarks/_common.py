@@ -29,7 +29,7 @@ INTRO = """\
 # Benchmarks
 
 How perfmagic compares with the tools people already use. Every table below is produced by a
-script in [`benchmarks/`](../benchmarks/) and written here by that script between
+script in `benchmarks/` and written here by that script between
 `<!-- BEGIN name -->` / `<!-- END name -->` markers; re-running a script replaces only its own
 section. Each section states the date, the machine and the exact command (run from the repository
 root) that produced it. `--quick` runs fewer repetitions and is only meant as a smoke test.
