@@ -201,3 +201,11 @@ def test_slow_phase_of_the_machine_is_flagged(monkeypatch) -> None:
     monkeypatch.setattr(_reference, "_best_seen", [1.0])  # far slower before: nothing to flag
     r = perfmagic.bench("1", memory=False)
     assert not any("slower than earlier" in w for w in r.warnings)
+
+
+def test_setup_code_is_not_charged_to_the_budget() -> None:
+    t = time.perf_counter()
+    r = perfmagic.bench("sum(range(100))", "import time; time.sleep(0.5)", budget=0.3, memory=False)
+    assert time.perf_counter() - t >= 0.5  # the setup ran
+    assert r.wall_s <= 0.3 + 0.05, r.wall_s
+    assert r.n_samples >= 5, r
