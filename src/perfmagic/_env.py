@@ -191,6 +191,15 @@ def _blas() -> list[dict[str, Any]] | None:
         return None
 
 
+def prime() -> None:
+    """Pay the once-per-process costs of :func:`capture` now (imports, package versions, static facts),
+    so that a measurement's budget is not spent on them at its end."""
+    _versions()
+    _static()
+    _safe(lambda: __import__("threadpoolctl"))
+    _safe(lambda: __import__("psutil"))
+
+
 def capture(device: str = "cpu") -> dict[str, Any]:
     """Describe the environment of a measurement on ``device`` (e.g. ``"cpu"``, ``"cuda:1"``).
 
