@@ -207,5 +207,5 @@ def test_setup_code_is_not_charged_to_the_budget() -> None:
     t = time.perf_counter()
     r = perfmagic.bench("sum(range(100))", "import time; time.sleep(0.5)", budget=0.3, memory=False)
     assert time.perf_counter() - t >= 0.5  # the setup ran
-    assert r.wall_s <= 0.3 + 0.05, r.wall_s
+    assert r.wall_s <= 0.3 + 0.1, r.wall_s  # 0.5 s of setup would put it far above
     assert r.n_samples >= 5, r
