@@ -40,6 +40,7 @@ docs: $(STAMP)
 	$(BIN)/python tools/check_site_offline.py site
 
 browser: $(STAMP)
+	test -x /usr/bin/chromium || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium fonts-dejavu-core; }
 	$(BIN)/python -m pytest -q tests/browser
 
 bench: $(STAMP)
