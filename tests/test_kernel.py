@@ -86,7 +86,7 @@ def test_tour_runner_leaves_static_html(tmp_path: Path) -> None:
     executed = nbformat.read(tmp_path / "_executed" / "mini.ipynb", 4)
     data = executed.cells[1].outputs[0].data
     assert "application/vnd.jupyter.widget-view+json" not in data  # no dead widget view left behind
-    led = tmp_path / ".perfmagic" / "ledger.sqlite"
+    led = tmp_path / "_executed" / ".perfmagic-mini" / "ledger.sqlite"  # a fresh ledger per run
     assert led.exists()
     import sqlite3
 

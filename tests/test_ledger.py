@@ -269,6 +269,8 @@ def test_two_processes_recording_at_once_lose_nothing(tmp_path):
             ref = led.record(magic="bench", label=name, code=f"x = {i}", options={"i": i},
                              metrics={"i": i}, samples=None, env={})
             unsaved += not ref.saved
+            if not ref.saved:
+                print(ref.error, file=sys.stderr)
         while led.pending and time.monotonic() < deadline:
             led.flush()
         print(unsaved, len(led.pending))
@@ -293,7 +295,7 @@ def test_two_processes_recording_at_once_lose_nothing(tmp_path):
         assert p.returncode == 0, err
         unsaved, left = out.split()
         assert left == "0", out  # nothing left only in memory
-        assert unsaved == "0", out  # and with a 10 s timeout no write even had to wait in memory
+        assert unsaved == "0", out + err  # and with a 10 s timeout no write even had to wait in memory
 
     rows = file_rows(tmp_path / "ledger.sqlite")
     assert len(rows) == 300

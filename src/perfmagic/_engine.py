@@ -237,7 +237,7 @@ def bench(
     others = probe.stop()
     env = _environment(subj.device, others, warnings) if capture_env else {}
     if capture_env:
-        _TAIL_S[0] = min(0.25, clock() - t_tail)
+        _TAIL_S[0] = min(0.25, max(0.7 * _TAIL_S[0], clock() - t_tail))  # a slowly forgetting maximum
     work = {k: float(v) for k, v in (("items", items), ("flops", flops), ("bytes", bytes_moved)) if v is not None}
     policy = {
         "budget_s": soft_budget, "budget_hard": hard, "precision": precision, "confidence": confidence,

@@ -619,7 +619,25 @@ class Ledger:
             return n
 
     def _write(self, rows: list[dict[str, Any]]) -> list[int]:
-        """Insert ``rows`` in one transaction; returns their ids. Raises on any failure."""
+        """Insert ``rows`` in one transaction; returns their ids. Raises on any failure.
+
+        SQLite answers "database is locked" at once, without its busy handler, in a few cases
+        (switching a new file to WAL while another process opens it, WAL recovery on open): those
+        are retried here until ``timeout`` has passed, like any other wait for the lock."""
+        import random
+        import sqlite3
+
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return self._write_once(rows)
+            except sqlite3.OperationalError as exc:
+                low = str(exc).lower()
+                if ("locked" not in low and "busy" not in low) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(random.uniform(0.002, 0.02))
+
+    def _write_once(self, rows: list[dict[str, Any]]) -> list[int]:
         con = self._connect()
         try:
             con.execute("BEGIN IMMEDIATE")

@@ -137,5 +137,5 @@ cells = [
 nb = nbf.v4.new_notebook(cells=cells, metadata={
     "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
     "language_info": {"name": "python"}})
-Path("notebooks/00_tour.ipynb").write_text(nbf.writes(nb), encoding="utf-8")
+Path(__file__).resolve().parents[2].joinpath("notebooks", "00_tour.ipynb").write_text(nbf.writes(nb), encoding="utf-8")
 print("wrote notebooks/00_tour.ipynb")

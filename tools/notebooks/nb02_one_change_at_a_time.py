@@ -1,0 +1,252 @@
+"""02_one_change_at_a_time: %perf, baselines, %perf compare, --vs, verdicts, what changed."""
+
+from nbbuild import code, magic, md
+
+NAME = "02_one_change_at_a_time"
+
+MEDIAN = r"median\s+\(\d+% CI"
+
+CELLS = [
+    md("""
+    # One change at a time: `%perf`, baselines and verdicts
+
+    The method this notebook follows:
+
+    1. measure a **baseline**;
+    2. form **one hypothesis** about the biggest cost and make **one change**;
+    3. measure again under the same conditions;
+    4. **keep the change only if the gain is real** — by default, more than 10%, with the whole
+       confidence interval past that bar;
+    5. repeat until the gains stop paying for the effort.
+
+    perfmagic keeps every measurement in a ledger beside the notebook (`.perfmagic/ledger.sqlite`), marks
+    baselines, and judges a later run against its baseline with a verdict that accounts for noise. The
+    numbers quoted in the text are printed by code cells from this run; the budgets are small so the
+    notebook runs in about a minute on a small CPU machine.
+    """),
+    code("""
+    %load_ext perfmagic
+    """),
+    code("""
+    import random
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np  # loaded before the first run, so that every run records the same BLAS set-up
+    import perfmagic
+
+    random.seed(1)
+    haystack = [random.randrange(10**9) for _ in range(2_000)]
+    queries = random.sample(haystack, 100) + [random.randrange(10**9) for _ in range(100)]
+    """),
+    md("""
+    ## 1. The baseline
+
+    The task: count how many of 200 queries occur in a collection of 2,000 numbers. The first version
+    keeps the collection in a list. `--baseline` marks this run as the reference of its label
+    (`membership`); every later run with that label is compared with it. `-o` returns the result so that
+    later cells can refer to it, and `-q` keeps the display to one copy.
+    """),
+    magic("""
+    %%gpubench -l membership --baseline -b 0.5 --no-plot -o -q
+    sum(q in haystack for q in queries)
+    """, r"is now the baseline of 'membership'", MEDIAN),
+    code("""
+    before = _
+    """),
+    md("""
+    ## 2. One hypothesis, one change
+
+    `q in haystack` on a list compares `q` with the elements one by one: a lookup costs time proportional
+    to the list's length. A set finds an element by its hash, in about constant time. The hypothesis:
+    *the scans dominate, and a set removes them*. The change touches nothing but the container (step 2 of
+    the optimization order: the data structure, before any low-level tuning).
+    """),
+    code("""
+    hayset = set(haystack)
+    """),
+    magic("""
+    %%gpubench -l membership -b 0.5 --no-plot -o -q
+    sum(q in hayset for q in queries)
+    """, MEDIAN),
+    code("""
+    after = _
+    """),
+    md("""
+    ## 3. Is the gain real? `%perf compare`
+
+    Without arguments, `%perf compare` judges the latest run against its label's baseline
+    (`%perf compare A B` takes two run ids).
+    """),
+    magic("""
+    %perf compare
+    """, r"vs A #\d+ membership: .*faster.*: accept", r"the code \(1 place\)", r"^\s+\+sum\(q in hayset for q in queries\)"),
+    md("""
+    Reading the comparison above:
+
+    - **The headline**: B (the new run) against A (the baseline), as a speed ratio with its 95%
+      confidence interval, then the verdict. *faster … accept* needs the **whole** interval beyond the
+      minimum effect (10% by default, `--min-effect`).
+    - **The numbers**: both medians, the time ratio B/A with its interval, and how many samples each side
+      had. The interval comes from a block bootstrap of the raw samples of both runs.
+    - **The drift guard**, when it saw something: every run also times a small fixed workload; if the
+      machine itself ran slower or faster between A and B, the interval is widened by that much.
+    - **Historical comparison**: the two runs were taken at different moments, so the comparison cannot
+      see how the machine drifted in between. It widens the interval by a between-run noise floor and
+      suggests a same-process A/B (next section).
+    - **What changed**: the code diff between the two cells, and any option or environment difference.
+      One change is what makes the verdict mean something. On a shared machine a large difference in
+      the load from other processes is listed as well: it is a difference in the conditions of the two
+      measurements.
+
+    The same comparison from Python, with the numbers this run produced:
+    """),
+    code("""
+    cmp = perfmagic.compare(before, after)
+    c = cmp.comparison
+    print(f"median {before.median * 1e3:.3f} ms -> {after.median * 1e6:.2f} µs; "
+          f"time ratio B/A {c.ratio:.4f} (95% CI {c.ci_low:.4f}–{c.ci_high:.4f})")
+    print(f"speed-up {1 / c.ratio:,.0f}×; verdict: {cmp.verdict}; kind: {cmp.kind}; accept: {c.accept}")
+    """),
+    md("""
+    ## 4. A verdict drift cannot fool: `--vs`
+
+    Two runs taken minutes apart also differ by whatever the machine did in between: another process,
+    a frequency change, a thermal limit. `--vs RUN` (or `--vs baseline`) re-runs the other side's code
+    **interleaved** with this cell in the same process — A B B A A B … — and compares the samples pair by
+    pair. A slow stretch of the machine hits both members of a pair and cancels out of their ratio. The
+    other side's code must still run in this namespace (here it needs `haystack` and `queries`).
+    """),
+    magic("""
+    %%gpubench -l membership -b 0.5 --no-plot --vs baseline
+    sum(q in hayset for q in queries)
+    """, r"same-process A/B", r"faster \(95% CI .*\): accept"),
+    md("""
+    The first block above is the comparison — its note says both sides were measured interleaved — and the
+    second is the new run itself. Both sides are recorded in the ledger; the re-measured A is a new run
+    too.
+
+    ## An A/A check
+
+    Before trusting a setup to detect small effects, compare the code **with itself**. Here the
+    baseline's own code runs against the baseline. The right answer is *no real change*; on a busy
+    machine with a small budget it may also be *inconclusive — measure longer*. A *faster* or *slower*
+    verdict in an A/A check means the measurement is not ready to judge small changes.
+    """),
+    magic("""
+    %%gpubench -l membership -b 0.5 --no-plot --vs baseline -o -q
+    sum(q in haystack for q in queries)
+    """, r"an A/A comparison", r"same-process A/B"),
+    code("""
+    aa = _  # with --vs, -o returns the comparison
+    print(f"A/A verdict: {aa.verdict}; time ratio {aa.comparison.ratio:.3f} "
+          f"(95% CI {aa.comparison.ci_low:.3f}–{aa.comparison.ci_high:.3f}), {aa.kind}")
+    """),
+    md("""
+    ## The four verdicts
+
+    With a minimum effect *m* (10% unless `--min-effect` says otherwise) and the interval of the time
+    ratio B/A:
+
+    | the whole interval lies … | verdict |
+    |---|---|
+    | below 1/(1+*m*) | **faster … accept**: keep the change |
+    | above 1+*m* | **slower … reject**: drop it |
+    | inside [1/(1+*m*), 1+*m*] | **no real change**: the change is not worth its complexity for speed |
+    | across a bar | **inconclusive — measure longer**: the data cannot tell yet |
+
+    *Inconclusive* is an answer, not a failure: it says that the budget was too small for the effect
+    you are looking for. Raise `-b` rather than reading the median alone.
+    """),
+    md("""
+    ## What changed — and when a comparison no longer isolates one change
+
+    Suppose the set version is re-measured with the garbage collector on (`--gc`). Now two things differ
+    from the baseline: the code and an option.
+    """),
+    magic("""
+    %%gpubench -l membership -b 0.5 --no-plot --gc -o -q
+    sum(q in hayset for q in queries)
+    """, MEDIAN),
+    code("""
+    gc_run = _
+    """),
+    magic("""
+    %perf compare
+    """, r"more than one thing changed", r"option gc: False -> True"),
+    md("""
+    The comparison above still gives a verdict, but its *what changed* section now lists both the code
+    and the option and warns that the comparison no longer isolates one change. The same holds for the
+    environment: a different torch version, thread count or machine between A and B is listed there too.
+    """),
+    md("""
+    ## The ledger: `%perf`
+
+    `%perf` lists this notebook's runs, newest first: the result with its interval, the change against
+    the label's baseline with its verdict, and a sparkline of the label's history.
+    """),
+    magic("""
+    %perf -n 8
+    """, r"^id\s+when\s+magic\s+label", r"membership"),
+    md("""
+    ## Moving on: a new baseline, history, export, forget
+
+    The set version was accepted, so it becomes the reference for the next change. `%perf baseline RUN`
+    marks a run (by default the latest) as its label's baseline. Line magics expand `{...}`, so the run id
+    can come from a result object:
+    """),
+    magic("""
+    %perf baseline {after.run_id}
+    """, r"is now the baseline of 'membership'"),
+    magic("""
+    %perf plot membership
+    """, r"history of 'membership'"),
+    md("""
+    The run with `--gc` only muddled the comparison; `%perf forget RUN` removes it from the ledger.
+    `%perf export PATH` writes the runs to CSV or JSON (here into a temporary folder):
+    """),
+    magic("""
+    %perf forget {gc_run.run_id}
+    """, r"forgot run #\d+"),
+    code("""
+    out_dir = Path(tempfile.mkdtemp())
+    """),
+    magic("""
+    %perf export {out_dir}/membership_runs.csv
+    """, r"wrote .*membership_runs\.csv"),
+    md("""
+    `perfmagic.ledger()` returns the same rows as a pandas DataFrame, one column per metric, indexed by
+    run id:
+    """),
+    code("""
+    df = perfmagic.ledger()
+    df[df.label == "membership"][["status", "median_s", "ci_low_s", "ci_high_s", "n_samples", "code"]]
+    """),
+    md("""
+    ## The same workflow from a script
+
+    `perfmagic.bench` measures (notebook `01_gpubench`), `perfmagic.compare(a, b)` judges two results or
+    two run ids, and `perfmagic.bench_pair(a, b)` runs the interleaved A/B:
+    """),
+    code("""
+    pair = perfmagic.bench_pair("sum(q in haystack for q in queries)", "sum(q in hayset for q in queries)",
+                                globals=globals(), budget=0.5)
+    print(pair.text())
+    """),
+    md("""
+    ## Pitfalls
+
+    - **Two changes at once** cannot be told apart: the comparison says so, believe it.
+    - **A median alone is not a verdict.** Two medians always differ; only the interval says whether the
+      difference is larger than the noise.
+    - **Historical comparisons** (runs minutes or days apart) cannot see machine drift. For small effects,
+      use `--vs` so that both sides share the same moments of the machine.
+    - **Run an A/A check** before hunting small gains: if the same code comes out *faster* than itself,
+      the setup is too noisy for the effect you want.
+    - **Inconclusive means measure longer**, not "probably faster".
+    - **Pick the minimum effect before measuring** (`--min-effect`): a gain too small to matter is not
+      worth its complexity, however certain.
+    - **Environment differences** (library versions, thread counts, another machine) appear in *what
+      changed*; a comparison across machines compares the machines.
+    """),
+]

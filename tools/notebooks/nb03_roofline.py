@@ -1,0 +1,225 @@
+"""03_roofline: %%roofline and %roofline."""
+
+from nbbuild import code, magic, md
+
+NAME = "03_roofline"
+
+CELLS = [
+    md("""
+    # `%%roofline`: compute-bound or bandwidth-bound?
+
+    Before optimizing a piece of code, find out **which resource limits it**. A cell is
+    *compute-bound* when the arithmetic units are busy all the time: fewer or cheaper operations help
+    (vectorization, lower precision, tensor cores, a better algorithm). It is *bandwidth-bound* (perfmagic
+    prints `memory-bound`) when the cores mostly wait for data from memory: moving fewer bytes helps
+    (fusing passes, avoiding temporaries, a better layout, smaller types). Tuning the resource that is not
+    the limit changes nothing.
+
+    The **roofline model** makes this a calculation. With *I* the arithmetic intensity of the code — FLOPs
+    per byte moved — the best rate it can reach is
+
+    > attainable FLOP/s = min(peak FLOP/s, *I* × peak bytes/s)
+
+    The two roofs meet at the **ridge point**, *I* = peak FLOP/s ÷ peak bytes/s. Code with an intensity
+    left of the ridge is bandwidth-bound on this machine; right of it, compute-bound.
+
+    `%%roofline` times the cell (through the same engine as `%%gpubench`), counts its FLOPs and bytes,
+    and places it under the roofs **measured on this machine**. The budgets are small so the notebook runs
+    in about a minute; the first use of the roofs on a machine adds their measurement (about 15 s on a
+    CPU), after which they are cached. Numbers quoted below are printed by code cells.
+    """),
+    code("""
+    %load_ext perfmagic
+    """),
+    code("""
+    import numpy as np
+    import perfmagic
+    import torch
+
+    torch.manual_seed(0)
+    np.random.seed(0)
+    """),
+    md("""
+    ## The roofs of this machine: `%roofline`
+
+    The line magic alone shows the roofs: for each data type, the best matrix-multiply rate over a
+    sweep of sizes (torch and NumPy), and the best streaming bandwidth (copy, add and triad kernels over
+    arrays much larger than the last-level cache). They are measured once per machine and cached
+    (`~/.cache/perfmagic/ceilings`); `%roofline --calibrate` measures them again, for instance after the
+    machine was busy during the first measurement (a `!` line says so).
+    """),
+    magic("""
+    %roofline
+    """, r"^ceilings of \w+", r"ridge\s+\S+ FLOP/B", r"bandwidth\s+\S+ [kMGT]?B/s"),
+    code("""
+    roofs = perfmagic.ceilings()
+    for dtype, peak in roofs.compute.items():
+        print(f"{dtype:9s} peak {peak / 1e9:8.2f} GFLOP/s   ridge {roofs.ridge(dtype):6.3g} FLOP/B")
+    print(f"bandwidth {roofs.bandwidth_Bps / 1e9:.2f} GB/s")
+    """),
+    md("""
+    Each ridge above is the intensity a cell of that data type needs before the arithmetic, not the
+    memory, becomes its limit.
+
+    ## A matrix multiply
+
+    Multiplying two *n*×*n* float32 matrices does 2*n*³ FLOPs and, at best, reads two matrices and writes
+    one: 12*n*² bytes. Its intensity, *n*/6 FLOP/B, grows with *n*.
+    """),
+    code("""
+    n = 512
+    x = torch.randn(n, n)
+    y = torch.randn(n, n)
+    """),
+    magic("""
+    %%roofline -l matmul-512 -b 0.5 -o -q
+    x @ y
+    """, r"^compute-bound: ", r"work per call: .* FLOP \(counted\)"),
+    code("""
+    mm = _
+    print(f"intensity {mm.intensity:.1f} FLOP/B vs ridge {mm.ridge:.2f} FLOP/B -> {mm.bound}-bound")
+    print(f"achieved {mm.flops_per_s / 1e9:.2f} GFLOP/s = {mm.fraction_of_roof:.0%} of the "
+          f"{mm.peak_flops_per_s / 1e9:.1f} GFLOP/s {mm.dtype} roof")
+    """),
+    md("""
+    ### Reading the output
+
+    In the output above:
+
+    1. **The verdict line**: the bound, the cell's intensity against the ridge for its data type, and the
+       achieved rate as a share of the roof that limits it.
+    2. **Work per call**: the FLOPs and bytes of one call and whether they were *counted* or *given*, and
+       the median time of a call.
+    3. **Achieved and attainable**: what the cell reached, and what the roofline allows at its intensity.
+    4. **Next, in order**: what to try, for this bound. When the cell reaches only a small share of its
+       roof, the first advice is that the hardware is not the limit yet: overheads are (Python, small
+       tensors, many tiny kernels, threads on a busy machine) — profile before tuning for the roof.
+    5. **Notes** say how the numbers were obtained; **`!` lines** are doubts (a loaded machine, roofs
+       measured under load).
+
+    The chart places the point under the roofs, with this notebook's earlier roofline runs.
+
+    **How it counts.** FLOPs come from torch's `FlopCounterMode` (a multiply-add is 2 FLOPs), plus
+    perfmagic's formulas for elementwise ops that torch counts as zero. Bytes come from perfmagic's own
+    dispatch mode: the distinct input and output tensors of every op. That is the *algorithmic* traffic,
+    a lower bound on what really crosses the memory bus when the data does not fit in cache.
+    """),
+    md("""
+    ## An elementwise chain
+
+    `p * 2 + q` on large vectors does two FLOPs per element but reads and writes several bytes per FLOP.
+    Its intensity is far left of any ridge:
+    """),
+    code("""
+    N = 4_000_000               # 16 MB per float32 vector
+    p = torch.randn(N)
+    q = torch.randn(N)
+    """),
+    magic("""
+    %%roofline -l two-pass -b 0.5 -o -q
+    p * 2 + q
+    """, r"^memory-bound: ", r"reduce data movement"),
+    code("""
+    two_pass = _
+    print(f"{two_pass.flops:.3g} FLOP and {two_pass.bytes / 2**20:.1f} MiB per call: intensity "
+          f"{two_pass.intensity:.3f} FLOP/B, ridge {two_pass.ridge:.2f} FLOP/B")
+    """),
+    md("""
+    The advice above no longer mentions faster arithmetic: it would not help. What helps is moving fewer
+    bytes. `p * 2` writes a temporary vector that `+ q` reads back — two passes over memory. One
+    `torch.add(q, p, alpha=2)` computes the same in a single pass, with no temporary.
+
+    ## One change moves the point
+    """),
+    magic("""
+    %%roofline -l fused -b 0.5 -o -q
+    torch.add(q, p, alpha=2)
+    """, r"^memory-bound: "),
+    code("""
+    fused = _
+    assert torch.allclose(p * 2 + q, torch.add(q, p, alpha=2))
+    for r in (two_pass, fused):
+        print(f"{r.label:9s} {r.bytes / 2**20:6.1f} MiB per call, intensity {r.intensity:.3f} FLOP/B, "
+              f"{r.time_s * 1e3:7.2f} ms, {r.bytes_per_s / 1e9:5.2f} GB/s")
+    print(f"time ratio fused / two-pass: {fused.time_s / two_pass.time_s:.2f}")
+    """),
+    md("""
+    The same FLOPs over fewer bytes: the point moves right (higher intensity), and if the time fell, up.
+    The chart of the `fused` run shows both points. Fewer bytes is also fewer allocations: the
+    temporary of the two-pass version is a fresh 16 MB buffer on every call.
+
+    To judge whether the gain is *real*, time both with `%%gpubench` and compare them (notebook
+    `02_one_change_at_a_time`); the roofline says *why* a change can help, not whether it did beyond the
+    noise.
+    """),
+    md("""
+    ## Code without torch ops: `--flops` and `--bytes`
+
+    perfmagic counts only torch operations. For NumPy or plain Python, give the work of one call as
+    Python expressions, and the data type with `--dtype` (the float32 roof is used otherwise). Here
+    `np.add(b, c, out=a)` reads two float64 arrays and writes one, one FLOP per element:
+    """),
+    code("""
+    m = 2_000_000
+    a64 = np.empty(m)
+    b64 = np.random.rand(m)
+    c64 = np.random.rand(m)
+    """),
+    magic("""
+    %%roofline -l numpy-add --flops m --bytes 24*m --dtype float64 -b 0.5 --no-plot
+    np.add(b64, c64, out=a64)
+    """, r"^memory-bound: ", r"\(given\)"),
+    md("""
+    Without `--flops`/`--bytes`, a cell without torch ops stops with a one-line error that says what to
+    give.
+
+    ## The result object and the script form
+
+    `-o` returns a `RooflineResult`: `intensity`, `ridge`, `bound`, `flops_per_s`, `bytes_per_s`,
+    `fraction_of_roof`, `advice`, and the `BenchResult` of the timing in `.bench`. From a script:
+    `perfmagic.roofline(code, globals=..., flops=..., bytes=...)` and `perfmagic.ceilings()`.
+    """),
+    code("""
+    res = perfmagic.roofline("x @ y", globals={"x": x, "y": y}, budget=0.5, label="matmul-script")
+    print(res.verdict())
+    print("first advice:", res.advice[0])
+    print(f"timing: {res.bench.median * 1e3:.2f} ms median over {res.bench.n_samples} samples")
+    """),
+    md("""
+    ## On a GPU
+
+    With CUDA tensors the cell is timed with CUDA events, and the roofs are measured on the GPU: cuBLAS
+    matmul rates for float32, TF32, float16, bfloat16 (and fp8 on recent GPUs), and device-memory
+    bandwidth. The ridge of a GPU lies much further right than a CPU's, so more code is bandwidth-bound
+    there. The cell below runs only where a GPU is present (the first GPU calibration takes a while).
+    """),
+    code("""
+    if torch.cuda.is_available():
+        xg = torch.randn(4096, 4096, device="cuda")
+        yg = torch.randn(4096, 4096, device="cuda")
+        pg = torch.randn(2**26, device="cuda")
+        for stmt in ("xg @ yg", "pg * 2 + pg"):
+            rg = perfmagic.roofline(stmt, globals=globals(), budget=1.0)
+            print(rg.verdict())
+    else:
+        print("no CUDA device here: on a GPU this cell places a 4096² matmul and an elementwise chain "
+              "under the GPU's own measured roofs")
+    """),
+    md("""
+    ## Pitfalls
+
+    - **Counted bytes are a lower bound.** They assume each tensor crosses memory once. Code that misses
+      the cache (strided access, reuse after eviction) moves more, and its real intensity is lower.
+    - **Small working sets live in cache**: an array that fits in the last-level cache can stream faster
+      than the DRAM roof, and the point then sits above the bandwidth line. Judge bandwidth with data much
+      larger than the cache.
+    - **A low share of the roof** means overheads dominate — interpreter, dispatch, allocation, threads
+      competing with other processes. Profile (`%%flame`, notebook `07_flame`) before tuning for the roof.
+    - **Roofs measured on a busy machine are too low**; re-measure on a quiet one with
+      `%roofline --calibrate`. A cell that reaches more than 100% of a roof is the usual sign: the roof
+      was measured under load, or the data came from cache.
+    - **Pick the right roof.** The compute roof depends on the data type; `--dtype` chooses it when the
+      counted ops cannot (NumPy code).
+    - **The roofline tells why, not whether.** Confirm a change with a before/after comparison.
+    """),
+]

@@ -1,0 +1,256 @@
+"""08_memory_and_lineprof: %%memory and %%lineprof."""
+
+from nbbuild import code, magic, md
+
+NAME = "08_memory_and_lineprof"
+
+MEM = r"^memory: peak \+\S+ \S+ above the start"
+
+CELLS = [
+    md("""
+    # `%%memory` and `%%lineprof`: memory over a run, time per line
+
+    Two questions a timing cannot answer:
+
+    - **How much memory does this cell need at its peak, and which line causes the peak?** A job that
+      fits in memory on average can still fail at one short-lived spike. `%%memory` runs the cell once
+      and shows the memory over time, the true peak of each statement, and the places that still hold
+      memory at the end.
+    - **Which line of this function takes the time?** `%%lineprof -f FUNC` runs the cell once with
+      line_profiler on the functions you name, and shows hits and time per line, in the output.
+
+    Sizes are small (peaks of a few hundred MB at most) so the notebook runs in well under a minute on a
+    small machine, including one with 2 GB of RAM. The numbers in the text are printed by code cells.
+    """),
+    code("""
+    %load_ext perfmagic
+    """),
+    code("""
+    import numpy as np
+    import perfmagic
+
+    rng = np.random.default_rng(0)
+
+    def load_chunks(n):
+        \"\"\"n chunks of 1 MiB, as a reader of a binary file would return them.\"\"\"
+        return [bytearray(2**20) for _ in range(n)]
+
+    def standardize(a):
+        return (a - a.mean()) / a.std()
+    """),
+    md("""
+    ## `%%memory`: the peak and its line
+
+    The cell below loads 32 MiB of chunks, standardizes a 40 MB array, and on its last line builds and
+    drops a 100 MiB buffer — a spike that lasts only as long as that line.
+    """),
+    magic("""
+    %%memory
+    chunks = load_chunks(32)
+    x = rng.random(5_000_000)
+    z = standardize(x)
+    size = len(bytearray(100 * 2**20))
+    """, MEM, r"per statement", r"true peak"),
+    md("""
+    ### Reading the output
+
+    - **The headline**: the peak above the memory at the cell's start, the line where it happened, the
+      increment (what is still held at the end), and the run time.
+    - **RSS**: the process's resident memory at the start, the highest value the sampler saw, the **true
+      peak** from the kernel's high-water mark (VmHWM on Linux), and the end. A true peak above the
+      sampled maximum means a spike was shorter than the sampling interval.
+    - **traced**: what tracemalloc saw of Python's and NumPy's allocations, and from when it ran.
+    - **Per statement**: for each top-level line, its own peak above the memory at its start, measured
+      separately for RSS and for traced allocations, and its time.
+    - **Top allocation sites**: the lines of code whose blocks were still allocated at the end.
+    - The chart: RSS over time, with the peak marked.
+
+    ### How it measures
+
+    A background thread samples RSS every 10 ms (`--interval`). That alone misses short spikes, so
+    before each top-level statement the kernel's high-water mark and tracemalloc's peak are **reset**,
+    and read again after it: a peak a thousand times shorter than the sampling interval is still caught
+    and charged to its line. tracemalloc slows code that allocates many small objects, so by default it
+    starts only once memory has grown (16 MiB); `--trace on` traces from the first line, `--no-trace`
+    not at all. Unlike `%%gpubench`, the cell runs once, in the notebook's namespace: its assignments
+    persist.
+    """),
+    md("""
+    `-o` returns the `MemoryResult`. Here the same cell again, from the same starting point (its arrays
+    deleted first), to read the figures:
+    """),
+    code("""
+    del chunks, x, z
+    """),
+    magic("""
+    %%memory -o -q --no-plot
+    chunks = load_chunks(32)
+    x = rng.random(5_000_000)
+    z = standardize(x)
+    size = len(bytearray(100 * 2**20))
+    """, MEM, r"per statement"),
+    code("""
+    r = _
+    mib = 2**20
+    print(f"peak {r.peak_bytes / mib:.1f} MiB above the start, at {r.peak_statement.label}: "
+          f"{r.peak_statement.text}")
+    print(f"sampled maximum {r.sampled_peak_bytes / mib:.1f} MiB, true peak {r.hwm_peak_bytes / mib:.1f} MiB "
+          f"(the sampler missed a spike: {r.missed_peak})")
+    for st in r.statements:
+        print(f"  {st.label:12s} RSS +{(st.rss_peak_bytes or 0) / mib:6.1f} MiB  {st.text}")
+    """),
+    md("""
+    ## A change that lowers the peak
+
+    `standardize` keeps `a - a.mean()` alive while `a.std()` builds a temporary of its own as large as
+    the input (NumPy computes the deviations to square them), and the division then makes another array.
+    Taking the standard deviation first, then subtracting and dividing in place, never holds more than one
+    array the size of the input besides the input itself:
+    """),
+    code("""
+    def standardize_in_place(a):
+        s = a.std()          # its temporary is freed before `out` exists
+        out = a - a.mean()
+        out /= s
+        return out
+
+    assert np.allclose(standardize(x), standardize_in_place(x))
+    """),
+    magic("""
+    %%memory -o -q --no-plot
+    total = float(standardize(x).sum())
+    """, MEM),
+    code("""
+    two_temps = _
+    """),
+    magic("""
+    %%memory -o -q --no-plot
+    total = float(standardize_in_place(x).sum())
+    """, MEM),
+    code("""
+    one_temp = _
+    print(f"standardize:          peak +{two_temps.peak_bytes / mib:.1f} MiB")
+    print(f"standardize_in_place: peak +{one_temp.peak_bytes / mib:.1f} MiB")
+    print(f"(the input is {x.nbytes / mib:.1f} MiB)")
+    del chunks, z
+    """),
+    md("""
+    The options: `--no-trace` for the least overhead (RSS and true peaks only), `--trace on` to attribute
+    every allocation from the first line, `--top N` allocation sites, `--interval 5ms` for a finer
+    timeline. With torch imported and a GPU present, `%%memory` also follows CUDA memory (allocated and
+    reserved over time, the peak from `max_memory_allocated`, and the blocks live at the peak);
+    `--device cpu` turns that off.
+    """),
+    code("""
+    import torch
+
+    if torch.cuda.is_available():
+        res = perfmagic.memory("y = torch.randn(4096, 4096, device='cuda'); w = y @ y; del y",
+                               globals=globals())
+        print(res)
+    else:
+        print("no CUDA device here: on a GPU this cell reports the CUDA peak of a 4096² matmul")
+    """),
+    md("""
+    ## `%%lineprof`: time per line
+
+    `dedupe` keeps the first occurrence of every item. Which line costs the time?
+    """),
+    code("""
+    def dedupe(items):
+        seen = []
+        out = []
+        for item in items:
+            if item not in seen:
+                seen.append(item)
+                out.append(item)
+        return out
+
+    items = rng.integers(0, 2_000, size=6_000).tolist()
+    """),
+    magic("""
+    %%lineprof -f dedupe
+    dedupe(items)
+    """, r"^lineprof: hottest line .* in dedupe\(\)", r"% Time\s+Line contents"),
+    md("""
+    ### Reading the output
+
+    - **The headline**: the hottest line, its share of its function's time, and how often it ran.
+    - **Hottest lines**: the top lines across the profiled functions (`--top N`), by share.
+    - **The table** per function: each line's hits, total time, time per hit, and share of the function's
+      time, hot lines marked `>`; the HTML version shades them.
+
+    line_profiler times every line of the functions named with `-f` (and only those) while the cell runs
+    once. Functions defined in the notebook are shown with their own source (`In [n]`). `-f` takes any
+    expression: a function, `obj.method`, `module.func`, a decorated function, or a whole class (all its
+    methods); repeat it for several.
+    """),
+    magic("""
+    %%lineprof -f dedupe -o -q
+    dedupe(items)
+    """, r"^lineprof: hottest line"),
+    code("""
+    lp = _
+    prof = lp.functions[0]
+    hottest = max(prof.lines, key=lambda ln: ln.time_s)
+    source = prof.source[hottest.lineno - prof.first_lineno].strip()
+    print(f"{prof.name}: {prof.total_s * 1e3:.1f} ms; hottest line {hottest.lineno}: `{source}` "
+          f"({hottest.hits:,} hits, {hottest.time_s / prof.total_s:.0%} of the function)")
+    """),
+    md("""
+    Membership in a list scans it, so the test grows with the number of distinct items seen. A set
+    answers in constant time:
+    """),
+    code("""
+    class Deduper:
+        def __init__(self):
+            self.seen = set()
+
+        def run(self, items):
+            out = []
+            for item in items:
+                if item not in self.seen:
+                    self.seen.add(item)
+                    out.append(item)
+            return out
+
+    assert Deduper().run(items) == dedupe(items)
+    """),
+    magic("""
+    %%lineprof -f Deduper
+    Deduper().run(items)
+    """, r"^lineprof: hottest line .* in Deduper\.", r"Deduper\.run\(\)"),
+    md("""
+    A class given to `-f` profiles all its methods. The line-by-line time is only comparable *within* a
+    profile: line_profiler adds a fixed cost to every line executed, which inflates cheap lines most. To
+    compare the two versions' speed, time them with `%%gpubench` (notebooks `01` and `02`).
+
+    ## From a script
+
+    `perfmagic.memory(fn_or_code)` and `perfmagic.lineprof(fn_or_code, funcs=[...])` return the same
+    result objects:
+    """),
+    code("""
+    m = perfmagic.memory(lambda: standardize(x).sum())
+    print(m)
+    print()
+    lp2 = perfmagic.lineprof(lambda: dedupe(items[:2_000]), [dedupe], top=3)
+    print(lp2.verdict())
+    """),
+    md("""
+    ## Pitfalls
+
+    - **RSS is not what your objects use**: allocators keep freed memory for reuse, so the RSS at the end
+      can stay high after `del`. Read the traced figures for Python-level allocations.
+    - **A sampled timeline misses short spikes**; the per-statement true peaks do not. When the two
+      disagree, trust the true peak.
+    - **The memory available to the job** is what matters: a peak that fits on your machine may not fit
+      in a container with a smaller limit.
+    - **tracemalloc slows allocation-heavy code**; the run time shown by `%%memory` includes it. Use
+      `--no-trace` when only the peaks matter.
+    - **line_profiler's overhead** is per line executed: cheap lines in tight loops look more expensive
+      than they are. Use it to find the hot line, then measure the fix with a timer.
+    - **Only the functions named with `-f` are profiled**: a function they call is one line, unless you
+      name it too.
+    """),
+]

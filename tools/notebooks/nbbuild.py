@@ -1,0 +1,87 @@
+"""Build the per-magic notebooks (``notebooks/01_*.ipynb`` … ``08_*.ipynb``) from their sources here.
+
+    python tools/notebooks/nbbuild.py                 # every notebook
+    python tools/notebooks/nbbuild.py 03 07           # only those whose name starts with 03 or 07
+
+Each ``nbNN_*.py`` beside this file defines ``NAME`` (the notebook's file name, without ``.ipynb``)
+and ``CELLS``, a list made with :func:`md`, :func:`code` and :func:`magic`. A magic cell carries its
+expected output in the cell metadata, ``{"perfmagic": {"expect": [REGEX, ...]}}``: regular
+expressions that ``re.search`` (MULTILINE) the cell's printed text when the notebooks are checked.
+Notebooks are written without outputs, with stable cell ids, for the ``python3`` kernel.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+HERE = Path(__file__).resolve().parent
+NOTEBOOKS = HERE.parent.parent / "notebooks"
+
+
+def _clean(src: str) -> str:
+    return textwrap.dedent(src).strip("\n")
+
+
+def md(src: str) -> tuple[str, str, tuple[str, ...]]:
+    """A markdown cell."""
+    return ("markdown", _clean(src), ())
+
+
+def code(src: str) -> tuple[str, str, tuple[str, ...]]:
+    """A plain code cell."""
+    return ("code", _clean(src), ())
+
+
+def magic(src: str, *expect: str) -> tuple[str, str, tuple[str, ...]]:
+    """A code cell that runs a magic, with one to three regexes its printed text must match."""
+    if not 1 <= len(expect) <= 3:
+        raise ValueError(f"a magic cell needs one to three expectations, got {len(expect)}: {src!r}")
+    return ("code", _clean(src), tuple(expect))
+
+
+def build(name: str, cells: list[tuple[str, str, tuple[str, ...]]]) -> Path:
+    nb = new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["language_info"] = {"name": "python"}
+    prefix = name.split("_", 1)[0]
+    for i, (kind, src, expect) in enumerate(cells):
+        cell: Any = new_markdown_cell(src) if kind == "markdown" else new_code_cell(src)
+        cell.id = f"nb{prefix}-{i:02d}"
+        if expect:
+            cell.metadata["perfmagic"] = {"expect": list(expect)}
+        nb.cells.append(cell)
+    nbformat.validate(nb)
+    path = NOTEBOOKS / f"{name}.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def _load(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main(argv: list[str]) -> None:
+    sys.path.insert(0, str(HERE))
+    for path in sorted(HERE.glob("nb[0-9][0-9]_*.py")):
+        mod = _load(path)
+        if argv and not any(mod.NAME.startswith(a) for a in argv):
+            continue
+        out = build(mod.NAME, mod.CELLS)
+        n_magic = sum(1 for c in mod.CELLS if c[2])
+        print(f"{out.relative_to(NOTEBOOKS.parent)}: {len(mod.CELLS)} cells, {n_magic} with expectations")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
