@@ -115,10 +115,30 @@ def count_loop(k: int) -> int:
 NS = {"spin": count_loop, "time": time}
 
 
+# This machine's CPU speed swings by a third within seconds (a shared host; the same spin loop takes
+# 12 ms in one second and 20 ms in the next), and an estimate and its full run fall in different
+# seconds. So the model and the extrapolation are checked tightly on planted costs made of sleep,
+# which no CPU phase changes, and loosely (30%, three attempts) on CPU-bound loops; the accuracy of
+# CPU-bound estimates on a quiet machine is measured in benchmarks/bench_estimate.py.
+
+def test_linear_planted_sleep() -> None:
+    # 0.1 µs per unit: 1.5 s at the full size, with sleep's own ~0.1 ms overhead as the constant
+    r = _predict_and_check("time.sleep(n * 1e-7)", NS, 15_000_000, tol=0.15)
+    assert r.time_fit is not None and 0.85 <= r.time_fit.best.exponent() <= 1.2, r.text()
+    assert r.largest_measured < 15_000_000
+
+
+def test_quadratic_with_constant_overhead_planted_sleep() -> None:
+    # 3 ms + 1.5 s·(n/3000)²: the small sizes sit in the overhead regime, the trap of a fit on 1-10%
+    # subsets that the issue names (a power law fitted there under-predicted an n² workload by 80%)
+    r = _predict_and_check("time.sleep(0.003 + 1.5 * (n / 3000) ** 2)", NS, 3000, tol=0.15)
+    assert 1.7 <= r.time_fit.best.exponent() <= 2.3, r.text()
+
+
 def test_linear_workload(spin_200us) -> None:
     # spin_200us iterations take ~200 µs: a full run of ~1.5 s
     N = int(spin_200us * 7500)
-    r = _predict_and_check("spin(n)", NS, N)
+    r = _predict_and_check("spin(n)", NS, N, tol=0.3, attempts=3)
     assert r.time_fit is not None and 0.85 <= r.time_fit.best.exponent() <= 1.2, r.text()
     assert r.largest_measured < N
 
@@ -127,17 +147,15 @@ def test_n_log_n_workload() -> None:
     rng = random.Random(1)
     data = [rng.random() for _ in range(2_000_000)]
     ns = {"data": data}
-    r = _predict_and_check("sorted(data[:n])", ns, len(data))
+    r = _predict_and_check("sorted(data[:n])", ns, len(data), tol=0.3, attempts=3)
     assert r.time_fit.best.exponent() >= 0.9, r.text()
 
 
 def test_quadratic_with_constant_overhead(spin_200us) -> None:
-    # time ≈ 3 ms + c·n²; at the full size the quadratic part is ~1.5 s. The small sizes sit in the
-    # overhead regime, where a busy shared machine moves the fit most: 25%, three attempts (the
-    # accuracy on a quiet machine is measured in benchmarks/bench_estimate.py, not here)
+    # time ≈ 3 ms + c·n²; at the full size the quadratic part is ~1.5 s
     k = spin_200us * 7500 / 3000**2
     ns = {**NS, "k": k}
-    r = _predict_and_check("time.sleep(0.003)\nspin(int(k * n * n))", ns, 3000, tol=0.25, attempts=3)
+    r = _predict_and_check("time.sleep(0.003)\nspin(int(k * n * n))", ns, 3000, tol=0.3, attempts=3)
     assert 1.7 <= r.time_fit.best.exponent() <= 2.3, r.text()
 
 
