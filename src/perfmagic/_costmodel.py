@@ -21,7 +21,9 @@ n^k log n      a + b·n^k·ln n        3
 
 Fits minimise squared *relative* residuals (timings are noisy in proportion to their size), with
 ``a, b >= 0``; ``k`` is searched on a grid, the rest is a closed-form weighted least squares. The
-model with the lowest AICc (small-sample AIC on the relative residuals) is reported; the prediction
+model with the lowest AICc (small-sample AIC on the relative residuals) is reported (a two-term form
+must gain TWO_TERM_EVIDENCE units over every one-term form to compete, a free exponent
+FREE_K_EVIDENCE units over every fixed-exponent form); the prediction
 averages the forms' predictions with their Akaike weights (so two forms that fit equally well share
 the extrapolation), and the others within
 AICc units (4) are kept as plausible and widen the prediction interval. The interval itself is a

@@ -658,6 +658,10 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
             rss.append(r)
         # cheap sizes: repeat for a median, and trace Python allocations once
         final = s >= N  # the full size itself: one run is the answer
+        # still in the overhead regime (within 10% of the last size's time) and not cheap: a repeat
+        # adds nothing to the curve and would spend the budget that the top sizes need
+        if points and t >= 0.005 * measure_s and abs(t / points[-1].time - 1) < 0.10 and s < 16 * points[-1].n:
+            final = True
         # a median of 3 where cheap, a mean of 2 where affordable: one GC pass must not make the point
         while not final and (len(times) < 3 and t < 0.005 * measure_s or len(times) < 2) and elapsed() + t < budget_now[0]:
             # every run starts as a full run would: with its memory given back (else a repeat reuses the
@@ -714,13 +718,22 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
             # the raw slope is held down by the overhead, so a guess from it comes out far too low
             # (n² behind 50 ms reads as n^1.4) and with it the 10% cap and the largest size measured
             a0 = 0.98 * min(q.time for q in points)
-            above = [(q.n, q.time - a0) for q in points if q.time - a0 > 0.05 * q.time]
+            # the sizes at the top whose time is clearly (20%) above the overhead, none skipped between
+            above: list[tuple[int, float]] = []
+            for q in reversed(points):
+                if q.time - a0 <= 0.2 * q.time:
+                    break
+                above.insert(0, (q.n, q.time - a0))
             if len(above) >= 2 and above[-1][0] == s and above[-2][1] > 0:
                 ex = math.log(above[-1][1] / above[-2][1]) / math.log(above[-1][0] / above[-2][0])
                 ex = min(max(ex, 1.0), 3.5)
 
                 def guess(m: float, ex: float = ex, a0: float = a0, t: float = p.time) -> float:
                     return a0 + (t - a0) * (m / s) ** ex
+            elif len(above) == 1 and above[0][0] == s:
+                # only this size is clear of the overhead: the growth beyond it is unknown (guess n²)
+                def guess(m: float, a0: float = a0, t: float = p.time) -> float:
+                    return a0 + (t - a0) * (m / s) ** 2.0
             else:
                 ex = min(max(slopes[-1] if slopes else 1.0, 1.0), 3.5)
 
@@ -729,7 +742,7 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
             t_next = guess(nxt)
             full_guess = guess(N)
             cap = min(measure_s, max(max_fraction * full_guess, MIN_MEASURE_S))
-            if max(slopes, default=0.0) < 0.5:
+            if max(slopes, default=0.0) < 0.5 or len(above) < 2:
                 cap = measure_s  # still flat: the full run's cost is unknown, so the fraction cap cannot apply yet
             budget_now[0] = cap
             if elapsed() + 1.3 * t_next > cap:  # 1.3: the guess of the next run's time is rough
