@@ -657,11 +657,12 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
         if r is not None:
             rss.append(r)
         # cheap sizes: repeat for a median, and trace Python allocations once
-        final = s >= N  # the full size itself: one run is the answer
-        # still in the overhead regime (within 10% of the last size's time) and not cheap: a repeat
-        # adds nothing to the curve and would spend the budget that the top sizes need
-        if points and t >= 0.005 * measure_s and abs(t / points[-1].time - 1) < 0.10 and s < 16 * points[-1].n:
-            final = True
+        # one run is the answer at the full size itself, and where the time is still in the overhead
+        # regime (within 10% of the last size's) and not cheap: a repeat there adds nothing to the curve
+        # and would spend the budget that the top sizes need
+        flat = bool(points) and t >= 0.005 * measure_s and abs(t / points[-1].time - 1) < 0.10 \
+            and s < 16 * points[-1].n
+        final = s >= N or flat
         # a median of 3 where cheap, a mean of 2 where affordable: one GC pass must not make the point
         while not final and (len(times) < 3 and t < 0.005 * measure_s or len(times) < 2) and elapsed() + t < budget_now[0]:
             # every run starts as a full run would: with its memory given back (else a repeat reuses the
@@ -724,21 +725,16 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
                 if q.time - a0 <= 0.2 * q.time:
                     break
                 above.insert(0, (q.n, q.time - a0))
-            if len(above) >= 2 and above[-1][0] == s and above[-2][1] > 0:
-                ex = math.log(above[-1][1] / above[-2][1]) / math.log(above[-1][0] / above[-2][0])
+            if len(above) >= 2:  # the slope of the cost above the overhead
+                base, ex = a0, math.log(above[-1][1] / above[-2][1]) / math.log(above[-1][0] / above[-2][0])
                 ex = min(max(ex, 1.0), 3.5)
-
-                def guess(m: float, ex: float = ex, a0: float = a0, t: float = p.time) -> float:
-                    return a0 + (t - a0) * (m / s) ** ex
-            elif len(above) == 1 and above[0][0] == s:
-                # only this size is clear of the overhead: the growth beyond it is unknown (guess n²)
-                def guess(m: float, a0: float = a0, t: float = p.time) -> float:
-                    return a0 + (t - a0) * (m / s) ** 2.0
+            elif above:  # only this size is clear of the overhead: the growth beyond it is unknown (guess n²)
+                base, ex = a0, 2.0
             else:
-                ex = min(max(slopes[-1] if slopes else 1.0, 1.0), 3.5)
+                base, ex = 0.0, min(max(slopes[-1] if slopes else 1.0, 1.0), 3.5)
 
-                def guess(m: float, ex: float = ex, t: float = p.time) -> float:
-                    return t * (m / s) ** ex
+            def guess(m: float, base: float = base, ex: float = ex, t: float = p.time, s: int = s) -> float:
+                return base + (t - base) * (m / s) ** ex
             t_next = guess(nxt)
             full_guess = guess(N)
             cap = min(measure_s, max(max_fraction * full_guess, MIN_MEASURE_S))

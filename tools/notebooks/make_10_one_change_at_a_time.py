@@ -195,6 +195,12 @@ CHANGES = []   # every judged change: (name, label, run A, run B, kept); the sum
 SKIPPED = []   # changes that need CUDA, on a machine without it
 
 
+def skip(change, why):   # a change that needs CUDA, on a machine without it: listed in the summary, not kept
+    SKIPPED.append(change)
+    print(f"skipped: no CUDA device — {why}")
+    return False
+
+
 def last_run(label):
     runs = perfmagic.ledger()
     return int(runs.index[runs.label == label].max())
@@ -433,9 +439,7 @@ if torch.cuda.is_available():
                                  "xb_pinned.to(device, non_blocking=True)")
     kept_pinned = judge("2. pinned memory + non_blocking copy", "h2d-copy")
 else:
-    kept_pinned = False
-    SKIPPED.append("2. pinned memory + non_blocking copy")
-    print("skipped: no CUDA device — pin_memory=True and non_blocking=True are no-ops on the CPU")
+    kept_pinned = skip("2. pinned memory + non_blocking copy", "pin_memory=True and non_blocking=True are no-ops on the CPU")
 """, expect=[r"is xb → (True|False)", SKIPPED_OR_RUN])
 
 # ------------------------------------------------------------------------------------------------
@@ -673,9 +677,7 @@ if torch.cuda.is_available():
     amp_run = last_run("compute")
     kept_amp = judge("6. mixed precision (bfloat16 autocast)", "compute")
 else:
-    kept_amp = False
-    SKIPPED.append("6. mixed precision (bfloat16 autocast)")
-    print("skipped: no CUDA device — mixed precision needs a GPU's tensor cores")
+    kept_amp = skip("6. mixed precision (bfloat16 autocast)", "mixed precision needs a GPU's tensor cores")
 """, expect=[SKIPPED_OR_RUN])
 
 md(r"""
@@ -737,9 +739,7 @@ if torch.cuda.is_available():
                                  "train_chunk(model_g, opt_g, batch_kept, step_fn=graphed_step)")
     kept_graph = judge("7. CUDA graph of the whole step", "compute")
 else:
-    kept_graph = False
-    SKIPPED.append("7. CUDA graph of the whole step")
-    print("skipped: no CUDA device — CUDA graphs record and replay GPU kernels")
+    kept_graph = skip("7. CUDA graph of the whole step", "CUDA graphs record and replay GPU kernels")
 """, expect=[SKIPPED_OR_RUN])
 
 md(r"""
