@@ -52,6 +52,21 @@ def test_two_code_places_and_env_are_flagged() -> None:
     assert what_changed("x\n", "y\n", {}, {}, {}, {}).isolated
 
 
+def test_running_conditions_are_shown_but_are_not_a_second_change() -> None:
+    # another process took a third of a core during B: worth showing, but nobody changed it
+    w = what_changed("x = 1\n", "x = 2\n", {}, {}, {"others_cores": 0.0, "torch_threads": 2},
+                     {"others_cores": 0.34, "torch_threads": 2})
+    assert w.isolated and w.summary() == "what changed: the code (1 place)"
+    assert w.conditions == {"load from other processes (cores)": (0.0, 0.34)}
+    assert "running conditions differed" in w.text() and "0.0 -> 0.34" in w.text()
+    assert "running conditions differed" in w.html()
+    # below the 0.25-core threshold: not shown
+    assert not what_changed("x\n", "x\n", {}, {}, {"others_cores": 0.1}, {"others_cores": 0.3}).conditions
+    # an A/A run under changed load is still an A/A run
+    aa = what_changed("x\n", "x\n", {}, {}, {"others_cores": 0.0}, {"others_cores": 1.0})
+    assert aa.summary().startswith("nothing changed between the two runs but time") and aa.conditions
+
+
 def test_vs_runs_an_interleaved_ab(shell) -> None:
     _setup(shell)
     shell.run("%%gpubench -l nap --no-plot\ntime.sleep(0.003)\n")

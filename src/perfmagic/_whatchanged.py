@@ -3,6 +3,10 @@
 A comparison isolates one change only if one thing changed. This module lists every difference and
 says plainly when there is more than one: code *and* environment, or a code diff that touches several
 separate places.
+
+The running conditions (load from other processes, GPU clocks, throttling) are kept apart: nobody chose
+them, so they do not count as a second change, but they are printed under the verdict so that a reader
+can weigh it (the drift guard is what catches a machine that changed speed during the comparison).
 """
 
 from __future__ import annotations
@@ -18,8 +22,6 @@ _IGNORED_OPTIONS = {"label", "output", "quiet", "no_plot", "baseline", "vs", "bu
 # stable environment fields: any difference is reported
 _STABLE_ENV = ("cpu_model", "usable_cores", "logical_cores", "device", "torch_threads", "torch_interop_threads",
                "gc_enabled", "python")
-# volatile fields, reported only beyond a threshold (relative change)
-_VOLATILE_ENV = {"others_cores": 0.25, "cpu_freq_mhz": 0.05, "loadavg_1m": None}
 
 
 def cell_body(code: str) -> str:
@@ -36,6 +38,7 @@ class WhatChanged:
     code_places: int                    # separate changed places in the code
     options: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     env: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    conditions: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
     @property
     def things(self) -> list[str]:
@@ -71,6 +74,9 @@ class WhatChanged:
             lines.append(f"  option {k}: {a!r} -> {b!r}")
         for k, (a, b) in self.env.items():
             lines.append(f"  env {k}: {a} -> {b}")
+        if self.conditions:
+            lines.append("  running conditions differed (not a change of yours; weigh the verdict with them):")
+            lines += [f"    {k}: {a} -> {b}" for k, (a, b) in self.conditions.items()]
         return "\n".join(lines)
 
     def html(self) -> str:
@@ -88,6 +94,9 @@ class WhatChanged:
                         for k, (a, b) in self.options.items())
         extra += "".join(f"<div>env <b>{html.escape(k)}</b>: {html.escape(str(a))} → {html.escape(str(b))}</div>"
                          for k, (a, b) in self.env.items())
+        extra += "".join(f"<div style='color:#6e7781'>running conditions differed: <b>{html.escape(k)}</b>: "
+                         f"{html.escape(str(a))} → {html.escape(str(b))}</div>"
+                         for k, (a, b) in self.conditions.items())
         color = "#1a7f37" if self.isolated else "#9a6700"
         return (f"<div style='font-size:12px'><div style='color:{color}'>{html.escape(self.summary())}</div>"
                 f"<pre style='font-size:12px;margin:2px 0'>{''.join(rows)}</pre>{extra}</div>")
@@ -105,10 +114,18 @@ def _flat_env(env: dict[str, Any]) -> dict[str, Any]:
 
 
 def env_diff(ea: dict[str, Any], eb: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Differences in the set-up: hardware, versions, thread counts (things someone chose)."""
     if not ea or not eb:
         return {}
     fa, fb = _flat_env(ea), _flat_env(eb)
-    out = {k: (fa[k], fb.get(k)) for k in fa if fa[k] != fb.get(k)}
+    return {k: (fa[k], fb.get(k)) for k in fa if fa[k] != fb.get(k)}
+
+
+def conditions_diff(ea: dict[str, Any], eb: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Differences in the running conditions beyond their thresholds: other processes' load, GPU clocks."""
+    if not ea or not eb:
+        return {}
+    out: dict[str, tuple[Any, Any]] = {}
     oa, ob = ea.get("others_cores"), eb.get("others_cores")
     if oa is not None and ob is not None and abs(oa - ob) > 0.25:
         out["load from other processes (cores)"] = (round(oa, 2), round(ob, 2))
@@ -130,4 +147,5 @@ def what_changed(code_a: str, code_b: str, options_a: dict[str, Any] | None, opt
     oa, ob = options_a or {}, options_b or {}
     opts = {k: (oa.get(k), ob.get(k)) for k in sorted(set(oa) | set(ob))
             if k not in _IGNORED_OPTIONS and oa.get(k) != ob.get(k)}
-    return WhatChanged(diff, places, opts, env_diff(env_a or {}, env_b or {}))
+    ea, eb = env_a or {}, env_b or {}
+    return WhatChanged(diff, places, opts, env_diff(ea, eb), conditions_diff(ea, eb))

@@ -11,12 +11,14 @@ the model live in notebooks/workshop_data.py.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-TARGET = Path(__file__).resolve().parents[2] / "notebooks" / "10_one_change_at_a_time.ipynb"
+TARGET = (Path(os.environ.get("PERFMAGIC_NB_OUT") or Path(__file__).resolve().parents[2] / "notebooks")
+          / "10_one_change_at_a_time.ipynb")
 
 # a verdict line of a comparison, whatever the verdict (for changes whose effect is not planted huge)
 ANY_VERDICT = r"^B #\d+ {b} vs A #\d+ {a}: (\S+× )?(faster|slower|no real change|inconclusive)"

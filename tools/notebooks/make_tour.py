@@ -1,5 +1,6 @@
 """Write notebooks/00_tour.ipynb from the cells below (outputs are produced by `make tour`, never by hand)."""
 
+import os
 from pathlib import Path
 
 import nbformat as nbf
@@ -56,12 +57,14 @@ cells = [
        "Before running a job at full size, run it small: `%%estimate n=FULL` runs the cell at doubling sizes "
        "(at most a few seconds, and at most 10% of the predicted full run), fits a cost model by AICc and predicts "
        "the full run's time and peak memory with an interval; `--budget` adds the gate. Here a sort of 2 million "
-       "numbers (n log n), predicted and then run (`--run`) so the ledger keeps predicted vs actual:"),
+       "numbers (n log n), predicted and then run (`--run`; `--force` runs it even when the gate is unsure) so the "
+       "ledger keeps predicted vs actual:"),
     code("import random\ndata = [random.random() for _ in range(2_000_000)]"),
-    code("%%estimate n=len(data) --budget 1m --run\nsorted(data[:n])"),
+    code("%%estimate n=len(data) --budget 1m --run --force\nsorted(data[:n])"),
     md("The per-iteration form: the cell is one step of a job of `--total` steps (here 119 slices × 2000 epochs "
-       "of a 5 ms step). The gate says it will not fit in an hour, and how many steps would:"),
-    code("%%estimate --total 119*2000 --budget 1h\ntime.sleep(0.005)"),
+       "of a 5 ms step). The gate compares the predicted total with a 10-minute budget and says how many steps would "
+       "fit in it:"),
+    code("%%estimate --total 119*2000 --budget 10m\ntime.sleep(0.005)"),
     md("## `%%dataloader_check`: is the loop waiting for data?\n\n"
        "The cell is one training step that uses `batch`. The magic measures, per step, the time blocked waiting for "
        "the next batch against the compute, after the workers' start-up; it times the loader alone and the step alone "
@@ -134,8 +137,137 @@ cells = [
        "sparkline of the label's history."),
     code("df = perfmagic.ledger()\ndf[[\"magic\", \"label\", \"status\", \"median_s\", \"ci_low_s\", \"ci_high_s\", \"cold_s\", \"n_samples\"]]"),
 ]
+
+# What each checked cell must print: regexes that `notebooks/run.py --check` searches (MULTILINE) in the
+# cell's text output. Keyed by the cell's source; a key that matches no cell is an error.
+EXPECT = {
+    '%%gpubench -l sleep-5ms\ntime.sleep(0.005)': [
+        r"median\s+\(95% CI",
+        r"\[label sleep-5ms, run #\d+\]",
+        r"cold call [\d.]+ [mµn]?s",
+    ],
+    '%%gpubench -l numpy-add --bytes 3*a.nbytes\na + b': [
+        r"median\s+\(95% CI",
+        r"^\s+throughput: [\d.]+ [kMGT]?B/s$",
+    ],
+    '%%gpubench -l matmul-512 --flops 2*m**3\nx @ y': [
+        r"median\s+\(95% CI",
+        r"^\s+throughput: [\d.]+ [kMGT]?FLOP/s$",
+    ],
+    '%roofline': [
+        r"^ceilings of \S+ \(fingerprint \w+",
+        r"^\s+float32\s+[\d.]+ [kMGT]?FLOP/s\s+ridge",
+        r"^\s+bandwidth\s+[\d.]+ [kMGT]?B/s",
+    ],
+    '%%roofline -l matmul-512\nx @ y': [
+        r"^compute-bound: [\d.]+ FLOP/B vs ridge [\d.]+ FLOP/B \(float32, \w+\)",
+        r"work per call: 2\.684e\+08 FLOP \(counted\)",
+        r"^\s+next, in order:",
+    ],
+    '%%roofline -l numpy-add --flops n --bytes 3*a.nbytes\na + b': [
+        r"^memory-bound: 0\.0417 FLOP/B vs ridge",
+        r"of the [\d.]+ [kMGT]?B/s bandwidth roof",
+        r"\d\. reduce data movement",
+    ],
+    '%%amdahl workers=1,2,3,4,6,8 -b 0.3 --rounds 2\njob(workers)': [
+        r"^best speedup [\d.]+× at N = \d+",
+        r"^\s+Amdahl: serial fraction S = [\d.]+ ± ",
+        r"^\s+USL: contention σ = ",
+        r"^\s+model choice \(AICc\): (amdahl|usl)",
+    ],
+    '%littles throughput=400/s latency=25ms --io': [
+        r"^needed concurrency: 10 tasks in flight",
+        r"I/O-bound",
+    ],
+    '%%estimate n=len(data) --budget 1m --run --force\nsorted(data[:n])': [
+        r"^estimate for n=2,000,000: ",
+        r"^\s+time model: a \+ b·",
+        r"^\s+gate: [\w ]+ \(budget 60 s",
+        r"actual full run: ",
+    ],
+    '%%estimate --total 119*2000 --budget 10m\ntime.sleep(0.005)': [
+        r"^estimate for 238,000 units: ",
+        r"^\s+per unit: [\d.]+ ms mean",
+        r"gate: will not fit \(budget 10 min",
+        r"the most units that fit: [\d,]+",
+    ],
+    '%%dataloader_check train_loader --steps 12 --sweep num_workers=0,2,4 --sweep-steps 8\ntime.sleep(0.006)  # stands in for a 6 ms training step on `batch`': [
+        r"^input-bound: \d+% of each step waits for data",
+        r"^\s+! num_workers: 0: ",
+        r"^\s+best: num_workers=\d",
+    ],
+    '%%flame\nrows = parse(lines)\ntotal(rows)': [
+        r"^flame: .+ has \d+% of the self time · \d+ samples",
+        r"top functions by self time",
+        r"\bparse\b.*In \[\d+\]:2",
+    ],
+    '%%memory\ndata = load(32)\nn = len(bytearray(150 * 2**20))   # short-lived: caught by VmHWM, tied to this line': [
+        r"^memory: peak \+[\d.]+ [KMG]iB above the start at In \[\d+\] line 2",
+        r"^\s+per statement \(peak above its own start\):",
+        r"In \[\d+\] line 2\s+RSS \+\s*[\d.]+ MiB.*bytearray\(150",
+    ],
+    '%%lineprof -f slow\nslow(300_000)': [
+        r"^lineprof: hottest line In \[\d+\] line \d+ in slow\(\)",
+        r"Line\s+Hits\s+Time\s+Per hit",
+        r"out\.append\(i \* i\)",
+    ],
+    '%%gpubench -l cached-lookup\nlookup(3)': [
+        r"median\s+\(95% CI",
+        r"cold call 2\d\d(\.\d+)? ms",
+        r"! the first call took \d+× a warm call",
+    ],
+    '%%gpubench -o -q -l sum-range\nsum(range(1000))': [
+        r"median\s+\(95% CI",
+        r"\[label sum-range, run #\d+\]",
+    ],
+    'r = _\nprint(f"median {r.median * 1e6:.2f} µs, CI {r.ci[0] * 1e6:.2f}–{r.ci[1] * 1e6:.2f} µs, "\n      f"{r.n_samples} samples × {r.number} calls, cold call {r.cold_s * 1e6:.1f} µs")\nr.raw[:5]': [
+        r"^median [\d.]+ µs, CI [\d.]+–[\d.]+ µs, \d+ samples × \d+ calls, cold call",
+    ],
+    'import perfmagic\n\nres = perfmagic.bench("sorted(data)", setup="import random; data = random.sample(range(10**5), 10**4)")\nprint(res.text())': [
+        r"median\s+\(95% CI",
+        r"stopped: (precision|budget)",
+    ],
+    '%%gpubench -l sum-of-squares --baseline --no-plot\nsum(v * v for v in values)': [
+        r"run #\d+ is now the baseline of 'sum-of-squares'",
+        r"median\s+\(95% CI",
+    ],
+    '%%gpubench -l sum-of-squares --no-plot\nfloat(np.dot(arr, arr))': [
+        r"median\s+\(95% CI",
+        r"\[label sum-of-squares, run #\d+\]",
+    ],
+    '%perf compare': [
+        r"^B #\d+ sum-of-squares vs A #\d+ sum-of-squares: [\d.]+× faster \(95% CI .+\): accept",
+        r"^\s+-sum\(v \* v for v in values\)$",
+        r"^\s+\+float\(np\.dot\(arr, arr\)\)$",
+    ],
+    '%%gpubench -l sum-of-squares --vs baseline --no-plot\nsum(v * v for v in values)': [
+        r"vs A #\d+ sum-of-squares: no real change",
+        r"same-process A/B",
+        r"nothing changed between the two runs but time",
+    ],
+    '%perf plot sum-of-squares': [
+        r"^history of 'sum-of-squares' \(\d+ runs; baseline #\d+\)",
+    ],
+    '%perf': [
+        r"^perfmagic ledger — (\S*/)?00_tour\.ipynb",
+        r"^\d+ runs\b",
+        r"\bsum-of-squares\b.*\bbaseline\b",
+    ],
+    'df = perfmagic.ledger()\ndf[["magic", "label", "status", "median_s", "ci_low_s", "ci_high_s", "cold_s", "n_samples"]]': [
+        r"median_s",
+        r"\bsum-of-squares\b",
+    ],
+}
+
+for i, cell in enumerate(cells):
+    cell["id"] = f"tour-{i:02d}"  # stable ids: regenerating gives no diff noise
+    if cell["cell_type"] == "code" and cell["source"] in EXPECT:
+        cell["metadata"]["perfmagic"] = {"expect": EXPECT.pop(cell["source"])}
+if EXPECT:
+    raise SystemExit(f"expectations for cells that are not in the tour: {list(EXPECT)}")
 nb = nbf.v4.new_notebook(cells=cells, metadata={
     "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
     "language_info": {"name": "python"}})
-Path(__file__).resolve().parents[2].joinpath("notebooks", "00_tour.ipynb").write_text(nbf.writes(nb), encoding="utf-8")
-print("wrote notebooks/00_tour.ipynb")
+out = Path(os.environ.get("PERFMAGIC_NB_OUT") or Path(__file__).resolve().parents[2] / "notebooks") / "00_tour.ipynb"
+out.write_text(nbf.writes(nb), encoding="utf-8")
+print(f"wrote {out}")

@@ -178,6 +178,8 @@ CELLS = [
     The comparison above still gives a verdict, but its *what changed* section now lists both the code
     and the option and warns that the comparison no longer isolates one change. The same holds for the
     environment: a different torch version, thread count or machine between A and B is listed there too.
+    The running conditions (the load from other processes, GPU clocks) are printed apart when they moved:
+    nobody chose them, so they do not count as a second change, but they say how far to trust a close verdict.
     """),
     md("""
     ## The ledger: `%perf`
