@@ -115,6 +115,21 @@ def test_gil_diagnosis(pool, spin_200us) -> None:
     assert r.amdahl_fit is None
 
 
+def test_gil_verdict_holds_when_the_machine_sped_up_between_points() -> None:
+    from perfmagic._results import BenchResult
+
+    def pt(n, t, own):
+        return ScalingPoint(n, (BenchResult(code="x", raw=(t,) * 12, number=1, cold_s=t),), own_cores=own)
+
+    # one busy core at every N, yet N = 2 "ran" 1.6× faster: a CPU clock change, not parallel work (seen on CI)
+    serial = [pt(1, 4e-3, 1.0), pt(2, 2.5e-3, 1.0), pt(4, 3.9e-3, 1.0)]
+    r = analyse(serial, code="list(pool.map(f, xs))", cores=2)
+    assert r.gil and any("machine changed speed" in w for w in r.warnings)
+    # the busy cores doubled with N (half-waiting threads): a real speedup, not the GIL
+    real = [pt(1, 4e-3, 0.5), pt(2, 2.1e-3, 1.0), pt(4, 1.9e-3, 1.1)]
+    assert not analyse(real, code="list(pool.map(f, xs))", cores=2).gil
+
+
 def test_flat_cell_is_not_fitted() -> None:
     r = amdahl("time.sleep(0.003)", [1, 2, 4], globals={"time": time}, budget=0.15, rounds=2)
     assert r.flat and r.amdahl_fit is None and r.usl_fit is None and r.best_model is None

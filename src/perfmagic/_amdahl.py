@@ -549,11 +549,20 @@ def analyse(points: Sequence[ScalingPoint], *, mode: str = "variable", var: str 
     best_hi = max((s for n, s in zip(ns, sp) if n >= 2), default=math.inf)
     # with >= 2 cores free to use, threads that never get past one busy core are serialized even when the
     # speedup measured is a little above GIL_SPEEDUP (hand-off timing can shave a bit off the baseline)
-    capped = bool(hi_own) and max(hi_own) <= 1.35 and cores >= 2 and best_hi < GIL_SPEEDUP_ONE_CORE
+    # and when the busy cores did not grow with N at all (from one busy core at N = 1), no speedup can come
+    # from parallel work: a larger one measured is the machine changing speed between the points
+    own1 = good[0].own_cores if good[0].n == 1 else None
+    busy_flat = bool(hi_own) and own1 is not None and own1 >= 0.6 and max(hi_own) <= 1.2 * own1 + 0.1
+    capped = (bool(hi_own) and max(hi_own) <= 1.35 and cores >= 2
+              and (best_hi < GIL_SPEEDUP_ONE_CORE or busy_flat))
     gil = not weak and thready and one_core and (best_hi <= GIL_SPEEDUP or capped)
     if gil:
         notes.append(GIL_NOTE.format(x=best_hi) + (" — or the cell does not use torch/BLAS threads at all"
                                                   if mode == "threads" else ""))
+        if best_hi >= GIL_SPEEDUP_ONE_CORE:
+            warnings.append(f"the {best_hi:.2f}× measured at N ≥ 2 cannot come from the threads (the busy cores "
+                            "stayed at one): the machine changed speed between the points; rerun on a quiet "
+                            "machine for clean numbers")
     if flat or gil:
         return _replace(base, flat=flat, gil=gil, warnings=tuple(warnings), notes=tuple(notes))
     b = ns[0]
