@@ -96,6 +96,26 @@ def test_recovers_planted_serial_fraction(pool, s) -> None:
     assert r.figure_png()[:4] == b"\x89PNG"
 
 
+def test_sleeping_threads_are_not_gil_bound_when_a_collection_is_slow(pool) -> None:
+    # planted: a heap whose full collection (run by the engine before each measurement) costs about
+    # a budget's worth of one core; sleeping threads must still read as waiting, not as one busy core
+    import gc
+
+    heap: list = []
+    collect_s = 0.0
+    while collect_s < 0.25 and len(heap) < 6_000_000:
+        heap.extend({"a": [i]} for i in range(500_000))
+        t = time.perf_counter()
+        gc.collect()
+        collect_s = time.perf_counter() - t
+    try:
+        r = amdahl(planted(pool, 0.3), [1, 2, 4], **FAST)
+    finally:
+        del heap
+    busy = [p.own_cores for p in r.points]
+    assert not r.gil and max(busy) < 0.5, (r.text(), busy, collect_s)
+
+
 def test_retrograde_is_usl(pool) -> None:
     r = amdahl(planted(pool, 0.05, c=0.05 * T), [1, 2, 3, 4, 6, 8], **FAST)  # planted σ=0.05, κ=0.05
     m = r.metrics()

@@ -237,6 +237,8 @@ def bench(
     t_tail = clock()
     others = probe.stop()
     env = _environment(subj.device, others, warnings) if capture_env else {}
+    if probe.own_cores is not None:  # cores this process kept busy over the measurement (not the GC before it)
+        env["own_cores"] = round(probe.own_cores, 4)
     if capture_env:
         _TAIL_S[0] = min(0.25, max(0.7 * _TAIL_S[0], clock() - t_tail))  # a slowly forgetting maximum
     work = {k: float(v) for k, v in (("items", items), ("flops", flops), ("bytes", bytes_moved)) if v is not None}
