@@ -9,10 +9,13 @@ Workloads (each about 0.2 s plain):
 * **large buffers** — NumPy-free: a few ``bytearray`` buffers of 20 MiB written and freed.
 
 Each is run plainly (the same per-statement compiled code, ``exec``-ed with no probe), under
-``perfmagic.memory`` in its default mode (``trace="auto"``: tracemalloc only once RSS has grown
+``perfmagic.memory`` in its default mode (``trace="sample"``: the RSS sampler also notes the line
+running at each sample; no tracemalloc), with ``trace="auto"`` (tracemalloc once RSS has grown
 16 MiB), with ``trace="on"`` (``--trace on``: tracemalloc from the first line; at most 3 rounds, it is
 slow), with ``trace="off"`` (``--no-trace``: RSS sampler + per-statement VmHWM only), and, for
-information, under ``perfmagic.lineprof`` on the workload's function. Modes are interleaved round by round and the median of the rounds is reported; the
+information, under ``perfmagic.lineprof`` on the workload's function. For the default mode the
+table also gives the share of the sampled RSS growth that was charged to a line inside the
+workload's function (where all of it happens). Modes are interleaved round by round and the median of the rounds is reported; the
 overhead is on the cell's own run time (``MemoryResult.wall_s``), and the total time of the call
 (start/stop, snapshot and site grouping included) is shown beside it. The first-sample delay is the
 time from the cell's start to the sampler thread's first sample (interval 10 ms): the thread needs
@@ -87,8 +90,8 @@ def main() -> None:
     for wl, label in (("cpu", "CPU-bound (pure Python loop)"), ("alloc", "allocation-heavy (tuples + dicts)"),
                       ("buffers", "large buffers (20 MiB bytearrays)")):
         code = f"r = {wl}({sizes[wl]})\n"
-        res: dict[str, list[float]] = {"plain": [], "memory": [], "memory_total": [], "trace_on": [],
-                                       "no_trace": [], "lineprof": []}
+        res: dict[str, list[float]] = {"plain": [], "memory": [], "memory_total": [], "auto": [], "trace_on": [],
+                                       "no_trace": [], "lineprof": [], "in_fn": []}
         modes: list[str] = []
         ns[wl](sizes[wl])  # warm
         for _ in range(rounds):
@@ -101,14 +104,20 @@ def main() -> None:
             r = MP.memory(code, globals=ns, filename="<bench-cell>")
             res["memory_total"].append(time.perf_counter() - t)
             res["memory"].append(r.wall_s)
-            modes.append(r.tracing)
+            grown = r.growth_sites
+            if r.sampled_growth_bytes >= 2**20:
+                res["in_fn"].append(sum(g.size_bytes for g in grown if g.label.endswith(f"in {wl}()"))
+                                    / r.sampled_growth_bytes)
+            ra = MP.memory(code, globals=ns, filename="<bench-cell>", trace="auto")
+            res["auto"].append(ra.wall_s)
+            modes.append(ra.tracing)
             if len(res["trace_on"]) < 3:
                 res["trace_on"].append(MP.memory(code, globals=ns, filename="<bench-cell>", trace="on").wall_s)
             first_samples.setdefault(wl, []).append(r.first_sample_s if r.first_sample_s is not None else float("nan"))
             res["no_trace"].append(MP.memory(code, globals=ns, filename="<bench-cell>", trace=False).wall_s)
             lr = LP.lineprof(code, [ns[wl]], globals=ns, filename="<bench-cell>")
             res["lineprof"].append(lr.wall_s)
-        med = {k: statistics.median(v) for k, v in res.items()}
+        med = {k: statistics.median(v) if v else float("nan") for k, v in res.items()}
         med["mode"] = max(set(modes), key=modes.count)  # type: ignore[assignment]
         rows.append((label, med))
         print(f"{label}: " + ", ".join(f"{k} {v if isinstance(v, str) else C.fmt_time(v)}" for k, v in med.items()),
@@ -129,15 +138,21 @@ def main() -> None:
 
     lines = [C.header("Memory and line profiling overhead (%%memory, %%lineprof)"), "",
              f"Median of {rounds} interleaved rounds (`--trace on`: up to 3); each workload ≈ {target} s plain. "
-             "Default `%%memory` = RSS sampler (10 ms) + per-statement VmHWM, and tracemalloc (8 frames) once RSS "
-             "has grown 16 MiB (the *tracing* column says whether it started); `--trace on` = tracemalloc from the "
-             "first line; `--no-trace` = sampler + VmHWM only. Overhead is on the cell's run time; \"total\" adds "
-             "start/stop, the end snapshot and grouping the allocation sites. Target: `%%memory` adds at most 10%.", "",
-             "| workload | plain | %%memory (cell) | overhead | tracing | total | --trace on | overhead | --no-trace | overhead | %%lineprof | overhead |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "Default `%%memory` (`--trace sample`) = RSS sampler (10 ms) that also notes the line running at each "
+             "sample, + per-statement VmHWM, no tracemalloc; *growth in fn* = share of the sampled RSS growth charged "
+             "to a line inside the workload's function (— when RSS grew less than 1 MiB). `--trace auto` = "
+             "tracemalloc (8 frames) once RSS has grown 16 MiB (*auto* column: whether it started); `--trace on` = "
+             "tracemalloc from the first line; `--no-trace` = sampler + VmHWM only, no line located. Overhead is on "
+             "the cell's run time; \"total\" adds start/stop and building the result. Target: `%%memory` adds at "
+             "most 10%.", "",
+             "| workload | plain | %%memory (cell) | overhead | growth in fn | total | --trace auto | overhead | auto | "
+             "--trace on | overhead | --no-trace | overhead | %%lineprof | overhead |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for label, m in rows:
+        share = "—" if m["in_fn"] != m["in_fn"] else f"{100 * m['in_fn']:.0f}%"
         lines.append(f"| {label} | {C.fmt_time(m['plain'])} | {C.fmt_time(m['memory'])} | {pct(m['memory'], m['plain'])} | "
-                     f"{m['mode']} | {C.fmt_time(m['memory_total'])} | {C.fmt_time(m['trace_on'])} | "
+                     f"{share} | {C.fmt_time(m['memory_total'])} | {C.fmt_time(m['auto'])} | {pct(m['auto'], m['plain'])} | "
+                     f"{m['mode']} | {C.fmt_time(m['trace_on'])} | "
                      f"{pct(m['trace_on'], m['plain'])} | {C.fmt_time(m['no_trace'])} | {pct(m['no_trace'], m['plain'])} | "
                      f"{C.fmt_time(m['lineprof'])} | {pct(m['lineprof'], m['plain'])} |")
     fs = {k: statistics.median([x for x in v if x == x]) if any(x == x for x in v) else float("nan")
@@ -152,14 +167,15 @@ def main() -> None:
 
     lines.append(f"- ≤ 10% target, default mode: CPU-bound **{met('memory', 0)}**, allocation-heavy "
                  f"**{met('memory', 1)}**, large buffers **{met('memory', 2)}**; `--no-trace`: "
-                 f"**{met('no_trace', 0)} / {met('no_trace', 1)} / {met('no_trace', 2)}**. tracemalloc costs every Python "
-                 "allocation a traceback capture, so a cell that grows memory pays for its allocation sites once "
-                 "tracing starts; `--no-trace` keeps the timeline and the true peaks (VmHWM) without it.")
+                 f"**{met('no_trace', 0)} / {met('no_trace', 1)} / {met('no_trace', 2)}**; `--trace auto`: "
+                 f"**{met('auto', 0)} / {met('auto', 1)} / {met('auto', 2)}**. tracemalloc costs every Python "
+                 "allocation a traceback capture, so it runs only when asked (`--trace on`, or `auto` once memory "
+                 "grows); the default names the growing lines from the sampler instead, at the sampler's cost.")
     body = "\n".join(lines)
     print(body)
     if not args.no_docs:
         C.add_section_row("bench_memprof.py", "| memory/line profiling | `benchmarks/bench_memprof.py` | overhead of "
-                          "`%%memory` (default, --trace on, --no-trace) and `%%lineprof` on CPU-bound, allocation-heavy "
+                          "`%%memory` (default sampled sites, --trace auto/on, --no-trace) and `%%lineprof` on CPU-bound, allocation-heavy "
                           "and large-buffer cells; time to the first RSS sample |")
         print(f"written to {C.replace_section('memprof', body)}")
 

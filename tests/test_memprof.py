@@ -69,14 +69,59 @@ def test_timeline_samples_a_longer_cell() -> None:
 
 
 def test_auto_tracing_starts_only_when_memory_grows() -> None:
-    r = memory("s = 0\nfor i in range(300_000):\n    s += i * i\n", globals={})
+    r = memory("s = 0\nfor i in range(300_000):\n    s += i * i\n", globals={}, trace="auto")
     assert r.tracing == "auto-idle" and r.sites == () and "tracemalloc not started" in r.text()
     src = "import time\nkeep = []\nfor i in range(80):\n    keep.append(bytearray(2**20))\n    time.sleep(0.004)\n"
-    r = memory(src, globals={})  # 80 MiB over ~0.35 s: tracing starts after the first ~16 MiB
+    r = memory(src, globals={}, trace="auto")  # 80 MiB over ~0.35 s: tracing starts after the first ~16 MiB
     assert r.tracing == "auto-started" and r.trace_started_s is not None and r.trace_started_s < r.wall_s
     assert r.sites[0].label == "<perfmagic-memory> line 4" and r.sites[0].size_bytes >= 20 * MiB
     assert "earlier blocks not attributed" in r.text()
     assert tracemalloc.is_tracing() is False
+
+
+GROWER = """\
+def fill(n, keep):
+    for i in range(n):
+        keep.append(bytearray(2**20))
+        s = 0
+        for j in range(20_000):
+            s += j
+keep = []
+fill(120, keep)
+total = sum(len(b) for b in keep)
+"""
+
+
+def test_default_charges_growth_to_the_line_that_ran_without_tracemalloc() -> None:
+    seen = []
+    ns = {"tm": tracemalloc, "seen": seen}
+    # 120 MiB appended 1 MiB at a time between pure-Python work: the sampler catches the function's
+    # lines while it runs; tracemalloc never starts, so the pure-Python work runs at full speed
+    r = memory("seen.append(tm.is_tracing())\n" + GROWER, globals=ns)
+    assert seen == [False] and r.tracing == "sample" and r.sites == ()
+    grown = r.main_growth_sites
+    assert grown, r.text()
+    # all the growth is charged inside fill() (line 3 appends; lines 4-6 run between appends and can be
+    # the ones sampled right after one): none of it outside the function
+    in_fill = sum(s.size_bytes for s in grown if s.label.endswith("in fill()"))
+    assert in_fill >= 0.9 * sum(s.size_bytes for s in grown), r.text()
+    assert in_fill >= 90 * MiB, r.text()
+    assert len(r.where) == len(r.rss_bytes) == len(r.t_s)
+    assert "where RSS grew (sampled every 10 ms" in r.text()
+    m = r.metrics()
+    assert "in fill()" in m["top_site"] and "(sampled growth)" in m["top_site"] and m["top_site_bytes"] > 0
+    assert "where RSS grew (sampled)" in r.sites_html()
+    png = r.figure_png()
+    assert png is not None and png[:4] == b"\x89PNG"
+
+
+def test_sampled_sites_of_a_cell_that_does_not_grow() -> None:
+    r = memory("s = 0\nfor i in range(300_000):\n    s += i * i\n", globals={})
+    assert r.tracing == "sample" and r.main_growth_sites == ()
+    assert "no growth between samples" in r.text()
+    # off: no line is located at all
+    r = memory(GROWER, globals={}, trace="off")
+    assert r.tracing == "off" and set(r.where) == {-1} and r.growth_sites == () and "where RSS grew" not in r.text()
 
 
 def test_no_trace_and_user_tracemalloc_left_running() -> None:
@@ -162,6 +207,20 @@ def test_memory_magic_options(shell) -> None:
     shell.run("%%memory --no-plot --trace on --top 1\na = bytearray(3 * 2**20)\nb = bytearray(2 * 2**20)\n")
     text = shell.text()
     assert "image/png" not in shell.bundles[0] and text.count(" blocks ") == 1
+    shell.run("%%memory --no-plot --trace auto\na = 1\n")
+    assert "tracemalloc not started" in shell.text()
+
+
+def test_memory_magic_default_names_the_growing_line_in_the_cell(shell) -> None:
+    res = shell.run("%%memory --no-plot\n" + GROWER)
+    assert res.error_in_exec is None, res.error_in_exec
+    num = shell.ip.execution_count - 1
+    text = shell.text()
+    assert "where RSS grew" in text and f"In [{num}] line " in text and "in fill()" in text, text
+    import perfmagic
+
+    row = perfmagic.ledger().iloc[-1]
+    assert row["tracing"] == "sample" and "in fill()" in row["top_site"]
 
 
 @pytest.mark.parametrize("cell, needle", [
@@ -209,7 +268,7 @@ def test_memory_magic_syntax_error_is_the_users(shell) -> None:
 
 def test_memory_magic_help(shell) -> None:
     doc = shell.ip.find_cell_magic("memory").__doc__
-    for opt in ("--interval", "--top", "--no-trace", "--device", "--no-plot", "-o", "-q", "-l"):
+    for opt in ("--interval", "--top", "--trace", "--no-trace", "--device", "--no-plot", "-o", "-q", "-l"):
         assert opt in doc
 
 

@@ -19,12 +19,16 @@ in a normal cell) and records, all at once:
   and a snapshot taken at the start is subtracted.
 
   tracemalloc costs every Python allocation a traceback capture and a hash-table update: a pure-Python
-  loop whose arithmetic allocates ints runs 20-200x slower under it (see docs/benchmarks.md). So by
-  default (``trace="auto"``) it is started only once the sampler sees RSS grow ``AUTO_TRACE_BYTES``
-  above the start: a cell that does not grow memory runs at full speed (RSS, VmHWM), one that does
-  gets its sites from then on (earlier blocks are not attributed; the result says when tracing
-  began). ``trace="on"`` traces from the first line (every site, the traced peak per statement);
-  ``trace="off"`` never traces.
+  loop whose arithmetic allocates ints runs 20-200x slower under it (see docs/benchmarks.md). So it
+  runs only when asked: ``trace="on"`` traces from the first line (every site, the traced peak per
+  statement); ``trace="auto"`` starts it once the sampler sees RSS grow ``AUTO_TRACE_BYTES`` above the
+  start (earlier blocks are not attributed).
+* **Where RSS grew** (the default, ``trace="sample"``) — at each sample the background thread also
+  reads where the main thread is (``sys._current_frames``: the innermost frame in user code, as for
+  tracemalloc's sites) and the growth of RSS since the previous sample is charged to that line. It
+  costs a few µs per sample, not per allocation, so the cell runs at full speed; the price is
+  resolution: a line is seen only if it runs when a sample is taken, so growth is attributed to the
+  lines that were running, in proportion to time. ``trace="off"`` skips this too.
 * **CUDA** (``device="cuda"`` or ``"auto"`` when torch has CUDA) — allocated/reserved bytes in the
   same sampler, the peak from ``reset_peak_memory_stats``/``max_memory_allocated`` per statement,
   and, where torch has it, the caching allocator's history to name the sites live at the peak.
@@ -59,8 +63,11 @@ from ._memory import _reset_hwm
 DEFAULT_INTERVAL_S = 0.01
 NFRAME = 8           # frames tracemalloc keeps when perfmagic starts it (enough to reach the user's line)
 AUTO_TRACE_BYTES = 16 * 2**20  # trace="auto": start tracemalloc once RSS has grown this much
-TRACE_MODES = ("auto", "on", "off")
+TRACE_MODES = ("sample", "auto", "on", "off")
+DEFAULT_TRACE = "sample"
+_MAX_DEPTH = 64      # frames walked per sample to find the main thread's user line
 DEVICES = ("auto", "cpu", "cuda")
+GROWTH_MIN_BYTES = 256 * 2**10  # a sampled growth site below this (and below 1% of the growth) is not listed
 MISSED_MIN_BYTES = 8 * 2**20   # a peak this much above the sampled maximum is reported as missed
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -300,13 +307,15 @@ class MemoryResult:
     cuda_reserved_bytes: tuple[int, ...] = ()
     statements: tuple[StatementMemory, ...] = ()
     sites: tuple[AllocSite, ...] = ()          # blocks still allocated at the end, by site
+    where: tuple[int, ...] = ()                # per sample: index into where_sites of the line running, -1 none
+    where_sites: tuple[tuple[str, str, str], ...] = ()  # (label, source line, kind) of the lines sampled
     cuda_sites: tuple[AllocSite, ...] = ()     # CUDA blocks live at the CUDA peak (allocator history)
     wall_s: float = 0.0
     interval_s: float = DEFAULT_INTERVAL_S
     first_sample_s: float | None = None        # cell start -> first sample of the background thread
     rss_method: str = "statm"                  # statm | psutil | unavailable
     hwm_method: str = "vmhwm"                  # vmhwm (true peak) | unavailable
-    tracing: str = "on"                        # on | auto-started | auto-idle | already running | off
+    tracing: str = "on"                        # sample | on | auto-started | auto-idle | already running | off
     trace_started_s: float | None = None       # when tracemalloc began (trace="auto")
     nframe: int = 0
     traced_net_bytes: int | None = None
@@ -397,6 +406,39 @@ class MemoryResult:
         return self.missed_peak_bytes >= max(MISSED_MIN_BYTES, 0.1 * max(sampled, 0))
 
     @property
+    def growth_sites(self) -> tuple[AllocSite, ...]:
+        """Where RSS grew: each sample's growth over the previous one, charged to the line running at it.
+
+        ``size_bytes`` is the growth summed over the samples taken on that line (drops are not
+        subtracted: memory freed elsewhere must not hide a line that allocates), ``count`` the samples.
+        """
+        if not self.where or len(self.where) != len(self.rss_bytes):
+            return ()
+        grew: dict[int, list[int]] = {}
+        for k in range(1, len(self.rss_bytes)):
+            w = self.where[k]
+            if w < 0:
+                continue
+            a = grew.setdefault(w, [0, 0])
+            a[0] += max(self.rss_bytes[k] - self.rss_bytes[k - 1], 0)
+            a[1] += 1
+        out = [AllocSite(*self.where_sites[w][:2], size, n, self.where_sites[w][2])
+               for w, (size, n) in grew.items() if size > 0]
+        out.sort(key=lambda s: (-s.size_bytes, -s.count))
+        return tuple(out)
+
+    @property
+    def main_growth_sites(self) -> tuple[AllocSite, ...]:
+        """The growth sites worth listing: at least ``GROWTH_MIN_BYTES`` and 1% of all sampled growth."""
+        floor = max(GROWTH_MIN_BYTES, 0.01 * self.sampled_growth_bytes)
+        return tuple(s for s in self.growth_sites if s.size_bytes >= floor)
+
+    @property
+    def sampled_growth_bytes(self) -> int:
+        """All growth between consecutive samples (the total the growth sites share)."""
+        return sum(max(b - a, 0) for a, b in zip(self.rss_bytes, self.rss_bytes[1:]))
+
+    @property
     def peak_statement(self) -> StatementMemory | None:
         def key(s: StatementMemory) -> float:
             if self.device.startswith("cuda") and s.cuda_peak_bytes is not None:
@@ -431,7 +473,9 @@ class MemoryResult:
                     if self.hwm_peak_bytes is not None and self.rss_start is not None else "no VmHWM here")
             lines.append(f"  RSS     start {fmt_bytes(self.rss_start)} · max sampled {fmt_bytes(max(self.rss_bytes))} · "
                          f"{true} · end {fmt_bytes(self.rss_end)}")
-        if self.tracing == "auto-idle":
+        if self.tracing == "sample":
+            pass  # the growth sites below say how they were found
+        elif self.tracing == "auto-idle":
             lines.append(f"  traced  tracemalloc not started: RSS never grew {fmt_bytes(AUTO_TRACE_BYTES)} above the start "
                          "(--trace on traces from the first line, at a cost)")
         elif self.tracing != "off" and self.traced_peak_bytes is not None:
@@ -460,8 +504,19 @@ class MemoryResult:
             lines.append("  top allocation sites (still allocated at the end, tracemalloc):")
             for s in self.sites[:n]:
                 lines.append(f"    {fmt_bytes(s.size_bytes):>10}  {s.count:>7} blocks  {s.label:<24} {_clip(s.text, 50)}")
-        elif self.tracing not in ("off", "auto-idle"):
+        elif self.tracing not in ("off", "auto-idle", "sample"):
             lines.append("  allocation sites: nothing traced is still allocated by the cell's code")
+        shown = self.main_growth_sites if self.tracing != "on" else ()
+        if shown:
+            total = self.sampled_growth_bytes
+            lines.append(f"  where RSS grew (sampled every {fmt_time(self.interval_s)}: the growth between two samples "
+                         "is charged to the line running at the second; --trace on names every allocation):")
+            for s in shown[: min(n, 5)]:
+                lines.append(f"    +{fmt_bytes(s.size_bytes):>9} {100 * s.size_bytes / total:3.0f}%  {s.count:>5} samples  "
+                             f"{s.label:<24} {_clip(s.text, 50)}")
+        elif self.tracing == "sample" and len(self.t_s) > 2:
+            lines.append("  where RSS grew: no growth between samples in the cell's code (--trace on names "
+                         "every allocation)")
         if self.cuda_sites:
             lines.append("  CUDA blocks live at the CUDA peak (allocator history):")
             for s in self.cuda_sites[:n]:
@@ -482,6 +537,7 @@ class MemoryResult:
     # ---- data ---------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float | int | str | None]:
         top = self.sites[0] if self.sites else None
+        grown = self.main_growth_sites[0] if not top and self.main_growth_sites else None
         st = self.peak_statement
         return {
             "peak_bytes": self.peak_bytes, "increment_bytes": self.increment_bytes,
@@ -490,8 +546,9 @@ class MemoryResult:
             "traced_net_bytes": self.traced_net_bytes, "missed_peak_bytes": self.missed_peak_bytes,
             "cuda_peak_bytes": self.cuda_peak_bytes, "cuda_increment_bytes": self.cuda_increment_bytes,
             "cuda_reserved_peak_bytes": self.cuda_reserved_peak_bytes,
-            "top_site": f"{top.label}: {_clip(top.text, 60)}" if top else None,
-            "top_site_bytes": top.size_bytes if top else None,
+            "top_site": f"{top.label}: {_clip(top.text, 60)}" if top else
+                        f"{grown.label}: {_clip(grown.text, 60)} (sampled growth)" if grown else None,
+            "top_site_bytes": top.size_bytes if top else grown.size_bytes if grown else None,
             "peak_at": st.label if st is not None else None,
             "wall_s": self.wall_s, "n_samples": len(self.t_s), "interval_s": self.interval_s,
             "first_sample_s": self.first_sample_s, "device": self.device, "tracing": self.tracing,
@@ -520,7 +577,10 @@ class MemoryResult:
         if not self.t_s:
             return None
         mib = 2**20
-        sites = list(self.cuda_sites if self.device.startswith("cuda") and self.cuda_sites else self.sites)[:8]
+        sites = list(self.cuda_sites if self.device.startswith("cuda") and self.cuda_sites else
+                     self.sites or self.main_growth_sites)[:8]
+        site_title = "where RSS grew (sampled)" if sites and not self.sites and not (
+            self.device.startswith("cuda") and self.cuda_sites) else "top allocation sites"
         fig = Figure(figsize=(8.5, 2.8), dpi=100, layout="constrained")
         FigureCanvasAgg(fig)
         if sites:
@@ -557,7 +617,7 @@ class MemoryResult:
             bx.barh(range(len(sites)), [s.size_bytes / mib for s in sites][::-1], color="tab:orange")
             bx.set_yticks(range(len(sites)), names, fontsize=6)
             bx.set_xlabel("MiB", fontsize=7)
-            bx.set_title("top allocation sites", fontsize=9, loc="left")
+            bx.set_title(site_title, fontsize=9, loc="left")
             bx.tick_params(labelsize=7)
         buf = io.BytesIO()
         fig.savefig(buf, format="png")
@@ -569,8 +629,16 @@ class MemoryResult:
 
         rows = "".join(f"<tr><td>{fmt_bytes(s.size_bytes)}</td><td>{s.count}</td><td>{html.escape(s.label)}</td>"
                        f"<td><code>{html.escape(s.text)}</code></td></tr>" for s in self.sites + self.cuda_sites)
-        return ("<table style='font-size:12px'><tr><th>size</th><th>blocks</th><th>where</th><th>line</th></tr>"
-                f"{rows}</table>")
+        grown = "".join(f"<tr><td>+{fmt_bytes(s.size_bytes)}</td><td>{s.count}</td><td>{html.escape(s.label)}</td>"
+                        f"<td><code>{html.escape(s.text)}</code></td></tr>" for s in self.main_growth_sites)
+        out = ""
+        if rows or not grown:
+            out += ("<table style='font-size:12px'><tr><th>size</th><th>blocks</th><th>where</th><th>line</th></tr>"
+                    f"{rows}</table>")
+        if grown:
+            out += ("<div style='font-size:12px'>where RSS grew (sampled)</div><table style='font-size:12px'>"
+                    f"<tr><th>growth</th><th>samples</th><th>where</th><th>line</th></tr>{grown}</table>")
+        return out
 
     def statements_html(self) -> str:
         import html
@@ -623,14 +691,22 @@ class _Recorder:
         self.torch: Any = sys.modules.get("torch") if cuda else None
         self.t0 = time.perf_counter()
         self.hwm_ok, self.nframe, self.tm_base, self.cuda_base, self.tm_end = False, 0, None, None, None
+        self.locate = trace != "off"      # the sampler notes the main thread's line at each sample
+        self.main_ident = threading.get_ident()
+        self.where: list[int] = []
+        self.where_keys: dict[tuple[str, int], int] = {}
+        self.kinds: dict[str, str] = {}
+        self.where_kinds: list[tuple[str, str]] = []  # (kind, function name) per located line
 
     # -- sampling ------------------------------------------------------------------------------
-    def _sample(self) -> None:
+    def _sample(self, locate: bool = False) -> None:
         t = time.perf_counter() - self.t0
         r = self.reader()
+        w = self._where() if locate else -1
         if self.torch is not None:
             self.c_alloc.append(int(self.torch.cuda.memory_allocated(self.cuda)))
             self.c_res.append(int(self.torch.cuda.memory_reserved(self.cuda)))
+        self.where.append(w)
         self.rss.append(r if r is not None else 0)
         self.t.append(t)
 
@@ -638,7 +714,7 @@ class _Recorder:
         nxt = self.interval
         while not self._stop.wait(max(0.0, nxt - (time.perf_counter() - self.t0))):
             try:
-                self._sample()
+                self._sample(self.locate)
             except Exception:  # a vanished /proc or device: stop sampling, keep what we have
                 return
             if self.first_thread_sample is None:
@@ -650,6 +726,33 @@ class _Recorder:
             now = time.perf_counter() - self.t0
             if nxt < now:  # starved of the GIL: do not burst to catch up
                 nxt = now + self.interval
+
+    def _where(self) -> int:
+        """Index of the main thread's current line in user code (-1: in perfmagic, between statements)."""
+        f = sys._current_frames().get(self.main_ident)
+        lib = None
+        depth = 0
+        while f is not None and depth < _MAX_DEPTH:
+            fn = f.f_code.co_filename
+            kind = self.kinds.get(fn)
+            if kind is None:
+                kind = self.kinds[fn] = "perfmagic" if fn.startswith(_PKG_DIR) else code_kind(fn, self.fmap)
+            if kind in ("cell", "user"):
+                return self._key(fn, f.f_lineno, kind, f.f_code.co_name)
+            if kind == "perfmagic":  # reached our own frames first: the cell is between statements
+                break
+            if lib is None:
+                lib = (fn, f.f_lineno, f.f_code.co_name)
+            f = f.f_back
+            depth += 1
+        return self._key(lib[0], lib[1], "library", lib[2]) if lib is not None and depth >= _MAX_DEPTH else -1
+
+    def _key(self, fn: str, ln: int, kind: str, func: str) -> int:
+        k = self.where_keys.get((fn, ln))
+        if k is None:
+            k = self.where_keys[(fn, ln)] = len(self.where_keys)
+            self.where_kinds.append((kind, func))
+        return k
 
     def _start_tracing(self) -> None:
         import tracemalloc
@@ -869,8 +972,9 @@ def _trace_mode(trace: Any) -> str:
         return "on" if trace else "off"
     if isinstance(trace, str) and trace.lower() in TRACE_MODES:
         return trace.lower()
-    raise BadOptionError("trace", trace, "auto, on or off (or True/False)",
-                         "auto traces allocations only once memory grows, on from the first line")
+    raise BadOptionError("trace", trace, "sample, auto, on or off (or True/False)",
+                         "sample (default) charges RSS growth to the line running at each sample, auto starts "
+                         "tracemalloc once memory grows, on traces every allocation from the first line")
 
 
 def _check(interval: float, top: int, device: str) -> str | None:
@@ -906,7 +1010,7 @@ def _check(interval: float, top: int, device: str) -> str | None:
 
 def run_memory(fn_or_code: str | Callable[[], Any], *, globals: dict[str, Any] | None = None,
                filename: str | None = None, interval: float = DEFAULT_INTERVAL_S, top: int = 10,
-               trace: bool | str = "auto", device: str = "auto",
+               trace: bool | str = DEFAULT_TRACE, device: str = "auto",
                filename_map: Mapping[str, int] | None = None) -> tuple[MemoryResult, BaseException | None]:
     """Profile one run; return the result and the exception the code raised (None if it completed).
 
@@ -960,17 +1064,24 @@ def _build(rec: _Recorder, fn_or_code: Any, exc: BaseException | None, top: int,
         status, err = "interrupted", "KeyboardInterrupt"
     elif exc is not None:
         status, err = "error", f"{type(exc).__name__}: {exc}"
+    where_sites = [("", "", "")] * len(rec.where_keys)
+    for (f, ln), k in rec.where_keys.items():
+        kind, func = rec.where_kinds[k]
+        label = source_label(f, ln, fmap) + ("" if func == "<module>" else f" in {func}()")
+        where_sites[k] = (label, source_line(f, ln), kind)
     tm_net = None
     if rec.tracing and rec.tm_base is not None and rec.tm_end is not None:
         tm_net = rec.tm_end - rec.tm_base
     return MemoryResult(
         t_s=tuple(rec.t), rss_bytes=tuple(rec.rss), cuda_allocated_bytes=tuple(rec.c_alloc),
         cuda_reserved_bytes=tuple(rec.c_res), statements=tuple(rec.done), sites=tuple(sites[: max(top, 1)]),
-        cuda_sites=tuple(cuda_sites[: max(top, 1)]), wall_s=rec.wall, interval_s=rec.interval,
+        cuda_sites=tuple(cuda_sites[: max(top, 1)]), where=tuple(rec.where), where_sites=tuple(where_sites),
+        wall_s=rec.wall, interval_s=rec.interval,
         first_sample_s=rec.first_thread_sample, rss_method=rec.reader.method,
         hwm_method="vmhwm" if rec.hwm_ok else "unavailable",
         tracing=("off" if rec.trace == "off" else "already running" if rec.tracing and not rec.started_tm
-                 else rec.trace if rec.trace == "on" else "auto-started" if rec.started_tm else "auto-idle"),
+                 else rec.trace if rec.trace in ("on", "sample") else "auto-started" if rec.started_tm
+                 else "auto-idle"),
         trace_started_s=rec.trace_started,
         nframe=rec.nframe, traced_net_bytes=tm_net, traced_total_net_bytes=total,
         device=rec.cuda or "cpu", cuda_base_bytes=rec.cuda_base,
@@ -982,7 +1093,7 @@ def _build(rec: _Recorder, fn_or_code: Any, exc: BaseException | None, top: int,
 
 def memory(fn_or_code: str | Callable[[], Any], *, globals: dict[str, Any] | None = None,
            filename: str | None = None, interval: float = DEFAULT_INTERVAL_S, top: int = 10,
-           trace: bool | str = "auto", device: str = "auto",
+           trace: bool | str = DEFAULT_TRACE, device: str = "auto",
            filename_map: Mapping[str, int] | None = None) -> MemoryResult:
     """Memory over one run of ``fn_or_code`` (a string of code or a zero-argument callable).
 
@@ -991,9 +1102,11 @@ def memory(fn_or_code: str | Callable[[], Any], *, globals: dict[str, Any] | Non
         filename: the name the code is compiled under (shows in sites and tracebacks).
         interval: RSS sampling period in seconds (default 10 ms, at least 1 ms).
         top: how many allocation sites to keep.
-        trace: ``"auto"`` (default: tracemalloc once RSS grows ``AUTO_TRACE_BYTES``), ``"on"``/True
-            (from the first line: every site and the traced peak, 20-200x slower on allocation-heavy
-            Python code), ``"off"``/False (RSS, VmHWM and CUDA only).
+        trace: ``"sample"`` (default: no tracemalloc; the sampler charges RSS growth to the line of
+            user code running at each sample, a few µs per sample), ``"auto"`` (tracemalloc once RSS
+            grows ``AUTO_TRACE_BYTES``), ``"on"``/True (tracemalloc from the first line: every site and
+            the traced peak, 20-200x slower on allocation-heavy Python code), ``"off"``/False (RSS,
+            VmHWM and CUDA only: no line is located).
         device: ``"auto"`` (CUDA when torch is imported and has it), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
         filename_map: cell filename -> execution count, to name sites ``In [n]`` (IPython's by default).
 

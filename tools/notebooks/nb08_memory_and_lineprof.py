@@ -59,10 +59,12 @@ CELLS = [
     - **RSS**: the process's resident memory at the start, the highest value the sampler saw, the **true
       peak** from the kernel's high-water mark (VmHWM on Linux), and the end. A true peak above the
       sampled maximum means a spike was shorter than the sampling interval.
-    - **traced**: what tracemalloc saw of Python's and NumPy's allocations, and from when it ran.
-    - **Per statement**: for each top-level line, its own peak above the memory at its start, measured
-      separately for RSS and for traced allocations, and its time.
-    - **Top allocation sites**: the lines of code whose blocks were still allocated at the end.
+    - **Per statement**: for each top-level line, its own peak above the memory at its start (and, with
+      tracemalloc, its traced peak), and its time.
+    - **Where RSS grew**: the lines of your code (with their function) that were running when the sampler
+      saw memory grow, and how much growth each was charged.
+    - With `--trace on`, **traced** (what tracemalloc saw of Python's and NumPy's allocations) and the
+      **top allocation sites**: the lines whose blocks were still allocated at the end.
     - The chart: RSS over time, with the peak marked.
 
     ### How it measures
@@ -70,10 +72,12 @@ CELLS = [
     A background thread samples RSS every 10 ms (`--interval`). That alone misses short spikes, so
     before each top-level statement the kernel's high-water mark and tracemalloc's peak are **reset**,
     and read again after it: a peak a thousand times shorter than the sampling interval is still caught
-    and charged to its line. tracemalloc slows code that allocates many small objects, so by default it
-    starts only once memory has grown (16 MiB); `--trace on` traces from the first line, `--no-trace`
-    not at all. Unlike `%%gpubench`, the cell runs once, in the notebook's namespace: its assignments
-    persist.
+    and charged to its line. The same thread notes which line of your code is running at each sample and
+    charges it the growth since the previous sample: a few microseconds per sample, so the cell runs at
+    full speed. tracemalloc, which records every allocation exactly, slows code that allocates many small
+    objects 20–200×, so it runs only when asked: `--trace on` from the first line, `--trace auto` once
+    memory has grown 16 MiB. Unlike `%%gpubench`, the cell runs once, in the notebook's namespace: its
+    assignments persist.
     """),
     md("""
     `-o` returns the `MemoryResult`. Here the same cell again, from the same starting point (its arrays
@@ -135,8 +139,8 @@ CELLS = [
     del chunks, z
     """),
     md("""
-    The options: `--no-trace` for the least overhead (RSS and true peaks only), `--trace on` to attribute
-    every allocation from the first line, `--top N` allocation sites, `--interval 5ms` for a finer
+    The options: `--no-trace` for the least overhead (RSS and true peaks only, no line located), `--trace on`
+    to attribute every allocation exactly from the first line, `--top N` allocation sites, `--interval 5ms` for a finer
     timeline. With torch imported and a GPU present, `%%memory` also follows CUDA memory (allocated and
     reserved over time, the peak from `max_memory_allocated`, and the blocks live at the peak);
     `--device cpu` turns that off.
@@ -241,13 +245,14 @@ CELLS = [
     ## Pitfalls
 
     - **RSS is not what your objects use**: allocators keep freed memory for reuse, so the RSS at the end
-      can stay high after `del`. Read the traced figures for Python-level allocations.
+      can stay high after `del`. With `--trace on`, read the traced figures for Python-level allocations.
     - **A sampled timeline misses short spikes**; the per-statement true peaks do not. When the two
       disagree, trust the true peak.
     - **The memory available to the job** is what matters: a peak that fits on your machine may not fit
       in a container with a smaller limit.
-    - **tracemalloc slows allocation-heavy code**; the run time shown by `%%memory` includes it. Use
-      `--no-trace` when only the peaks matter.
+    - **Sampled growth lines are sampled**: a line that allocates quickly, followed by a slow one in the
+      same loop, can give its growth to the slow line. Read them as "in this function, around here".
+    - **tracemalloc slows allocation-heavy code**; the run time shown by `%%memory --trace on` includes it.
     - **line_profiler's overhead** is per line executed: cheap lines in tight loops look more expensive
       than they are. Use it to find the hot line, then measure the fix with a timer.
     - **Only the functions named with `-f` are profiled**: a function they call is one line, unless you

@@ -51,12 +51,13 @@ class MemoryMagics(Magics):
     @argument("--interval", type=_args.positive_duration, default=0.01, metavar="DURATION",
               help="RSS sampling period (default 10ms; at least 1ms), e.g. 5ms or 0.02")
     @argument("--top", type=_args.positive_int, default=10, metavar="N", help="allocation sites to list (default 10)")
-    @argument("--trace", choices=("auto", "on", "off"), default="auto",
-              help="tracemalloc for allocation sites: auto (default: started once RSS grows 16 MiB, so cells "
-                   "that do not grow memory run at full speed), on (from the first line: every site, "
-                   "20-200x slower on allocation-heavy Python code), off")
+    @argument("--trace", choices=("sample", "auto", "on", "off"), default="sample",
+              help="how allocations are tied to lines: sample (default: the RSS sampler charges each growth to the "
+                   "line running at the sample, a few us per sample, full speed), auto (tracemalloc once RSS grows "
+                   "16 MiB), on (tracemalloc from the first line: every allocation site, but 20-200x slower on "
+                   "allocation-heavy Python code), off (no line attribution)")
     @argument("--no-trace", action="store_true",
-              help="same as --trace off: RSS, VmHWM (and CUDA) only, no allocation sites, least overhead")
+              help="same as --trace off: RSS, VmHWM (and CUDA) only, no line attribution, least overhead")
     @argument("--device", type=device_choice, default="auto",
               help="auto (CUDA when torch is imported and has a GPU), cpu, cuda or cuda:N")
     @argument("-l", "--label", help="name of this run in the ledger (default: the cell's first line)")
@@ -71,9 +72,10 @@ class MemoryMagics(Magics):
         The cell runs once in the notebook's namespace (its assignments persist). A background thread
         samples RSS every ``--interval``; the kernel's high-water mark (VmHWM) and tracemalloc's peak
         are reset before each top-level statement and read after it, so a peak shorter than the
-        sampling interval is still caught and tied to its line. With tracemalloc (``--trace``), the
-        blocks still allocated at the end are charged to the line of your code (cell or file) that
-        made them; by default it starts only once memory grows, as it slows allocation-heavy code.
+        sampling interval is still caught and tied to its line. By default the sampler also notes the
+        line of your code running at each sample and charges the growth since the previous sample to
+        it (cheap, sampled). With tracemalloc (``--trace on``) the blocks still allocated at the end
+        are charged exactly to the line that made them, at a cost on allocation-heavy code.
         On CUDA: allocated/reserved memory over time, the peak (max_memory_allocated), and the blocks
         live at the peak from the allocator's history. Shows a chart with the peak marked and a text
         summary, and records the peak and increment in the ledger.
