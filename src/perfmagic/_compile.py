@@ -45,7 +45,7 @@ def register_source(source: str, filename: str) -> None:
 
 def compile_cell(source: str, namespace: dict[str, Any], filename: str = "<perfmagic-cell>") -> CompiledCell:
     """Compile ``source`` once into a ``run(n)`` callable whose globals are ``namespace``."""
-    if filename not in linecache.cache:
+    if filename not in linecache.cache or filename.startswith("<perfmagic"):  # our default names are reused
         register_source(source, filename)
     tree = ast.parse(source, filename, "exec")
     compile(tree, filename, "exec")  # validates against module rules (return/await/yield outside...)

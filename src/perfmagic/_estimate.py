@@ -52,27 +52,6 @@ PLAUSIBLE_MAX_S = 1e8  # ~3 years
 
 # ---- memory helpers ---------------------------------------------------------------------------
 
-_LIBC: Any = None
-
-
-def _malloc_trim() -> None:
-    """Give freed heap memory back to the system (glibc), so the next run's RSS peak is its own."""
-    global _LIBC
-    if _LIBC is None:
-        try:
-            import ctypes
-
-            _LIBC = ctypes.CDLL("libc.so.6")
-            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
-        except (OSError, AttributeError):
-            _LIBC = False
-    if _LIBC:
-        try:
-            _LIBC.malloc_trim(0)
-        except Exception:  # pragma: no cover
-            pass
-
-
 def available_memory(device: str) -> tuple[int | None, str]:
     """Bytes available now for a new allocation: free GPU memory on CUDA, available RAM otherwise."""
     if device.startswith("cuda"):
@@ -509,10 +488,10 @@ class _Runner:
     def once(self, n: int | None, *, memory: bool = True, trace: bool = False, clean: bool = True,
              ) -> tuple[float, int | None, int | None, int | None]:
         """One run: (seconds, RSS peak increase, traced peak, CUDA peak); the cell's exceptions propagate."""
-        from ._memory import _reset_hwm, _status_kib, current_rss
+        from ._memory import _reset_hwm, _status_kib, current_rss, malloc_trim
 
         if clean:  # freed heap back to the system: this run's RSS peak is its own (~1 ms; gc.collect is not
-            _malloc_trim()  # worth its tens of ms on a big heap: reference counting has freed the last run)
+            malloc_trim()  # worth its tens of ms on a big heap: reference counting has freed the last run)
         torch = sys.modules.get("torch") if self.device.startswith("cuda") else None
         cuda_base = None
         if memory and torch is not None:

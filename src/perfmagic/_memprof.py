@@ -58,7 +58,7 @@ from typing import Any
 
 from ._errors import BadOptionError, BenchInterrupted, PerfmagicError
 from ._format import fmt_bytes, fmt_time
-from ._memory import _reset_hwm
+from ._memory import _reset_hwm, malloc_trim
 
 DEFAULT_INTERVAL_S = 0.01
 NFRAME = 8           # frames tracemalloc keeps when perfmagic starts it (enough to reach the user's line)
@@ -159,7 +159,7 @@ def compile_statements(source: str, ns: dict[str, Any], filename: str) -> list[S
     raises :class:`PerfmagicError` with the way out.
     """
     __tracebackhide__ = True
-    if filename not in linecache.cache:
+    if filename not in linecache.cache or filename.startswith("<perfmagic"):  # our default names are reused
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST)  # not ast.parse: no stdlib frame in tracebacks
     try:
@@ -836,6 +836,7 @@ class _Recorder:
             self.cuda_base = int(self.torch.cuda.memory_allocated(self.cuda))
             self.cuda_peak = self.cuda_base
             self._start_history()
+        malloc_trim()  # heap freed by earlier cells back to the system: the cell's growth shows in RSS
         self.rss0 = self.reader() if self.reader.method != "unavailable" else None
         self.t0 = time.perf_counter()
         self._sample()
