@@ -16,7 +16,8 @@ slow), with ``trace="off"`` (``--no-trace``: RSS sampler + per-statement VmHWM o
 information, under ``perfmagic.lineprof`` on the workload's function. For the default mode the
 table also gives the share of the sampled RSS growth that was charged to a line inside the
 workload's function (where all of it happens). Modes are interleaved round by round and the median of the rounds is reported; the
-overhead is on the cell's own run time (``MemoryResult.wall_s``), and the total time of the call
+overhead is on the cell's own run time (``MemoryResult.wall_s``; the plain run starts, as ``%%memory``
+does, from a heap whose freed memory was handed back with ``malloc_trim``), and the total time of the call
 (start/stop, snapshot and site grouping included) is shown beside it. The first-sample delay is the
 time from the cell's start to the sampler thread's first sample (interval 10 ms): the thread needs
 the GIL, so a CPU-bound cell delays it by up to the interpreter's switch interval (5 ms).
@@ -74,6 +75,7 @@ def main() -> None:
     args = ap.parse_args()
     import perfmagic._lineprof as LP
     import perfmagic._memprof as MP
+    from perfmagic._memory import malloc_trim
 
     rounds = 2 if args.quick else 5
     target = 0.2
@@ -96,6 +98,7 @@ def main() -> None:
         ns[wl](sizes[wl])  # warm
         for _ in range(rounds):
             stmts = MP.compile_statements(code, ns, "<bench-cell>")
+            malloc_trim()  # the heap as %%memory leaves it before a cell: freed memory handed back
             t = time.perf_counter()
             for st in stmts:
                 st.run()
@@ -143,8 +146,9 @@ def main() -> None:
              "to a line inside the workload's function (— when RSS grew less than 1 MiB). `--trace auto` = "
              "tracemalloc (8 frames) once RSS has grown 16 MiB (*auto* column: whether it started); `--trace on` = "
              "tracemalloc from the first line; `--no-trace` = sampler + VmHWM only, no line located. Overhead is on "
-             "the cell's run time; \"total\" adds start/stop and building the result. Target: `%%memory` adds at "
-             "most 10%.", "",
+             "the cell's run time; \"total\" adds start/stop and building the result. *plain* runs the same "
+             "statements with no probe, from a heap trimmed as `%%memory` trims it (`malloc_trim`: freed memory "
+             "handed back, so both sides pay the page faults of fresh memory). Target: `%%memory` adds at most 10%.", "",
              "| workload | plain | %%memory (cell) | overhead | growth in fn | total | --trace auto | overhead | auto | "
              "--trace on | overhead | --no-trace | overhead | %%lineprof | overhead |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

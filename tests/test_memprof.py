@@ -122,6 +122,10 @@ def test_sampled_sites_of_a_cell_that_does_not_grow() -> None:
     r = memory("s = 0\nfor i in range(300_000):\n    s += i * i\n", globals={})
     assert r.tracing == "sample" and r.main_growth_sites == ()
     assert "no growth between samples" in r.text()
+    # a statement faster than one interval has no sample of its own: the end sample's growth goes to it
+    r = memory("a = 1\nx = bytearray(60 * 2**20)\n", globals={})
+    top = r.main_growth_sites[0]
+    assert top.label == "<perfmagic-memory> line 2" and top.size_bytes >= 50 * MiB, r.text()
     # off: no line is located at all
     r = memory(GROWER, globals={}, trace="off")
     assert r.tracing == "off" and set(r.where) == {-1} and r.growth_sites == () and "where RSS grew" not in r.text()

@@ -409,21 +409,51 @@ class MemoryResult:
     def growth_sites(self) -> tuple[AllocSite, ...]:
         """Where RSS grew: each sample's growth over the previous one, charged to the line running at it.
 
-        ``size_bytes`` is the growth summed over the samples taken on that line (drops are not
-        subtracted: memory freed elsewhere must not hide a line that allocates), ``count`` the samples.
+        ``size_bytes`` is the growth summed over the samples charged to that line (drops are not
+        subtracted: memory freed elsewhere must not hide a line that allocates), ``count`` the samples
+        taken on it. A sample that found no line of user code (the cell was between statements, or it
+        is the end sample) charges its growth to the statement that ran most of the interval: to the
+        last line sampled in that statement if there is one, else to the statement's own line.
         """
         if not self.where or len(self.where) != len(self.rss_bytes):
             return ()
-        grew: dict[int, list[int]] = {}
+        spans = [(st.start_s, st.end_s) for st in self.statements]
+
+        def statement_at(t0: float, t1: float) -> int | None:
+            best, idx = 0.0, None
+            for i, (a, b) in enumerate(spans):
+                ov = min(b, t1) - max(a, t0)
+                if ov > best:
+                    best, idx = ov, i
+            return idx
+
+        def statement_of(t: float) -> int | None:
+            return next((i for i, (a, b) in enumerate(spans) if a <= t <= b), None)
+
+        grew: dict[Any, list[int]] = {}
+        last: tuple[int, int | None] | None = None  # (site, statement) of the last located sample
         for k in range(1, len(self.rss_bytes)):
-            w = self.where[k]
-            if w < 0:
+            w, d = self.where[k], max(self.rss_bytes[k] - self.rss_bytes[k - 1], 0)
+            if w >= 0:
+                last = (w, statement_of(self.t_s[k]))
+                a = grew.setdefault(w, [0, 0])
+                a[0] += d
+                a[1] += 1
+            elif d and self.tracing != "off":  # located nothing: charge the statement that ran meanwhile
+                i = statement_at(self.t_s[k - 1], self.t_s[k])
+                if i is None:
+                    continue
+                key: Any = last[0] if last is not None and last[1] == i else ("statement", i)
+                grew.setdefault(key, [0, 0])[0] += d
+        out = []
+        for key, (size, n) in grew.items():
+            if size <= 0:
                 continue
-            a = grew.setdefault(w, [0, 0])
-            a[0] += max(self.rss_bytes[k] - self.rss_bytes[k - 1], 0)
-            a[1] += 1
-        out = [AllocSite(*self.where_sites[w][:2], size, n, self.where_sites[w][2])
-               for w, (size, n) in grew.items() if size > 0]
+            if isinstance(key, tuple):
+                st = self.statements[key[1]]
+                out.append(AllocSite(st.label, st.text, size, n, "cell"))
+            else:
+                out.append(AllocSite(*self.where_sites[key][:2], size, n, self.where_sites[key][2]))
         out.sort(key=lambda s: (-s.size_bytes, -s.count))
         return tuple(out)
 
