@@ -118,6 +118,7 @@ def main() -> None:
                 res["trace_on"].append(MP.memory(code, globals=ns, filename="<bench-cell>", trace="on").wall_s)
             first_samples.setdefault(wl, []).append(r.first_sample_s if r.first_sample_s is not None else float("nan"))
             res["no_trace"].append(MP.memory(code, globals=ns, filename="<bench-cell>", trace=False).wall_s)
+            malloc_trim()  # same starting heap as the others
             lr = LP.lineprof(code, [ns[wl]], globals=ns, filename="<bench-cell>")
             res["lineprof"].append(lr.wall_s)
         med = {k: statistics.median(v) if v else float("nan") for k, v in res.items()}
