@@ -153,6 +153,8 @@ def main() -> None:
         if f is not None:
             frac.append(f)
         model = r.time_fit.best.describe() if r.time_fit else "—"
+        if r.speed_factors:  # the largest correction for the machine's speed (drift guard)
+            model += f" (speed ±{max(abs(1 / f - 1) for f in r.speed_factors):.0%})"
         row = (f"| {name} | {N:,} | {model} | {C.fmt_time(r.predicted_s) if r.reliable else 'unreliable'} | "
                f"{C.fmt_time(a.seconds)} | {te:+.1%} | "
                f"{(r.peak_bytes or 0) / 2**20:,.0f} | {(a.peak_bytes or 0) / 2**20:,.0f} | "
@@ -183,7 +185,8 @@ def main() -> None:
     lines = [C.header("Estimates (%%estimate): predicted vs actual"), "",
              f"Full runs calibrated to about {target:.0f} s each; `estimate()` with its defaults (measure ≤ 3 s and ≤ 10% "
              "of the predicted full run), then the full run. *naive log-log* and *big_O* are fitted on the same "
-             "measured points as perfmagic. Memory is the RSS high-water mark above the level before the run. Errors are "
+             "measured points as perfmagic (its raw times: the speed correction is perfmagic's own; *(speed ±x%)* after "
+             "the model gives the largest correction it made). Memory is the RSS high-water mark above the level before the run. Errors are "
              "(predicted − actual) / actual: + is an over-prediction. An *unreliable* estimate prints no number and counts "
              "as a miss (its error is that of the number it declined to print).", "",
              "| workload | full size | perfmagic model | predicted | actual | time error | predicted peak MiB | "

@@ -336,7 +336,9 @@ def _virtual_scaling(monkeypatch, f, N, seed=0):
     from perfmagic import _estimate
 
     clock = [0.0]
-    monkeypatch.setattr(_estimate, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(_estimate, "time", types.SimpleNamespace(perf_counter=lambda: clock[0],
+                                                                 process_time=lambda: clock[0]))
+    monkeypatch.setattr(_estimate, "reference_time", lambda duration: 20e-6)  # a machine of constant speed
     return _estimate._scaling(_VirtualRunner(f, clock, seed), N, "n", "x", "cpu", 3.0, 0.10, None, False, None, [])
 
 
@@ -387,3 +389,27 @@ def test_free_exponent_must_earn_its_place() -> None:
     sel = select(ns, ys, 2**18)
     assert sel.best.name in ("n^k", "n^k log n"), sel.best
     assert abs(sel.predicted / (1e-4 + 1e-7 * (2**18) ** 1.5) - 1) < 0.15
+
+
+def _swung(cpu_share: float, swing: dict[int, float]) -> list[Point]:
+    """n² behind 50 ms, measured while the machine's speed swung: every time and its reference scaled alike."""
+    out = []
+    for n in (256, 512, 1024, 2048, 2896):
+        slow = swing.get(n, 1.0)
+        out.append(Point(n, ((0.05 + 5e-8 * n * n) * slow,), ref_s=20e-6 * slow, cpu_share=cpu_share))
+    return out
+
+
+def test_speed_swings_are_corrected_by_the_drift_guard() -> None:
+    N, actual = 17_000, 0.05 + 5e-8 * 17_000**2
+    swing = {1024: 1.45, 2048: 0.85}  # a slow phase, then a fast one: the curve reads as n^1.2 above the overhead
+    raw = analyse_scaling([Point(p.n, p.times) for p in _swung(1.0, swing)], N=N)
+    fixed = analyse_scaling(_swung(1.0, swing), N=N)
+    assert fixed.speed_factors and fixed.speed_factors[2] == pytest.approx(1 / 1.45, rel=0.01)
+    assert abs(fixed.predicted_s / actual - 1) < 0.05, fixed.text()
+    assert abs(raw.predicted_s / actual - 1) > 0.15  # the planted swing really misleads an uncorrected fit
+    assert "corrected for the machine's own speed" in fixed.text() and "45% slower at n=1,024" in fixed.text()
+    # a sleeping (not CPU-bound) cell does not slow down with the CPU: no correction
+    assert analyse_scaling(_swung(0.05, swing), N=N).speed_factors == ()
+    # swings within ±5%: the correction would only add the reference's own noise
+    assert analyse_scaling(_swung(1.0, {1024: 1.03}), N=N).speed_factors == ()

@@ -38,6 +38,7 @@ from . import _stats
 from ._costmodel import Selection, invert, local_slopes, select
 from ._errors import BadOptionError, BenchInterrupted, PerfmagicError
 from ._format import fmt_bytes, fmt_time
+from ._reference import reference_time
 
 DEFAULT_MEASURE_S = 3.0
 DEFAULT_MAX_FRACTION = 0.10
@@ -48,6 +49,8 @@ MIN_MEASURE_S = 0.3  # the fraction cap never stops the measuring before this mu
 MEM_HEADROOM = 0.9  # a run "fits" in memory when its peak stays under 90% of what is available
 UNRELIABLE_SPREAD = 10.0  # interval high/low beyond this: the fit cannot be trusted
 PLAUSIBLE_MAX_S = 1e8  # ~3 years
+SPEED_GUARD_MIN_S = 0.02  # points expected to take at least this long are timed beside the reference workload
+SPEED_TOLERANCE = 0.05    # machine speed within ±5% of typical at every point: no correction
 
 
 # ---- memory helpers ---------------------------------------------------------------------------
@@ -86,6 +89,8 @@ class Point:
     traced_peak: int | None = None
     cuda_peak: int | None = None
     rss_after: tuple[int, ...] = ()
+    ref_s: float | None = None      # the drift guard's reference workload timed around this point
+    cpu_share: float | None = None  # this process's CPU time / wall time over the point's runs
 
     @property
     def time(self) -> float:
@@ -149,6 +154,7 @@ class EstimateResult:
     measured_full: bool = False
     actual: Actual | None = None
     notes: tuple[str, ...] = field(default=())
+    speed_factors: tuple[float, ...] = ()  # per point: the machine's typical speed / its speed then (fit only)
 
     # ---- derived --------------------------------------------------------------------------
     @property
@@ -361,10 +367,12 @@ class EstimateResult:
 
         ax, mx = fig.subplots(1, 2)
         ns = np.array([p.n for p in self.points], float)
-        ts = np.array([p.time for p in self.points])
-        lo_t = np.array([min(p.times) for p in self.points])
-        hi_t = np.array([max(p.times) for p in self.points])
-        ax.errorbar(ns, ts, yerr=[ts - lo_t, hi_t - ts], fmt="o", ms=4, color="tab:blue", label="measured (min–max)")
+        f = np.array(self.speed_factors if len(self.speed_factors) == len(self.points) else [1.0] * len(self.points))
+        ts = np.array([p.time for p in self.points]) * f
+        lo_t = np.array([min(p.times) for p in self.points]) * f
+        hi_t = np.array([max(p.times) for p in self.points]) * f
+        what = "measured (min–max)" + (", speed-corrected" if self.speed_factors else "")
+        ax.errorbar(ns, ts, yerr=[ts - lo_t, hi_t - ts], fmt="o", ms=4, color="tab:blue", label=what)
         N, top = float(self.full), float(ns.max())
         if self.time_fit is not None:
             xs = np.geomspace(ns.min(), max(N, top), 200)
@@ -630,6 +638,11 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
 
     def measure_at(s: int, expected: float) -> Point:
         times, rss, traced = [], [], None
+        # the drift guard around points that take a while: this machine's speed can swing by a third
+        # within seconds, which bends the curve (see analyse_scaling); 3 ms of reference before and after
+        guard = expected >= SPEED_GUARD_MIN_S and not dev.startswith("cuda")
+        ref0 = reference_time(0.003) if guard else None
+        cpu0, wall0 = time.process_time(), time.perf_counter()
         # malloc_trim before a run costs up to ~1 ms: worth it where the run is long enough to matter
         t, r, _, c = runner.once(s, memory=memory, clean=expected > 5e-4)
         times.append(t)
@@ -651,11 +664,14 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
             if r2 is not None:
                 rss.append(r2)
             c = max(c or 0, c2 or 0) if (c is not None or c2 is not None) else None
+        wall = time.perf_counter() - wall0
+        cpu_share = (time.process_time() - cpu0) / wall if wall > 0 else None
+        ref = (ref0 + reference_time(0.003)) / 2 if ref0 is not None else None
         # tracing can slow allocation-heavy Python 30-fold: trace only while that stays within 5% of the budget
         if trace_ok and not final and traced_spent[0] + 30 * t < 0.05 * measure_s:
             tt, _, traced, _ = runner.once(s, memory=False, trace=True, clean=False)
             traced_spent[0] += tt
-        return Point(s, tuple(times), tuple(rss), traced, c)
+        return Point(s, tuple(times), tuple(rss), traced, c, ref_s=ref, cpu_share=cpu_share)
 
     plan = list(sizes) if sizes is not None else None
     s = plan[0] if plan else max(1, N // 2**16)
@@ -746,6 +762,26 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
     return replace(res, status="interrupted" if interrupted else "ok")
 
 
+def speed_factors(points: Sequence[Point], device: str = "cpu") -> tuple[float, ...]:
+    """Per point, the machine's typical speed over its speed at that point (1.0 where not guarded).
+
+    Empty (no correction) unless the work is CPU-bound (the process kept at least 0.7 cores busy: a
+    sleeping or GPU-bound cell does not slow down with the CPU clock), at least two points carry a
+    reference time, and some point ran more than ``SPEED_TOLERANCE`` away from the typical speed
+    (closer than that, the correction would add the reference's own noise).
+    """
+    if device.startswith("cuda"):
+        return ()
+    guarded = [p for p in points if p.ref_s and p.cpu_share is not None]
+    if len(guarded) < 2 or _stats.median([p.cpu_share for p in guarded]) < 0.7:
+        return ()
+    typical = _stats.median([p.ref_s for p in guarded])
+    out = tuple(typical / p.ref_s if p.ref_s and p.cpu_share is not None else 1.0 for p in points)
+    if all(abs(f - 1) <= SPEED_TOLERANCE for f in out):
+        return ()
+    return out
+
+
 def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: str = "", device: str = "cpu",
                     spent_s: float = 0.0, measure_s: float = DEFAULT_MEASURE_S,
                     max_fraction: float = DEFAULT_MAX_FRACTION, failures: Sequence[tuple[int, str]] = (),
@@ -756,6 +792,18 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     base = dict(mode="scaling", var=var, full=float(N), code=code, device=device, points=tuple(pts), warmup=(),
                 failures=tuple(failures), spent_s=spent_s, measure_budget_s=measure_s, max_fraction=max_fraction,
                 notes=tuple(notes), memory_source=memory_source)
+    factors = speed_factors(pts, device)
+    if factors:
+        base["speed_factors"] = factors
+        slow = max(range(len(pts)), key=lambda i: 1 / factors[i])
+        fast = min(range(len(pts)), key=lambda i: 1 / factors[i])
+        notes = (*notes, f"times corrected for the machine's own speed (the drift guard's fixed workload, timed "
+                         f"around each size): it ran {abs(1 / factors[fast] - 1) * 100:.0f}% faster at "
+                         f"{var}={pts[fast].n:,} and {(1 / factors[slow] - 1) * 100:.0f}% slower at "
+                         f"{var}={pts[slow].n:,} than its typical speed")
+        base["notes"] = tuple(notes)
+    raw_pts = pts
+    pts = [replace(p, times=tuple(t * f for t in p.times)) for p, f in zip(pts, factors)] if factors else pts
     all_t = [p.time for p in pts]
     if len(pts) >= 3 and pts[-1].n >= 16 * pts[0].n and max(all_t) < 1.25 * min(all_t):
         c = local_slopes([float(p.n) for p in pts], all_t)
@@ -763,7 +811,7 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
             warnings.append(f"the time does not change with {var} ({fmt_time(min(all_t))} – {fmt_time(max(all_t))} "
                             f"over sizes {pts[0].n:,} – {pts[-1].n:,}): does the cell use {var}?")
     if pts and pts[-1].n >= N:  # the full size itself was measured
-        p = pts[-1]
+        p = raw_pts[-1]
         mem = p.memory()
         return EstimateResult(predicted_s=p.time, low_s=min(p.times), high_s=max(p.times), peak_bytes=mem,
                               peak_low=mem, peak_high=mem, reliable=True, measured_full=True,
