@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -69,6 +71,26 @@ def shell(ledger_dir: Any, monkeypatch: Any) -> Any:
     finally:
         ip.run_line_magic("unload_ext", "perfmagic")
         ip.display_pub = old_pub
+
+
+@contextlib.contextmanager
+def slow_gc_heap(min_collect_s: float) -> Iterator[float]:
+    """A planted heap whose full ``gc.collect()`` takes at least ``min_collect_s`` (a notebook with torch
+    loaded: ~0.3 s), or as long as 6 million small objects make it; yields the collection's time."""
+    import gc
+    import time
+
+    heap: list = []
+    collect_s = 0.0
+    while collect_s < min_collect_s and len(heap) < 6_000_000:
+        heap.extend({"a": [i]} for i in range(500_000))
+        t = time.perf_counter()
+        gc.collect()
+        collect_s = time.perf_counter() - t
+    try:
+        yield collect_s
+    finally:
+        del heap
 
 
 def spin_loop(k: int) -> int:

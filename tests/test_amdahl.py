@@ -99,19 +99,10 @@ def test_recovers_planted_serial_fraction(pool, s) -> None:
 def test_sleeping_threads_are_not_gil_bound_when_a_collection_is_slow(pool) -> None:
     # planted: a heap whose full collection (run by the engine before each measurement) costs about
     # a budget's worth of one core; sleeping threads must still read as waiting, not as one busy core
-    import gc
+    from tests.conftest import slow_gc_heap
 
-    heap: list = []
-    collect_s = 0.0
-    while collect_s < 0.25 and len(heap) < 6_000_000:
-        heap.extend({"a": [i]} for i in range(500_000))
-        t = time.perf_counter()
-        gc.collect()
-        collect_s = time.perf_counter() - t
-    try:
+    with slow_gc_heap(0.25) as collect_s:
         r = amdahl(planted(pool, 0.3), [1, 2, 4], **FAST)
-    finally:
-        del heap
     busy = [p.own_cores for p in r.points]
     assert not r.gil and max(busy) < 0.5, (r.text(), busy, collect_s)
 

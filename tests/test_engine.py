@@ -12,7 +12,7 @@ import pytest
 import perfmagic
 from perfmagic import BadOptionError, BenchInterrupted, SetupError
 
-from .conftest import spin_loop
+from .conftest import slow_gc_heap, spin_loop
 
 
 def test_sleep_5ms_is_timed_within_5_0_to_5_8_ms() -> None:
@@ -226,17 +226,8 @@ def test_setup_code_is_not_charged_to_the_budget() -> None:
 def test_full_collection_of_a_big_heap_is_not_charged_to_the_budget() -> None:
     # planted: a heap whose full collection takes a large part of the budget (torch loaded in a
     # notebook: ~0.3 s). The engine collects before it disables the GC; that is preparation.
-    heap: list = []
-    collect_s = 0.0
-    while collect_s < 0.35 and len(heap) < 6_000_000:  # grown until a collection costs > the budget
-        heap.extend({"a": [i]} for i in range(500_000))
-        t = time.perf_counter()
-        gc.collect()
-        collect_s = time.perf_counter() - t
-    try:
+    with slow_gc_heap(0.35) as collect_s:  # a collection costs more than the budget
         r = _best_of(3, lambda: perfmagic.bench("sum(range(100))", budget=0.3, memory=False),
                      lambda r: r.wall_s <= 0.3 + 0.05 and r.n_samples >= 5)
         assert r.n_samples >= 5, (r, collect_s)
         assert r.wall_s <= 0.3 + 0.05, (r.wall_s, collect_s)
-    finally:
-        del heap

@@ -39,14 +39,18 @@ class CompiledCell:
 
 
 def register_source(source: str, filename: str) -> None:
-    """Make tracebacks able to show the source lines of ``filename``."""
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    """Make tracebacks able to show the source lines of ``filename``.
+
+    A name already known keeps its source (IPython registered the cell under it), except perfmagic's own
+    default names (``<perfmagic-…>``), which every call without a filename reuses for new code.
+    """
+    if filename not in linecache.cache or filename.startswith("<perfmagic"):
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
 
 
 def compile_cell(source: str, namespace: dict[str, Any], filename: str = "<perfmagic-cell>") -> CompiledCell:
     """Compile ``source`` once into a ``run(n)`` callable whose globals are ``namespace``."""
-    if filename not in linecache.cache or filename.startswith("<perfmagic"):  # our default names are reused
-        register_source(source, filename)
+    register_source(source, filename)
     tree = ast.parse(source, filename, "exec")
     compile(tree, filename, "exec")  # validates against module rules (return/await/yield outside...)
     body = list(tree.body)

@@ -56,6 +56,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ._compile import register_source
 from ._errors import BadOptionError, BenchInterrupted, PerfmagicError
 from ._format import fmt_bytes, fmt_time
 from ._memory import _reset_hwm, malloc_trim
@@ -159,8 +160,7 @@ def compile_statements(source: str, ns: dict[str, Any], filename: str) -> list[S
     raises :class:`PerfmagicError` with the way out.
     """
     __tracebackhide__ = True
-    if filename not in linecache.cache or filename.startswith("<perfmagic"):  # our default names are reused
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    register_source(source, filename)
     tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST)  # not ast.parse: no stdlib frame in tracebacks
     try:
         compile(tree, filename, "exec")
@@ -657,10 +657,12 @@ class MemoryResult:
     def sites_html(self) -> str:
         import html
 
-        rows = "".join(f"<tr><td>{fmt_bytes(s.size_bytes)}</td><td>{s.count}</td><td>{html.escape(s.label)}</td>"
-                       f"<td><code>{html.escape(s.text)}</code></td></tr>" for s in self.sites + self.cuda_sites)
-        grown = "".join(f"<tr><td>+{fmt_bytes(s.size_bytes)}</td><td>{s.count}</td><td>{html.escape(s.label)}</td>"
-                        f"<td><code>{html.escape(s.text)}</code></td></tr>" for s in self.main_growth_sites)
+        def table_rows(sites: tuple[AllocSite, ...], sign: str = "") -> str:
+            return "".join(f"<tr><td>{sign}{fmt_bytes(s.size_bytes)}</td><td>{s.count}</td><td>{html.escape(s.label)}"
+                           f"</td><td><code>{html.escape(s.text)}</code></td></tr>" for s in sites)
+
+        rows = table_rows(self.sites + self.cuda_sites)
+        grown = table_rows(self.main_growth_sites, "+")
         out = ""
         if rows or not grown:
             out += ("<table style='font-size:12px'><tr><th>size</th><th>blocks</th><th>where</th><th>line</th></tr>"
