@@ -140,6 +140,15 @@ def main() -> None:
               f"spent {r.spent_s:.2f} s; warnings {list(r.warnings)}", file=sys.stderr, flush=True)
         nx, tx = [float(x) for x, _ in pts], [y for _, y in pts]
         naive = naive_loglog(nx, tx, N)
+        # the same points with the drift guard's speed correction (off by default): would it earn its place?
+        from perfmagic._estimate import analyse_scaling
+
+        corr = analyse_scaling(r.points, N=N, correct_speed=True)
+        unc = (f"{corr.predicted_s / a.seconds - 1:+.1%}" + ("" if corr.reliable else " (unreliable)")
+               if a and a.status == "ok" and corr.predicted_s else "—")
+        if corr.speed_factors:
+            unc += f" (±{max(abs(1 / f - 1) for f in corr.speed_factors):.0%})"
+
         bo_name, bo = big_o_pick(nx, tx, N)
         # errors as (predicted − actual) / actual: + is an over-prediction
         te = r.predicted_s / a.seconds - 1 if a and a.status == "ok" and r.predicted_s else None
@@ -153,16 +162,14 @@ def main() -> None:
         if f is not None:
             frac.append(f)
         model = r.time_fit.best.describe() if r.time_fit else "—"
-        if r.speed_factors:  # the largest correction for the machine's speed (drift guard)
-            model += f" (speed ±{max(abs(1 / f - 1) for f in r.speed_factors):.0%})"
         row = (f"| {name} | {N:,} | {model} | {C.fmt_time(r.predicted_s) if r.reliable else 'unreliable'} | "
                f"{C.fmt_time(a.seconds)} | {te:+.1%} | "
                f"{(r.peak_bytes or 0) / 2**20:,.0f} | {(a.peak_bytes or 0) / 2**20:,.0f} | "
                f"{me:+.1%} | " if me is not None else
                f"| {name} | {N:,} | {model} | {C.fmt_time(r.predicted_s) if r.reliable else 'unreliable'} | "
                f"{C.fmt_time(a.seconds)} | {te:+.1%} | — | — | — | ")
-        row += (f"{f:.1%} | {naive / a.seconds - 1:+.1%} | {bo_name} {bo / a.seconds - 1:+.1%} |" if bo else
-                f"{f:.1%} | {naive / a.seconds - 1:+.1%} | {bo_name} |")
+        row += (f"{f:.1%} | {unc} | {naive / a.seconds - 1:+.1%} | {bo_name} {bo / a.seconds - 1:+.1%} |" if bo else
+                f"{f:.1%} | {unc} | {naive / a.seconds - 1:+.1%} | {bo_name} |")
         rows.append(row)
         print(row, flush=True)
     # the per-iteration form: a planted step of 10 ms (sleep) plus a little compute
@@ -175,7 +182,7 @@ def main() -> None:
     terr.append(abs(te))
     frac.append(f)
     row = (f"| per-iteration step (10 ms sleep + loop) | {total:,} units | mean × units | {C.fmt_time(r.predicted_s)} | "
-           f"{C.fmt_time(a.seconds)} | {te:+.1%} | — | — | — | {f:.1%} | — | — |")
+           f"{C.fmt_time(a.seconds)} | {te:+.1%} | — | — | — | {f:.1%} | — | — | — |")
     rows.append(row)
     print(row)
     wall = time.perf_counter() - t_all
@@ -185,13 +192,15 @@ def main() -> None:
     lines = [C.header("Estimates (%%estimate): predicted vs actual"), "",
              f"Full runs calibrated to about {target:.0f} s each; `estimate()` with its defaults (measure ≤ 3 s and ≤ 10% "
              "of the predicted full run), then the full run. *naive log-log* and *big_O* are fitted on the same "
-             "measured points as perfmagic (its raw times: the speed correction is perfmagic's own; *(speed ±x%)* after "
-             "the model gives the largest correction it made). Memory is the RSS high-water mark above the level before the run. Errors are "
+             "measured points as perfmagic. *with speed correction* is perfmagic's fit of the same points with the drift "
+             "guard's speed correction switched on (`analyse_scaling(..., correct_speed=True)`, off by default; *(±x%)* is the "
+             "largest correction it made). Memory is the RSS high-water mark above the level before the run. Errors are "
              "(predicted − actual) / actual: + is an over-prediction. An *unreliable* estimate prints no number and counts "
              "as a miss (its error is that of the number it declined to print).", "",
              "| workload | full size | perfmagic model | predicted | actual | time error | predicted peak MiB | "
-             "actual peak MiB | memory error | measuring / full run | naive log-log error | big_O pick, error |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|", *rows, "",
+             "actual peak MiB | memory error | measuring / full run | perfmagic with speed correction | "
+             "naive log-log error | big_O pick, error |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|", *rows, "",
              f"**Median |time error| {med_t:.1%}** (target ≤ 10%), **median |memory error| {med_m:.1%}** (target ≤ 15%), "
              f"**median measuring cost {med_f:.1%} of the full run** (target ≤ 10%); whole benchmark {wall:.0f} s."]
     body = "\n".join(lines)

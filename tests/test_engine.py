@@ -180,6 +180,19 @@ def test_peak_memory_sees_a_planted_allocation() -> None:
         assert r.memory.rss_peak_increase_bytes >= 40 * 2**20
 
 
+def test_peak_memory_is_seen_when_the_heap_kept_the_pages_of_earlier_runs() -> None:
+    # 100k chunks of 1 KB from the malloc heap, then one small chunk above them: when the list is freed
+    # its chunks cannot fall back into the heap's top, so the heap keeps their pages, and the next run
+    # reuses them without a page fault. The memory call hands them back first (malloc_trim), so its
+    # RSS high-water mark sees the run's own 100 MB.
+    ns = {"keep": []}
+    r = perfmagic.bench("b = [bytes(1000) for _ in range(100_000)]\nkeep.append(bytes(1000))\ndel b",
+                        globals=ns, budget=0.3)
+    assert r.memory is not None
+    if r.memory.rss_method == "vmhwm":
+        assert r.memory.rss_peak_increase_bytes >= 60 * 2**20, r.memory
+
+
 def test_fixed_warmup_runs_that_many_calls() -> None:
     r = perfmagic.bench("time.sleep(0.001)", "import time", warmup=7, memory=False)
     assert r.policy["warmup_calls"] == 7

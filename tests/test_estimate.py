@@ -139,7 +139,8 @@ def test_linear_workload(spin_200us) -> None:
     # spin_200us iterations take ~200 µs: a full run of ~1.5 s
     N = int(spin_200us * 7500)
     r = _predict_and_check("spin(n)", NS, N, tol=0.3, attempts=3)
-    assert r.time_fit is not None and 0.85 <= r.time_fit.best.exponent() <= 1.2, r.text()
+    # n^0.85·ln n grows about as n over the measured range: the bound is loose for a CPU-bound loop
+    assert r.time_fit is not None and 0.8 <= r.time_fit.best.exponent() <= 1.2, r.text()
     assert r.largest_measured < N
 
 
@@ -253,6 +254,50 @@ def test_unreliable_fit_prints_no_number() -> None:
     assert "unreliable" in r.headline()
     assert gate(r, budget=60).verdict == "unknown"
 
+
+def _jumped(n: int) -> float:
+    """Linear, but 8× dearer per element from 50k on (the cyclic GC starting full collections)."""
+    return 1e-7 * n if n < 50_000 else 8e-7 * n
+
+
+def test_a_jump_below_the_top_sizes_gives_no_number() -> None:
+    sizes = (3_000, 6_000, 12_000, 24_000, 48_000, 96_000, 192_000, 384_000)
+    r = analyse_scaling([Point(n, (_jumped(n),)) for n in sizes], N=12_000_000)
+    assert not r.reliable
+    assert "no estimate: the cost changed its growth" in r.headline(), r.headline()
+    assert "jumped 16.0× between n=48,000 and 96,000" in r.unreliable_why
+    assert gate(r, budget=60).verdict == "unknown"
+    # the same sizes without the jump: a plain linear prediction
+    ok = analyse_scaling([Point(n, (1e-7 * n,)) for n in sizes], N=12_000_000)
+    assert ok.reliable and ok.unreliable_why == "" and ok.predicted_s == pytest.approx(1.2, rel=0.05)
+
+
+def test_a_jump_inside_the_top_sizes_gives_no_number() -> None:
+    # measured on this VM (list of lists, 8 ints a row): the time grew 10× from 39k to 78k rows, then 1.75×
+    # for 2× the rows; across the top three sizes the slope reads as n², the last step as n^0.8
+    pts = [Point(n, (t,)) for n, t in ((2448, 0.0005), (4896, 0.0011), (9792, 0.0019), (19584, 0.0053),
+                                       (39168, 0.0117), (78336, 0.1169), (156672, 0.2045))]
+    r = analyse_scaling(pts, N=10_059_169)
+    assert not r.reliable and "jumped 10.0× between n=39,168 and 78,336" in r.unreliable_why, r.text()
+
+
+def test_overhead_regime_is_not_taken_for_a_jump() -> None:
+    # n² behind 50 ms: the top sizes are still leaving the overhead regime, and the model says so too
+    pts = [Point(n, (0.05 + 5e-8 * n * n,)) for n in (256, 512, 1024, 2048, 2896)]
+    r = analyse_scaling(pts, N=17_000)
+    assert r.reliable and r.unreliable_why == "", r.text()
+    assert r.predicted_s == pytest.approx(0.05 + 5e-8 * 17_000**2, rel=0.05)
+
+
+def test_memory_read_low_at_small_sizes_is_not_extrapolated_as_quadratic() -> None:
+    # RSS sees only part of a small run's heap (pages it already had): the peak per element rises towards
+    # 160 bytes; the largest sizes grow about linearly and the prediction must follow them, not n²
+    sizes = (6_000, 47_000, 94_000, 187_000, 375_000)
+    per = {6_000: 15, 47_000: 80, 94_000: 120, 187_000: 145, 375_000: 160}
+    pts = [Point(n, (1e-6 * n,), (per[n] * n,)) for n in sizes]
+    r = analyse_scaling(pts, N=12_000_000)
+    assert r.peak_bytes == pytest.approx(160 * 12_000_000, rel=0.25), r.text()
+    assert r.mem_fit is not None and r.mem_fit.best.name == "linear"
 
 def test_ctrl_c_while_measuring_fits_the_points_done() -> None:
     calls = {"k": 0}
@@ -400,16 +445,31 @@ def _swung(cpu_share: float, swing: dict[int, float]) -> list[Point]:
     return out
 
 
-def test_speed_swings_are_corrected_by_the_drift_guard() -> None:
+def test_speed_swings_are_reported_and_corrected_on_request() -> None:
     N, actual = 17_000, 0.05 + 5e-8 * 17_000**2
     swing = {1024: 1.45, 2048: 0.85}  # a slow phase, then a fast one: the curve reads as n^1.2 above the overhead
-    raw = analyse_scaling([Point(p.n, p.times) for p in _swung(1.0, swing)], N=N)
-    fixed = analyse_scaling(_swung(1.0, swing), N=N)
+    # by default the times stay as measured, and the swing is a warning
+    raw = analyse_scaling(_swung(1.0, swing), N=N)
+    assert raw.speed_factors == ()
+    assert abs(raw.predicted_s / actual - 1) > 0.15  # the planted swing really misleads an uncorrected fit
+    assert any("speed changed while measuring" in w and "45% slower at n=1,024" in w for w in raw.warnings)
+    fixed = analyse_scaling(_swung(1.0, swing), N=N, correct_speed=True)
     assert fixed.speed_factors and fixed.speed_factors[2] == pytest.approx(1 / 1.45, rel=0.01)
     assert abs(fixed.predicted_s / actual - 1) < 0.05, fixed.text()
-    assert abs(raw.predicted_s / actual - 1) > 0.15  # the planted swing really misleads an uncorrected fit
     assert "corrected for the machine's own speed" in fixed.text() and "45% slower at n=1,024" in fixed.text()
-    # a sleeping (not CPU-bound) cell does not slow down with the CPU: no correction
-    assert analyse_scaling(_swung(0.05, swing), N=N).speed_factors == ()
-    # swings within ±5%: the correction would only add the reference's own noise
-    assert analyse_scaling(_swung(1.0, {1024: 1.03}), N=N).speed_factors == ()
+    # a sleeping (not CPU-bound) cell does not slow down with the CPU: no correction, no warning
+    sleeping = analyse_scaling(_swung(0.05, swing), N=N, correct_speed=True)
+    assert sleeping.speed_factors == () and not any("speed changed" in w for w in sleeping.warnings)
+    # swings within ±5%: the correction would only add the reference's own noise; no warning either
+    small = analyse_scaling(_swung(1.0, {1024: 1.03}), N=N, correct_speed=True)
+    assert small.speed_factors == ()
+    assert not any("speed changed" in w for w in analyse_scaling(_swung(1.0, {1024: 1.10}), N=N).warnings)
+
+
+def test_only_the_cpu_part_of_a_run_is_corrected() -> None:
+    # a cell that is half waiting (sleep, I/O): only its CPU half slows down with the machine
+    swing = {1024: 1.45, 2048: 0.85}
+    half = analyse_scaling(_swung(0.5, swing), N=17_000, correct_speed=True)
+    typ = sorted(20e-6 * swing.get(n, 1.0) for n in (256, 512, 1024, 2048, 2896))[2]
+    assert half.speed_factors[2] == pytest.approx(1 + 0.5 * (typ / (20e-6 * 1.45) - 1))
+    assert "45% slower at n=1,024 and 15% faster at n=2,048" in half.text()

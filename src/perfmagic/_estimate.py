@@ -51,6 +51,10 @@ UNRELIABLE_SPREAD = 10.0  # interval high/low beyond this: the fit cannot be tru
 PLAUSIBLE_MAX_S = 1e8  # ~3 years
 SPEED_GUARD_MIN_S = 0.02  # points expected to take at least this long are timed beside the reference workload
 SPEED_TOLERANCE = 0.05    # machine speed within ±5% of typical at every point: no correction
+SPEED_WARN = 0.15  # without the correction, a speed change beyond ±15% while measuring is a warning
+TOP_SPAN = 3.0   # the top of the curve: the largest sizes, at least 3 of them, spanning at least this factor
+TOP_SLOPE_MISMATCH = 0.5  # the model's slope there differs from the points' by more: a regime change
+LAST_STEP_MISMATCH = 1.0  # the model's slope over the last step exceeds the points' by more, just past a jump
 
 
 # ---- memory helpers ---------------------------------------------------------------------------
@@ -154,7 +158,8 @@ class EstimateResult:
     measured_full: bool = False
     actual: Actual | None = None
     notes: tuple[str, ...] = field(default=())
-    speed_factors: tuple[float, ...] = ()  # per point: the machine's typical speed / its speed then (fit only)
+    speed_factors: tuple[float, ...] = ()  # per point, where the times were corrected for the machine's speed
+    unreliable_why: str = ""  # why the prediction is not printed, where it is not the width of the interval
 
     # ---- derived --------------------------------------------------------------------------
     @property
@@ -168,8 +173,8 @@ class EstimateResult:
 
     @property
     def measured_fraction(self) -> float | None:
-        """Measuring cost as a fraction of the predicted full run."""
-        if not self.predicted_s:
+        """Measuring cost as a fraction of the predicted full run (None where no prediction is trusted)."""
+        if not self.predicted_s or not self.reliable:
             return None
         return self.spent_s / self.predicted_s
 
@@ -207,6 +212,8 @@ class EstimateResult:
         what = f"estimate for {self._full_text()}: "
         if self.predicted_s is None:
             return what + "no estimate (" + (self.verdict_reasons[0] if self.verdict_reasons else "nothing measured") + ")"
+        if not self.reliable and self.unreliable_why:
+            return what + f"no estimate: {self.unreliable_why}"
         if not self.reliable:
             return (what + f"the fit is unreliable (it puts the full run anywhere from {fmt_time(self.low_s)} to "
                     f"{fmt_time(self.high_s)}); measure larger sizes, e.g. a longer measuring budget")
@@ -763,30 +770,85 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, measu
 
 
 def speed_factors(points: Sequence[Point], device: str = "cpu") -> tuple[float, ...]:
-    """Per point, the machine's typical speed over its speed at that point (1.0 where not guarded).
+    """Per point, the factor that brings its times to the machine's typical speed (1.0: no change).
 
-    Empty (no correction) unless the work is CPU-bound (the process kept at least 0.7 cores busy: a
-    sleeping or GPU-bound cell does not slow down with the CPU clock), at least two points carry a
-    reference time, and some point ran more than ``SPEED_TOLERANCE`` away from the typical speed
-    (closer than that, the correction would add the reference's own noise).
+    The typical speed is the median of the points' reference times (the drift guard's fixed workload,
+    timed around each point). A point's factor is ``1 + share·(typical/ref − 1)``: only the CPU part of
+    its time (``cpu_share``, at most 1) slows down with the machine, not a sleep or a wait. Points too
+    short to carry a reference are left as they are.
+
+    Empty (no correction) on CUDA, where fewer than two points carry a reference, where the work is
+    mostly waiting (median CPU share under 0.3), and where every factor is within ``SPEED_TOLERANCE``
+    of 1 (closer than that, the correction would add the reference's own noise).
     """
     if device.startswith("cuda"):
         return ()
     guarded = [p for p in points if p.ref_s and p.cpu_share is not None]
-    if len(guarded) < 2 or _stats.median([p.cpu_share for p in guarded]) < 0.7:
+    if len(guarded) < 2:
         return ()
-    typical = _stats.median([p.ref_s for p in guarded])
-    out = tuple(typical / p.ref_s if p.ref_s and p.cpu_share is not None else 1.0 for p in points)
+    share = _stats.median([min(p.cpu_share or 0.0, 1.0) for p in guarded])
+    if share < 0.3:
+        return ()
+    typ = _stats.median([p.ref_s for p in guarded])
+    out = tuple(1 + min(max(p.cpu_share, 0.0), 1.0) * (typ / p.ref_s - 1) if p.ref_s and p.cpu_share is not None
+                else 1.0 for p in points)
     if all(abs(f - 1) <= SPEED_TOLERANCE for f in out):
         return ()
     return out
 
 
+def top_slopes(ns: Sequence[float], ys: Sequence[float], model: Any) -> tuple[float, float, int] | None:
+    """(slope of the points, slope of the model, smallest size) over the top of the curve, or None.
+
+    The top is the largest sizes, at least 3 of them, spanning at least ``TOP_SPAN`` in size; the
+    points' slope is a least-squares slope in log-log space (one noisy run moves it less than the
+    slope between two points).
+    """
+    if len(ns) < 3 or any(v <= 0 for v in ys):
+        return None
+    k = 3
+    while k <= len(ns) and ns[-1] / ns[-k] < TOP_SPAN:
+        k += 1
+    if k > len(ns):
+        return None
+    lx = [math.log(x) for x in ns[-k:]]
+    ly = [math.log(y) for y in ys[-k:]]
+    mx, my = sum(lx) / k, sum(ly) / k
+    got = sum((x - mx) * (y - my) for x, y in zip(lx, ly)) / sum((x - mx) ** 2 for x in lx)
+    lo, hi = float(model.predict(ns[-k])), float(model.predict(ns[-1]))
+    if not (lo > 0 and hi > 0):
+        return None
+    said = math.log(hi / lo) / math.log(ns[-1] / ns[-k])
+    return got, said, int(ns[-k])
+
+
+def _largest_jump(pts: Sequence[Point], above: float) -> tuple[int, int, float] | None:
+    """The step between consecutive sizes with the steepest local slope, when it is steeper than ``above``
+    and than 2.5 (n0, n1, time ratio)."""
+    best = None
+    for p, q in zip(pts, pts[1:]):
+        if p.time > 0 and q.n > p.n:
+            excess = math.log(q.time / p.time) / math.log(q.n / p.n)
+            if best is None or excess > best[0]:
+                best = (excess, p.n, q.n, q.time / p.time)
+    if best is None or best[0] < max(2.5, above):
+        return None
+    return best[1], best[2], best[3]
+
+
 def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: str = "", device: str = "cpu",
                     spent_s: float = 0.0, measure_s: float = DEFAULT_MEASURE_S,
                     max_fraction: float = DEFAULT_MAX_FRACTION, failures: Sequence[tuple[int, str]] = (),
-                    notes: Sequence[str] = (), memory_source: str = "rss") -> EstimateResult:
-    """Fit the measured points and predict size ``N`` (public so that saved points can be re-analysed)."""
+                    notes: Sequence[str] = (), memory_source: str = "rss",
+                    correct_speed: bool = False) -> EstimateResult:
+    """Fit the measured points and predict size ``N`` (public so that saved points can be re-analysed).
+
+    ``correct_speed=True`` scales each time to the machine's typical speed while measuring (see
+    :func:`speed_factors`) before the fit. It is off by default: on the VM this was built on, a 3 ms
+    reference before and after a run tracked the speed during the run too loosely, and the corrected
+    fits were no better than the raw ones (docs/benchmarks.md). Without it, a speed change beyond 15%
+    is reported as a warning.
+    """
     pts = sorted(points, key=lambda p: p.n)
     warnings: list[str] = []
     base = dict(mode="scaling", var=var, full=float(N), code=code, device=device, points=tuple(pts), warmup=(),
@@ -794,14 +856,24 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
                 notes=tuple(notes), memory_source=memory_source)
     factors = speed_factors(pts, device)
     if factors:
-        base["speed_factors"] = factors
-        slow = max(range(len(pts)), key=lambda i: 1 / factors[i])
-        fast = min(range(len(pts)), key=lambda i: 1 / factors[i])
-        notes = (*notes, f"times corrected for the machine's own speed (the drift guard's fixed workload, timed "
-                         f"around each size): it ran {abs(1 / factors[fast] - 1) * 100:.0f}% faster at "
-                         f"{var}={pts[fast].n:,} and {(1 / factors[slow] - 1) * 100:.0f}% slower at "
-                         f"{var}={pts[slow].n:,} than its typical speed")
-        base["notes"] = tuple(notes)
+        typ = _stats.median([p.ref_s for p in pts if p.ref_s and p.cpu_share is not None])
+        rel = [(p.ref_s / typ - 1, p.n) for p in pts if p.ref_s and p.cpu_share is not None]
+
+        def how(x: float) -> str:
+            return f"{x * 100:.0f}% slower" if x >= 0 else f"{-x * 100:.0f}% faster"
+        lo, hi = min(rel), max(rel)
+        where = f"{how(hi[0])} at {var}={hi[1]:,}" + (f" and {how(lo[0])} at {var}={lo[1]:,}" if lo[1] != hi[1] else "")
+        if correct_speed:
+            base["speed_factors"] = factors
+            notes = (*notes, f"times corrected for the machine's own speed (the drift guard's fixed workload, timed "
+                             f"around each size): it ran {where} than its typical speed while measuring")
+            base["notes"] = tuple(notes)
+        else:
+            if max(abs(x) for x, _ in rel) > SPEED_WARN:
+                warnings.append(f"the machine's own speed changed while measuring (the drift guard's fixed workload, "
+                                f"timed around each size, ran {where} than typical): the times are as measured, "
+                                "so the prediction carries that noise; measure again to see how much it moves")
+            factors = ()
     raw_pts = pts
     pts = [replace(p, times=tuple(t * f for t in p.times)) for p, f in zip(pts, factors)] if factors else pts
     all_t = [p.time for p in pts]
@@ -835,6 +907,32 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
         reliable = False
         warnings.append(f"the full size is {N / top:,.0f}× the largest measured: no model can be trusted that far; "
                         "give a longer measuring budget")
+    # does the model follow the top of the curve? A jump below it (the garbage collector starting full
+    # collections, data leaving a cache) can make the fit across all sizes steeper or flatter than the
+    # sizes nearest the full one: the extrapolation then follows the jump, not the trend
+    top_check = top_slopes([p.n for p in use], ts, sel.best)
+    why = ""
+    # ... and at the last step: a jump inside the top sizes (×10, then ×2 for 2× the size) averages to the
+    # model's slope over them, but the step past the jump grows far more slowly than the model
+    last = None
+    if len(use) >= 3 and ts[-1] > 0 and ts[-2] > 0 and ns[-1] > ns[-2]:
+        got_last = math.log(ts[-1] / ts[-2]) / math.log(ns[-1] / ns[-2])
+        said_last = math.log(float(sel.best.predict(ns[-1])) / float(sel.best.predict(ns[-2]))) / math.log(ns[-1] / ns[-2])
+        got_prev = local_slopes(ns[-3:-1], ts[-3:-1])
+        if said_last - got_last > LAST_STEP_MISMATCH and got_prev and got_prev[0] > said_last:
+            last = (got_last, said_last, int(ns[-2]))
+    if last is not None and (top_check is None or abs(top_check[0] - top_check[1]) <= TOP_SLOPE_MISMATCH):
+        top_check = last
+    if top_check is not None and abs(top_check[0] - top_check[1]) > TOP_SLOPE_MISMATCH:
+        reliable = False
+        got, said, lo_n = top_check
+        why = (f"the cost changed its growth: the {sum(1 for p in use if p.n >= lo_n)} largest sizes ({lo_n:,} … "
+               f"{top:,}) grow as {var}^{got:.2f}, but the model fitted across all sizes says {var}^{said:.2f}")
+        jump = _largest_jump(pts, max(got, said) + 1.0)
+        if jump is not None:
+            why += (f"; the time jumped {jump[2]:.1f}× between {var}={jump[0]:,} and {jump[1]:,} "
+                    f"({jump[1] / jump[0]:.1f}× the size): a garbage collector, cache or memory regime change")
+        why += ". Measure further past the change (a longer --measure, or --sizes above it)"
     # local slope still rising at the largest size?
     allns, allts = [p.n for p in pts], all_t
     if len(pts) >= 5:
@@ -856,10 +954,33 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     if len(mem_pts) >= 3:
         mem_sel = select([x for x, _ in mem_pts], [max(v, 0.0) for _, v in mem_pts], float(N), floor=MEM_FLOOR,
                          forms=("constant", "linear", "quadratic"))  # memory: no n log n in practice
-        peak, plo, phi = mem_sel.predicted, mem_sel.low, mem_sel.high
+        # the same check at the top of the curve: RSS under-reads small runs (the heap reuses pages it
+        # already has), so the peak per element grows towards its true value and a quadratic can fit
+        # what is linear; of the forms, the best one that follows the largest sizes is kept
+        xs, vs = [x for x, _ in mem_pts], [max(v, 0.0) for _, v in mem_pts]
+
+        def follows(f: Any) -> bool:  # the same slope at the top, and no steeper growth beyond it than there
+            c = top_slopes(xs, vs, f)
+            return c is not None and abs(c[0] - c[1]) <= TOP_SLOPE_MISMATCH and f.exponent() <= c[0] + TOP_SLOPE_MISMATCH
+        mcheck = top_slopes(xs, vs, mem_sel.best)
+        if mcheck is not None and not follows(mem_sel.best):
+            follow = [f for f in sorted(mem_sel.fits, key=lambda f: f.aicc) if follows(f)]
+            if follow:  # fitted on the top sizes alone: the ones below read low
+                first = mem_sel.best.describe()
+                tx = [(x, v) for x, v in zip(xs, vs) if x >= mcheck[2]]
+                mem_sel = select([x for x, _ in tx], [v for _, v in tx], float(N), floor=MEM_FLOOR,
+                                 forms=(follow[0].name,))
+                warnings.append(f"memory: the largest sizes grow as {var}^{mcheck[0]:.2f}, which the best fit across "
+                                f"all sizes ({first}) does not follow: predicted with {mem_sel.best.describe()} "
+                                "fitted on those sizes")
+            else:
+                mem_sel = None
+                warnings.append(f"memory: no model follows the largest sizes ({var}^{mcheck[0]:.2f}): no peak predicted")
+        if mem_sel is not None:
+            peak, plo, phi = mem_sel.predicted, mem_sel.low, mem_sel.high
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,
                           reliable=reliable, time_fit=sel, mem_fit=mem_sel, fit_sizes=tuple(int(x) for x in ns),
-                          warnings=tuple(warnings), **base)  # type: ignore[arg-type]
+                          warnings=tuple(warnings), unreliable_why=why, **base)  # type: ignore[arg-type]
 
 
 def _iteration(runner: _Runner, T: float, fn_or_code: Any, dev: str, measure_s: float, max_fraction: float,

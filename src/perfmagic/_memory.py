@@ -95,6 +95,9 @@ def measure(run_once: Callable[[], Any], finish: Callable[[], None], device: str
         finish()
         torch.cuda.reset_peak_memory_stats(device)
         cuda_base = int(torch.cuda.memory_allocated(device))
+    # freed heap back to the system first: else a run that reuses pages an earlier cell freed (and the
+    # allocator kept) shows no RSS increase at all
+    malloc_trim()
     rss_before = current_rss()
     hwm_ok = _reset_hwm() and _status_kib("VmHWM") is not None
     started = not tracemalloc.is_tracing()
