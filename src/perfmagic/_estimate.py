@@ -100,6 +100,11 @@ class Point:
     def time(self) -> float:
         return _stats.median(list(self.times))
 
+    @property
+    def guarded(self) -> bool:
+        """Timed between two runs of the drift guard, with its CPU share known."""
+        return bool(self.ref_s) and self.cpu_share is not None
+
     def memory(self) -> int | None:
         if self.cuda_peak is not None:
             return self.cuda_peak
@@ -783,15 +788,16 @@ def speed_factors(points: Sequence[Point], device: str = "cpu") -> tuple[float, 
     """
     if device.startswith("cuda"):
         return ()
-    guarded = [p for p in points if p.ref_s and p.cpu_share is not None]
+    guarded = [p for p in points if p.guarded]
     if len(guarded) < 2:
         return ()
-    share = _stats.median([min(p.cpu_share or 0.0, 1.0) for p in guarded])
-    if share < 0.3:
+
+    def share(p: Point) -> float:
+        return min(max(p.cpu_share or 0.0, 0.0), 1.0)
+    if _stats.median([share(p) for p in guarded]) < 0.3:
         return ()
     typ = _stats.median([p.ref_s for p in guarded])
-    out = tuple(1 + min(max(p.cpu_share, 0.0), 1.0) * (typ / p.ref_s - 1) if p.ref_s and p.cpu_share is not None
-                else 1.0 for p in points)
+    out = tuple(1 + share(p) * (typ / p.ref_s - 1) if p.guarded else 1.0 for p in points)
     if all(abs(f - 1) <= SPEED_TOLERANCE for f in out):
         return ()
     return out
@@ -856,8 +862,8 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
                 notes=tuple(notes), memory_source=memory_source)
     factors = speed_factors(pts, device)
     if factors:
-        typ = _stats.median([p.ref_s for p in pts if p.ref_s and p.cpu_share is not None])
-        rel = [(p.ref_s / typ - 1, p.n) for p in pts if p.ref_s and p.cpu_share is not None]
+        typ = _stats.median([p.ref_s for p in pts if p.guarded])
+        rel = [(p.ref_s / typ - 1, p.n) for p in pts if p.guarded]
 
         def how(x: float) -> str:
             return f"{x * 100:.0f}% slower" if x >= 0 else f"{-x * 100:.0f}% faster"
@@ -910,22 +916,20 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     # does the model follow the top of the curve? A jump below it (the garbage collector starting full
     # collections, data leaving a cache) can make the fit across all sizes steeper or flatter than the
     # sizes nearest the full one: the extrapolation then follows the jump, not the trend
-    top_check = top_slopes([p.n for p in use], ts, sel.best)
-    why = ""
+    off = top_slopes(ns, ts, sel.best)
+    if off is not None and abs(off[0] - off[1]) <= TOP_SLOPE_MISMATCH:
+        off = None
     # ... and at the last step: a jump inside the top sizes (×10, then ×2 for 2× the size) averages to the
     # model's slope over them, but the step past the jump grows far more slowly than the model
-    last = None
-    if len(use) >= 3 and ts[-1] > 0 and ts[-2] > 0 and ns[-1] > ns[-2]:
-        got_last = math.log(ts[-1] / ts[-2]) / math.log(ns[-1] / ns[-2])
-        said_last = math.log(float(sel.best.predict(ns[-1])) / float(sel.best.predict(ns[-2]))) / math.log(ns[-1] / ns[-2])
-        got_prev = local_slopes(ns[-3:-1], ts[-3:-1])
-        if said_last - got_last > LAST_STEP_MISMATCH and got_prev and got_prev[0] > said_last:
-            last = (got_last, said_last, int(ns[-2]))
-    if last is not None and (top_check is None or abs(top_check[0] - top_check[1]) <= TOP_SLOPE_MISMATCH):
-        top_check = last
-    if top_check is not None and abs(top_check[0] - top_check[1]) > TOP_SLOPE_MISMATCH:
+    steps = local_slopes(ns[-3:], ts[-3:])
+    if off is None and len(steps) == 2:
+        said_last = local_slopes(ns[-2:], [float(sel.best.predict(x)) for x in ns[-2:]])
+        if said_last and said_last[0] - steps[1] > LAST_STEP_MISMATCH and steps[0] > said_last[0]:
+            off = (steps[1], said_last[0], int(ns[-2]))
+    why = ""
+    if off is not None:
         reliable = False
-        got, said, lo_n = top_check
+        got, said, lo_n = off
         why = (f"the cost changed its growth: the {sum(1 for p in use if p.n >= lo_n)} largest sizes ({lo_n:,} … "
                f"{top:,}) grow as {var}^{got:.2f}, but the model fitted across all sizes says {var}^{said:.2f}")
         jump = _largest_jump(pts, max(got, said) + 1.0)
