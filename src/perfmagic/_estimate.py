@@ -989,8 +989,10 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
 
 def _iteration(runner: _Runner, T: float, fn_or_code: Any, dev: str, measure_s: float, max_fraction: float,
                memory: bool, progress: Any, notes: list[str]) -> EstimateResult:
-    from ._memory import current_rss
+    from ._memory import current_rss, malloc_trim
 
+    if memory:  # pages an earlier cell freed and the heap kept would absorb the units' growth unseen
+        malloc_trim()
     t_start = time.perf_counter()
     warm: list[float] = []
     blocks: list[tuple[int, float, int | None, int | None]] = []  # (units, seconds, rss peak, rss after)
@@ -1222,9 +1224,10 @@ def run_full(r: EstimateResult, runner: _Runner, *, force: bool = False,
             progress(1.0, f"done in {fmt_time(dt, 3)}")
         return r.with_actual(Actual(dt, cuda if cuda is not None else rss, 1.0, "ok"))
     # per-iteration: run every unit; progress by units, ETA from the prediction for the units left
-    from ._memory import _reset_hwm, _status_kib, current_rss
+    from ._memory import _reset_hwm, _status_kib, current_rss, malloc_trim
 
     T = int(r.full)
+    malloc_trim()  # as the measuring did: the job's own growth must show in RSS
     rss0 = current_rss()
     hw = _reset_hwm() and rss0 is not None
     done = 0
