@@ -3,13 +3,20 @@
 #   make test   - create .venv, install perfmagic with its test tools, run everything CI runs:
 #                 the unit tests, every notebook executed and checked, the docs site built strictly,
 #                 and the real-browser test of the widgets in JupyterLab
-# torch is installed first, pinned, so pip never pulls the CUDA build with its several GB of packages.
+# torch is installed first, pinned to the version the project is tested with. Which build pip picks is
+# up to the index it reads: from PyPI alone, on Linux x86-64, torch==2.13.0 is the CUDA build (it pulls
+# about 17 nvidia-* packages, several GB). For the CPU-only build, name PyTorch's CPU index:
+#   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# Empty (the default): pip uses whatever index this machine's pip is configured with.
 # Finer targets: make unit | notebooks | docs | browser | bench
 
 PY       ?= python3
 VENV     ?= .venv
 BIN      := $(VENV)/bin
 TORCH    ?= torch==2.13.0
+TORCH_INDEX ?=
+TORCH_PIP := $(if $(strip $(TORCH_INDEX)),--index-url $(TORCH_INDEX),)
+STAGES   := unit notebooks docs browser
 STAMP    := $(VENV)/.perfmagic-installed
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 
@@ -18,7 +25,7 @@ NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
-	$(BIN)/python -m pip install "$(TORCH)"
+	$(BIN)/python -m pip install $(TORCH_PIP) "$(TORCH)"
 	$(BIN)/python -m pip install -e ".[dev,docs,browser]"
 	touch $(STAMP)
 
@@ -27,7 +34,16 @@ venv: $(STAMP)
 tour: $(STAMP)
 	$(BIN)/python notebooks/run.py notebooks/00_tour.ipynb
 
-test: unit notebooks docs browser
+# every stage runs, even after one fails; one line per stage at the end; fails if any stage failed
+test: $(STAMP)
+	@rm -f $(VENV)/.stages; \
+	for s in $(STAGES); do \
+	  t0=$$(date +%s); \
+	  if $(MAKE) --no-print-directory $$s; then r=ok; else r=FAILED; fi; \
+	  printf 'make test: %-10s %-6s (%s s)\n' "$$s" "$$r" "$$(( $$(date +%s) - t0 ))" >> $(VENV)/.stages; \
+	done; \
+	echo; cat $(VENV)/.stages; \
+	! grep -q FAILED $(VENV)/.stages
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q --ignore=tests/browser

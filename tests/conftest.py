@@ -73,6 +73,19 @@ def shell(ledger_dir: Any, monkeypatch: Any) -> Any:
         ip.display_pub = old_pub
 
 
+@pytest.fixture
+def roofs(tmp_path: Any, monkeypatch: Any) -> Any:
+    """CPU roofs planted in a temporary cache, so %%roofline never calibrates in a test."""
+    from perfmagic import _ceilings
+
+    monkeypatch.setenv("PERFMAGIC_CACHE_DIR", str(tmp_path / "cache"))
+    fp, _ = _ceilings.machine_fingerprint("cpu")
+    c = _ceilings.Ceilings(device="cpu", fingerprint=fp, measured_utc="2026-11-22T00:00:00Z",
+                           compute={"float32": 250e9, "float64": 120e9, "bfloat16": 140e9}, bandwidth_Bps=20e9)
+    _ceilings.save(c)
+    return c
+
+
 @contextlib.contextmanager
 def slow_gc_heap(min_collect_s: float) -> Iterator[float]:
     """A planted heap whose full ``gc.collect()`` takes at least ``min_collect_s`` (a notebook with torch

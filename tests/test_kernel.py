@@ -128,3 +128,59 @@ def test_estimate_in_a_real_kernel(tmp_path: Path) -> None:
     data = out[-1].data
     assert data["text/plain"].startswith("estimate for n=2,000,000") and "actual full run" in data["text/plain"]
     assert "image/png" in data and "application/vnd.jupyter.widget-view+json" in data
+
+
+def _interrupt_after(cells: list[str], cwd: Path, after_s: float) -> list[dict]:
+    """Run ``cells`` in a real kernel; Ctrl-C (``interrupt_kernel``, SIGINT) the last one ``after_s`` in.
+    Returns the IOPub messages of the last cell."""
+    import time
+
+    from jupyter_client.manager import start_new_kernel
+
+    env_backup = os.environ.pop("PERFMAGIC_LEDGER_DIR", None)
+    km, kc = start_new_kernel(kernel_name="python3", cwd=str(cwd))
+    try:
+        for c in cells[:-1]:
+            reply = kc.execute_interactive(c, timeout=60)
+            assert reply["content"]["status"] == "ok", reply["content"]
+        msg_id = kc.execute(cells[-1])
+        time.sleep(after_s)
+        km.interrupt_kernel()
+        out = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            msg = kc.get_iopub_msg(timeout=60)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            out.append(msg)
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        return out
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+        if env_backup is not None:
+            os.environ["PERFMAGIC_LEDGER_DIR"] = env_backup
+
+
+@pytest.mark.parametrize("cell, headline", [
+    ("%%gpubench -b 60 -p 0.00001 --no-plot\ntime.sleep(random.random() * 0.004)", "INTERRUPTED"),
+    ("%%gpubench --vs 1 -b 60 -p 0.00001 --no-plot\ntime.sleep(random.random() * 0.004)", "A/B"),
+])
+def test_ctrl_c_in_a_real_kernel_shows_the_partial_result_then_one_line(tmp_path: Path, cell, headline) -> None:
+    msgs = _interrupt_after(["%load_ext perfmagic", "import time, random",
+                             "%%gpubench -l base -b 0.3 -q\ntime.sleep(random.random() * 0.004)", cell], tmp_path,
+                            after_s=2.5)
+    shown = "\n".join(m["content"].get("data", {}).get("text/plain", "") for m in msgs
+                      if m["msg_type"] in ("display_data", "execute_result"))
+    assert headline in shown, shown
+    errors = [m["content"] for m in msgs if m["msg_type"] == "error"]
+    assert len(errors) == 1 and errors[0]["traceback"] == [errors[0]["traceback"][0]]
+    line = errors[0]["traceback"][0]
+    assert line.startswith("KeyboardInterrupt: perfmagic:") and "recorded as interrupted" in line, line
+    import sqlite3
+
+    con = sqlite3.connect(tmp_path / ".perfmagic" / "ledger.sqlite")
+    statuses = [r[0] for r in con.execute("SELECT status FROM runs ORDER BY id")]
+    con.close()
+    assert statuses[0] == "ok" and set(statuses[1:]) == {"interrupted"}, statuses

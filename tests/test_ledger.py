@@ -415,6 +415,218 @@ def test_locked_wal_file_still_readable_while_writer_holds_it(tmp_path):
     assert [r[1] for r in file_rows(led.path)] == ["first", None, "blocked"]
 
 
+def test_error_message_has_no_perfmagic_prefix(tmp_path):
+    # the magics print f"perfmagic: {ref.error}": a prefix here would be printed twice
+    led = Ledger(tmp_path, notebook="nb.ipynb")
+    led.path.write_bytes(GARBAGE)
+    ref = rec(led)
+    assert not ref.saved and ref.error.startswith("run not saved to the ledger ")
+    assert led.last_error == ref.error
+    assert led.flush() == 0
+    assert led.last_error.startswith(f"ledger {led.path} still not writable (")
+    assert "perfmagic:" not in ref.error + led.last_error
+
+
+# --------------------------------------------------------------------------------------------
+# a ledger that cannot be written is still read
+
+
+def _drop_write_capabilities():
+    """``preexec_fn`` for root: drop CAP_DAC_OVERRIDE and CAP_FOWNER from the bounding set, so
+    that after ``exec`` the child is a root that file modes apply to (its capabilities are the
+    bounding set). Linux only; raises when the capabilities cannot be dropped."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 3):  # CAP_DAC_OVERRIDE, CAP_FOWNER
+        if libc.prctl(24, cap, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP) failed")
+
+
+READ_ONLY_CHILD = """
+    import json, os, sys
+    from perfmagic._ledger import Ledger
+    folder, first = sys.argv[1], int(sys.argv[2])
+    try:
+        open(os.path.join(folder, "probe"), "w").close()
+    except PermissionError:
+        pass
+    else:
+        os.remove(os.path.join(folder, "probe"))
+        print("WRITABLE")
+        sys.exit(0)
+    led = Ledger(folder, notebook="nb.ipynb")
+    out = {
+        "rows": [[r["id"], r["label"], r["saved"]] for r in led.rows()],
+        "get": led.get(first)["label"],
+        "baseline": led.baseline("a"),
+        "latest": led.latest(label="b")["id"],
+        "all": len(led.rows(notebook=None)),
+    }
+    ref = led.record(magic="bench", label="new", code="pass", options={}, metrics={},
+                     samples=None, env={})
+    out["ref"] = [ref.saved, ref.id, ref.error]
+    out["after"] = [[r["id"], r["label"], r["saved"]] for r in led.rows()]
+    print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("file_mode", [0o444, 0o644], ids=["file-read-only", "file-writable"])
+def test_read_only_folder_still_reads_old_runs(tmp_path, file_mode):
+    """The real thing: a WAL ledger in a folder nobody may write to (no -wal/-shm can be made).
+    The reader is a child process; as root it runs without the capabilities that ignore file
+    modes, so the folder is read-only for it too."""
+    folder = tmp_path / "ro"
+    led = Ledger(folder, notebook="nb.ipynb")
+    a, b = rec(led, "a").id, rec(led, "b").id
+    led.set_baseline("a", a)
+    os.chmod(led.path, file_mode)
+    os.chmod(folder, 0o555)
+    before = led.path.read_bytes()
+    preexec = None
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        if not sys.platform.startswith("linux"):
+            pytest.skip("root outside Linux: no way to make the folder read-only for the reader")
+        preexec = _drop_write_capabilities
+    env = dict(os.environ, PYTHONPATH=SRC)
+    env.pop("PERFMAGIC_LEDGER_DIR", None)
+    try:
+        try:
+            out = subprocess.run(
+                [sys.executable, "-c", textwrap.dedent(READ_ONLY_CHILD), str(folder), str(a)],
+                env=env, capture_output=True, text=True, timeout=120, preexec_fn=preexec,
+            )  # fmt: skip
+        except subprocess.SubprocessError as exc:
+            pytest.skip(f"cannot drop root's write capabilities here: {exc}")
+        assert out.returncode == 0, out.stderr
+        if out.stdout.strip() == "WRITABLE":
+            pytest.skip("the folder stays writable for this user (chmod does not bind it)")
+        got = json.loads(out.stdout)
+        assert got["rows"] == [[b, "b", True], [a, "a", True]]
+        assert got["get"] == "a" and got["baseline"] == a and got["latest"] == b
+        assert got["all"] == 2
+        saved, rid, error = got["ref"]
+        assert saved is False and rid == -1
+        assert str(led.path) in error and "readonly" in error and "writable" in error
+        assert not error.startswith("perfmagic")
+        assert got["after"] == [[-1, "new", False], [b, "b", True], [a, "a", True]]
+        assert sorted(p.name for p in folder.iterdir()) == ["ledger.sqlite"]
+        assert led.path.read_bytes() == before
+    finally:
+        os.chmod(folder, 0o755)
+        os.chmod(led.path, 0o644)
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [("mode=rw", "mode=ro"), ("mode=rw",)],
+    ids=["only-immutable-opens", "read-only-opens"],
+)
+def test_read_only_ledger_falls_back_to_read_only_connections(tmp_path, monkeypatch, refused):
+    """The same in this process, for any user (root included): every connection to the ledger
+    except the ``refused`` kinds of URI is opened as usual; those fail on their first statement
+    as SQLite does in a read-only folder. The plain path is ``record()``'s write connection."""
+    led = Ledger(tmp_path, notebook="nb.ipynb")
+    a, b = rec(led, "a").id, rec(led, "b").id
+    led.set_baseline("a", a)
+    before = led.path.read_bytes()
+    real_connect = sqlite3.connect
+
+    class ReadOnlyFolder(sqlite3.Connection):
+        def execute(self, *args, **kwargs):
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    opened = []
+
+    def connect(database, *args, **kwargs):
+        name = os.fspath(database)
+        query = name.partition("?")[2]
+        kind = "plain" if not query else query
+        opened.append(kind)
+        if "ledger.sqlite" in name and (kind == "plain" or kind in refused):
+            kwargs["factory"] = ReadOnlyFolder
+        return real_connect(database, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    fresh = Ledger(tmp_path, notebook="nb.ipynb")
+    assert [(r["id"], r["label"]) for r in fresh.rows()] == [(b, "b"), (a, "a")]
+    assert fresh.get(a)["label"] == "a"
+    assert fresh.baseline("a") == a
+    assert fresh.latest()["id"] == b
+    expected = "mode=ro&immutable=1" if "mode=ro" in refused else "mode=ro"
+    assert expected in opened
+
+    ref = rec(fresh, "new")
+    assert ref.saved is False and ref.id == -1
+    assert "attempt to write a readonly database" in ref.error and str(fresh.path) in ref.error
+    assert [(r["id"], r["saved"]) for r in fresh.rows()] == [(-1, False), (b, True), (a, True)]
+    with pytest.raises(LedgerError, match="readonly"):
+        fresh.forget(a)
+    monkeypatch.undo()
+    assert led.path.read_bytes() == before
+
+
+# --------------------------------------------------------------------------------------------
+# another program's file at the ledger path: refused, and left exactly as it was
+
+
+def _foreign_file(path: pathlib.Path, kind: str, user_version: int) -> None:
+    if kind == "random":
+        import random
+
+        path.write_bytes(random.Random(0).randbytes(8192))
+        return
+    con = sqlite3.connect(str(path), isolation_level=None)
+    try:
+        con.execute(f"PRAGMA journal_mode = {kind}")
+        con.execute(f"PRAGMA user_version = {user_version}")  # programs version schemas too
+        con.execute("CREATE TABLE users (name TEXT, email TEXT)")
+        con.execute("INSERT INTO users VALUES ('ada', 'ada@example.org')")
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(
+    "kind, user_version",
+    [("delete", 0), ("delete", 1), ("wal", 0), ("wal", 1), ("random", None)],
+    ids=["rollback", "rollback-version-1", "wal", "wal-version-1", "random-bytes"],
+)
+def test_foreign_file_is_refused_and_left_byte_identical(tmp_path, kind, user_version):
+    led = Ledger(tmp_path, notebook="nb.ipynb")
+    _foreign_file(led.path, kind, user_version)
+    before = led.path.read_bytes()
+
+    def untouched():  # after every call: a later read could remove a -wal/-shm left by one
+        assert led.path.read_bytes() == before
+        assert sorted(os.listdir(tmp_path)) == ["ledger.sqlite"]  # no -wal, -shm, -journal
+
+    untouched()
+    ref = rec(led, "mine")
+    untouched()
+    assert ref.saved is False and ref.id == -1
+    assert str(led.path) in ref.error and "aside" in ref.error
+    why = "not a database" if kind == "random" else "not a perfmagic ledger"
+    assert why in ref.error
+    assert led.flush() == 0 and why in led.last_error
+    untouched()
+    with pytest.raises(LedgerError, match=why):
+        led.rows()
+    untouched()
+    with pytest.raises(LedgerError, match=why):
+        led.set_baseline("mine", 1)
+    untouched()
+    with pytest.raises(LedgerError, match=why):
+        led.forget(1)
+    untouched()
+    if kind == "random":
+        with pytest.raises(LedgerError, match=why):
+            led.baseline("mine")
+    else:
+        assert led.baseline("mine") is None  # no baselines table: nothing to read
+    untouched()
+    assert [r["label"] for r in led.pending] == ["mine"]
+
+
 # --------------------------------------------------------------------------------------------
 # exports and the DataFrame
 

@@ -40,8 +40,43 @@ def test_binder_postbuild_installs_perfmagic_without_pulling_dependencies() -> N
 
 def test_setup_installs_pinned_torch_before_perfmagic() -> None:
     mk = (ROOT / "Makefile").read_text()
-    torch_line = mk.index('pip install "$(TORCH)"')
+    torch_line = mk.index('pip install $(TORCH_PIP) "$(TORCH)"')
     pm_line = mk.index("pip install -e")
     assert torch_line < pm_line and "TORCH    ?= torch==2.13.0" in mk
     ci = (ROOT / ".ci" / "run").read_text()
     assert "make test" in ci and "make test" in (ROOT / "README.md").read_text()
+
+
+def test_torch_index_is_passed_to_the_torch_install_only() -> None:
+    import subprocess
+
+    def dry(*extra: str) -> str:
+        out = subprocess.run(["make", "-n", "-B", "-f", "Makefile", ".venv/.perfmagic-installed", *extra],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+        return out.stdout
+
+    default = [ln for ln in dry().splitlines() if "pip install" in ln]
+    assert any('"torch==2.13.0"' in ln and "--index-url" not in ln for ln in default)
+    cpu = [ln for ln in dry("TORCH_INDEX=https://example.invalid/whl/cpu").splitlines() if "pip install" in ln]
+    torch_ln = next(ln for ln in cpu if "torch==2.13.0" in ln)
+    assert "--index-url https://example.invalid/whl/cpu" in torch_ln
+    assert all("--index-url" not in ln for ln in cpu if ln is not torch_ln)
+    readme = (ROOT / "README.md").read_text()
+    assert "TORCH_INDEX=" in readme and "never pulls a CUDA build" not in readme
+
+
+def test_make_test_runs_every_stage_and_fails_at_the_end(tmp_path) -> None:
+    """Stage targets replaced by ones that pass or fail: every stage runs, one line each, exit != 0."""
+    import subprocess
+
+    mk = tmp_path / "Makefile"
+    text = (ROOT / "Makefile").read_text()
+    body = text[text.index("# every stage runs"):]
+    body = body[: body.index("\nunit:")]
+    mk.write_text("VENV := .\nSTAMP := stamp\nSTAGES := unit notebooks docs browser\n\nstamp:\n\ttouch stamp\n\n"
+                  + body + "\n\nunit:\n\t@true\nnotebooks:\n\t@false\ndocs:\n\t@true\nbrowser:\n\t@true\n")
+    out = subprocess.run(["make", "test"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("make test:")]
+    assert out.returncode != 0
+    assert [ln.split()[2:4] for ln in lines] == [["unit", "ok"], ["notebooks", "FAILED"], ["docs", "ok"],
+                                                ["browser", "ok"]], out.stdout

@@ -1,22 +1,11 @@
-"""%%roofline and %roofline through the shell, with roofs planted in a temporary cache (no calibration)."""
+"""%%roofline and %roofline through the shell, with roofs planted in a temporary cache (no calibration:
+the ``roofs`` fixture of conftest)."""
 
 from __future__ import annotations
 
 import pytest
 
 torch = pytest.importorskip("torch")
-
-
-@pytest.fixture
-def roofs(tmp_path, monkeypatch):
-    from perfmagic import _ceilings
-
-    monkeypatch.setenv("PERFMAGIC_CACHE_DIR", str(tmp_path / "cache"))
-    fp, _ = _ceilings.machine_fingerprint("cpu")
-    c = _ceilings.Ceilings(device="cpu", fingerprint=fp, measured_utc="2026-11-22T00:00:00Z",
-                           compute={"float32": 250e9, "float64": 120e9, "bfloat16": 140e9}, bandwidth_Bps=20e9)
-    _ceilings.save(c)
-    return c
 
 
 def test_roofline_cell_classes_a_matmul_and_records_it(shell, roofs) -> None:

@@ -434,10 +434,9 @@ def amdahl(
         raise BadOptionError("var", var, "a Python identifier", "e.g. var='workers'")
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise BadOptionError("rounds", rounds, "an integer >= 1", "e.g. rounds=3")
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float))
-                               or not budget > 0 or math.isinf(budget)):
-        raise BadOptionError("budget", budget, "a positive, finite number of seconds per worker count",
-                             "e.g. budget=0.5")
+    from ._engine import check_budget
+
+    check_budget(budget, "a positive number of seconds per worker count, at most 24 h")
     per_point = float(budget) if budget is not None else DEFAULT_BUDGET_PER_POINT
     per_round = per_point / rounds
     base_ns = dict(globals) if globals is not None else {"__name__": "__perfmagic__"}

@@ -770,6 +770,26 @@ def _h2d(batch: Any) -> tuple[float | None, bool | None]:
     return _stats.median(out), pinned
 
 
+# DataLoader arguments whose values perfmagic can check before building a loader: (kind, least value)
+_SWEEP_INTS = {"num_workers": (0, False), "batch_size": (1, True), "prefetch_factor": (1, True)}  # (min, None ok)
+_SWEEP_BOOLS = ("pin_memory", "persistent_workers", "drop_last", "shuffle", "in_order")
+
+
+def _check_sweep_value(name: str, value: Any) -> None:
+    """Refuse a sweep value the DataLoader would choke on (``num_workers=a``), naming what it takes."""
+    if name in _SWEEP_INTS:
+        least, none_ok = _SWEEP_INTS[name]
+        if value is None and none_ok:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise BadOptionError(f"--sweep {name}", value, f"whole numbers >= {least}"
+                                 + (" (or None)" if none_ok else ""), f"e.g. --sweep {name}={least},{least + 1},{least + 2}")
+    elif name in _SWEEP_BOOLS and not isinstance(value, bool):
+        raise BadOptionError(f"--sweep {name}", value, "True or False", f"e.g. --sweep {name}=False,True")
+    elif name == "timeout" and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
+        raise BadOptionError("--sweep timeout", value, "seconds >= 0", "e.g. --sweep timeout=0,10")
+
+
 def parse_sweep(sweep: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]]:
     if not sweep:
         return []
@@ -782,6 +802,8 @@ def parse_sweep(sweep: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any
                                  "e.g. --sweep num_workers=0,1,2,4")
         if not vs:
             raise BadOptionError("--sweep", f"{k}=", "at least one value", f"e.g. --sweep {k}=0,1,2,4")
+        for v in vs:
+            _check_sweep_value(k, v)
     keys = list(sweep)
     return [dict(zip(keys, combo)) for combo in itertools.product(*(sweep[k] for k in keys))]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 import os
 import sys
 from typing import Any
@@ -203,8 +204,8 @@ def metric_text(row: dict[str, Any]) -> str:
         return f"{m['bound']}-bound, {m['fraction_of_roof']:.0%} of roof ({fmt_time(m.get('median_s'))})"
     key = row.get("primary_metric")
     v = m.get(key) if key else None
-    if v is None:
-        return "—"
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "no samples" if m.get("n_samples") == 0 else "—"
     if key and key.endswith("_s"):
         txt = fmt_time(v)
         lo, hi = m.get("ci_low_s"), m.get("ci_high_s")

@@ -11,7 +11,7 @@ The algorithm, in order (every step is visible in the result):
 4. **Timer overhead.** Empty blocks (``run(0)`` + sync) are timed; their median is the overhead.
 5. **Warmup**, adaptive: blocks are run and re-sized until the median per-call time of the last three
    blocks is within 5% of the three before (at least 5 calls — 2 for calls over 50 ms — and 2% of the
-   budget), or until 30% of the budget is spent (then a warning says the timings were still drifting).
+   budget, at most 2 s), or until 30% of the budget is spent (then a warning says the timings were still drifting).
    ``warmup=N`` runs N calls.
 6. **Block calibration.** Calls per block ``n`` are chosen so a block lasts at least
    ``max(100 × overhead, 200 µs)``: the timer's own cost stays under 1% of a sample.
@@ -52,14 +52,31 @@ WARMUP_MIN_CALLS = 5
 WARMUP_MIN_CALLS_SLOW = 2  # calls slower than SLOW_CALL_S: their one-time costs already hit the cold call
 SLOW_CALL_S = 0.05
 WARMUP_MIN_FRACTION = 0.02
+WARMUP_MIN_S = 2.0  # ...of the budget, but never more than this: a huge budget must not hold warmup for hours
 WARMUP_MAX_FRACTION = 0.30
+MAX_BUDGET_S = 24 * 3600.0  # a longer measuring budget is a typo (1e30), not a plan
 DEVICE_CHOICES = "auto, cpu, cuda, cuda:N, mps"
+
+
+def check_budget(budget: Any, expected: str = "a positive number of seconds", example: str = "budget=0.5") -> None:
+    """Refuse a measuring budget that is not a number of seconds in (0, 24 h]."""
+    if budget is None:
+        return
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0 or math.isinf(budget):
+        raise BadOptionError("budget", budget, expected, f"e.g. {example} (or --budget 2s)")
+    if budget > MAX_BUDGET_S:
+        raise BadOptionError("budget", budget, f"at most {MAX_BUDGET_S:.0f} s (24 h) of measuring",
+                             f"e.g. {example}; a measurement stops at its precision target long before that")
+
+
+def warmup_min_s(budget_s: float) -> float:
+    """The least warmup time: 2% of the budget, at most ``WARMUP_MIN_S``."""
+    return min(WARMUP_MIN_FRACTION * budget_s, WARMUP_MIN_S)
 
 
 def _check_options(budget: float | None, precision: float, confidence: float, warmup: Any,
                    min_samples: int, max_samples: int) -> None:
-    if budget is not None and (not isinstance(budget, (int, float)) or not budget > 0 or math.isinf(budget)):
-        raise BadOptionError("budget", budget, "a positive, finite number of seconds", "e.g. budget=0.5 (or --budget 2s)")
+    check_budget(budget, "a positive number of seconds, at most 24 h")
     if not 0 < precision < 1:
         raise BadOptionError("precision", precision, "a fraction between 0 and 1", "e.g. precision=0.01 for ±1%")
     if not 0.5 <= confidence < 1:
@@ -175,7 +192,7 @@ def bench(
             while subj.warm_calls < int(warmup):
                 subj.warm_block(cap=int(warmup) - subj.warm_calls)
         else:
-            wmax, wmin = WARMUP_MAX_FRACTION * soft_budget, WARMUP_MIN_FRACTION * soft_budget
+            wmax, wmin = WARMUP_MAX_FRACTION * soft_budget, warmup_min_s(soft_budget)
             while True:
                 per_call = subj.warm_block()
                 wt = clock() - warm_start

@@ -36,6 +36,7 @@ from typing import Any
 
 from . import _stats
 from ._costmodel import Selection, invert, local_slopes, select
+from ._engine import MAX_BUDGET_S
 from ._errors import BadOptionError, BenchInterrupted, PerfmagicError
 from ._format import fmt_bytes, fmt_time
 from ._reference import reference_time
@@ -122,6 +123,8 @@ class Actual:
     completed: float | None  # fraction of the job done (1.0 when it finished; None when unknown)
     status: str  # "ok" | "interrupted" | "failed"
     error: str | None = None
+    # the exception the job raised (status "failed"), kept so a caller can re-raise the user's own error
+    exception: BaseException | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -571,7 +574,9 @@ def estimate(fn_or_code: str | Callable[..., Any], n: float | None = None, *, to
     ``run_progress(fraction, message)`` the full run (its ETA is the prediction).
 
     Ctrl-C while measuring raises :class:`BenchInterrupted` whose ``result`` fits the points done;
-    Ctrl-C during the full run returns normally with ``result.actual.status == "interrupted"``.
+    Ctrl-C during the full run returns normally with ``result.actual.status == "interrupted"``; an
+    exception of the full run returns with ``status == "failed"`` and the exception in
+    ``result.actual.exception`` (the magic records the run as failed, then raises it).
     Exceptions of the code propagate when they happen at the first size; at a larger size they are
     reported in ``result.failures`` and the sizes below are fitted.
     """
@@ -583,12 +588,12 @@ def estimate(fn_or_code: str | Callable[..., Any], n: float | None = None, *, to
     if not isinstance(full, (int, float)) or isinstance(full, bool) or not math.isfinite(full) or full < 1:
         raise BadOptionError(name, full, "a number >= 1", f"e.g. {name}=1_000_000")
     measure_s = DEFAULT_MEASURE_S if measure is None else float(measure)
-    if not measure_s > 0:
-        raise BadOptionError("measure", measure, "a positive number of seconds", "e.g. measure=3")
+    if not 0 < measure_s <= MAX_BUDGET_S:
+        raise BadOptionError("measure", measure, "a positive number of seconds, at most 24 h", "e.g. measure=3")
     if not 0 < max_fraction <= 1:
         raise BadOptionError("max_fraction", max_fraction, "a fraction in (0, 1]", "e.g. max_fraction=0.1")
-    if budget is not None and not budget > 0:
-        raise BadOptionError("budget", budget, "a positive number of seconds", "e.g. budget=600")
+    if budget is not None and not (budget > 0 and math.isfinite(budget)):
+        raise BadOptionError("budget", budget, "a positive, finite number of seconds", "e.g. budget=600")
     if n is not None and not (isinstance(var, str) and var.isidentifier()):
         raise BadOptionError("var", var, "a Python identifier", "e.g. var='n'")
     from ._engine import resolve_device
@@ -1216,7 +1221,7 @@ def run_full(r: EstimateResult, runner: _Runner, *, force: bool = False,
                 return r.with_actual(Actual(time.perf_counter() - t0, None, None, "interrupted"))
             except Exception as exc:
                 return r.with_actual(Actual(time.perf_counter() - t0, None, None, "failed",
-                                            f"{type(exc).__name__}: {exc}"))
+                                            f"{type(exc).__name__}: {exc}", exc))
         finally:
             stop.set()
             th.join()
@@ -1247,7 +1252,8 @@ def run_full(r: EstimateResult, runner: _Runner, *, force: bool = False,
         return r.with_actual(Actual(el, None, (done - 1) / T if T else None, "interrupted"))
     except Exception as exc:
         el = time.perf_counter() - t0
-        return r.with_actual(Actual(el, None, (done - 1) / T if T else None, "failed", f"{type(exc).__name__}: {exc}"))
+        return r.with_actual(Actual(el, None, (done - 1) / T if T else None, "failed", f"{type(exc).__name__}: {exc}",
+                                    exc))
     el = time.perf_counter() - t0
     peak = max((_status_kib("VmHWM") or 0) - rss0, 0) if hw else None
     if progress is not None:

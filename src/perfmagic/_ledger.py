@@ -9,6 +9,13 @@ kernel restarts. The design rules:
   (``Ledger.pending``, negative ids -1, -2, ...) and returns ``RunRef(saved=False, error=...)``
   whose one-line message names the file, the SQLite error, and the fix. The next successful
   ``record()`` writes the pending rows first. A user's file is never deleted or overwritten.
+  The message does not start with ``perfmagic:``: whoever prints it adds that prefix.
+* **Look before writing.** An existing file is inspected read-only (the SQLite header, then
+  ``PRAGMA user_version`` and the tables) before any connection that may write to it is opened,
+  so another program's database (or a file that is not SQLite at all) is refused byte-identical:
+  not even switched to WAL mode, and with no ``-wal``/``-shm`` files left beside it.
+* **A ledger that cannot be written can still be read** (read-only folder, file or mount):
+  reading falls back to ``mode=ro`` and then ``immutable=1`` (see ``Ledger._connect_read``).
 * **One short transaction per write** (``BEGIN IMMEDIATE`` ... ``COMMIT``) on a connection opened
   for that operation and closed after it: safe across threads, ``fork`` and concurrent kernels.
   The file is in WAL mode, so readers never wait for writers.
@@ -113,6 +120,7 @@ _SCHEMA = (
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
 _OUR_TABLES = {"runs", "baselines", "sqlite_sequence"}
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 class LedgerError(Exception):
@@ -133,7 +141,9 @@ class UnknownRunError(LedgerError, KeyError):
 
 @dataclasses.dataclass(frozen=True)
 class RunRef:
-    """What ``record()`` did: the run's id (negative while only in memory), where, and any error."""
+    """What ``record()`` did: the run's id (negative while only in memory), where, and any error.
+
+    ``error`` is one line without a ``perfmagic:`` prefix: the caller that prints it adds it."""
 
     id: int
     saved: bool
@@ -346,6 +356,34 @@ def _notebook_key(notebook: str | os.PathLike | None, ledger_dir: pathlib.Path) 
     return text
 
 
+def _refusal(version: int, tables: set[str]) -> str | None:
+    """Why a database with this ``user_version`` and these tables must not be written, or None
+    when it is a perfmagic ledger of this schema or an empty database that can become one.
+
+    Many programs set ``user_version`` too, so version 1 alone does not make a ledger: it must
+    hold ``runs``. A higher version is a newer perfmagic only when ``runs`` is there."""
+    if version > SCHEMA_VERSION and "runs" in tables:
+        return (
+            f"ledger schema version {version} was written by a newer perfmagic "
+            f"(this one writes version {SCHEMA_VERSION})"
+        )
+    if tables - _OUR_TABLES or (version != 0 and "runs" not in tables):
+        return "file is an SQLite database but not a perfmagic ledger"
+    return None
+
+
+def _cannot_write(exc: BaseException) -> bool:
+    """True when SQLite failed only because it may not write beside the file: a read-only
+    folder (no ``-wal``/``-shm`` can be created), file or mount. A lock ("database is locked")
+    or a damaged file is not such a failure: reading it read-only would not help, and reading
+    it ``immutable=1`` would ignore the other process's lock."""
+    name = str(getattr(exc, "sqlite_errorname", "") or "")
+    if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")):
+        return True
+    low = str(exc).lower()
+    return "readonly" in low or "read-only" in low or "unable to open" in low
+
+
 def _classify(exc: BaseException, path: pathlib.Path) -> tuple[str, str]:
     """(short reason, fix) for a failed write."""
     text = " ".join(str(exc).split()) or type(exc).__name__
@@ -408,7 +446,7 @@ class Ledger:
         self._next_pending = -1
         self._renumbered: dict[int, int] = {}  # pending id -> id in the file once flushed
         self._lock = threading.RLock()
-        self.last_error: str | None = None
+        self.last_error: str | None = None  # like RunRef.error: no "perfmagic: " prefix
 
     # -- properties -------------------------------------------------------------------------
 
@@ -439,10 +477,16 @@ class Ledger:
     # -- connections ------------------------------------------------------------------------
 
     def _connect(self):
-        """A connection for writing: creates the folder and file, WAL mode, no implicit txns."""
+        """A connection for writing: creates the folder and file, WAL mode, no implicit txns.
+
+        An existing file is inspected read-only first (:meth:`_check_before_write`): opening it
+        for writing and setting WAL mode would change another program's database (the header
+        records the journal mode) before the schema check inside the transaction could refuse
+        it."""
         import sqlite3
 
         self._dir.mkdir(parents=True, exist_ok=True)
+        self._check_before_write()
         con = sqlite3.connect(str(self._path), timeout=self.timeout, isolation_level=None)
         try:
             con.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
@@ -453,39 +497,120 @@ class Ledger:
             raise
         return con
 
-    def _connect_read(self):
-        """A connection for reading an existing file (never creates it)."""
+    def _header(self) -> bytes | None:
+        """The first 100 bytes of the file; None when it is missing or empty (a new ledger).
+
+        A file that does not start with the SQLite header raises the error SQLite itself would
+        give ("file is not a database") without SQLite ever opening it, so it is left as it is."""
         import sqlite3
 
-        uri = self._path.as_uri()
+        try:
+            with open(self._path, "rb") as fh:
+                header = fh.read(100)
+        except FileNotFoundError:
+            return None
+        if not header:
+            return None
+        if not header.startswith(_SQLITE_MAGIC):
+            raise sqlite3.DatabaseError("file is not a database")
+        return header
+
+    def _check_before_write(self) -> None:
+        """Refuse an existing file that is not a perfmagic ledger, looking at it read-only.
+
+        A file in rollback-journal mode (the default of other programs) is opened ``mode=ro``,
+        which creates nothing beside it. A file in WAL mode (every ledger) is opened ``mode=ro``
+        when its ``-wal`` exists (a connection is open: the newest rows may be there), else
+        ``immutable=1`` (everything is in the file): a ``mode=ro`` connection would create
+        ``-wal``/``-shm`` files it cannot remove when it closes. For a WAL file only a verdict
+        counts; a failed look is left to the check inside the write transaction, which holds
+        the lock, since opening a WAL file for writing changes nothing in it by itself."""
+        import sqlite3
+
+        header = self._header()
+        if header is None:
+            return
+        wal = len(header) > 19 and header[18] == 2
+        query = "mode=ro"
+        if wal and not os.path.exists(f"{self._path}-wal"):
+            query += "&immutable=1"
         try:
             con = sqlite3.connect(
-                uri + "?mode=rw", timeout=self.timeout, isolation_level=None, uri=True
+                f"{self._path.as_uri()}?{query}",
+                timeout=self.timeout,
+                isolation_level=None,
+                uri=True,
             )
-        except sqlite3.OperationalError:
-            con = sqlite3.connect(
-                uri + "?mode=ro", timeout=self.timeout, isolation_level=None, uri=True
-            )
-        try:
-            con.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-        except BaseException:
-            con.close()
+            try:
+                con.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+                version = con.execute("PRAGMA user_version").fetchone()[0]
+                tables = {
+                    r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                }
+            finally:
+                con.close()
+        except sqlite3.Error:
+            if wal:
+                return
             raise
-        return con
+        reason = _refusal(version, tables)
+        if reason:
+            raise LedgerError(reason)
+
+    def _connect_read(self):
+        """A connection for reading an existing file (never creates it, never changes it).
+
+        Read-write first: that connection removes the ``-wal``/``-shm`` files when it is the
+        last to close. A ledger that cannot be written (read-only folder, file or mount) fails
+        on the first statement, not on open ("attempt to write a readonly database": SQLite
+        wants to create the ``-shm``), so each way of opening is tried with a statement:
+        ``mode=ro`` (works while the ``-wal``/``-shm`` exist), then ``immutable=1``, which reads
+        the main file alone, without locks: the runs checkpointed into it, which is all of them
+        once the last writer closed (a ``-wal`` that cannot be opened is not read). Other errors
+        (locked, not a database) are raised as they are: reading without locks would not help."""
+        import sqlite3
+
+        self._header()
+        uri = self._path.as_uri()
+        first: BaseException | None = None
+        for query in ("mode=rw", "mode=ro", "mode=ro&immutable=1"):
+            try:
+                con = sqlite3.connect(
+                    f"{uri}?{query}", timeout=self.timeout, isolation_level=None, uri=True
+                )
+            except sqlite3.OperationalError as exc:
+                if first is None:
+                    first = exc
+                continue
+            try:
+                con.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+                con.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            except sqlite3.OperationalError as exc:
+                con.close()
+                if not _cannot_write(exc):
+                    raise
+                if first is None:
+                    first = exc
+                continue
+            except BaseException:
+                con.close()
+                raise
+            return con
+        assert first is not None
+        raise first
 
     def _ensure_schema(self, con) -> None:
-        """Inside a write transaction: create the tables of a new file, refuse a foreign one."""
+        """Inside a write transaction: create the tables of a new file, refuse a foreign one.
+
+        :meth:`_check_before_write` already refused a foreign file before it was opened for
+        writing; this repeats the check under the lock, for a file replaced meanwhile."""
         version = con.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        reason = _refusal(version, tables)
+        if reason:
+            raise LedgerError(reason)
         if version == SCHEMA_VERSION:
             return
-        if version > SCHEMA_VERSION:
-            raise LedgerError(
-                f"ledger schema version {version} was written by a newer perfmagic "
-                f"(this one writes version {SCHEMA_VERSION})"
-            )
-        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if tables - _OUR_TABLES:
-            raise LedgerError("file is an SQLite database but not a perfmagic ledger")
         for stmt in _SCHEMA:
             con.execute(stmt)
 
@@ -588,7 +713,7 @@ class Ledger:
                 self._pending.append(row)
                 reason, fix = _classify(exc, self._path)
                 msg = (
-                    f"perfmagic: run not saved to the ledger {self._path} ({reason}); it is kept "
+                    f"run not saved to the ledger {self._path} ({reason}); it is kept "
                     f"in memory for this kernel session only (Ledger.pending, id {row['id']}). "
                     f"Fix: {fix[:1].upper()}{fix[1:]}."
                 )
@@ -609,7 +734,7 @@ class Ledger:
                 ids = self._write(list(self._pending))
             except Exception as exc:  # noqa: BLE001
                 reason, fix = _classify(exc, self._path)
-                self.last_error = f"perfmagic: ledger {self._path} still not writable ({reason}); {fix}."
+                self.last_error = f"ledger {self._path} still not writable ({reason}); {fix}."
                 return 0
             for old, new in zip(self._pending, ids):
                 self._renumbered[old["id"]] = new
@@ -669,7 +794,7 @@ class Ledger:
 
         try:
             con = self._connect()
-        except (sqlite3.Error, OSError) as exc:
+        except (sqlite3.Error, OSError, LedgerError) as exc:
             reason, fix = _classify(exc, self._path)
             raise LedgerError(f"cannot write the perfmagic ledger {self._path} ({reason}); {fix}.") from exc
         try:

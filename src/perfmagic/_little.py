@@ -29,8 +29,8 @@ def parse_rate(text: str) -> float:
     scale = _PER.get(unit or "s")
     if scale is None:
         raise BadOptionError("throughput", text, "a rate per s, ms, min or h, e.g. 100/s")
-    if not value > 0:
-        raise BadOptionError("throughput", text, "a positive rate")
+    if not (value > 0 and math.isfinite(value)):
+        raise BadOptionError("throughput", text, "a positive, finite rate", "e.g. 100/s")
     return value / scale
 
 
@@ -41,8 +41,19 @@ def parse_duration(text: str, option: str = "latency") -> float:
         v = pd(str(text))
     except ValueError:
         raise BadOptionError(option, text, "a duration such as 1s, 250ms, 2m or 0.5 (seconds)") from None
-    if not v > 0:
-        raise BadOptionError(option, text, "a positive duration")
+    if not (v > 0 and math.isfinite(v)):
+        raise BadOptionError(option, text, "a positive, finite duration", "e.g. 250ms or 1s")
+    return v
+
+
+def parse_concurrency(text: str) -> float:
+    """``'8'``, ``'2.5'`` (average tasks in flight) -> a positive float."""
+    try:
+        v = float(str(text).strip())
+    except ValueError:
+        raise BadOptionError("concurrency", text, "a number of tasks in flight, e.g. 8 or 2.5") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise BadOptionError("concurrency", text, "a positive, finite number of tasks in flight", "e.g. 8")
     return v
 
 

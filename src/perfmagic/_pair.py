@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _stats
-from ._engine import WARMUP_MAX_FRACTION, WARMUP_MIN_CALLS, WARMUP_MIN_FRACTION, _environment, _with_doubts, prepare
+from ._engine import WARMUP_MAX_FRACTION, WARMUP_MIN_CALLS, _environment, _with_doubts, prepare, warmup_min_s
 from ._errors import BadOptionError, BenchInterrupted
 from ._results import BenchResult
 from ._subject import Subject
@@ -40,12 +40,16 @@ class PairResult:
 
     a: BenchResult
     b: BenchResult
-    comparison: Any  # perfmagic._compare.Comparison
+    comparison: Any  # perfmagic._compare.Comparison; None when interrupted before 3 pairs
 
     def text(self) -> str:
         from ._format import fmt_time
 
         c = self.comparison
+        if c is None:
+            return (f"A/B interleaved in one process: interrupted after {self.a.n_samples} pair(s), too few for a "
+                    f"verdict (3 at least)\n  A {self.a.label or 'A'}: {fmt_time(self.a.median)} median   "
+                    f"B {self.b.label or 'B'}: {fmt_time(self.b.median)} median")
         lines = [f"A/B interleaved in one process ({self.a.n_samples} pairs): {c.sentence}",
                  f"  A {self.a.label or 'A'}: {fmt_time(self.a.median)} median   "
                  f"B {self.b.label or 'B'}: {fmt_time(self.b.median)} median   B/A = {c.ratio:.3f} "
@@ -116,6 +120,7 @@ def bench_pair(
 
     probe = LoadProbe()
     probe.start()
+    logs: list[float] = []  # log(B/A) per pair
     try:
         if not gc:
             _gc.disable()
@@ -129,9 +134,8 @@ def bench_pair(
                 s.warm_block()
             wt = clock() - w0
             if (all(s.warm_calls >= WARMUP_MIN_CALLS and s.warm_stable() for s in both)
-                    and wt >= WARMUP_MIN_FRACTION * total) or wt >= WARMUP_MAX_FRACTION * total:
+                    and wt >= warmup_min_s(total)) or wt >= WARMUP_MAX_FRACTION * total:
                 break
-        logs: list[float] = []
         i = 0
         while True:
             order = both if i % 2 == 0 else both[::-1]
@@ -184,8 +188,9 @@ def bench_pair(
         results.append(_with_doubts(r, warnings, min_samples, 1.0))
     a, b = results
     if len(a.raw) < 3:
-        raise BenchInterrupted(None) if interrupted else BadOptionError(
-            "budget", budget, "a budget long enough for at least 3 A/B pairs")
+        if not interrupted:
+            raise BadOptionError("budget", budget, "a budget long enough for at least 3 A/B pairs")
+        raise BenchInterrupted(PairResult(a, b, None) if a.raw and b.raw else None)
     comp = compare_samples(a.times, b.times, paired=True, min_effect=min_effect, confidence=confidence)
     pr = PairResult(a, b, comp)
     if interrupted:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._ceilings import Ceilings, normalize_dtype
-from ._errors import BadOptionError, PerfmagicError
+from ._errors import BadOptionError, BenchInterrupted, PerfmagicError
 from ._format import fmt_bytes, fmt_rate, fmt_time
 
 CACHE_BW_TOLERANCE = 1.05
@@ -318,10 +318,13 @@ def _resolve_dtype(dtype: Any, counts: Any, c: Ceilings) -> tuple[str, list[str]
 def roofline(code_or_fn: str | Callable[[], Any], setup: str = "", *, globals: Mapping[str, Any] | None = None,
              flops: float | None = None, bytes: float | None = None, device: str = "auto", dtype: Any = None,
              budget: float | None = None, ceilings: Ceilings | None = None, label: str | None = None,
-             progress: Callable[[float, str], Any] | None = None) -> RooflineResult:
+             progress: Callable[[float, str], Any] | None = None, filename: str | None = None) -> RooflineResult:
     """Time ``code_or_fn``, count its FLOPs/bytes (or take ``flops=``/``bytes=`` per call) and place it
     under the measured roofs of its device. ``ceilings=`` supplies roofs (else the cached ones of the
-    device, measured on first use with ``progress``). See the module docstring for the method."""
+    device, measured on first use with ``progress``). ``filename`` names the code in tracebacks.
+    See the module docstring for the method.
+    Ctrl-C while timing raises ``BenchInterrupted`` whose ``result`` is the point placed from the samples
+    taken so far (when there are any and ``ceilings=`` was given), else ``None``."""
     from ._engine import bench
 
     flops_v = _check_work("flops", flops)
@@ -349,7 +352,25 @@ def roofline(code_or_fn: str | Callable[[], Any], setup: str = "", *, globals: M
     if B <= 0:
         raise BadOptionError("bytes", B, "a positive number of bytes per call",
                              "the counted ops moved no tensor data; give bytes= (e.g. --bytes 12*n)")
-    r = bench(code_or_fn, setup, globals=globals, budget=budget, device=device, flops=F, bytes_moved=B, label=label)
+    def place(r: Any, roofs: Ceilings, first: list[str]) -> RooflineResult:
+        d, dnotes = _resolve_dtype(dtype, counts, roofs)
+        more = (["zero FLOPs: the point cannot be drawn on the log-log chart; the verdict uses bandwidth only"]
+                if F == 0 else [])
+        return RooflineResult(code=r.code, flops=F, bytes=B, flops_source="given" if flops_v is not None else "counted",
+                              bytes_source="given" if bytes_v is not None else "counted", dtype=d, bench=r,
+                              ceilings=roofs, counts=counts, label=label,
+                              warnings=tuple(first + _warnings(r, roofs, counts, F, B, r.median)),
+                              notes=tuple(notes + dnotes + more))
+
+    try:
+        r = bench(code_or_fn, setup, globals=globals, budget=budget, device=device, flops=F, bytes_moved=B,
+                  label=label, filename=filename)
+    except BenchInterrupted as exc:  # Ctrl-C: place what was timed, when anything was and the roofs are known
+        part = exc.result
+        if part is None or not part.raw or ceilings is None or not part.median > 0:
+            raise BenchInterrupted(None) from None
+        raise BenchInterrupted(place(part, ceilings, [f"interrupted after {part.n_samples} sample(s): the point "
+                                                      "comes from a partial timing"])) from None
     t = r.median
     if not (t > 0 and math.isfinite(t)):
         raise PerfmagicError(f"the measured time per call is {t!r} s: nothing to divide the work by (the clock "
@@ -358,14 +379,7 @@ def roofline(code_or_fn: str | Callable[[], Any], setup: str = "", *, globals: M
         from ._ceilings import ceilings as get_ceilings
 
         ceilings = get_ceilings(r.device if r.device.startswith(("cpu", "cuda")) else "cpu", progress=progress)
-    d, dnotes = _resolve_dtype(dtype, counts, ceilings)
-    notes += dnotes
-    warnings = _warnings(r, ceilings, counts, F, B, t)
-    if F == 0:
-        notes.append("zero FLOPs: the point cannot be drawn on the log-log chart; the verdict uses bandwidth only")
-    return RooflineResult(code=r.code, flops=F, bytes=B, flops_source="given" if flops_v is not None else "counted",
-                          bytes_source="given" if bytes_v is not None else "counted", dtype=d, bench=r,
-                          ceilings=ceilings, counts=counts, label=label, warnings=tuple(warnings), notes=tuple(notes))
+    return place(r, ceilings, [])
 
 
 def _warnings(r: Any, c: Ceilings, counts: Any, F: float, B: float, t: float) -> list[str]:

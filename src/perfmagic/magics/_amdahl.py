@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from . import _args
+from . import _args, _boundary
 from ._progress import progress_bar
 
 _SPEC = re.compile(r"^([A-Za-z_]\w*)=(.+)$")
@@ -44,6 +44,7 @@ class ScalingMagics(Magics):
     @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")
     @no_var_expand
     @cell_magic
+    @_boundary.user_facing("%%amdahl")
     def amdahl(self, line: str, cell: str) -> Any:
         """Run the cell at several worker counts and fit Amdahl's law and the Universal Scalability Law.
 
@@ -81,7 +82,7 @@ class ScalingMagics(Magics):
         except BenchInterrupted as exc:
             result, status = exc.result, "interrupted"
             if result is None:
-                raise KeyboardInterrupt("perfmagic: scaling sweep interrupted before any point was measured") from None
+                raise _boundary.Interrupted("perfmagic: scaling sweep interrupted before any point was measured") from None
         except PerfmagicError as exc:
             raise UsageError(f"%%amdahl: {exc}") from None
         finally:
@@ -103,7 +104,7 @@ class ScalingMagics(Magics):
             from .._display import display_bundle
 
             display_bundle(bundle)
-            raise KeyboardInterrupt("perfmagic: sweep interrupted; the points measured are fitted above and recorded")
+            raise _boundary.Interrupted("perfmagic: sweep interrupted; the points measured are fitted above and recorded")
         if args.output and not args.quiet:
             return result
         if not args.quiet:
@@ -117,6 +118,7 @@ class ScalingMagics(Magics):
                                        "concurrency=N, or run=RUN (latency = that run's median time)")
     @argument("--io", action="store_true", help="the work is I/O-bound (waits): do not cap workers at the free cores")
     @line_magic
+    @_boundary.user_facing("%littles")
     def littles(self, line: str) -> Any:
         """Little's law: concurrency = throughput × latency.
 
@@ -125,7 +127,7 @@ class ScalingMagics(Magics):
         this machine has free for CPU-bound work (``--io`` lifts the cap).
         """
         from .._errors import PerfmagicError
-        from .._little import littles, parse_duration, parse_rate, workers_for
+        from .._little import littles, parse_concurrency, parse_duration, parse_rate, workers_for
 
         args, _ = _args.parse(self.littles.parser, line)
         kv: dict[str, str] = {}
@@ -138,15 +140,19 @@ class ScalingMagics(Magics):
         try:
             thr = parse_rate(kv["throughput"]) if "throughput" in kv else None
             lat = parse_duration(kv["latency"]) if "latency" in kv else None
-            conc = float(kv["concurrency"]) if "concurrency" in kv else None
+            conc = parse_concurrency(kv["concurrency"]) if "concurrency" in kv else None
             source = ""
             if "run" in kv:
+                from .._ledger import LedgerError, UnknownRunError
                 from .._session import current_ledger
 
                 try:
                     row = current_ledger(self.shell.user_ns).get(_args.run_id(kv["run"]))
-                except (KeyError, argparse.ArgumentTypeError) as exc:
+                except (UnknownRunError, argparse.ArgumentTypeError) as exc:
                     raise UsageError(f"%littles run={kv['run']}: {exc.args[0] if exc.args else exc}") from None
+                except LedgerError as exc:
+                    raise UsageError(f"%littles run={kv['run']}: earlier runs unavailable: {str(exc).rstrip('.')}. Give the latency "
+                                     "itself instead, e.g. latency=20ms") from None
                 lat = (row.get("metrics") or {}).get("median_s")
                 if not lat:
                     raise UsageError(f"%littles: run #{row['id']} has no median time to use as the latency")

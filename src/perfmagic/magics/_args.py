@@ -10,8 +10,8 @@ and parse with that same parser here, with two additions ``parse_argstring`` lac
 from __future__ import annotations
 
 import argparse
+import math
 import re
-import shlex
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -19,16 +19,21 @@ from IPython.core.error import UsageError
 _TOKEN = re.compile(r"""(?:[^\s"']+|"[^"]*"|'[^']*')+""")
 
 
+_QUOTED = re.compile(r"""^(--?[\w-]+=)?(["'])(.*)\2$""", re.S)
+
+
 def tokens(line: str) -> list[tuple[str, int]]:
-    """Whitespace-separated tokens with their start offsets; quotes group, and are removed."""
+    """Whitespace-separated tokens with their start offsets.
+
+    Quotes group words (``-l "my label"``). A token that is one quoted string (optionally after
+    ``--opt=``) loses its quotes; quotes *inside* a token are kept, because they belong to a Python
+    expression (``--total float('nan')``, ``--items len(df['a'])``).
+    """
     out = []
     for m in _TOKEN.finditer(line):
         raw = m.group(0)
-        try:
-            parts = shlex.split(raw)
-            value = parts[0] if len(parts) == 1 else raw
-        except ValueError:
-            value = raw
+        q = _QUOTED.match(raw)
+        value = (q.group(1) or "") + q.group(3) if q else raw
         out.append((value, m.start()))
     return out
 
@@ -56,16 +61,36 @@ def parse(parser: argparse.ArgumentParser, line: str, *, remainder: str | None =
     return ns, rest
 
 
-def positive_duration(text: str) -> float:
-    from .._format import parse_duration
+def duration(what: str, example: str, limit: str | None = None) -> Any:
+    """An argparse type for a duration option: ``what`` names it in messages (``the budget``),
+    ``limit="budget"`` caps it at the longest measuring budget (24 h)."""
 
-    try:
-        v = parse_duration(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use seconds or a unit, e.g. 0.5, 500ms, 2s, 1m") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: the budget must be more than 0 s, e.g. 0.5 or 2s")
-    return v
+    def parse_one(text: str) -> float:
+        import math
+
+        from .._format import parse_duration
+
+        try:
+            v = parse_duration(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a duration; use seconds or a unit, e.g. 0.5, 500ms, "
+                                             "2s, 1m") from None
+        if not (v > 0 and math.isfinite(v)):
+            raise argparse.ArgumentTypeError(f"{text!r}: {what} must be more than 0 s and finite, e.g. {example}")
+        if limit == "budget":
+            from .._engine import MAX_BUDGET_S
+
+            if v > MAX_BUDGET_S:
+                raise argparse.ArgumentTypeError(f"{text!r}: {what} can be at most 24h ({MAX_BUDGET_S:.0f} s); a "
+                                                 f"measurement stops at its precision target long before, e.g. {example}")
+        return v
+
+    parse_one.__name__ = what.replace(" ", "_")
+    return parse_one
+
+
+# the measuring budget of every magic; other durations say what they are
+positive_duration = duration("the budget", "0.5 or 2s", limit="budget")
 
 
 def fraction(text: str) -> float:
@@ -111,8 +136,9 @@ def eval_expr(option: str, expr: str | None, user_ns: dict[str, Any]) -> float |
     except Exception as exc:
         raise UsageError(f"{option} {expr!r}: {type(exc).__name__}: {exc}. The expression is evaluated in the "
                          f"notebook's namespace: define its names first, or give a number") from None
-    if not value > 0:
-        raise UsageError(f"{option} {expr!r} evaluated to {value!r}; the work per call must be a positive number")
+    if not (value > 0 and math.isfinite(value)):
+        raise UsageError(f"{option} {expr!r} evaluated to {value!r}; the work per call must be a positive, finite "
+                         "number")
     return value
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from . import _args
+from . import _args, _boundary
 
 
 def default_label(cell: str) -> str:
@@ -61,6 +62,7 @@ class BenchMagics(Magics):
     @argument("setup", nargs=argparse.REMAINDER, help="setup code, run once before timing (as in %%%%timeit)")
     @no_var_expand
     @cell_magic
+    @_boundary.user_facing("%%gpubench")
     def gpubench(self, line: str, cell: str) -> Any:
         """Time the cell on the GPU (or the CPU), with warmup, device sync, a CI and peak memory.
 
@@ -83,9 +85,11 @@ class BenchMagics(Magics):
         work = {k: _args.eval_expr(f"--{o}", getattr(args, k), ns)
                 for k, o in (("items", "items"), ("flops", "flops"), ("nbytes", "bytes"))}
         label = args.label or default_label(cell)
-        filename = self.shell.compile.cache(cell, self.shell.execution_count)
+        filename = _boundary.cell_filename(self.shell, cell)
         if args.vs is not None:
-            return self._vs(args, line, cell, setup, label, filename)
+            pair = self._vs(args, line, cell, setup, label, filename)
+            if pair is not _ALONE:
+                return pair
         try:
             result = _engine.bench(
                 cell, setup, globals=ns, label=label, budget=args.budget, precision=args.precision,
@@ -93,10 +97,12 @@ class BenchMagics(Magics):
                 flush=args.flush, memory=not args.no_memory, gc=args.gc, items=work["items"],
                 flops=work["flops"], bytes_moved=work["nbytes"], filename=filename)
         except BenchInterrupted as exc:
-            if exc.result is not None:
-                self._finish(exc.result, line, cell, args)
-            raise KeyboardInterrupt("perfmagic: measurement interrupted; what was measured is shown above "
-                                    "and recorded as interrupted") from None
+            if exc.result is None:
+                raise _boundary.Interrupted("perfmagic: %%gpubench interrupted before anything was measured; "
+                                            "nothing recorded") from None
+            self._finish(exc.result, line, cell, args)
+            raise _boundary.Interrupted("perfmagic: %%gpubench interrupted; partial result above, recorded as "
+                                        "interrupted") from None
         except PerfmagicError as exc:
             raise UsageError(f"%%gpubench: {exc}") from None
         return self._finish(result, line, cell, args)
@@ -133,68 +139,94 @@ class BenchMagics(Magics):
             print(f"perfmagic: could not mark the baseline ({exc})")
 
     def _vs(self, args: argparse.Namespace, line: str, cell: str, setup: str, label: str, filename: str) -> Any:
-        """Same-process A/B against a recorded run: both codes interleaved, one paired verdict."""
+        """Same-process A/B against a recorded run: both codes interleaved, one paired verdict.
+
+        Returns ``_ALONE`` when the ledger cannot be read (run A's code is unknown): the caller then
+        measures this cell alone, after a one-line message, so the user still gets a result."""
         __tracebackhide__ = True
-        from .._display import bench_bundle, comparison_bundle, display_bundle
-        from .._env import fingerprint
-        from .._errors import BenchInterrupted, PerfmagicError
-        from .._history import compare
+        from .._errors import BenchInterrupted
+        from .._ledger import LedgerError, UnknownRunError
         from .._pair import bench_pair
         from .._session import current_ledger
         from .._whatchanged import cell_body
 
         led = current_ledger(self.shell.user_ns)
-        if args.vs == "baseline":
-            base = led.baseline(label)
-            if base is None:
-                raise UsageError(f"%%gpubench --vs baseline: label {label!r} has no baseline; mark one with "
-                                 "%%gpubench --baseline or %perf baseline RUN, or give a run id")
-            args.vs = base
         try:
+            if args.vs == "baseline":
+                base = led.baseline(label)
+                if base is None:
+                    raise UsageError(f"%%gpubench --vs baseline: label {label!r} has no baseline; mark one with "
+                                     "%%gpubench --baseline or %perf baseline RUN, or give a run id")
+                args.vs = base
             row_a = led.get(args.vs)
-        except KeyError as exc:
-            raise UsageError(f"%%gpubench --vs: {exc.args[0] if exc.args else exc}") from None
+        except UnknownRunError as exc:
+            raise UsageError(f"%%gpubench --vs: {exc}") from None
+        except LedgerError as exc:
+            print(f"perfmagic: earlier runs unavailable: {str(exc).rstrip('.')}. --vs {args.vs} needs that run's "
+                  "code: this cell is measured alone.", file=sys.stderr)
+            return _ALONE
         if row_a.get("magic") != "gpubench":
             raise UsageError(f"%%gpubench --vs {args.vs}: run #{args.vs} is a %%{row_a.get('magic')} run; "
                              "--vs needs a %%gpubench run")
         opts_a = row_a.get("options") or {}
         code_a, setup_a = cell_body(row_a.get("code") or ""), opts_a.get("setup") or ""
-        fn_a = self.shell.compile.cache(code_a, self.shell.execution_count)
+        fn_a = _boundary.cell_filename(self.shell, code_a)
+        status = "ok"
         try:
             pr = bench_pair(code_a, cell, setup_a, setup, globals=self.shell.user_ns,
                             labels=(row_a.get("label"), label), budget=args.budget, precision=args.precision,
                             min_effect=args.min_effect, min_samples=args.min_samples, device=args.device,
                             sync=args.sync, memory=not args.no_memory, gc=args.gc, filenames=(fn_a, filename))
         except BenchInterrupted as exc:
-            if exc.result is not None:
-                display_bundle({"text/plain": exc.result.text()})
-            raise KeyboardInterrupt("perfmagic: A/B measurement interrupted") from None
-        except PerfmagicError as exc:
-            raise UsageError(f"%%gpubench --vs: {exc}") from None
+            if exc.result is None:
+                raise _boundary.Interrupted("perfmagic: %%gpubench --vs interrupted before one A/B pair was "
+                                            "measured; nothing recorded") from None
+            pr, status = exc.result, "interrupted"
+        rc, b_id = self._record_pair(pr, row_a, code_a, opts_a, args, line, cell, setup, status, led)
+        if not args.quiet:
+            from dataclasses import replace
+
+            from .._display import bench_bundle, comparison_bundle, display_bundle
+
+            display_bundle(comparison_bundle(rc) if rc is not None else {"text/plain": pr.text()})
+            b = replace(pr.b, run_id=b_id)
+            display_bundle(bench_bundle(b, plot=not args.no_plot))
+        if status == "interrupted":
+            raise _boundary.Interrupted("perfmagic: %%gpubench --vs interrupted; the pairs measured are shown "
+                                        "above and recorded as interrupted")
+        return rc if args.output else None
+
+    def _record_pair(self, pr: Any, row_a: dict[str, Any], code_a: str, opts_a: dict[str, Any],
+                     args: argparse.Namespace, line: str, cell: str, setup: str, status: str, led: Any) -> Any:
+        """Record both sides of an A/B pair: ``(comparison or None when too few pairs, B's run id)``."""
+        from .._env import fingerprint
+        from .._history import compare
+
         record = self.state["record"]
         line_a = (row_a.get("code") or "").splitlines()[0][len("%%gpubench"):].strip() if row_a.get("code") else ""
         ref_a = record(magic="gpubench", label=pr.a.label, code=code_a, magic_line=line_a,
                        options={**opts_a, "remeasured_from": args.vs, "interleaved": True},
                        metrics=pr.a.metrics(), samples=pr.a.samples_dict(), env=pr.a.env,
-                       env_hash=fingerprint(pr.a.env) if pr.a.env else None, status=pr.a.status,
+                       env_hash=fingerprint(pr.a.env) if pr.a.env else None, status=status,
                        primary_metric="median_s",
                        note=f"re-measured from run #{args.vs}, interleaved with the next run")
         options = {k: v for k, v in vars(args).items() if k != "setup"}
         options.update(setup=setup, interleaved=True, interleaved_with=ref_a.id if ref_a is not None else None)
-        ref_b = record(magic="gpubench", label=label, code=cell, magic_line=line, options=options,
+        ref_b = record(magic="gpubench", label=pr.b.label, code=cell, magic_line=line, options=options,
                        metrics=pr.b.metrics(), samples=pr.b.samples_dict(), env=pr.b.env,
-                       env_hash=fingerprint(pr.b.env) if pr.b.env else None, status=pr.b.status,
+                       env_hash=fingerprint(pr.b.env) if pr.b.env else None, status=status,
                        primary_metric="median_s")
-        if args.baseline and ref_b is not None:
-            self._mark_baseline(label, ref_b)
+        b_id = ref_b.id if ref_b is not None else None
+        if args.baseline and ref_b is not None and status == "ok":
+            self._mark_baseline(pr.b.label, ref_b)
+        if pr.comparison is None:
+            return None, b_id
         if ref_a is not None and ref_b is not None:
-            rc = compare(led.get(ref_a.id), led.get(ref_b.id), min_effect=args.min_effect, ledger=led)
-        else:  # the ledger failed: compare the in-memory results
-            rc = compare(pr.a, pr.b, min_effect=args.min_effect, paired=True)
-        if not args.quiet:
-            display_bundle(comparison_bundle(rc))
-            from dataclasses import replace
+            try:
+                return compare(led.get(ref_a.id), led.get(ref_b.id), min_effect=args.min_effect, ledger=led), b_id
+            except Exception:  # noqa: BLE001 - a ledger that cannot be read: compare the results in memory
+                pass
+        return compare(pr.a, pr.b, min_effect=args.min_effect, paired=True), b_id
 
-            b = replace(pr.b, run_id=ref_b.id if ref_b is not None else None)
-            display_bundle(bench_bundle(b, plot=not args.no_plot))
-        return rc if args.output else None
+
+_ALONE = object()  # _vs's answer when run A cannot be read: measure this cell alone

@@ -12,7 +12,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from . import _args
+from . import _args, _boundary
 from ._progress import progress_bar
 
 _COUNTER = itertools.count(1)
@@ -76,6 +76,7 @@ class DataLoaderMagics(Magics):
     @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")
     @no_var_expand
     @cell_magic
+    @_boundary.user_facing("%%dataloader_check")
     def dataloader_check(self, line: str, cell: str) -> Any:
         """Measure a training loop's data wait: is it input-bound, and what would fix it?
 
@@ -137,8 +138,8 @@ class DataLoaderMagics(Magics):
         except BenchInterrupted as exc:
             result, status = exc.result, "interrupted"
             if result is None:
-                raise KeyboardInterrupt("perfmagic: dataloader check interrupted before a step was measured; "
-                                        "the workers are shut down") from None
+                raise _boundary.Interrupted("perfmagic: dataloader check interrupted before a step was measured; "
+                                            "the workers are shut down") from None
         except PerfmagicError as exc:
             raise UsageError(f"%%dataloader_check: {exc}") from None
         finally:
@@ -162,8 +163,8 @@ class DataLoaderMagics(Magics):
 
         if status == "interrupted":
             display_bundle(bundle)
-            raise KeyboardInterrupt("perfmagic: dataloader check interrupted; the steps measured are shown above "
-                                    "and recorded; the workers are shut down")
+            raise _boundary.Interrupted("perfmagic: dataloader check interrupted; the steps measured are shown above "
+                                        "and recorded; the workers are shut down")
         if not args.quiet and not args.output:
             display_bundle(bundle)
         return result if args.output else None

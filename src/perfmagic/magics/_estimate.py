@@ -10,7 +10,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from . import _args
+from . import _args, _boundary
 from ._progress import progress_bar
 
 _SPEC = re.compile(r"^([A-Za-z_]\w*)=(.+)$")
@@ -76,9 +76,9 @@ class EstimateMagics(Magics):
     @argument("--total", metavar="EXPR",
               help="per-iteration form: the cell is one unit of work; EXPR is the number of units of the full job, "
                    "e.g. --total 119*2000")
-    @argument("-b", "--budget", type=_args.positive_duration, default=None,
+    @argument("-b", "--budget", type=_args.duration("the full run's allowed time", "10m or 2h"), default=None,
               help="time the full run may take (10m, 2h, 90s): the gate says whether it will fit and the largest size that does")
-    @argument("--measure", type=_args.positive_duration, default=None,
+    @argument("--measure", type=_args.duration("the measuring time", "3s or 10s", limit="budget"), default=None,
               help="most time to spend measuring (default 3s); the measuring also stops at --max-fraction of the predicted full run")
     @argument("--max-fraction", type=_args.fraction, default=0.10,
               help="spend at most this fraction of the predicted full run measuring: 0.1 or 10%% (default 10%%)")
@@ -96,6 +96,7 @@ class EstimateMagics(Magics):
     @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")
     @no_var_expand
     @cell_magic
+    @_boundary.user_facing("%%estimate")
     def estimate(self, line: str, cell: str) -> Any:
         """Estimate the full run's time and peak memory from a few small runs, before committing to it.
 
@@ -140,6 +141,7 @@ class EstimateMagics(Magics):
         interrupted_at = None
         try:
             result = estimate(cell, n=full, total=total, var=var, globals=ns, measure=args.measure,
+                              filename=_boundary.cell_filename(self.shell, cell),
                               max_fraction=args.max_fraction, budget=args.budget, sizes=args.sizes,
                               memory=not args.no_memory, device=args.device, run=args.run, force=args.force,
                               progress=lambda f, msg: update(100 * f, msg),
@@ -147,7 +149,7 @@ class EstimateMagics(Magics):
         except BenchInterrupted as exc:
             result, status, interrupted_at = exc.result, "interrupted", "measuring"
             if result is None:
-                raise KeyboardInterrupt("perfmagic: estimate interrupted before anything was measured") from None
+                raise _boundary.Interrupted("perfmagic: estimate interrupted before anything was measured") from None
         except PerfmagicError as exc:
             raise UsageError(f"%%estimate: {exc}") from None
         finally:
@@ -155,6 +157,9 @@ class EstimateMagics(Magics):
             run_close()
         if result.actual is not None and result.actual.status == "interrupted":
             status, interrupted_at = "interrupted", "the full run"
+        failure = result.actual.exception if result.actual is not None and result.actual.status == "failed" else None
+        if failure is not None:
+            status = "failed"
         opts = {k: v for k, v in vars(args).items()}
         ref = self.state["record"](
             magic="estimate", label=label, code=cell, magic_line=line, options=opts, metrics=result.metrics(),
@@ -173,8 +178,14 @@ class EstimateMagics(Magics):
 
             if not args.quiet:
                 display_bundle(bundle)
-            raise KeyboardInterrupt(f"perfmagic: interrupted during {interrupted_at}; what was done is shown above "
-                                    "and recorded")
+            raise _boundary.Interrupted(f"perfmagic: interrupted during {interrupted_at}; what was done is shown above "
+                                        "and recorded")
+        if failure is not None:  # shown and recorded as failed; then the user's own error, with their traceback
+            if not args.quiet:
+                from .._display import display_bundle
+
+                display_bundle(bundle)
+            raise _boundary.without_perfmagic_frames(failure)
         if args.output and not args.quiet:
             return result
         if not args.quiet:

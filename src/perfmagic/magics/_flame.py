@@ -8,7 +8,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from . import _args
+from . import _args, _boundary
 
 
 def _rate(text: str) -> int:
@@ -44,6 +44,7 @@ class FlameMagics(Magics):
     @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")
     @no_var_expand
     @cell_magic
+    @_boundary.user_facing("%%flame")
     def flame(self, line: str, cell: str) -> Any:
         """Run the cell once under a sampling profiler and show an interactive flame graph.
 
@@ -99,7 +100,7 @@ class FlameMagics(Magics):
 
         if status == "interrupted":
             display_bundle(bundle)
-            raise KeyboardInterrupt("perfmagic: %%flame interrupted; the profile up to Ctrl-C is shown and recorded")
+            raise _boundary.Interrupted("perfmagic: %%flame interrupted; the profile up to Ctrl-C is shown and recorded")
         if not args.quiet and not (args.output and status == "ok"):
             display_bundle(bundle)
         if status == "failed" and result.exception is not None:

@@ -8,7 +8,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from . import _args
+from . import _args, _boundary
 
 
 @magics_class
@@ -34,6 +34,7 @@ class LineProfMagics(Magics):
     @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")
     @no_var_expand
     @cell_magic
+    @_boundary.user_facing("%%lineprof")
     def lineprof(self, line: str, cell: str) -> Any:
         """Time every line of the functions given with -f while the cell runs once (line_profiler).
 
@@ -48,21 +49,18 @@ class LineProfMagics(Magics):
         from .._errors import PerfmagicError
         from .._lineprof import run_lineprof
         from ._bench import default_label
-        from ._memprof import cell_filename
 
         args, _ = _args.parse(self.lineprof.parser, line)
         if not args.functions:
             raise UsageError("%%lineprof needs at least one function to profile: -f FUNC, e.g. %%lineprof -f slow")
         funcs = [self._function(expr) for expr in args.functions]
         code = self.shell.transform_cell(cell)
-        fname = cell_filename(self.shell, code, cell)
+        fname = _boundary.cell_filename(self.shell, code, cell)
         try:
             result, exc = run_lineprof(code, funcs, names=args.functions, globals=self.shell.user_ns,
                                        filename=fname, top=args.top)
         except PerfmagicError as err:
             raise UsageError(f"%%lineprof: {err}") from None
-        except SyntaxError as err:  # the user's: show it as IPython shows a cell's, without our frames
-            raise err.with_traceback(None) from None
         status = {"ok": "ok", "interrupted": "interrupted", "error": "failed"}[result.status]
         ref = self.state["record"](
             magic="lineprof", label=args.label or default_label(cell), code=cell, magic_line=line,
@@ -76,8 +74,8 @@ class LineProfMagics(Magics):
                       "text/html": result.html() + (f"<div style='font-size:12px'>{run.strip()}</div>" if run else "")}
             display_bundle(bundle)
         if isinstance(exc, KeyboardInterrupt):
-            raise KeyboardInterrupt("perfmagic: %%lineprof interrupted; the lines timed up to there are shown above "
-                                    "and recorded") from None
+            raise _boundary.Interrupted("perfmagic: %%lineprof interrupted; the lines timed up to there are shown above "
+                                        "and recorded") from None
         if exc is not None:
             raise exc
         return result if args.output else None

@@ -9,7 +9,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from . import _args
+from . import _args, _boundary
 
 
 def device_choice(text: str) -> str:
@@ -19,28 +19,6 @@ def device_choice(text: str) -> str:
     raise argparse.ArgumentTypeError(f"{text!r}: choose auto, cpu, cuda or cuda:N")
 
 
-def cell_filename(shell: Any, code: str, raw: str) -> str:
-    """Register the cell body with IPython's compiler so tracebacks and sites read ``In [n]``.
-
-    ``n`` is the number of the running cell: IPython increments ``execution_count`` before it runs a
-    cell, so it is read from the frame of the cell that called the magic (its file is in IPython's map).
-    """
-    import sys
-
-    fmap = getattr(getattr(shell, "compile", None), "_filename_map", {}) or {}
-    number = None
-    f = sys._getframe(1)
-    while f is not None and number is None:
-        number = fmap.get(f.f_code.co_filename)
-        f = f.f_back
-    if number is None:
-        number = shell.execution_count
-    try:
-        return shell.compile.cache(code, number, raw_code=raw)
-    except Exception:  # an unusual shell: fall back to our own name (sources still go to linecache)
-        return f"<perfmagic-cell-{shell.execution_count}>"
-
-
 @magics_class
 class MemoryMagics(Magics):
     def __init__(self, shell: Any, state: dict[str, Any]) -> None:
@@ -48,7 +26,7 @@ class MemoryMagics(Magics):
         self.state = state
 
     @magic_arguments()
-    @argument("--interval", type=_args.positive_duration, default=0.01, metavar="DURATION",
+    @argument("--interval", type=_args.duration("the sampling interval", "10ms or 0.02"), default=0.01, metavar="DURATION",
               help="RSS sampling period (default 10ms; at least 1ms), e.g. 5ms or 0.02")
     @argument("--top", type=_args.positive_int, default=10, metavar="N", help="allocation sites to list (default 10)")
     @argument("--trace", choices=("sample", "auto", "on", "off"), default="sample",
@@ -66,6 +44,7 @@ class MemoryMagics(Magics):
     @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")
     @no_var_expand
     @cell_magic
+    @_boundary.user_facing("%%memory")
     def memory(self, line: str, cell: str) -> Any:
         """Memory over one run of the cell: an RSS timeline, true peaks, allocation sites, CUDA memory.
 
@@ -87,15 +66,13 @@ class MemoryMagics(Magics):
 
         args, _ = _args.parse(self.memory.parser, line)
         code = self.shell.transform_cell(cell)
-        fname = cell_filename(self.shell, code, cell)
+        fname = _boundary.cell_filename(self.shell, code, cell)
         try:
             result, exc = run_memory(code, globals=self.shell.user_ns, filename=fname, interval=args.interval,
                                      top=args.top, trace="off" if args.no_trace else args.trace,
                                      device=args.device)
         except PerfmagicError as err:
             raise UsageError(f"%%memory: {err}") from None
-        except SyntaxError as err:  # the user's: show it as IPython shows a cell's, without our frames
-            raise err.with_traceback(None) from None
         status = {"ok": "ok", "interrupted": "interrupted", "error": "failed"}[result.status]
         ref = self.state["record"](
             magic="memory", label=args.label or default_label(cell), code=cell, magic_line=line,
@@ -107,8 +84,8 @@ class MemoryMagics(Magics):
 
             display_bundle(self._bundle(result, text, plot=not args.no_plot))
         if isinstance(exc, KeyboardInterrupt):
-            raise KeyboardInterrupt("perfmagic: %%memory interrupted; the profile up to there is shown above "
-                                    "and recorded") from None
+            raise _boundary.Interrupted("perfmagic: %%memory interrupted; the profile up to there is shown above "
+                                        "and recorded") from None
         if exc is not None:
             raise exc
         return result if args.output else None

@@ -8,7 +8,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from . import _args
+from . import _args, _boundary
 
 SUBCOMMANDS = ("show", "baseline", "compare", "plot", "export", "forget")
 USAGE = ("%perf | %perf baseline [RUN] | %perf compare [A [B]] | %perf plot [LABEL] | "
@@ -36,6 +36,7 @@ class PerfMagics(Magics):
     @argument("command", nargs="?", default="show", help=" | ".join(SUBCOMMANDS) + " (default show)")
     @argument("targets", nargs="*", help="run ids, a label, or a path, depending on the command")
     @line_magic
+    @_boundary.user_facing("%perf")
     def perf(self, line: str) -> Any:
         """The per-notebook ledger of every perfmagic run, and one-change-at-a-time comparisons.
 

@@ -14,7 +14,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from . import _args
+from . import _args, _boundary
 from ._progress import progress_bar
 
 
@@ -40,6 +40,7 @@ class RooflineMagics(Magics):
     @argument("setup", nargs=argparse.REMAINDER, help="setup code, run once before timing (as in %%%%timeit)")
     @no_var_expand
     @line_cell_magic
+    @_boundary.user_facing("%%roofline")
     def roofline(self, line: str, cell: str | None = None) -> Any:
         """Is the cell compute-bound or bandwidth-bound, on this machine's measured roofs?
 
@@ -61,7 +62,8 @@ class RooflineMagics(Magics):
                 return self._show(roofs, args, roofs.text(), roofs._repr_mimebundle_())
             return self._cell(args, line, setup, cell, roofs)
         except BenchInterrupted:
-            raise KeyboardInterrupt("perfmagic: roofline timing interrupted; nothing recorded") from None
+            raise _boundary.Interrupted("perfmagic: %%roofline interrupted before a sample was timed; nothing "
+                                        "recorded") from None
         except PerfmagicError as exc:
             raise UsageError(f"%roofline: {exc}") from None
 
@@ -78,7 +80,7 @@ class RooflineMagics(Magics):
         try:
             return ceilings(dev if dev.startswith("cuda") else "cpu", recalibrate=args.calibrate, progress=update)
         except KeyboardInterrupt:
-            raise KeyboardInterrupt("perfmagic: calibration interrupted; the cache was left as it was") from None
+            raise _boundary.Interrupted("perfmagic: calibration interrupted; the cache was left as it was") from None
         finally:
             close()
 
@@ -94,37 +96,64 @@ class RooflineMagics(Magics):
     def _cell(self, args: argparse.Namespace, line: str, setup: str, cell: str, roofs: Any) -> Any:
         __tracebackhide__ = True
         from .._env import fingerprint
+        from .._errors import BenchInterrupted
         from .._roofline import roofline
-        from .._session import current_ledger
         from ._bench import default_label
 
         ns = self.shell.user_ns
         flops = _args.eval_expr("--flops", args.flops, ns)
         nbytes = _args.eval_expr("--bytes", args.nbytes, ns)
         label = args.label or default_label(cell)
-        filename = self.shell.compile.cache(cell, self.shell.execution_count)
+        filename = _boundary.cell_filename(self.shell, cell)
         from .._compile import register_source
 
         register_source(cell, filename)
-        r = roofline(cell, setup, globals=ns, flops=flops, bytes=nbytes, device=args.device, dtype=args.dtype,
-                     budget=args.budget, ceilings=roofs, label=label)
+        status = "ok"
+        try:
+            r = roofline(cell, setup, globals=ns, flops=flops, bytes=nbytes, device=args.device, dtype=args.dtype,
+                         budget=args.budget, ceilings=roofs, label=label, filename=filename)
+        except BenchInterrupted as exc:
+            if exc.result is None:
+                raise
+            r, status = exc.result, "interrupted"
         options = {k: v for k, v in vars(args).items() if k != "setup"}
         options["setup"] = setup
-        metrics = r.metrics()
         ref = self.state["record"](
             magic="roofline", label=label, code=cell, magic_line=line, options=options,
-            metrics=metrics, samples=r.bench.samples_dict(), env=r.bench.env,
-            env_hash=fingerprint(r.bench.env) if r.bench.env else None, status="ok", primary_metric="median_s")
+            metrics=r.metrics(), samples=r.bench.samples_dict(), env=r.bench.env,
+            env_hash=fingerprint(r.bench.env) if r.bench.env else None, status=status, primary_metric="median_s")
         run_id = ref.id if ref is not None else None
-        history = [row for row in current_ledger(ns).rows(magic="roofline", newest_first=False)
-                   if row["id"] != run_id and "intensity" in (row.get("metrics") or {})][-8:]
         text = r.text() + (f"\n  run #{run_id}" if run_id is not None else "")
         bundle: dict[str, Any] = {"text/plain": text}
         if not args.no_plot:
             from .._display import attach_widget, roofline_widget, text_figure_bundle, widgets_available
 
-            png = r.figure_png(history=[dict(h, label=f"#{h['id']} {h['label']}") for h in history])
+            png = r.figure_png(history=[dict(h, label=f"#{h['id']} {h['label']}") for h in self._history(run_id)])
             bundle = text_figure_bundle(text, png, "roofline chart")
             if widgets_available(self.shell):
                 attach_widget(bundle, lambda: roofline_widget(r, text, png))
+        if status == "interrupted":
+            if not args.quiet:
+                from .._display import display_bundle
+
+                display_bundle(bundle)
+            raise _boundary.Interrupted("perfmagic: %%roofline interrupted; the point from the samples timed so far "
+                                        "is shown above and recorded as interrupted")
         return self._show(r, args, text, bundle)
+
+    def _history(self, run_id: int | None) -> list[dict[str, Any]]:
+        """Earlier roofline points of this notebook for the chart; none (and one line) when the ledger
+        cannot be read."""
+        import sys
+
+        from .._ledger import LedgerError
+        from .._session import current_ledger
+
+        led = current_ledger(self.shell.user_ns)
+        try:
+            rows = led.rows(magic="roofline", newest_first=False)
+        except LedgerError as exc:
+            print(f"perfmagic: earlier runs unavailable: {str(exc).rstrip('.')}. The chart shows this session's "
+                  "unsaved runs only.", file=sys.stderr)
+            rows = [r for r in led.pending if r.get("magic") == "roofline"]
+        return [row for row in rows if row["id"] != run_id and "intensity" in (row.get("metrics") or {})][-8:]
