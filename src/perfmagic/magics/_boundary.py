@@ -89,12 +89,30 @@ def without_perfmagic_frames(exc: BaseException) -> BaseException:
     return exc.with_traceback(tb) if tb is not None else exc
 
 
-def _is_cell_syntax_error(shell: Any, exc: SyntaxError) -> bool:
-    """True for a SyntaxError in the code of a cell (a name IPython's compiler gave out, or ours);
-    a SyntaxError raised while the code runs (``exec`` of a bad string) keeps its stack."""
-    name = str(getattr(exc, "filename", "") or "")
+def _from_compiling(shell: Any, exc: SyntaxError) -> bool:
+    """True for a SyntaxError perfmagic met compiling the cell; False for one raised while the
+    code ran (``exec`` of a bad string), which keeps its stack. Code that ran has a frame of the
+    user's code in the traceback: a cell (a name IPython's compiler gave out) or code compiled
+    from a string (``<perfmagic-cell>``, ``<string>``)."""
     fmap = getattr(getattr(shell, "compile", None), "_filename_map", {}) or {}
-    return name in fmap or name.startswith("<perfmagic")
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if name in fmap or name.startswith("<"):
+            return False
+        tb = tb.tb_next
+    return True
+
+
+def _as_cell_syntax_error(shell: Any, exc: SyntaxError, cell: Any) -> CellSyntaxError:
+    """The cell's SyntaxError, named after the running cell (``Cell In [n], line k``)."""
+    fmap = getattr(getattr(shell, "compile", None), "_filename_map", {}) or {}
+    if str(getattr(exc, "filename", "") or "") not in fmap and isinstance(cell, str) and shell is not None:
+        try:
+            exc.filename = cell_filename(shell, cell)
+        except Exception:  # noqa: BLE001 - keep the name it had
+            pass
+    return CellSyntaxError(exc.with_traceback(None))
 
 
 def user_facing(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -112,9 +130,10 @@ def user_facing(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
             except (Interrupted, UsageError, CellSyntaxError):
                 raise
             except SyntaxError as exc:
-                if not _is_cell_syntax_error(getattr(args[0], "shell", None) if args else None, exc):
+                shell = getattr(args[0], "shell", None) if args else None
+                if not _from_compiling(shell, exc):
                     raise
-                raise CellSyntaxError(exc.with_traceback(None)) from None
+                raise _as_cell_syntax_error(shell, exc, args[2] if len(args) > 2 else None) from None
             except PerfmagicError as exc:
                 raise UsageError(f"{name}: {exc}") from None
             except KeyboardInterrupt:
