@@ -216,7 +216,7 @@ def run_info(r: Any) -> dict[str, Any]:
 
 def judge_historical(ns: dict[str, Any], stmt1: str, stmt2: str) -> dict[str, Any]:
     import perfmagic
-    from perfmagic._compare import compare_samples
+    from perfmagic.timing.compare import compare_samples
 
     meter = C.LoadMeter().start()
     t0 = time.perf_counter()
@@ -554,7 +554,7 @@ def main() -> int:
     import torch
 
     import perfmagic
-    from perfmagic._history import HISTORICAL_NOISE_FLOOR
+    from perfmagic.timing.history import HISTORICAL_NOISE_FLOOR
 
     torch.set_num_threads(C.usable_cores())
     tmp = tempfile.TemporaryDirectory(prefix="perfmagic-ab-")

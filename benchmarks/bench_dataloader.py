@@ -97,7 +97,7 @@ def make_step(kind: str, c: float):
 def accuracy(quick: bool) -> list[tuple]:
     from torch.utils.data import DataLoader
 
-    from perfmagic._dataloader import dataloader_check
+    from perfmagic.dataloader.check import dataloader_check
 
     # chosen so that no row has the pool's time per batch (F/w) within 30% of the step (a balanced pipeline,
     # whose planted wait 0 is not measurable: any IPC cost shows as wait) nor a planted fraction near 0.3
@@ -124,7 +124,7 @@ def accuracy(quick: bool) -> list[tuple]:
 
 def overhead(quick: bool) -> tuple[float, list[tuple]]:
     """(instrumentation seconds per step, [(step, plain, check, median rel, min rel, max rel)])."""
-    from perfmagic._dataloader import dataloader_check
+    from perfmagic.dataloader.check import dataloader_check
 
     def plain_loop(batches, step, n):
         t = time.perf_counter()
@@ -183,7 +183,7 @@ def main() -> None:
     errs = [abs(r[5] - r[4]) for r in planted]
     lines = [C.header("DataLoader check (%%dataloader_check)"), "",
              f"Planted loaders: batch of {B} items, each item a sleep (io) or a CPU spin (cpu) of the given cost; "
-             "a step of known cost (sleep / spin). `perfmagic._dataloader.dataloader_check(loader, step, "
+             "a step of known cost (sleep / spin). `perfmagic.dataloader.check.dataloader_check(loader, step, "
              f"steps={10 if args.quick else 20})`. Planted fraction F/(F+c) at 0 workers (F = 4 × item); with w "
              "workers wait/(wait + c), wait = max(h, F/w − c), where h is the hand-off of a ready batch from the "
              "workers' queue to the main process (measured as the main process's time per batch of a zero-cost loader: "

@@ -80,7 +80,7 @@ def prefault(gib: float) -> float:
 
 
 def calibrate(code: str, ns: dict, k: float, n0: int, target: float) -> int:
-    from perfmagic._estimate import _Runner
+    from perfmagic.estimation.estimate import _Runner
 
     r = _Runner(code, "n", ns, "cpu", "<calibrate>")
     n = n0
@@ -141,7 +141,7 @@ def main() -> None:
         nx, tx = [float(x) for x, _ in pts], [y for _, y in pts]
         naive = naive_loglog(nx, tx, N)
         # the same points with the drift guard's speed correction (off by default): would it earn its place?
-        from perfmagic._estimate import analyse_scaling
+        from perfmagic.estimation.estimate import analyse_scaling
 
         corr = analyse_scaling(r.points, N=N, correct_speed=True)
         unc = (f"{corr.predicted_s / a.seconds - 1:+.1%}" + ("" if corr.reliable else " (unreliable)")

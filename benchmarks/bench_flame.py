@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from _common import LoadMeter, add_section_row, fmt_time, header, loadavg, md_table, replace_section  # noqa: E402
 
-from perfmagic import _flame  # noqa: E402
-from perfmagic._errors import PerfmagicError  # noqa: E402
+from perfmagic.profile import flame as _flame  # noqa: E402
+from perfmagic.errors import PerfmagicError  # noqa: E402
 
 
 def cpu_bound(n: int) -> int:

@@ -73,9 +73,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-docs", action="store_true")
     args = ap.parse_args()
-    import perfmagic._lineprof as LP
-    import perfmagic._memprof as MP
-    from perfmagic._memory import malloc_trim
+    import perfmagic.profile.lineprof as LP
+    import perfmagic.profile.memory as MP
+    from perfmagic.core.memory import malloc_trim
 
     rounds = 2 if args.quick else 5
     target = 0.2

@@ -64,7 +64,7 @@ def main() -> None:
     runs = 1 if args.quick else args.runs
 
     import perfmagic
-    from perfmagic._env import cache_sizes
+    from perfmagic.core.env import cache_sizes
 
     elems = max(32 * 2**20, min(128 * 2**20, 2 * int(cache_sizes()["llc_bytes"]) // 4))
     rows = []

@@ -48,7 +48,7 @@ class Shell:
 def ledger_dir(tmp_path: Any, monkeypatch: Any) -> Any:
     d = tmp_path / ".perfmagic"
     monkeypatch.setenv("PERFMAGIC_LEDGER_DIR", str(d))
-    from perfmagic import _session
+    from perfmagic.storage import session as _session
 
     _session.forget_ledgers()
     yield d
@@ -76,7 +76,7 @@ def shell(ledger_dir: Any, monkeypatch: Any) -> Any:
 @pytest.fixture
 def roofs(tmp_path: Any, monkeypatch: Any) -> Any:
     """CPU roofs planted in a temporary cache, so %%roofline never calibrates in a test."""
-    from perfmagic import _ceilings
+    from perfmagic.roofs import ceilings as _ceilings
 
     monkeypatch.setenv("PERFMAGIC_CACHE_DIR", str(tmp_path / "cache"))
     fp, _ = _ceilings.machine_fingerprint("cpu")

@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from perfmagic import BadOptionError
-from perfmagic._amdahl import KF_RISE_NOTE, AmdahlResult, ScalingPoint, amdahl, analyse
-from perfmagic._errors import BenchInterrupted
-from perfmagic._scaling import (amdahl_model, choose_model, efficiency, fit_amdahl, fit_gustafson, fit_usl,
+from perfmagic.scaling.sweep import KF_RISE_NOTE, AmdahlResult, ScalingPoint, amdahl, analyse
+from perfmagic.errors import BenchInterrupted
+from perfmagic.scaling.models import (amdahl_model, choose_model, efficiency, fit_amdahl, fit_gustafson, fit_usl,
                                 gustafson, karp_flatt, speedup, usl_model)
 
 T = 0.04
@@ -127,7 +127,7 @@ def test_gil_diagnosis(pool, spin_200us) -> None:
 
 
 def test_gil_verdict_holds_when_the_machine_sped_up_between_points() -> None:
-    from perfmagic._results import BenchResult
+    from perfmagic.timing.results import BenchResult
 
     def pt(n, t, own):
         return ScalingPoint(n, (BenchResult(code="x", raw=(t,) * 12, number=1, cold_s=t),), own_cores=own)
@@ -196,7 +196,7 @@ def test_bad_options() -> None:
 
 
 def test_interrupt_keeps_points(monkeypatch) -> None:
-    from perfmagic import _engine
+    from perfmagic.timing import bench as _engine
 
     real, calls = _engine.bench, []
 
@@ -214,7 +214,7 @@ def test_interrupt_keeps_points(monkeypatch) -> None:
 
 
 def test_analyse_synthetic_points_and_warnings() -> None:
-    from perfmagic._results import BenchResult
+    from perfmagic.timing.results import BenchResult
 
     def pt(n, t, own=0.1):
         return ScalingPoint(n, (BenchResult(code="x", raw=(t,) * 12, number=1, cold_s=t),), own_cores=own)

@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from perfmagic._compare import Comparison, compare_samples, decide, ratio_ci, widen
-from perfmagic._results import BenchResult
+from perfmagic.timing.compare import Comparison, compare_samples, decide, ratio_ci, widen
+from perfmagic.timing.results import BenchResult
 
 BASE = 1.0e-3  # 1 ms per call
 

@@ -16,8 +16,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
-from perfmagic._dataloader import DataLoaderResult, dataloader_check  # noqa: E402
-from perfmagic._errors import BadOptionError, BenchInterrupted, PerfmagicError  # noqa: E402
+from perfmagic.dataloader.check import DataLoaderResult, dataloader_check  # noqa: E402
+from perfmagic.errors import BadOptionError, BenchInterrupted, PerfmagicError  # noqa: E402
 
 
 class SleepDataset(Dataset):

@@ -148,7 +148,7 @@ def test_user_budget_is_a_hard_limit() -> None:
 
 
 def test_missing_cuda_falls_back_to_cpu_with_a_note() -> None:
-    from perfmagic._sync import cuda_in_use
+    from perfmagic.core.sync import cuda_in_use
 
     pytest.importorskip("torch")
     import torch
@@ -217,7 +217,7 @@ def test_cuda_matmul_uses_events_and_reports_cuda_peak() -> None:
 
 
 def test_slow_phase_of_the_machine_is_flagged(monkeypatch) -> None:
-    from perfmagic import _reference
+    from perfmagic.core import reference as _reference
 
     monkeypatch.setattr(_reference, "_best_seen", [1e-7])  # as if the machine had been far faster before
     r = perfmagic.bench("1", memory=False)

@@ -1,4 +1,4 @@
-"""Tests for perfmagic._env: environment capture, fingerprint, cache sizes, load probe, warnings."""
+"""Tests for perfmagic.core.env: environment capture, fingerprint, cache sizes, load probe, warnings."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from perfmagic import _env
+from perfmagic.core import env as _env
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 KEYS = {
@@ -31,12 +31,12 @@ def _run_python(code: str) -> str:
 
 
 def test_import_is_light() -> None:
-    out = _run_python(f"import sys, perfmagic._env; print([m for m in {HEAVY!r} if m in sys.modules])")
+    out = _run_python(f"import sys, perfmagic.core.env; print([m for m in {HEAVY!r} if m in sys.modules])")
     assert out.strip() == "[]"
 
 
 def test_capture_never_imports_torch_or_numpy() -> None:
-    out = _run_python("import sys, json; from perfmagic import _env; json.dumps(_env.capture('cuda:0'));"
+    out = _run_python("import sys, json; from perfmagic.core import env as _env; json.dumps(_env.capture('cuda:0'));"
                       "print([m for m in ('torch', 'numpy', 'jax', 'cupy') if m in sys.modules])")
     assert out.strip() == "[]"
 

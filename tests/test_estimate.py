@@ -9,16 +9,16 @@ import time
 import pytest
 
 from perfmagic import estimate
-from perfmagic._costmodel import invert, local_slopes, select
-from perfmagic._errors import BadOptionError, BenchInterrupted
-from perfmagic._estimate import Actual, Point, analyse_scaling, gate
+from perfmagic.estimation.costmodel import invert, local_slopes, select
+from perfmagic.errors import BadOptionError, BenchInterrupted
+from perfmagic.estimation.estimate import Actual, Point, analyse_scaling, gate
 
 from .conftest import spin_loop
 
 
 def _actual_again(r, ns, code, var="n"):
     """The full run once more (the ground truth must not hinge on one noisy run)."""
-    from perfmagic._estimate import _Runner
+    from perfmagic.estimation.estimate import _Runner
 
     runner = _Runner(code, var, ns, "cpu", "<again>")
     return runner.once(int(r.full), memory=True, clean=True)
@@ -378,7 +378,7 @@ class _VirtualRunner:
 def _virtual_scaling(monkeypatch, f, N, seed=0):
     import types
 
-    from perfmagic import _estimate
+    from perfmagic.estimation import estimate as _estimate
 
     clock = [0.0]
     monkeypatch.setattr(_estimate, "time", types.SimpleNamespace(perf_counter=lambda: clock[0],

@@ -1,4 +1,4 @@
-"""%%flame and perfmagic._flame: planted hot spots, stripped IPython frames, both samplers, faults, cleanup."""
+"""%%flame and perfmagic.profile.flame: planted hot spots, stripped IPython frames, both samplers, faults, cleanup."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from perfmagic import _flame
-from perfmagic._errors import BenchInterrupted, PerfmagicError
+from perfmagic.profile import flame as _flame
+from perfmagic.errors import BenchInterrupted, PerfmagicError
 
 
 # ---- planted workloads --------------------------------------------------------------------------
@@ -282,7 +282,7 @@ def _result() -> Any:
 
 
 def test_html_is_self_contained_and_ids_unique() -> None:
-    from perfmagic._flame_html import flame_html
+    from perfmagic.render.flame_html import flame_html
 
     r = _result()
     a, b = flame_html(r, png=r.figure_png()), flame_html(r)
@@ -313,7 +313,7 @@ def test_flame_javascript_runs_zooms_and_searches(tmp_path: Any) -> None:
     node = shutil.which("node") or shutil.which("nodejs")
     if node is None:
         pytest.skip("node is not installed: the inline JavaScript is not executed here")
-    from perfmagic._flame_html import flame_html
+    from perfmagic.render.flame_html import flame_html
 
     h = flame_html(_result())
     uid = re.search(r"id='(pmflame-[0-9a-f]+)'", h).group(1)
@@ -494,7 +494,7 @@ def test_flame_in_a_real_kernel(tmp_path: Any) -> None:
     assert nb.cells[3].outputs[0]["data"]["text/plain"].startswith("flame: hot (In [2]:")
     assert err.output_type == "error" and err.ename == "ZeroDivisionError"
     tb = "\n".join(err.traceback)
-    assert "1/0" in tb and "_flame.py" not in tb
+    assert "1/0" in tb and "profile/flame.py" not in tb
     left = nb.cells[4].outputs[0]["data"]["text/plain"]
     assert "py-spy" not in left, left
     assert sorted(os.listdir(tmp_path)) == [".perfmagic"]

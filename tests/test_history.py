@@ -7,8 +7,8 @@ import sqlite3
 import pytest
 
 import perfmagic
-from perfmagic._history import CompareError, compare
-from perfmagic._whatchanged import what_changed
+from perfmagic.timing.history import CompareError, compare
+from perfmagic.timing.whatchanged import what_changed
 
 
 def _setup(shell) -> None:

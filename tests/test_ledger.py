@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from perfmagic._ledger import (
+from perfmagic.storage.ledger import (
     Ledger,
     LedgerError,
     RunRef,
@@ -77,7 +77,7 @@ def test_import_is_cheap_and_has_no_heavy_dependencies():
         spec.loader.exec_module(mod)
         print(sorted(m for m in ("sqlite3", "pandas", "IPython", "numpy") if m in sys.modules))
     """
-    out = run_py(code, str(pathlib.Path(SRC) / "perfmagic" / "_ledger.py"))
+    out = run_py(code, str(pathlib.Path(SRC) / "perfmagic" / "storage" / "ledger.py"))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
 
@@ -233,7 +233,7 @@ def test_new_ledger_object_sees_rows(tmp_path):
 def test_row_written_by_another_process_persists(tmp_path):
     code = """
         import sys
-        from perfmagic._ledger import Ledger
+        from perfmagic.storage.ledger import Ledger
         ref = Ledger(sys.argv[1], notebook="nb.ipynb").record(
             magic="bench", label="child", code="pass", options={}, metrics={"median_s": 0.25},
             samples=None, env={}, primary_metric="median_s")
@@ -256,7 +256,7 @@ def test_two_processes_recording_at_once_lose_nothing(tmp_path):
     go = tmp_path / "go"
     code = """
         import os, sys, time
-        from perfmagic._ledger import Ledger
+        from perfmagic.storage.ledger import Ledger
         directory, name, go = sys.argv[1], sys.argv[2], sys.argv[3]
         led = Ledger(directory, notebook="nb.ipynb")
         deadline = time.monotonic() + 60
@@ -445,7 +445,7 @@ def _drop_write_capabilities():
 
 READ_ONLY_CHILD = """
     import json, os, sys
-    from perfmagic._ledger import Ledger
+    from perfmagic.storage.ledger import Ledger
     folder, first = sys.argv[1], int(sys.argv[2])
     try:
         open(os.path.join(folder, "probe"), "w").close()

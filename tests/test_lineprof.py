@@ -1,4 +1,4 @@
-"""%%lineprof and perfmagic._lineprof: a planted hot line, unwrapping, cleanup, bad input, errors, Ctrl-C."""
+"""%%lineprof and perfmagic.profile.lineprof: a planted hot line, unwrapping, cleanup, bad input, errors, Ctrl-C."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from perfmagic._errors import BadOptionError, BenchInterrupted
-from perfmagic._lineprof import lineprof, resolve, run_lineprof
+from perfmagic.errors import BadOptionError, BenchInterrupted
+from perfmagic.profile.lineprof import lineprof, resolve, run_lineprof
 
 SRC = '''\
 def cheap(x):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from perfmagic import BadOptionError
-from perfmagic._little import littles, parse_rate, workers_for
+from perfmagic.scaling.littles import littles, parse_rate, workers_for
 
 
 def test_solves_the_missing_quantity() -> None:
@@ -27,7 +27,7 @@ def test_units() -> None:
 
 
 def test_cpu_bound_workers_are_capped_by_free_cores(monkeypatch) -> None:
-    from perfmagic import _little
+    from perfmagic.scaling import littles as _little
 
     monkeypatch.setattr(_little, "free_cores", lambda: (1.5, 2))
     n, notes = workers_for(100, 1.0)

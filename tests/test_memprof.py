@@ -1,4 +1,4 @@
-"""%%memory and perfmagic._memprof: planted peaks, the sampler, cleanup, bad input, errors, Ctrl-C."""
+"""%%memory and perfmagic.profile.memory: planted peaks, the sampler, cleanup, bad input, errors, Ctrl-C."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import tracemalloc
 
 import pytest
 
-from perfmagic._errors import BadOptionError, BenchInterrupted, PerfmagicError
-from perfmagic._memprof import memory, run_memory
+from perfmagic.errors import BadOptionError, BenchInterrupted, PerfmagicError
+from perfmagic.profile.memory import memory, run_memory
 
 MiB = 2**20
 PLANTED = "import time\nn = len(bytearray(200 * 2**20))\nkeep = bytearray(30 * 2**20)\n"

@@ -13,10 +13,10 @@ import pytest
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
 
-from perfmagic._ceilings import Ceilings, cache_path, ceilings, load_cached, machine_fingerprint, measure, save  # noqa: E402
-from perfmagic._counting import count  # noqa: E402
-from perfmagic._errors import BadOptionError, PerfmagicError  # noqa: E402
-from perfmagic._roofline import RooflineResult, roofline  # noqa: E402
+from perfmagic.roofs.ceilings import Ceilings, cache_path, ceilings, load_cached, machine_fingerprint, measure, save  # noqa: E402
+from perfmagic.roofs.counting import count  # noqa: E402
+from perfmagic.errors import BadOptionError, PerfmagicError  # noqa: E402
+from perfmagic.roofs.roofline import RooflineResult, roofline  # noqa: E402
 
 
 def _fake(fp: str = "0123456789ab", **kw: Any) -> Ceilings:
@@ -112,7 +112,7 @@ def test_cached_ceilings_used_and_env_override(tmp_path: Any, monkeypatch: Any) 
     fp, _ = machine_fingerprint("cpu")
     monkeypatch.setenv("PERFMAGIC_CACHE_DIR", str(tmp_path))
     save(_fake(fp), None)
-    monkeypatch.setattr("perfmagic._ceilings.measure", lambda *a, **k: pytest.fail("re-measured"))
+    monkeypatch.setattr("perfmagic.roofs.ceilings.measure", lambda *a, **k: pytest.fail("re-measured"))
     got = ceilings("cpu", dtypes=["float32", "fp64"])
     assert got.source == "cache" and got.compute["float32"] == 250e9
 
@@ -129,7 +129,7 @@ def test_corrupt_cache_remeasures(tmp_path: Any, monkeypatch: Any) -> None:
         calls.append(dev)
         return _fake(fp)
 
-    monkeypatch.setattr("perfmagic._ceilings.measure", fake_measure)
+    monkeypatch.setattr("perfmagic.roofs.ceilings.measure", fake_measure)
     got = ceilings("cpu", dtypes=["float32"], cache_dir=tmp_path)
     assert calls == ["cpu"] and got.compute["float32"] == 250e9
     assert json.load(open(p))["compute"]["float32"] == 250e9  # repaired
@@ -162,7 +162,7 @@ def test_quick_calibration_is_sane(quick_ceilings: Ceilings) -> None:
 # ---- verdicts on this machine -------------------------------------------------------------------------
 @pytest.mark.slow
 def test_numpy_triad_is_memory_bound(quick_ceilings: Ceilings) -> None:
-    from perfmagic._env import cache_sizes
+    from perfmagic.core.env import cache_sizes
 
     n = int(min(cache_sizes()["llc_bytes"], 256 * 1024 ** 2) // 8)  # each array ≥ the LLC (or 256 MiB)
     ns = {"np": np, "b": np.ones(n), "c": np.ones(n), "s": 3.0}
@@ -223,16 +223,16 @@ def test_unknown_or_missing_dtype() -> None:
 
 
 def test_zero_time(monkeypatch: Any) -> None:
-    from perfmagic._results import BenchResult
+    from perfmagic.timing.results import BenchResult
 
-    monkeypatch.setattr("perfmagic._engine.bench",
+    monkeypatch.setattr("perfmagic.timing.bench.bench",
                         lambda *a, **k: BenchResult(code="pass", raw=(0.0,) * 5, number=1, cold_s=0.0))
     with pytest.raises(PerfmagicError, match="time per call"):
         roofline("pass", flops=1, bytes=1, ceilings=_fake())
 
 
 def test_modules_import_light() -> None:
-    code = ("import sys, perfmagic._ceilings, perfmagic._counting, perfmagic._roofline\n"
+    code = ("import sys, perfmagic.roofs.ceilings, perfmagic.roofs.counting, perfmagic.roofs.roofline\n"
             "heavy = [m for m in ('torch', 'numpy', 'matplotlib') if m in sys.modules]\n"
             "assert not heavy, heavy\n")
     subprocess.run([sys.executable, "-c", code], check=True)

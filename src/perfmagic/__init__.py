@@ -23,52 +23,52 @@ __all__ = [
 ]
 
 _LAZY = {
-    "bench": ("._engine", "bench"),
-    "BenchResult": ("._results", "BenchResult"),
-    "bench_pair": ("._pair", "bench_pair"),
-    "PairResult": ("._pair", "PairResult"),
-    "compare": ("._history", "compare"),
-    "roofline": ("._roofline", "roofline"),
-    "amdahl": ("._amdahl", "amdahl"),
-    "AmdahlResult": ("._amdahl", "AmdahlResult"),
-    "littles": ("._little", "littles"),
-    "estimate": ("._estimate", "estimate"),
-    "EstimateResult": ("._estimate", "EstimateResult"),
-    "flame": ("._flame", "flame"),
-    "dataloader_check": ("._dataloader", "dataloader_check"),
-    "memory": ("._memprof", "memory"),
-    "MemoryResult": ("._memprof", "MemoryResult"),
-    "lineprof": ("._lineprof", "lineprof"),
-    "LineProfResult": ("._lineprof", "LineProfResult"),
-    "DataLoaderResult": ("._dataloader", "DataLoaderResult"),
-    "FlameResult": ("._flame", "FlameResult"),
-    "RooflineResult": ("._roofline", "RooflineResult"),
-    "ceilings": ("._ceilings", "ceilings"),
-    "Ceilings": ("._ceilings", "Ceilings"),
-    "RunComparison": ("._history", "RunComparison"),
-    "Ledger": ("._ledger", "Ledger"),
-    "PerfmagicError": ("._errors", "PerfmagicError"),
-    "BadOptionError": ("._errors", "BadOptionError"),
-    "SetupError": ("._errors", "SetupError"),
-    "BenchInterrupted": ("._errors", "BenchInterrupted"),
+    "bench": (".timing.bench", "bench"),
+    "BenchResult": (".timing.results", "BenchResult"),
+    "bench_pair": (".timing.pair", "bench_pair"),
+    "PairResult": (".timing.pair", "PairResult"),
+    "compare": (".timing.history", "compare"),
+    "roofline": (".roofs.roofline", "roofline"),
+    "amdahl": (".scaling.sweep", "amdahl"),
+    "AmdahlResult": (".scaling.sweep", "AmdahlResult"),
+    "littles": (".scaling.littles", "littles"),
+    "estimate": (".estimation.estimate", "estimate"),
+    "EstimateResult": (".estimation.estimate", "EstimateResult"),
+    "flame": (".profile.flame", "flame"),
+    "dataloader_check": (".dataloader.check", "dataloader_check"),
+    "memory": (".profile.memory", "memory"),
+    "MemoryResult": (".profile.memory", "MemoryResult"),
+    "lineprof": (".profile.lineprof", "lineprof"),
+    "LineProfResult": (".profile.lineprof", "LineProfResult"),
+    "DataLoaderResult": (".dataloader.check", "DataLoaderResult"),
+    "FlameResult": (".profile.flame", "FlameResult"),
+    "RooflineResult": (".roofs.roofline", "RooflineResult"),
+    "ceilings": (".roofs.ceilings", "ceilings"),
+    "Ceilings": (".roofs.ceilings", "Ceilings"),
+    "RunComparison": (".timing.history", "RunComparison"),
+    "Ledger": (".storage.ledger", "Ledger"),
+    "PerfmagicError": (".errors", "PerfmagicError"),
+    "BadOptionError": (".errors", "BadOptionError"),
+    "SetupError": (".errors", "SetupError"),
+    "BenchInterrupted": (".errors", "BenchInterrupted"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._engine import bench
-    from ._amdahl import AmdahlResult, amdahl
-    from ._ceilings import Ceilings, ceilings
-    from ._little import littles
-    from ._estimate import EstimateResult, estimate
-    from ._flame import FlameResult, flame
-    from ._dataloader import DataLoaderResult, dataloader_check
-    from ._lineprof import LineProfResult, lineprof
-    from ._memprof import MemoryResult, memory
-    from ._history import RunComparison, compare
-    from ._roofline import RooflineResult, roofline
-    from ._pair import PairResult, bench_pair
-    from ._errors import BadOptionError, BenchInterrupted, PerfmagicError, SetupError
-    from ._ledger import Ledger
-    from ._results import BenchResult
+    from .timing.bench import bench
+    from .scaling.sweep import AmdahlResult, amdahl
+    from .roofs.ceilings import Ceilings, ceilings
+    from .scaling.littles import littles
+    from .estimation.estimate import EstimateResult, estimate
+    from .profile.flame import FlameResult, flame
+    from .dataloader.check import DataLoaderResult, dataloader_check
+    from .profile.lineprof import LineProfResult, lineprof
+    from .profile.memory import MemoryResult, memory
+    from .timing.history import RunComparison, compare
+    from .roofs.roofline import RooflineResult, roofline
+    from .timing.pair import PairResult, bench_pair
+    from .errors import BadOptionError, BenchInterrupted, PerfmagicError, SetupError
+    from .storage.ledger import Ledger
+    from .timing.results import BenchResult
 
 
 def __getattr__(name: str) -> Any:
@@ -88,7 +88,7 @@ def ledger(*, all_notebooks: bool = False, newest_first: bool = False) -> Any:
     One row per recorded run, one column per metric. Outside IPython the ledger of the working
     directory is used (``$PERFMAGIC_LEDGER_DIR`` overrides the folder).
     """
-    from ._session import current_ledger
+    from .storage.session import current_ledger
 
     return current_ledger().to_frame(notebook=None if all_notebooks else ..., newest_first=newest_first)
 

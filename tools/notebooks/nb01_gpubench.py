@@ -75,7 +75,7 @@ CELLS = [
     md("""
     ## How it measures
 
-    The steps, in order (the docstring of `perfmagic._engine` writes them out in full):
+    The steps, in order (the docstring of `perfmagic.timing.bench` writes them out in full):
 
     1. **Compile once**, outside any timed region. Setup code (after the options, as with `%%timeit`) runs
        once.

@@ -16,7 +16,7 @@ _STATE_ATTR = "_perfmagic_state"
 def _record_factory(shell: Any, state: dict[str, Any]) -> Any:
     def record(*, magic_line: str = "", code: str, **fields: Any) -> Any:
         """Append a ledger row; on failure keep it in memory and say so in one line."""
-        from .._session import current_ledger
+        from ..storage.session import current_ledger
 
         led = current_ledger(shell.user_ns)
         session = f"pid {os.getpid()}"

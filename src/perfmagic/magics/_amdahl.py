@@ -54,7 +54,7 @@ class ScalingMagics(Magics):
         the better-supported model, and how many workers are worth it.
         """
         __tracebackhide__ = True
-        from .._errors import BenchInterrupted, PerfmagicError
+        from ..errors import BenchInterrupted, PerfmagicError
 
         args, _ = _args.parse(self.amdahl.parser, line)
         if (args.spec is None) == (args.threads is None):
@@ -70,7 +70,7 @@ class ScalingMagics(Magics):
                 raise UsageError(f"%%amdahl: {exc}") from None
         else:
             var, workers, mode = "workers", args.threads, "threads"
-        from .._amdahl import amdahl
+        from ..scaling.sweep import amdahl
         from ._bench import default_label
 
         label = args.label or default_label(cell)
@@ -78,7 +78,8 @@ class ScalingMagics(Magics):
         status = "ok"
         try:
             result = amdahl(cell, workers, mode=mode, var=var, globals=self.shell.user_ns, budget=args.budget,
-                            rounds=args.rounds, weak=args.weak, progress=update)
+                            rounds=args.rounds, weak=args.weak, progress=update,
+                            filename=_boundary.cell_filename(self.shell, cell))
         except BenchInterrupted as exc:
             result, status = exc.result, "interrupted"
             if result is None:
@@ -94,21 +95,21 @@ class ScalingMagics(Magics):
         text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
         bundle: dict[str, Any] = {"text/plain": text}
         if not args.no_plot:
-            from .._display import attach_widget, scaling_widget, text_figure_bundle, widgets_available
+            from ..render.display import attach_widget, scaling_widget, text_figure_bundle, widgets_available
 
             png = result.figure_png()
             bundle = text_figure_bundle(text, png, "measured speedup and fitted models")
             if png is not None and widgets_available(self.shell):
                 attach_widget(bundle, lambda: scaling_widget(result, text, png))
         if status == "interrupted":
-            from .._display import display_bundle
+            from ..render.display import display_bundle
 
             display_bundle(bundle)
             raise _boundary.Interrupted("perfmagic: sweep interrupted; the points measured are fitted above and recorded")
         if args.output and not args.quiet:
             return result
         if not args.quiet:
-            from .._display import display_bundle
+            from ..render.display import display_bundle
 
             display_bundle(bundle)
         return result if args.output else None
@@ -126,8 +127,8 @@ class ScalingMagics(Magics):
         takes run 12's median time as the latency and answers the worker count, capped by the cores
         this machine has free for CPU-bound work (``--io`` lifts the cap).
         """
-        from .._errors import PerfmagicError
-        from .._little import littles, parse_concurrency, parse_duration, parse_rate, workers_for
+        from ..errors import PerfmagicError
+        from ..scaling.littles import littles, parse_concurrency, parse_duration, parse_rate, workers_for
 
         args, _ = _args.parse(self.littles.parser, line)
         kv: dict[str, str] = {}
@@ -143,8 +144,8 @@ class ScalingMagics(Magics):
             conc = parse_concurrency(kv["concurrency"]) if "concurrency" in kv else None
             source = ""
             if "run" in kv:
-                from .._ledger import LedgerError, UnknownRunError
-                from .._session import current_ledger
+                from ..storage.ledger import LedgerError, UnknownRunError
+                from ..storage.session import current_ledger
 
                 try:
                     row = current_ledger(self.shell.user_ns).get(_args.run_id(kv["run"]))

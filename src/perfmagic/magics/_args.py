@@ -68,7 +68,7 @@ def duration(what: str, example: str, limit: str | None = None) -> Any:
     def parse_one(text: str) -> float:
         import math
 
-        from .._format import parse_duration
+        from ..render.units import parse_duration
 
         try:
             v = parse_duration(text)
@@ -78,7 +78,7 @@ def duration(what: str, example: str, limit: str | None = None) -> Any:
         if not (v > 0 and math.isfinite(v)):
             raise argparse.ArgumentTypeError(f"{text!r}: {what} must be more than 0 s and finite, e.g. {example}")
         if limit == "budget":
-            from .._engine import MAX_BUDGET_S
+            from ..timing.bench import MAX_BUDGET_S
 
             if v > MAX_BUDGET_S:
                 raise argparse.ArgumentTypeError(f"{text!r}: {what} can be at most 24h ({MAX_BUDGET_S:.0f} s); a "

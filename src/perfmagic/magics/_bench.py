@@ -77,8 +77,8 @@ class BenchMagics(Magics):
             a @ a
         """
         __tracebackhide__ = True
-        from .. import _engine
-        from .._errors import BenchInterrupted, PerfmagicError
+        from ..timing import bench as _engine
+        from ..errors import BenchInterrupted, PerfmagicError
 
         args, setup = _args.parse(self.gpubench.parser, line, remainder="setup")
         ns = self.shell.user_ns
@@ -110,8 +110,8 @@ class BenchMagics(Magics):
     def _finish(self, result: Any, line: str, cell: str, args: argparse.Namespace) -> Any:
         from dataclasses import replace
 
-        from .._display import bench_bundle, display_bundle, widgets_available
-        from .._env import fingerprint
+        from ..render.display import bench_bundle, display_bundle, widgets_available
+        from ..core.env import fingerprint
 
         options = {k: v for k, v in vars(args).items() if k not in ("setup",)}
         options["setup"] = result.setup
@@ -130,7 +130,7 @@ class BenchMagics(Magics):
 
 
     def _mark_baseline(self, label: str, ref: Any) -> None:
-        from .._session import current_ledger
+        from ..storage.session import current_ledger
 
         try:
             current_ledger(self.shell.user_ns).set_baseline(label, ref.id)
@@ -144,11 +144,11 @@ class BenchMagics(Magics):
         Returns ``_ALONE`` when the ledger cannot be read (run A's code is unknown): the caller then
         measures this cell alone, after a one-line message, so the user still gets a result."""
         __tracebackhide__ = True
-        from .._errors import BenchInterrupted
-        from .._ledger import LedgerError, UnknownRunError
-        from .._pair import bench_pair
-        from .._session import current_ledger
-        from .._whatchanged import cell_body
+        from ..errors import BenchInterrupted
+        from ..storage.ledger import LedgerError, UnknownRunError
+        from ..timing.pair import bench_pair
+        from ..storage.session import current_ledger
+        from ..timing.whatchanged import cell_body
 
         led = current_ledger(self.shell.user_ns)
         try:
@@ -186,7 +186,7 @@ class BenchMagics(Magics):
         if not args.quiet:
             from dataclasses import replace
 
-            from .._display import bench_bundle, comparison_bundle, display_bundle
+            from ..render.display import bench_bundle, comparison_bundle, display_bundle
 
             display_bundle(comparison_bundle(rc) if rc is not None else {"text/plain": pr.text()})
             b = replace(pr.b, run_id=b_id)
@@ -199,8 +199,8 @@ class BenchMagics(Magics):
     def _record_pair(self, pr: Any, row_a: dict[str, Any], code_a: str, opts_a: dict[str, Any],
                      args: argparse.Namespace, line: str, cell: str, setup: str, status: str, led: Any) -> Any:
         """Record both sides of an A/B pair: ``(comparison or None when too few pairs, B's run id)``."""
-        from .._env import fingerprint
-        from .._history import compare
+        from ..core.env import fingerprint
+        from ..timing.history import compare
 
         record = self.state["record"]
         line_a = (row_a.get("code") or "").splitlines()[0][len("%%gpubench"):].strip() if row_a.get("code") else ""

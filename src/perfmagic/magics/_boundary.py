@@ -14,8 +14,9 @@ magic on purpose or by a typo:
   stack). It cannot subclass ``SyntaxError``: IPython routes those to a renderer that prints the stack.
 
 Both use IPython's documented hook for exceptions that render themselves (``_render_traceback_``).
-:func:`user_facing` applies them to a magic method, and turns a stray ``PerfmagicError`` into a
-``UsageError``, so each magic does not repeat the mapping.
+:func:`user_facing` applies them to a magic method, turns a stray ``PerfmagicError`` into a
+``UsageError``, and gives an exception of the user's code the user's traceback (perfmagic's frames
+between the magic and the cell dropped), so each magic does not repeat the mapping.
 """
 
 from __future__ import annotations
@@ -89,19 +90,23 @@ def without_perfmagic_frames(exc: BaseException) -> BaseException:
     return exc.with_traceback(tb) if tb is not None else exc
 
 
-def _from_compiling(shell: Any, exc: SyntaxError) -> bool:
-    """True for a SyntaxError perfmagic met compiling the cell; False for one raised while the
-    code ran (``exec`` of a bad string), which keeps its stack. Code that ran has a frame of the
-    user's code in the traceback: a cell (a name IPython's compiler gave out) or code compiled
-    from a string (``<perfmagic-cell>``, ``<string>``)."""
+def _has_user_frame(shell: Any, exc: BaseException) -> bool:
+    """True when the traceback passes through the user's code: a cell (a name IPython's compiler
+    gave out) or code compiled from a string (``<perfmagic-cell>``, ``<string>``)."""
     fmap = getattr(getattr(shell, "compile", None), "_filename_map", {}) or {}
     tb = exc.__traceback__
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
         if name in fmap or name.startswith("<"):
-            return False
+            return True
         tb = tb.tb_next
-    return True
+    return False
+
+
+def _from_compiling(shell: Any, exc: SyntaxError) -> bool:
+    """True for a SyntaxError perfmagic met compiling the cell; False for one raised while the
+    code ran (``exec`` of a bad string), which keeps its stack."""
+    return not _has_user_frame(shell, exc)
 
 
 def _as_cell_syntax_error(shell: Any, exc: SyntaxError, cell: Any) -> CellSyntaxError:
@@ -123,7 +128,7 @@ def user_facing(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
         @functools.wraps(method)
         def magic(*args: Any, **kwargs: Any) -> Any:
             __tracebackhide__ = True
-            from .._errors import PerfmagicError
+            from ..errors import PerfmagicError
 
             try:
                 return method(*args, **kwargs)
@@ -138,6 +143,11 @@ def user_facing(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]
                 raise UsageError(f"{name}: {exc}") from None
             except KeyboardInterrupt:
                 raise Interrupted(f"perfmagic: {name} interrupted") from None
+            except Exception as exc:
+                shell = getattr(args[0], "shell", None) if args else None
+                if not _has_user_frame(shell, exc):
+                    raise  # perfmagic's own fault: the whole stack helps the bug report
+                raise without_perfmagic_frames(exc)  # the user's error: their traceback, from their cell
 
         return magic
 

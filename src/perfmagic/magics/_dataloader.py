@@ -40,7 +40,7 @@ def sweep_spec(text: str) -> tuple[str, list[Any]]:
 
 
 def _widget(result: Any, text: str, png: bytes) -> Any:
-    from .._display import tabs_widget
+    from ..render.display import tabs_widget
 
     tabs: list[tuple[str, str, Any]] = [("Per step", "png", png)]
     if result.sweep:
@@ -92,7 +92,7 @@ class DataLoaderMagics(Magics):
         The same analysis from a script: ``perfmagic.dataloader_check(loader, step_fn)``.
         """
         __tracebackhide__ = True
-        from .._errors import BenchInterrupted, PerfmagicError
+        from ..errors import BenchInterrupted, PerfmagicError
 
         args, _ = _args.parse(self.dataloader_check.parser, line)
         if not args.loader:
@@ -114,8 +114,8 @@ class DataLoaderMagics(Magics):
         sweep: dict[str, list[Any]] = {}
         for name, values in args.sweep or []:
             sweep.setdefault(name, []).extend(values)
-        from .._compile import register_source
-        from .._dataloader import dataloader_check
+        from ..core.cells import register_source
+        from ..dataloader.check import dataloader_check
         from ._bench import default_label
 
         filename = f"<dataloader_check cell {next(_COUNTER)}>"
@@ -153,13 +153,13 @@ class DataLoaderMagics(Magics):
         text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
         bundle: dict[str, Any] = {"text/plain": text}
         if not args.no_plot:
-            from .._display import attach_widget, text_figure_bundle, widgets_available
+            from ..render.display import attach_widget, text_figure_bundle, widgets_available
 
             png = result.figure_png()
             bundle = text_figure_bundle(text, png, "data wait and compute per step; sweep")
             if png is not None and widgets_available(self.shell):
                 attach_widget(bundle, lambda: _widget(result, text, png))
-        from .._display import display_bundle
+        from ..render.display import display_bundle
 
         if status == "interrupted":
             display_bundle(bundle)

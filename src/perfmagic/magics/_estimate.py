@@ -41,8 +41,8 @@ def _sizes(text: str) -> list[int]:
 
 
 def estimate_widget(r: Any, text: str, png: bytes) -> Any:
-    from .._display import tabs_widget
-    from .._format import fmt_bytes, fmt_time
+    from ..render.display import tabs_widget
+    from ..render.units import fmt_bytes, fmt_time
 
     if r.mode == "scaling":
         rows = "".join(f"<tr><td>{p.n:,}</td><td>{fmt_time(p.time)}</td><td>{len(p.times)}</td>"
@@ -109,7 +109,7 @@ class EstimateMagics(Magics):
         Ctrl-C while measuring fits the points done; Ctrl-C during --run records how far the job got.
         """
         __tracebackhide__ = True
-        from .._errors import BenchInterrupted, PerfmagicError
+        from ..errors import BenchInterrupted, PerfmagicError
 
         args, _ = _args.parse(self.estimate.parser, line)
         ns = self.shell.user_ns
@@ -131,7 +131,7 @@ class EstimateMagics(Magics):
             raise UsageError("%%estimate: --force goes with --run (run the full job even when it will not fit)")
         if not cell.strip():
             raise UsageError("%%estimate: the cell is empty; put the code to estimate in it")
-        from .._estimate import estimate
+        from ..estimation.estimate import estimate
         from ._bench import default_label
 
         label = args.label or default_label(cell)
@@ -167,14 +167,14 @@ class EstimateMagics(Magics):
         text = result.text(ref.id if ref is not None else None)
         bundle: dict[str, Any] = {"text/plain": text}
         if not args.no_plot:
-            from .._display import attach_widget, text_figure_bundle, widgets_available
+            from ..render.display import attach_widget, text_figure_bundle, widgets_available
 
             png = result.figure_png()
             bundle = text_figure_bundle(text, png, "measured points, fitted model and the prediction at full size")
             if png is not None and widgets_available(self.shell):
                 attach_widget(bundle, lambda: estimate_widget(result, text, png))
         if status == "interrupted":
-            from .._display import display_bundle
+            from ..render.display import display_bundle
 
             if not args.quiet:
                 display_bundle(bundle)
@@ -182,14 +182,14 @@ class EstimateMagics(Magics):
                                         "and recorded")
         if failure is not None:  # shown and recorded as failed; then the user's own error, with their traceback
             if not args.quiet:
-                from .._display import display_bundle
+                from ..render.display import display_bundle
 
                 display_bundle(bundle)
             raise _boundary.without_perfmagic_frames(failure)
         if args.output and not args.quiet:
             return result
         if not args.quiet:
-            from .._display import display_bundle
+            from ..render.display import display_bundle
 
             display_bundle(bundle)
         return result if args.output else None

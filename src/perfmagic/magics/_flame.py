@@ -58,8 +58,8 @@ class FlameMagics(Magics):
         profile up to the error, then the exception.
         """
         __tracebackhide__ = True
-        from .._errors import BenchInterrupted, PerfmagicError
-        from .._flame import flame
+        from ..errors import BenchInterrupted, PerfmagicError
+        from ..profile.flame import flame
         from ._bench import default_label
 
         args, _ = _args.parse(self.flame.parser, line)
@@ -90,13 +90,13 @@ class FlameMagics(Magics):
         if not args.no_plot:
             import base64
 
-            from .._flame_html import flame_html
+            from ..render.flame_html import flame_html
 
             png = result.figure_png()
             bundle["text/html"] = flame_html(result, png=png, text=text)
             if png is not None:
                 bundle["image/png"] = base64.b64encode(png).decode("ascii")
-        from .._display import display_bundle
+        from ..render.display import display_bundle
 
         if status == "interrupted":
             display_bundle(bundle)

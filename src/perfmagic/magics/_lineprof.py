@@ -46,8 +46,8 @@ class LineProfMagics(Magics):
         Python function inside; a class profiles all its methods. Records the hottest line in the ledger.
         """
         __tracebackhide__ = True
-        from .._errors import PerfmagicError
-        from .._lineprof import run_lineprof
+        from ..errors import PerfmagicError
+        from ..profile.lineprof import run_lineprof
         from ._bench import default_label
 
         args, _ = _args.parse(self.lineprof.parser, line)
@@ -67,7 +67,7 @@ class LineProfMagics(Magics):
             options=dict(vars(args)), metrics=result.metrics(), samples=result.samples_dict(), env={},
             status=status, primary_metric="total_s")
         if not args.quiet:
-            from .._display import display_bundle
+            from ..render.display import display_bundle
 
             run = f"\n  run #{ref.id}" if ref is not None else ""
             bundle = {"text/plain": result.text() + run,

@@ -60,8 +60,8 @@ class MemoryMagics(Magics):
         summary, and records the peak and increment in the ledger.
         """
         __tracebackhide__ = True
-        from .._errors import PerfmagicError
-        from .._memprof import run_memory
+        from ..errors import PerfmagicError
+        from ..profile.memory import run_memory
         from ._bench import default_label
 
         args, _ = _args.parse(self.memory.parser, line)
@@ -80,7 +80,7 @@ class MemoryMagics(Magics):
             status=status, primary_metric="peak_bytes")
         text = result.text(args.top) + (f"\n  run #{ref.id}" if ref is not None else "")
         if not args.quiet:
-            from .._display import display_bundle
+            from ..render.display import display_bundle
 
             display_bundle(self._bundle(result, text, plot=not args.no_plot))
         if isinstance(exc, KeyboardInterrupt):
@@ -91,7 +91,7 @@ class MemoryMagics(Magics):
         return result if args.output else None
 
     def _bundle(self, result: Any, text: str, plot: bool) -> dict[str, Any]:
-        from .._display import _kv_table, attach_widget, tabs_widget, text_figure_bundle, widgets_available
+        from ..render.display import _kv_table, attach_widget, tabs_widget, text_figure_bundle, widgets_available
 
         png = None
         if plot:

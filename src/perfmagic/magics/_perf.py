@@ -48,8 +48,8 @@ class PerfMagics(Magics):
         %perf forget RUN        remove a run
         perfmagic.ledger() returns the same rows as a pandas DataFrame; perfmagic.compare(a, b) the verdict.
         """
-        from .._ledger import LedgerError
-        from .._session import current_ledger
+        from ..storage.ledger import LedgerError
+        from ..storage.session import current_ledger
 
         args, _ = _args.parse(self.perf.parser, line)
         led = current_ledger(self.shell.user_ns)
@@ -64,8 +64,8 @@ class PerfMagics(Magics):
             raise UsageError(f"%perf {cmd}: {msg}") from None
 
     def _show(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
-        from .._display import display_bundle, ledger_bundle
-        from .._history import baseline_changes
+        from ..render.display import display_bundle, ledger_bundle
+        from ..timing.history import baseline_changes
 
         rows = led.rows(notebook=notebook, limit=args.rows)
         every = led.rows(notebook=notebook)
@@ -83,8 +83,8 @@ class PerfMagics(Magics):
         print(f"perfmagic: run #{row['id']} is now the baseline of '{row['label']}'")
 
     def _compare(self, led: Any, t: list[str], args: Any, notebook: Any) -> Any:
-        from .._display import display_bundle, comparison_bundle
-        from .._history import CompareError, compare
+        from ..render.display import display_bundle, comparison_bundle
+        from ..timing.history import CompareError, compare
 
         if len(t) > 2:
             raise UsageError(f"%perf compare takes at most two RUN ids (A B), got {' '.join(t)!r}")
@@ -112,7 +112,7 @@ class PerfMagics(Magics):
         return None
 
     def _plot(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
-        from .._display import display_bundle, history_png, metric_text, text_figure_bundle
+        from ..render.display import display_bundle, history_png, metric_text, text_figure_bundle
 
         label = " ".join(t) if t else (led.latest() or {}).get("label")
         if label is None:

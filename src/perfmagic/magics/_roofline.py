@@ -51,7 +51,7 @@ class RooflineMagics(Magics):
         re-measures them.
         """
         __tracebackhide__ = True
-        from .._errors import BenchInterrupted, PerfmagicError
+        from ..errors import BenchInterrupted, PerfmagicError
 
         args, setup = _args.parse(self.roofline.parser, line, remainder="setup")
         try:
@@ -68,8 +68,8 @@ class RooflineMagics(Magics):
             raise UsageError(f"%roofline: {exc}") from None
 
     def _ceilings(self, args: argparse.Namespace) -> Any:
-        from .._ceilings import ceilings
-        from .._engine import resolve_device
+        from ..roofs.ceilings import ceilings
+        from ..timing.bench import resolve_device
 
         dev, _ = resolve_device(args.device)
         bar, close = progress_bar(100, "measuring the roofs")
@@ -85,7 +85,7 @@ class RooflineMagics(Magics):
             close()
 
     def _show(self, obj: Any, args: argparse.Namespace, text: str, bundle: dict[str, Any]) -> Any:
-        from .._display import display_bundle
+        from ..render.display import display_bundle
 
         if args.output and not args.quiet:
             return obj
@@ -95,9 +95,9 @@ class RooflineMagics(Magics):
 
     def _cell(self, args: argparse.Namespace, line: str, setup: str, cell: str, roofs: Any) -> Any:
         __tracebackhide__ = True
-        from .._env import fingerprint
-        from .._errors import BenchInterrupted
-        from .._roofline import roofline
+        from ..core.env import fingerprint
+        from ..errors import BenchInterrupted
+        from ..roofs.roofline import roofline
         from ._bench import default_label
 
         ns = self.shell.user_ns
@@ -105,7 +105,7 @@ class RooflineMagics(Magics):
         nbytes = _args.eval_expr("--bytes", args.nbytes, ns)
         label = args.label or default_label(cell)
         filename = _boundary.cell_filename(self.shell, cell)
-        from .._compile import register_source
+        from ..core.cells import register_source
 
         register_source(cell, filename)
         status = "ok"
@@ -126,7 +126,7 @@ class RooflineMagics(Magics):
         text = r.text() + (f"\n  run #{run_id}" if run_id is not None else "")
         bundle: dict[str, Any] = {"text/plain": text}
         if not args.no_plot:
-            from .._display import attach_widget, roofline_widget, text_figure_bundle, widgets_available
+            from ..render.display import attach_widget, roofline_widget, text_figure_bundle, widgets_available
 
             png = r.figure_png(history=[dict(h, label=f"#{h['id']} {h['label']}") for h in self._history(run_id)])
             bundle = text_figure_bundle(text, png, "roofline chart")
@@ -134,7 +134,7 @@ class RooflineMagics(Magics):
                 attach_widget(bundle, lambda: roofline_widget(r, text, png))
         if status == "interrupted":
             if not args.quiet:
-                from .._display import display_bundle
+                from ..render.display import display_bundle
 
                 display_bundle(bundle)
             raise _boundary.Interrupted("perfmagic: %%roofline interrupted; the point from the samples timed so far "
@@ -146,8 +146,8 @@ class RooflineMagics(Magics):
         cannot be read."""
         import sys
 
-        from .._ledger import LedgerError
-        from .._session import current_ledger
+        from ..storage.ledger import LedgerError
+        from ..storage.session import current_ledger
 
         led = current_ledger(self.shell.user_ns)
         try:

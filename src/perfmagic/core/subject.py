@@ -11,10 +11,10 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import _stats
-from ._compile import CompiledCell, compile_callable, compile_cell
-from ._errors import SetupError
-from ._sync import Sync, detect, make
+from . import stats as _stats
+from .cells import CompiledCell, compile_callable, compile_cell
+from ..errors import SetupError
+from .sync import Sync, detect, make
 
 MIN_BLOCK_S = 2e-4  # a block lasts at least this long, and at least 100x the timer's own overhead
 DRIFT_TOL = 0.05
@@ -82,7 +82,7 @@ class Subject:
         self.sync.finish()
         self.cold = self.clock() - t0
         if flush:
-            from ._flush import make_flusher
+            from .flush import make_flusher
 
             self.flusher, nbytes = make_flusher(self.device)
             self.notes.append(f"cache flushed before every sample ({nbytes / 2**20:.0f} MiB written, not timed)")

@@ -47,9 +47,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _stats
-from ._errors import BadOptionError, BenchInterrupted, PerfmagicError
-from ._format import fmt_time
+from ..core import stats as _stats
+from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
+from ..render.units import fmt_time
 
 INPUT_BOUND = 0.3          # data-wait fraction above which the loop is input-bound
 PLATEAU = 0.90             # a sweep setting within 10% of the best throughput is on the plateau
@@ -396,7 +396,7 @@ class DataLoaderResult:
         p.text(self.text())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ._display import text_figure_bundle
+        from ..render.display import text_figure_bundle
 
         return text_figure_bundle(self.text(), self.figure_png(), "data wait and compute per step")
 

@@ -56,10 +56,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ._compile import register_source
-from ._errors import BadOptionError, BenchInterrupted, PerfmagicError
-from ._format import fmt_bytes, fmt_time
-from ._memory import _reset_hwm, malloc_trim
+from ..core.cells import register_source
+from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
+from ..render.units import fmt_bytes, fmt_time
+from ..core.memory import _reset_hwm, malloc_trim
 
 DEFAULT_INTERVAL_S = 0.01
 NFRAME = 8           # frames tracemalloc keeps when perfmagic starts it (enough to reach the user's line)
@@ -74,7 +74,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 # ---- where code comes from ---------------------------------------------------------------------
 
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the perfmagic package
 _INTERNAL = tuple(os.sep + p + os.sep for p in ("IPython", "ipykernel", "traitlets", "zmq", "tornado",
                                                 "jupyter_client", "comm", "debugpy", "line_profiler")) + (
     os.sep + "threading.py", os.sep + "tracemalloc.py")
@@ -560,7 +560,7 @@ class MemoryResult:
         return self.text()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ._display import text_figure_bundle
+        from ..render.display import text_figure_bundle
 
         return text_figure_bundle(self.text(), self.figure_png(), "memory timeline")
 

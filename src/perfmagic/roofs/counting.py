@@ -256,8 +256,8 @@ def _make_counter() -> Any:
 def _runner(fn_or_code: str | Callable[[], Any], namespace: Mapping[str, Any] | None, setup: str) -> Callable[[], Any]:
     if callable(fn_or_code):
         return fn_or_code
-    from ._compile import compile_cell
-    from ._errors import SetupError
+    from ..core.cells import compile_cell
+    from ..errors import SetupError
 
     ns: dict[str, Any] = dict(namespace or {})
     if setup:

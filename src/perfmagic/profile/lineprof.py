@@ -30,9 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ._errors import BadOptionError, BenchInterrupted, PerfmagicError
-from ._format import fmt_time
-from ._memprof import prepare, run_statements, shell_filename_map, source_label
+from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
+from ..render.units import fmt_time
+from .memory import prepare, run_statements, shell_filename_map, source_label
 
 HOT_COLOR = (255, 99, 71)  # background of hot lines in HTML, its alpha proportional to the line's share
 

@@ -38,12 +38,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from . import _stats
-from ._errors import BadOptionError, BenchInterrupted
-from ._format import fmt_time
-from ._results import BenchResult
-from ._subject import DRIFT_TOL, Subject, cuda_present
-from ._sync import SYNC_CHOICES
+from ..core import stats as _stats
+from ..errors import BadOptionError, BenchInterrupted
+from ..render.units import fmt_time
+from .results import BenchResult
+from ..core.subject import DRIFT_TOL, Subject, cuda_present
+from ..core.sync import SYNC_CHOICES
 
 DEFAULT_BUDGET = 1.0
 MAX_SOFT_BUDGET = 10.0
@@ -161,14 +161,14 @@ def bench(
     dev, notes, hard, soft_budget, started_utc = prepare(
         budget, precision, confidence, warmup, min_samples, max_samples, sync, device, DEFAULT_BUDGET)
     subj = Subject(stmt, setup, globals, filename or "<perfmagic-cell>", sync, dev, clock)
-    from ._env import prime
+    from ..core.env import prime
 
     prime()  # once per process: imports and version lookups are not the measurement's
     if not gc:  # a full collection of a big heap (torch loaded: ~0.3 s) is preparation, not measurement
         _gc.collect()
     t_start = clock()  # the setup code is the user's own: the budget covers the measurement from here
 
-    from ._env import LoadProbe
+    from ..core.env import LoadProbe
 
     probe = LoadProbe()
     probe.start()
@@ -245,7 +245,7 @@ def bench(
 
     mem = None
     if memory and not interrupted and subj.cold is not None:
-        from ._memory import measure
+        from ..core.memory import measure
 
         try:
             mem = measure(lambda: subj.cell.run(1), subj.sync.finish, subj.device)
@@ -279,8 +279,8 @@ def bench(
 
 def _environment(device: str, others: float | None, warnings: list[str]) -> dict[str, Any]:
     """Capture the environment, add the load and drift-guard fields, append doubt warnings."""
-    from ._env import capture, doubt_warnings
-    from ._reference import reference_time, slow_phase
+    from ..core.env import capture, doubt_warnings
+    from ..core.reference import reference_time, slow_phase
 
     env = capture(device)
     warnings += doubt_warnings(env, None, others, env.get("usable_cores"))

@@ -13,7 +13,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from ._errors import BadOptionError
+from ..errors import BadOptionError
 
 _PER = {"s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "min": 60.0, "m": 60.0, "h": 3600.0}
 
@@ -35,7 +35,7 @@ def parse_rate(text: str) -> float:
 
 
 def parse_duration(text: str, option: str = "latency") -> float:
-    from ._format import parse_duration as pd
+    from ..render.units import parse_duration as pd
 
     try:
         v = pd(str(text))
@@ -65,7 +65,7 @@ class Little:
     solved: str        # which of the three was computed
 
     def text(self) -> str:
-        from ._format import fmt_time
+        from ..render.units import fmt_time
 
         head = {"concurrency": f"needed concurrency: {self.concurrency:.3g} tasks in flight",
                 "throughput": f"throughput: {self.throughput:.4g} tasks/s",

@@ -50,8 +50,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import BadOptionError, BenchInterrupted, PerfmagicError
-from ._format import fmt_time
+from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
+from ..render.units import fmt_time
 
 SAMPLERS = ("auto", "py-spy", "inprocess")
 MAX_RATE = 1000
@@ -283,7 +283,7 @@ class FlameResult:
 
     def html(self, png: bytes | None = None, height: int | None = None) -> str:
         """A self-contained interactive flame graph (inline JS + data, no network)."""
-        from ._flame_html import flame_html
+        from ..render.flame_html import flame_html
 
         return flame_html(self, png=png)
 
@@ -299,7 +299,7 @@ class FlameResult:
     def figure_png(self) -> bytes | None:
         """A static icicle of the flame graph (for GitHub and other views that drop JavaScript)."""
         try:
-            from ._flame_html import flame_png
+            from ..render.flame_html import flame_png
         except ImportError:  # pragma: no cover
             return None
         return flame_png(self)

@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from . import _stats
+from ..core import stats as _stats
 
 __all__ = ["MAX_GROUPS", "ratio_ci", "widen", "decide", "Comparison", "compare_samples"]
 

@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any
 
-from ._format import fmt_bytes, fmt_time
+from .units import fmt_bytes, fmt_time
 
 _TIME_SCALES = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 

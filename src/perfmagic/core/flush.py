@@ -29,7 +29,7 @@ def make_flusher(device: str) -> tuple[Callable[[], None], int]:
 
         return flush_cuda, nbytes
 
-    from ._env import cache_sizes
+    from .env import cache_sizes
 
     nbytes = 2 * int(cache_sizes().get("llc_bytes") or 32 * 2**20)
     dst = bytearray(nbytes)

@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ._errors import BadOptionError, PerfmagicError
+from ..errors import BadOptionError, PerfmagicError
 
 CACHE_VERSION = 1
 CPU_DTYPES = ("float32", "float64", "bfloat16", "float16")
@@ -149,12 +149,12 @@ class Ceilings:
 
     def figure_png(self, history: Iterable[Any] = ()) -> bytes:
         """The roofs alone (one per dtype, ridge points marked), with optional earlier points."""
-        from ._roofline import _as_point, roofline_png
+        from .roofline import _as_point, roofline_png
 
         return roofline_png(self, [_as_point(h, i) for i, h in enumerate(history, 1)], None)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ._display import text_figure_bundle
+        from ..render.display import text_figure_bundle
 
         try:
             png: bytes | None = self.figure_png()
@@ -244,7 +244,7 @@ def machine_fingerprint(dev: str) -> tuple[str, dict[str, Any]]:
     import numpy  # noqa: F401
     import torch  # noqa: F401
 
-    from ._env import capture, fingerprint
+    from ..core.env import capture, fingerprint
 
     env = capture(dev)
     return fingerprint(env), env
@@ -283,7 +283,7 @@ def _now_utc() -> str:
 
 def _idle_load(seconds: float = 0.15) -> float | None:
     """Cores other processes keep busy while this one sleeps ``seconds``."""
-    from ._env import LoadProbe
+    from ..core.env import LoadProbe
 
     p = LoadProbe().start()
     time.sleep(seconds)
@@ -313,7 +313,7 @@ def measure(dev: str, *, dtypes: Iterable[str] = CPU_DEFAULT_DTYPES, progress: P
             budget_s: float = 15.0, fp: str | None = None, env: dict[str, Any] | None = None) -> Ceilings:
     """Measure the ceilings of ``dev`` now (no cache). Roughly 60% of ``budget_s`` goes to compute,
     the rest to bandwidth."""
-    from ._env import LoadProbe, fingerprint
+    from ..core.env import LoadProbe, fingerprint
 
     if fp is None or env is None:
         fp, env = machine_fingerprint(dev)
@@ -460,7 +460,7 @@ def _cpu_bandwidth(clock: _Clock, budget_s: float) -> tuple[float, dict[str, Any
     import numpy as np
     import torch
 
-    from ._env import cache_sizes
+    from ..core.env import cache_sizes
 
     llc = int(cache_sizes()["llc_bytes"])
     per_array = min(LLC_FACTOR * llc, MEMORY_CAP_BYTES / 3)

@@ -23,11 +23,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import _stats
-from ._engine import WARMUP_MAX_FRACTION, WARMUP_MIN_CALLS, _environment, _with_doubts, prepare, warmup_min_s
-from ._errors import BadOptionError, BenchInterrupted
-from ._results import BenchResult
-from ._subject import Subject
+from ..core import stats as _stats
+from .bench import WARMUP_MAX_FRACTION, WARMUP_MIN_CALLS, _environment, _with_doubts, prepare, warmup_min_s
+from ..errors import BadOptionError, BenchInterrupted
+from .results import BenchResult
+from ..core.subject import Subject
 
 DEFAULT_PAIR_BUDGET = 2.0
 PAIR_MIN_BLOCK_S = 1e-3  # longer blocks than a single run: a pair must not be split by one scheduler hiccup
@@ -43,7 +43,7 @@ class PairResult:
     comparison: Any  # perfmagic._compare.Comparison; None when interrupted before 3 pairs
 
     def text(self) -> str:
-        from ._format import fmt_time
+        from ..render.units import fmt_time
 
         c = self.comparison
         if c is None:
@@ -98,13 +98,13 @@ def bench_pair(
 ) -> PairResult:
     """Time A and B interleaved in this process and compare them (see the module docstring)."""
     __tracebackhide__ = True
-    from ._compare import compare_samples
+    from .compare import compare_samples
 
     dev, notes, hard, total, started = prepare(budget, precision, confidence, "auto", min_samples, max_samples,
                                                sync, device, DEFAULT_PAIR_BUDGET)
     sa = Subject(stmt_a, setup_a, globals, filenames[0], sync, dev, clock)
     sb = Subject(stmt_b, setup_b, globals, filenames[1], sync, dev, clock)
-    from ._env import prime
+    from ..core.env import prime
 
     prime()  # once per process: imports and version lookups are not the measurement's
     if not gc:  # a full collection of a big heap (torch loaded: ~0.3 s) is preparation, not measurement
@@ -116,7 +116,7 @@ def bench_pair(
     gc_was = _gc.isenabled()
     stop, interrupted = "precision", False
     warnings: list[str] = []
-    from ._env import LoadProbe
+    from ..core.env import LoadProbe
 
     probe = LoadProbe()
     probe.start()
@@ -166,7 +166,7 @@ def bench_pair(
             s.finish()
     mems: list[Any] = [None, None]
     if memory and not interrupted:
-        from ._memory import measure
+        from ..core.memory import measure
 
         for k, s in enumerate(both):
             mems[k] = measure(lambda s=s: s.cell.run(1), s.sync.finish, s.device)

@@ -29,10 +29,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import _scaling, _stats
-from ._errors import BadOptionError, BenchInterrupted
-from ._format import fmt_time
-from ._results import BenchResult
+from . import models as _scaling
+from ..core import stats as _stats
+from ..errors import BadOptionError, BenchInterrupted
+from ..render.units import fmt_time
+from ..timing.results import BenchResult
 
 MODES = ("variable", "threads")
 DEFAULT_BUDGET_PER_POINT = 1.0
@@ -272,7 +273,7 @@ class AmdahlResult:
         p.text(self.text())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ._display import text_figure_bundle
+        from ..render.display import text_figure_bundle
 
         return text_figure_bundle(self.text(), self.figure_png(), "measured speedup and fitted models")
 
@@ -413,8 +414,10 @@ def amdahl(
     rounds: int = 3,
     weak: bool = False,
     progress: Callable[[int, str], None] | None = None,
+    filename: str | None = None,
 ) -> AmdahlResult:
     """Time ``fn_or_code`` at each worker count and fit the scaling laws (see the module docstring).
+    ``filename`` names the code in tracebacks.
 
     ``budget`` is seconds per worker count (default 1 s), split over ``rounds`` interleaved rounds; the
     whole sweep takes about ``budget × len(workers)`` plus one cold call per point and round.
@@ -424,8 +427,8 @@ def amdahl(
     __tracebackhide__ = True
     import time
 
-    from ._engine import bench
-    from ._env import LoadProbe
+    from ..timing.bench import bench
+    from ..core.env import LoadProbe
 
     ns = _check_workers(workers)
     if mode not in MODES:
@@ -434,7 +437,7 @@ def amdahl(
         raise BadOptionError("var", var, "a Python identifier", "e.g. var='workers'")
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise BadOptionError("rounds", rounds, "an integer >= 1", "e.g. rounds=3")
-    from ._engine import check_budget
+    from ..timing.bench import check_budget
 
     check_budget(budget, "a positive number of seconds per worker count, at most 24 h")
     per_point = float(budget) if budget is not None else DEFAULT_BUDGET_PER_POINT
@@ -477,7 +480,8 @@ def amdahl(
                     ctx = thread_limits(n) if mode == "threads" else contextlib.nullcontext()
                     with ctx:
                         res = bench(stmt, setup, globals=g, budget=per_round, memory=False, capture_env=False,
-                                    warmup=warm, label=f"{var}={n}" if mode == "variable" else f"threads={n}")
+                                    warmup=warm, label=f"{var}={n}" if mode == "variable" else f"threads={n}",
+                                    filename=filename)
                 except BenchInterrupted as exc:
                     if exc.result is not None and exc.result.raw:
                         results[n].append(exc.result)

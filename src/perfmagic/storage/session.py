@@ -26,7 +26,7 @@ def _user_ns() -> dict[str, Any] | None:
 
 def current_ledger(user_ns: dict[str, Any] | None = None) -> Any:
     """The ledger of the notebook this kernel runs (or of the working directory)."""
-    from ._ledger import Ledger, locate
+    from .ledger import Ledger, locate
 
     notebook, directory = locate(user_ns if user_ns is not None else _user_ns())
     key = (str(directory), notebook)

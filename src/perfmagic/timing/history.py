@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ._errors import PerfmagicError
-from ._whatchanged import WhatChanged, what_changed
+from ..errors import PerfmagicError
+from .whatchanged import WhatChanged, what_changed
 
 HISTORICAL_NOISE_FLOOR = 0.03
 
@@ -27,7 +27,7 @@ class CompareError(PerfmagicError):
 
 
 def _as_row(x: Any, ledger: Any) -> dict[str, Any]:
-    from ._results import BenchResult
+    from .results import BenchResult
 
     if isinstance(x, BenchResult):
         opts = {"setup": x.setup}
@@ -40,7 +40,7 @@ def _as_row(x: Any, ledger: Any) -> dict[str, Any]:
         x = int(x.lstrip("#"))
     if isinstance(x, int):
         if ledger is None:
-            from ._session import current_ledger
+            from ..storage.session import current_ledger
 
             ledger = current_ledger()
         try:
@@ -87,7 +87,7 @@ class RunComparison:
         return f"B {self._name(self.b)} vs A {self._name(self.a)}: {self.comparison.sentence}"
 
     def numbers(self) -> str:
-        from ._format import fmt_time
+        from ..render.units import fmt_time
 
         c = self.comparison
         ma, mb = _median(per_call(self.a)), _median(per_call(self.b))
@@ -107,7 +107,7 @@ class RunComparison:
         p.text(self.text())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ._display import comparison_bundle
+        from ..render.display import comparison_bundle
 
         return comparison_bundle(self)
 
@@ -118,7 +118,7 @@ class RunComparison:
 
 
 def _median(xs: list[float]) -> float:
-    from ._stats import median
+    from ..core.stats import median
 
     return median(xs) if xs else math.nan
 
@@ -127,7 +127,7 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
             noise_floor: float = HISTORICAL_NOISE_FLOOR, n_boot: int = 2000,
             paired: bool | None = None) -> RunComparison:
     """Compare run A (before) with run B (after); never changes the stored rows."""
-    from ._compare import compare_samples
+    from .compare import compare_samples
 
     ra, rb = _as_row(a, ledger), _as_row(b, ledger)
     if ra.get("magic") != rb.get("magic"):
@@ -178,7 +178,7 @@ def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[s
 
     Uses a light bootstrap (400 resamples) so the table stays quick; ``%perf compare`` gives the full one.
     """
-    from ._display import sparkline
+    from ..render.display import sparkline
 
     out: dict[int, str] = {}
     by_label: dict[str, list[dict[str, Any]]] = {}

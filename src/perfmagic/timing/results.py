@@ -12,9 +12,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _stats
-from ._format import fmt_bytes, fmt_rate, fmt_time
-from ._memory import MemoryReport
+from ..core import stats as _stats
+from ..render.units import fmt_bytes, fmt_rate, fmt_time
+from ..core.memory import MemoryReport
 
 _WORK_UNITS = {"items": "items", "flops": "FLOP", "bytes": "B"}
 
@@ -184,7 +184,7 @@ class BenchResult:
         return f"<BenchResult {self.summary_line()}>"
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ._display import bench_bundle
+        from ..render.display import bench_bundle
 
         return bench_bundle(self, widget=False)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from ._errors import BadOptionError
+from ..errors import BadOptionError
 
 SYNC_CHOICES = ("auto", "none", "cuda", "mps", "jax", "cupy")
 

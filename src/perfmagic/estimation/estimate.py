@@ -34,12 +34,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import _stats
-from ._costmodel import Selection, invert, local_slopes, select
-from ._engine import MAX_BUDGET_S
-from ._errors import BadOptionError, BenchInterrupted, PerfmagicError
-from ._format import fmt_bytes, fmt_time
-from ._reference import reference_time
+from ..core import stats as _stats
+from .costmodel import Selection, invert, local_slopes, select
+from ..timing.bench import MAX_BUDGET_S
+from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
+from ..render.units import fmt_bytes, fmt_time
+from ..core.reference import reference_time
 
 DEFAULT_MEASURE_S = 3.0
 DEFAULT_MAX_FRACTION = 0.10
@@ -476,7 +476,7 @@ class _Runner:
 
     def __init__(self, fn_or_code: Any, var: str | None, namespace: Mapping[str, Any] | None, device: str,
                  filename: str) -> None:
-        from ._compile import compile_cell
+        from ..core.cells import compile_cell
 
         self.var = var
         self.device = device
@@ -500,7 +500,7 @@ class _Runner:
         self.call = call
 
     def _sync_after(self, value: Any) -> None:
-        from ._sync import Sync, detect, make
+        from ..core.sync import Sync, detect, make
 
         if self.sync is None:
             name, _why = detect(value, self.device)
@@ -511,7 +511,7 @@ class _Runner:
     def once(self, n: int | None, *, memory: bool = True, trace: bool = False, clean: bool = True,
              ) -> tuple[float, int | None, int | None, int | None]:
         """One run: (seconds, RSS peak increase, traced peak, CUDA peak); the cell's exceptions propagate."""
-        from ._memory import _reset_hwm, _status_kib, current_rss, malloc_trim
+        from ..core.memory import _reset_hwm, _status_kib, current_rss, malloc_trim
 
         if clean:  # freed heap back to the system: this run's RSS peak is its own (~1 ms; gc.collect is not
             malloc_trim()  # worth its tens of ms on a big heap: reference counting has freed the last run)
@@ -596,11 +596,11 @@ def estimate(fn_or_code: str | Callable[..., Any], n: float | None = None, *, to
         raise BadOptionError("budget", budget, "a positive, finite number of seconds", "e.g. budget=600")
     if n is not None and not (isinstance(var, str) and var.isidentifier()):
         raise BadOptionError("var", var, "a Python identifier", "e.g. var='n'")
-    from ._engine import resolve_device
+    from ..timing.bench import resolve_device
 
     dev, dev_notes = resolve_device(device)
     if dev == "cpu" and device == "auto":
-        from ._sync import cuda_in_use
+        from ..core.sync import cuda_in_use
 
         if cuda_in_use():
             dev = "cuda"
@@ -994,7 +994,7 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
 
 def _iteration(runner: _Runner, T: float, fn_or_code: Any, dev: str, measure_s: float, max_fraction: float,
                memory: bool, progress: Any, notes: list[str]) -> EstimateResult:
-    from ._memory import current_rss, malloc_trim
+    from ..core.memory import current_rss, malloc_trim
 
     if memory:  # pages an earlier cell freed and the heap kept would absorb the units' growth unseen
         malloc_trim()
@@ -1030,7 +1030,7 @@ def _iteration(runner: _Runner, T: float, fn_or_code: Any, dev: str, measure_s: 
             if done_units + per_block > T and m >= 1:
                 break
             if memory:
-                from ._memory import _reset_hwm, _status_kib
+                from ..core.memory import _reset_hwm, _status_kib
 
                 r0 = current_rss()
                 hw = _reset_hwm() and r0 is not None
@@ -1229,7 +1229,7 @@ def run_full(r: EstimateResult, runner: _Runner, *, force: bool = False,
             progress(1.0, f"done in {fmt_time(dt, 3)}")
         return r.with_actual(Actual(dt, cuda if cuda is not None else rss, 1.0, "ok"))
     # per-iteration: run every unit; progress by units, ETA from the prediction for the units left
-    from ._memory import _reset_hwm, _status_kib, current_rss, malloc_trim
+    from ..core.memory import _reset_hwm, _status_kib, current_rss, malloc_trim
 
     T = int(r.full)
     malloc_trim()  # as the measuring did: the job's own growth must show in RSS

@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._ceilings import Ceilings, normalize_dtype
-from ._errors import BadOptionError, BenchInterrupted, PerfmagicError
-from ._format import fmt_bytes, fmt_rate, fmt_time
+from .ceilings import Ceilings, normalize_dtype
+from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
+from ..render.units import fmt_bytes, fmt_rate, fmt_time
 
 CACHE_BW_TOLERANCE = 1.05
 LOW_FRACTION = 0.3
@@ -170,7 +170,7 @@ class RooflineResult:
         p.text(self.text())
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ._display import text_figure_bundle
+        from ..render.display import text_figure_bundle
 
         try:
             png: bytes | None = self.figure_png()
@@ -325,14 +325,14 @@ def roofline(code_or_fn: str | Callable[[], Any], setup: str = "", *, globals: M
     See the module docstring for the method.
     Ctrl-C while timing raises ``BenchInterrupted`` whose ``result`` is the point placed from the samples
     taken so far (when there are any and ``ceilings=`` was given), else ``None``."""
-    from ._engine import bench
+    from ..timing.bench import bench
 
     flops_v = _check_work("flops", flops)
     bytes_v = _check_work("bytes", bytes)
     counts = None
     notes: list[str] = []
     if flops_v is None or bytes_v is None:
-        from ._counting import count
+        from .counting import count
 
         ns = dict(globals or {})
         try:
@@ -376,7 +376,7 @@ def roofline(code_or_fn: str | Callable[[], Any], setup: str = "", *, globals: M
         raise PerfmagicError(f"the measured time per call is {t!r} s: nothing to divide the work by (the clock "
                              "resolution may be too coarse, or the code did nothing); time more work per call")
     if ceilings is None:
-        from ._ceilings import ceilings as get_ceilings
+        from .ceilings import ceilings as get_ceilings
 
         ceilings = get_ceilings(r.device if r.device.startswith(("cpu", "cuda")) else "cpu", progress=progress)
     return place(r, ceilings, [])
