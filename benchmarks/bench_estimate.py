@@ -80,7 +80,7 @@ def prefault(gib: float) -> float:
 
 
 def calibrate(code: str, ns: dict, k: float, n0: int, target: float) -> int:
-    from perfmagic.estimation.estimate import _Runner
+    from perfmagic.estimation.runner import _Runner
 
     r = _Runner(code, "n", ns, "cpu", "<calibrate>")
     n = n0
@@ -141,7 +141,7 @@ def main() -> None:
         nx, tx = [float(x) for x, _ in pts], [y for _, y in pts]
         naive = naive_loglog(nx, tx, N)
         # the same points with the drift guard's speed correction (off by default): would it earn its place?
-        from perfmagic.estimation.estimate import analyse_scaling
+        from perfmagic.estimation.fit import analyse_scaling
 
         corr = analyse_scaling(r.points, N=N, correct_speed=True)
         unc = (f"{corr.predicted_s / a.seconds - 1:+.1%}" + ("" if corr.reliable else " (unreliable)")
@@ -190,7 +190,7 @@ def main() -> None:
     med_m = statistics.median(merr) if merr else float("nan")
     med_f = statistics.median(frac) if frac else float("nan")
     lines = [C.header("Estimates (%%estimate): predicted vs actual"), "",
-             f"Full runs calibrated to about {target:.0f} s each; `estimate()` with its defaults (measure ≤ 3 s and ≤ 10% "
+             f"Full runs calibrated to about {target:.0f} s each; `estimate()` with its defaults (budget ≤ 3 s of measuring and ≤ 10% "
              "of the predicted full run), then the full run. *naive log-log* and *big_O* are fitted on the same "
              "measured points as perfmagic. *with speed correction* is perfmagic's fit of the same points with the drift "
              "guard's speed correction switched on (`analyse_scaling(..., correct_speed=True)`, off by default; *(±x%)* is the "

@@ -6,8 +6,8 @@
 For each notebook: runs every cell top to bottom in a fresh kernel of this Python (nbclient), writes
 the executed copy to ``notebooks/_executed/NAME.ipynb`` (open it in JupyterLab: ``jupyter lab
 notebooks/_executed/NAME.ipynb``) and an HTML export to ``notebooks/NAME.html`` (any browser, offline:
-the export loads no script from a CDN). Widget views, whose kernel is gone once the run ends, are
-dropped from both, so every output shows its static text/figure form.
+the export loads no script from a CDN). Nothing is stripped: perfmagic's outputs are self-contained
+(text, inline PNG, HTML with folded details), so the executed notebook reads the same everywhere.
 
 Without ``--check`` a failing cell stops the run with the cell's number, its source and the error.
 
@@ -19,8 +19,9 @@ the end, and the exit status is 1 if there is any:
 * expected text: a code cell may carry ``{"perfmagic": {"expect": ["REGEX", ...]}}`` in its metadata;
   each regex must ``re.search`` (``re.MULTILINE``) the cell's printed text: its stream output and the
   ``text/plain`` of its displays and results, joined by newlines;
-* static outputs: no output exists only as a widget view (each one must have a text/plain, image/png
-  or text/html sibling), and in the HTML export every code cell with outputs shows text or an image;
+* static outputs: no output exists only as a widget view (a live view a cell asks for, such as
+  ``result.widget()``, must have a text/plain, image/png or text/html sibling), and in the HTML export
+  every code cell with outputs shows text or an image;
 * offline HTML: the export loads no external script, stylesheet, image or module (no CDN).
 """
 
@@ -65,23 +66,6 @@ _EXTERNAL = re.compile(
     re.IGNORECASE,
 )
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def drop_dead_widget_views(nb: Any) -> int:
-    """Remove widget views whose kernel is gone, so every output shows its static fallback.
-
-    A widget view saved without its model state renders as "Error displaying widget: model not
-    found" when the notebook is reopened; the PNG/text fallback beside it reads everywhere.
-    """
-    dropped = 0
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            data = out.get("data", {})
-            if WIDGET_VIEW in data and len(data) > 1:
-                del data[WIDGET_VIEW]
-                dropped += 1
-    nb.metadata.pop("widgets", None)
-    return dropped
 
 
 def html_exporter() -> Any:
@@ -233,7 +217,7 @@ def check_expected(nb: Any, ref: CellRef, rep: Report, executed: set[int]) -> No
 
 
 def check_widget_fallbacks(nb: Any, ref: CellRef, rep: Report) -> None:
-    """Before dead views are dropped: every widget view has a static sibling to fall back to."""
+    """Every widget view has a static sibling to fall back to once the kernel is gone."""
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
             data = out.get("data", {})
@@ -366,7 +350,6 @@ def run(path: Path, timeout: int, check: bool = False) -> Report:
         check_errors(nb, ref, rep, executed, current[0] if stopped else -1)
         check_expected(nb, ref, rep, executed)
         check_widget_fallbacks(nb, ref, rep)
-    dropped = drop_dead_widget_views(nb)
     out_dir = path.parent / "_executed"
     out_dir.mkdir(exist_ok=True)
     executed_path = out_dir / path.name
@@ -376,7 +359,7 @@ def run(path: Path, timeout: int, check: bool = False) -> Report:
     html.write_text(body, encoding="utf-8")
     if check:
         check_html(nb, body, ref, rep)
-    rep.notes.append(f"-> {executed_path} and {html}" + (f" ({dropped} widget views dropped)" if dropped else ""))
+    rep.notes.append(f"-> {executed_path} and {html}")
     return rep
 
 

@@ -18,6 +18,9 @@ except Exception:  # pragma: no cover
     HAS_CUDA = False
 
 
+os.environ.setdefault("COLUMNS", "100")  # %perf fits the terminal: the tests read it at 100 columns
+
+
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     skip = pytest.mark.skip(reason="needs a CUDA device")
     for item in items:
@@ -60,7 +63,6 @@ def shell(ledger_dir: Any, monkeypatch: Any) -> Any:
     from IPython.core.displaypub import CapturingDisplayPublisher
     from IPython.core.interactiveshell import InteractiveShell
 
-    monkeypatch.setenv("PERFMAGIC_WIDGETS", "0")
     ip = InteractiveShell.instance()
     old_pub = ip.display_pub
     pub = CapturingDisplayPublisher()

@@ -94,6 +94,15 @@ def test_recovers_planted_serial_fraction(pool, s) -> None:
     text = r.text()
     assert text.splitlines()[0].startswith("best speedup") and "Karp–Flatt" in text
     assert r.figure_png()[:4] == b"\x89PNG"
+    # the result protocol: S is the primary metric, headline = verdict, raw rounds in samples()
+    from perfmagic.result import Result
+
+    assert isinstance(r, Result) and r.primary_metric == "S" and r.metrics()["S"] == r.serial_fraction
+    assert r.headline() == r.verdict() == text.splitlines()[0] and repr(r) == f"<AmdahlResult: {r.verdict()}>"
+    assert r.samples() == r.samples_dict() and [len(p["rounds"]) for p in r.samples()["points"]] == [2] * 4
+    assert [t for t, _ in r.html_sections()] == ["Points (4 worker counts, 2 rounds)", "Fits"]
+    bundle = r._repr_mimebundle_()
+    assert bundle["text/plain"] == text and "image/png" in bundle and bundle["text/html"].count("<details") == 2
 
 
 def test_sleeping_threads_are_not_gil_bound_when_a_collection_is_slow(pool) -> None:

@@ -21,10 +21,11 @@ def test_amdahl_sweep_reports_and_records(shell) -> None:
     (bundle,) = shell.bundles
     text = bundle["text/plain"]
     assert text.startswith("best speedup") and "Amdahl" in text and "USL" in text and "run #1" in text
-    assert "image/png" in bundle
+    assert "image/png" in bundle and "application/vnd.jupyter.widget-view+json" not in bundle
+    assert "run #1" in bundle["text/html"] and "Points (4 worker counts, 2 rounds)" in bundle["text/html"]
     import perfmagic
 
-    df = perfmagic.ledger()
+    df = perfmagic.ledger(magic="amdahl")
     assert list(df["magic"]) == ["amdahl"] and abs(df.iloc[0]["S"] - 0.3) < 0.06
     shell.run("%perf")
     assert "S=0." in shell.text() and "amdahl" in shell.text()

@@ -115,6 +115,25 @@ def test_io_bound_planted_fraction_and_headroom() -> None:
     assert png is not None and png.startswith(b"\x89PNG")
 
 
+def test_result_protocol() -> None:
+    from perfmagic.result import Result
+
+    dl = DataLoader(SleepDataset(200, 0.002), batch_size=4)
+    r = dataloader_check(dl, sleeper(0.002), steps=6, sweep={"num_workers": [0, 2]}, sweep_steps=4)
+    assert isinstance(r, Result) and r.primary_metric == "data_wait_fraction"
+    assert r.metrics()[r.primary_metric] == r.data_wait_fraction
+    assert r.samples() == r.samples_dict() and r.samples()["wait_s"] == list(r.wait_s)
+    assert r.headline() == r.verdict() == r.text().splitlines()[0]
+    assert repr(r) == f"<DataLoaderResult: {r.verdict()}>"
+    assert r.to_dict()["samples"] == r.samples() and r.to_dict()["metrics"] == r.metrics()
+    titles = [t for t, _ in r.html_sections()]
+    assert titles[0] == "Sweep (2 settings)" and any(t.startswith("Audit (") for t in titles)
+    assert any(t.startswith("Per-step samples (2 warm-up + 6)") for t in titles)
+    bundle = r._repr_mimebundle_()
+    assert bundle["text/plain"] == r.text() and "image/png" in bundle
+    assert bundle["text/html"].count("<details") == len(titles) and "num_workers=2" in bundle["text/html"]
+
+
 def test_compute_bound_planted_fraction() -> None:
     # 0 workers: wait = 4 × 1 ms = 4 ms, step 30 ms -> planted 4/34 ≈ 0.12
     dl = DataLoader(SleepDataset(200, 0.001), batch_size=4)
@@ -272,9 +291,10 @@ def test_magic_reports_and_records(shell) -> None:
     text = bundle["text/plain"]
     assert text.startswith("input-bound: ") and "loader alone" in text and "compute alone" in text
     assert "num_workers" in text and "run #1" in text
-    assert "image/png" in bundle
+    assert "image/png" in bundle and "application/vnd.jupyter.widget-view+json" not in bundle
+    assert "run #1" in bundle["text/html"] and "<details" in bundle["text/html"]
     assert shell.ip.user_ns["batch"].shape == (4, 4)
-    df = perfmagic.ledger()
+    df = perfmagic.ledger(magic="dataloader_check")
     assert list(df["magic"]) == ["dataloader_check"] and abs(df.iloc[0]["data_wait_fraction"] - 0.8) < 0.1
     assert df.iloc[0]["primary_metric"] == "data_wait_fraction"
 
@@ -375,5 +395,8 @@ def test_magic_in_a_real_kernel(tmp_path: Any) -> None:
     cells = _run(KERNEL_CELLS, tmp_path)
     data = cells[2].outputs[-1].data
     assert data["text/plain"].startswith(("input-bound", "compute-bound")) and "sweep:" in data["text/plain"]
-    assert "image/png" in data and "application/vnd.jupyter.widget-view+json" in data
+    assert "image/png" in data and "application/vnd.jupyter.widget-view+json" not in data  # static, no dead view
+    html = data["text/html"]  # self-contained: the figure inline, sweep and audit folded in <details>
+    assert "data:image/png;base64," in html and "<summary" in html and "Sweep (2 settings)" in html
+    assert "Audit (" in html
     assert _texts(cells[3]).strip() == "[]"  # no worker left running in the kernel

@@ -18,7 +18,7 @@ from .conftest import spin_loop
 
 def _actual_again(r, ns, code, var="n"):
     """The full run once more (the ground truth must not hinge on one noisy run)."""
-    from perfmagic.estimation.estimate import _Runner
+    from perfmagic.estimation.runner import _Runner
 
     runner = _Runner(code, var, ns, "cpu", "<again>")
     return runner.once(int(r.full), memory=True, clean=True)
@@ -39,7 +39,7 @@ def _predict_and_check(code, ns, N, tol=0.15, attempts=2, **kw):
     """Estimate, run, compare; on a miss, more attempts (a loaded 2-core machine can spoil one)."""
     msgs = []
     for _ in range(attempts):
-        r = estimate(code, n=N, globals=ns, measure=1.5, max_fraction=0.3, run=True, force=True, **kw)
+        r = estimate(code, n=N, globals=ns, budget=1.5, max_fraction=0.3, run=True, force=True, **kw)
         ok, msg = _time_ok(r, ns, code, tol)
         if ok:
             return r
@@ -164,14 +164,14 @@ def test_memory_growing_workload() -> None:
     # 8 bytes per element: 400 MB at the full size, peak predicted within 20%
     N = 50_000_000
     code = "x = [0] * n\ndel x"
-    r = estimate(code, n=N, globals={}, measure=1.5, max_fraction=0.3, run=True, force=True)
+    r = estimate(code, n=N, globals={}, budget=1.5, max_fraction=0.3, run=True, force=True)
     assert r.peak_bytes is not None and r.actual.peak_bytes is not None, r.text()
     assert abs(r.memory_error()) <= 0.20, r.text()
     assert r.actual.peak_bytes > 300e6
 
 
 def test_per_iteration_against_a_planted_total() -> None:
-    r = estimate("time.sleep(0.005)", total=300, globals=NS, measure=0.5, run=True)
+    r = estimate("time.sleep(0.005)", total=300, globals=NS, budget=0.5, run=True)
     assert r.mode == "iteration"
     assert r.predicted_s == pytest.approx(300 * 0.005, rel=0.15)  # planted: 1.5 s (sleep overshoots a little)
     assert abs(r.time_error()) <= 0.15, r.text()
@@ -181,7 +181,7 @@ def test_per_iteration_against_a_planted_total() -> None:
 
 def test_per_iteration_memory_growth() -> None:
     acc: list = []
-    r = estimate("acc.append(bytearray(200_000))", total=1000, globals={"acc": acc}, measure=0.5)
+    r = estimate("acc.append(bytearray(200_000))", total=1000, globals={"acc": acc}, budget=0.5)
     assert r.mem_growth_per_unit == pytest.approx(200_000, rel=0.25), r.text()
     assert r.peak_bytes == pytest.approx(200_000 * 1000, rel=0.3)
     acc.clear()
@@ -191,23 +191,32 @@ def test_per_iteration_memory_growth() -> None:
 
 def test_gate_will_not_fit_and_largest_size(spin_200us) -> None:
     N = int(spin_200us * 50_000)  # ~10 s: never run here
-    r = estimate("spin(n)", n=N, globals=NS, measure=0.8, budget=1.0, run=True)
+    r = estimate("spin(n)", n=N, globals=NS, budget=0.8, limit=1.0, run=True)
     assert r.verdict == "will not fit", r.text()
     assert r.actual is None and "not started" in r.text()
     # the largest size that fits 1 s is about a tenth of N
     assert 0.025 * N <= r.largest_fit <= 0.4 * N  # planted: about a tenth (wide: a loaded machine shifts it)
-    r2 = gate(r, budget=1e6)
+    r2 = gate(r, limit=1e6)
     assert r2.verdict == "will fit"
-    r3 = gate(r, budget=1e6, available=1000)  # 1000 bytes free: memory says no... unless it needs none
+    r3 = gate(r, limit=1e6, available=1000)  # 1000 bytes free: memory says no... unless it needs none
     assert r3.verdict in ("will fit", "will not fit", "borderline")
 
 
 def test_memory_gate_uses_available_memory() -> None:
     pts = [Point(n, (1e-3 * n / 1000,), (8 * n,)) for n in (10**5, 2 * 10**5, 4 * 10**5, 8 * 10**5, 16 * 10**5)]
     r = analyse_scaling(pts, N=10**9)
-    r = gate(r, budget=None, available=10**9)  # 8 GB needed, 1 GB free
+    r = gate(r, limit=None, available=10**9)  # 8 GB needed, 1 GB free
     assert r.verdict == "will not fit" and "memory" in r.verdict_reasons[0]
     assert r.largest_fit == pytest.approx(0.9e9 / 8, rel=0.1)
+
+
+def test_the_gate_names_the_limit() -> None:
+    pts = [Point(n, (1e-3 * n / 1000,), (8 * n,)) for n in (10**5, 2 * 10**5, 4 * 10**5, 8 * 10**5, 16 * 10**5)]
+    r = gate(analyse_scaling(pts, N=10**7), limit=600, available=10**12)
+    assert r.limit_s == 600 and r.metrics()["limit_s"] == 600 and "budget_s" not in r.metrics()
+    assert r.verdict == "will fit" and "gate: will fit (limit 10 min," in r.text(), r.text()
+    none = gate(analyse_scaling(pts, N=10**7), limit=None, available=None)
+    assert none.verdict == "no limit given" and "→" not in none.headline()
 
 
 # ---- faults ---------------------------------------------------------------------------------------
@@ -218,7 +227,8 @@ def test_memory_gate_uses_available_memory() -> None:
     ({"n": 0}, ">= 1"),
     ({"total": float("nan")}, ">= 1"),
     ({"n": 100, "sizes": [10, 20, 400]}, "no larger than the full size"),
-    ({"n": 100, "measure": -1}, "positive"),
+    ({"n": 100, "budget": -1}, "positive"),
+    ({"n": 100, "limit": 0}, "positive"),
     ({"n": 100, "max_fraction": 2}, "fraction"),
     ({"n": 100, "var": "not a name"}, "identifier"),
 ])
@@ -228,14 +238,14 @@ def test_bad_input(kwargs, needle) -> None:
 
 
 def test_flat_time_says_the_variable_is_unused() -> None:
-    r = estimate("time.sleep(0.001)", n=10**9, globals=NS, measure=0.5)
+    r = estimate("time.sleep(0.001)", n=10**9, globals=NS, budget=0.5)
     assert any("does the cell use n" in w for w in r.warnings), r.text()
     assert any("does not mention 'n'" in x for x in r.notes)
 
 
 def test_failure_at_a_larger_size_is_reported_and_the_rest_fitted() -> None:
     code = "if n > 20000:\n    raise MemoryError('planted')\nspin(n)"
-    r = estimate(code, n=10**6, globals=NS, measure=1.0)
+    r = estimate(code, n=10**6, globals=NS, budget=1.0)
     assert r.failures and r.failures[0][0] > 20000 and "planted" in r.failures[0][1]
     assert r.verdict == "will not fit" or r.verdict == "unknown"
     assert "failed at n=" in r.text()
@@ -252,7 +262,7 @@ def test_unreliable_fit_prints_no_number() -> None:
     r = analyse_scaling(pts, N=10**12)
     assert not r.reliable
     assert "unreliable" in r.headline()
-    assert gate(r, budget=60).verdict == "unknown"
+    assert gate(r, limit=60).verdict == "unknown"
 
 
 def _jumped(n: int) -> float:
@@ -266,7 +276,7 @@ def test_a_jump_below_the_top_sizes_gives_no_number() -> None:
     assert not r.reliable
     assert "no estimate: the cost changed its growth" in r.headline(), r.headline()
     assert "jumped 16.0× between n=48,000 and 96,000" in r.unreliable_why
-    assert gate(r, budget=60).verdict == "unknown"
+    assert gate(r, limit=60).verdict == "unknown"
     # the same sizes without the jump: a plain linear prediction
     ok = analyse_scaling([Point(n, (1e-7 * n,)) for n in sizes], N=12_000_000)
     assert ok.reliable and ok.unreliable_why == "" and ok.predicted_s == pytest.approx(1.2, rel=0.05)
@@ -309,7 +319,7 @@ def test_ctrl_c_while_measuring_fits_the_points_done() -> None:
         spin_loop(n)
 
     with pytest.raises(BenchInterrupted) as ei:
-        estimate(work, n=10**7, measure=2.0)
+        estimate(work, n=10**7, budget=2.0)
     r = ei.value.result
     assert r is not None and r.status == "interrupted" and len(r.points) >= 3
     assert r.predicted_s is not None
@@ -325,7 +335,7 @@ def test_ctrl_c_during_the_full_run_records_how_far_it_got() -> None:
         if state["units"] == 150:
             raise KeyboardInterrupt
 
-    r = estimate(unit, total=500, measure=0.2, run=True)
+    r = estimate(unit, total=500, budget=0.2, run=True)
     a = r.actual
     assert a is not None and a.status == "interrupted"
     assert 0 < a.completed < 1
@@ -334,7 +344,7 @@ def test_ctrl_c_during_the_full_run_records_how_far_it_got() -> None:
 
 
 def test_result_keeps_raw_samples_and_metrics() -> None:
-    r = estimate("spin(n)", n=200_000, globals=NS, measure=0.5)
+    r = estimate("spin(n)", n=200_000, globals=NS, budget=0.5)
     s = r.samples_dict()
     assert len(s["size"]) == len(r.points) and len(s["all_times_s"]) >= len(r.points)
     m = r.metrics()
@@ -351,7 +361,7 @@ def test_cuda_scaling_uses_max_memory_allocated_and_predicts_the_full_run() -> N
         pytest.skip("needs a CUDA device")
     ns = {"torch": torch, "x": torch.zeros(1, device="cuda")}  # CUDA in use, as after a notebook's setup cell
     code = "a = torch.ones(n, 1024, device='cuda')\nb = a * 2\nc = (b @ b.T).sum()\ndel a, b, c"
-    r = estimate(code, n=8192, globals=ns, run=True, force=True, measure=3)
+    r = estimate(code, n=8192, globals=ns, run=True, force=True, budget=3)
     assert r.device.startswith("cuda") and r.memory_source == "cuda"
     # a and b are n·1024 float32 each, b @ b.T is n² float32: the peak is at least n² + 2·n·1024 floats
     planted = 4 * (8192 * 8192 + 2 * 8192 * 1024)
@@ -378,13 +388,13 @@ class _VirtualRunner:
 def _virtual_scaling(monkeypatch, f, N, seed=0):
     import types
 
-    from perfmagic.estimation import estimate as _estimate
+    from perfmagic.estimation import measure as _measure
 
     clock = [0.0]
-    monkeypatch.setattr(_estimate, "time", types.SimpleNamespace(perf_counter=lambda: clock[0],
+    monkeypatch.setattr(_measure, "time", types.SimpleNamespace(perf_counter=lambda: clock[0],
                                                                  process_time=lambda: clock[0]))
-    monkeypatch.setattr(_estimate, "reference_time", lambda duration: 20e-6)  # a machine of constant speed
-    return _estimate._scaling(_VirtualRunner(f, clock, seed), N, "n", "x", "cpu", 3.0, 0.10, None, False, None, [])
+    monkeypatch.setattr(_measure, "reference_time", lambda duration: 20e-6)  # a machine of constant speed
+    return _measure._scaling(_VirtualRunner(f, clock, seed), N, "n", "x", "cpu", 3.0, 0.10, None, False, None, [])
 
 
 @pytest.mark.parametrize("name, f, N, form", [

@@ -1,4 +1,5 @@
-"""%%estimate through the shell: both forms, the gate, --run, bad input, an exception, Ctrl-C."""
+"""%%estimate through the shell: both forms, the gate, --run, bad input, an exception, Ctrl-C; and what
+an EstimateResult shows by itself (the result protocol: text, PNG, self-contained HTML)."""
 
 from __future__ import annotations
 
@@ -16,15 +17,17 @@ def work(k):
 
 def test_scaling_form_reports_predicts_and_records(shell) -> None:
     shell.run(SETUP)
-    res = shell.run("%%estimate n=3_000_000 --budget 1m --run --measure 1s\nwork(n)\n")
+    res = shell.run("%%estimate n=3_000_000 --limit 1m --run --budget 1s\nwork(n)\n")
     assert res.error_in_exec is None, res.error_in_exec
     (bundle,) = shell.bundles
     text = bundle["text/plain"]
     assert text.startswith("estimate for n=3,000,000:") and "WILL FIT" in text and "actual full run" in text
     assert "run #1" in text and "image/png" in bundle
+    page = bundle["text/html"]  # self-contained: the text, the figure inline, the measured points folded
+    assert "run #1" in page and "data:image/png;base64," in page and "<details" in page and "Measured points" in page
     import perfmagic
 
-    row = perfmagic.ledger().iloc[0]
+    row = perfmagic.ledger("estimate").iloc[0]
     assert row["magic"] == "estimate" and row["verdict"] == "will fit"
     assert row["actual_s"] > 0 and abs(row["time_error"]) < 0.5
     assert "n" not in shell.ip.user_ns  # the size variable is not left in the notebook
@@ -34,20 +37,22 @@ def test_scaling_form_reports_predicts_and_records(shell) -> None:
 
 def test_per_iteration_form_and_the_gate(shell) -> None:
     shell.run(SETUP)
-    res = shell.run("%%estimate --total 119*20 --budget 2s --no-plot\ntime.sleep(0.002)\n")
+    res = shell.run("%%estimate --total 119*20 --limit 2s --no-plot\ntime.sleep(0.002)\n")
     assert res.error_in_exec is None, res.error_in_exec
     text = shell.text()
     assert text.startswith("estimate for 2,380 units:") and "WILL NOT FIT" in text
-    assert "units/s" in text and "the most units that fit" in text
+    assert "units/s" in text and "the most units that fit" in text and "(limit 2 s," in text
+    assert "budget" not in text  # the allowed time of the full run is the limit; "budget" is the measuring
     import perfmagic
 
-    assert perfmagic.ledger().iloc[0]["verdict"] == "will not fit"
+    row = perfmagic.ledger("estimate").iloc[0]
+    assert row["verdict"] == "will not fit" and row["limit_s"] == 2.0
 
 
 def test_output_returns_the_result(shell) -> None:
     shell.run(SETUP)
     shell.run("r = None")
-    res = shell.run("%%estimate n=10_000 -o -q --measure 0.3\nwork(n)\n")
+    res = shell.run("%%estimate n=10_000 -o -q -b 0.3\nwork(n)\n")
     assert res.error_in_exec is None and res.result is not None
     assert res.result.mode == "scaling" and shell.bundles == []
 
@@ -62,7 +67,10 @@ def test_output_returns_the_result(shell) -> None:
     ("%%estimate n=100 --sizes a,b\nwork(n)\n", "integers"),
     ("%%estimate --total 10 --sizes 1,2,3\nwork(1)\n", "--sizes applies to the scaling form"),
     ("%%estimate n=100 --force\nwork(n)\n", "--force goes with --run"),
+    ("%%estimate n=100 --limit soon\nwork(n)\n", "soon"),
     ("%%estimate n=100 --budget soon\nwork(n)\n", "soon"),
+    ("%%estimate n=100 -b 25h\nwork(n)\n", "at most 24h"),
+    ("%%estimate n=100 --measure 1s\nwork(n)\n", "unrecognized arguments"),  # the old name of -b
     ("%%estimate n=100\n\n", "empty"),
     ("%%estimate n=100 --bogus\nwork(n)\n", "unrecognized arguments"),
 ])
@@ -87,7 +95,7 @@ def test_ctrl_c_while_measuring_shows_the_fit_and_records_it(shell) -> None:
 
     shell.run(SETUP)
     shell.ip.user_ns["calls"] = {"k": 0}
-    res = shell.run("%%estimate n=10_000_000 --measure 2s --no-plot\ncalls['k'] += 1\n"
+    res = shell.run("%%estimate n=10_000_000 --budget 2s --no-plot\ncalls['k'] += 1\n"
                     "if calls['k'] == 20:\n    raise KeyboardInterrupt\nwork(n)\n")
     assert isinstance(res.error_in_exec, KeyboardInterrupt)
     assert "interrupted" in shell.text()
@@ -100,9 +108,40 @@ def test_ctrl_c_during_the_run_records_how_far_it_got(shell) -> None:
 
     shell.run(SETUP)
     shell.ip.user_ns["calls"] = {"k": 0}
-    res = shell.run("%%estimate --total 400 --run --no-plot --measure 0.2s\ncalls['k'] += 1\ntime.sleep(0.002)\n"
+    res = shell.run("%%estimate --total 400 --run --no-plot -b 0.2s\ncalls['k'] += 1\ntime.sleep(0.002)\n"
                     "if calls['k'] == 200:\n    raise KeyboardInterrupt\n")
     assert isinstance(res.error_in_exec, KeyboardInterrupt)
     assert "full run interrupted" in shell.text()
-    row = perfmagic.ledger().iloc[0]
+    row = perfmagic.ledger("estimate").iloc[0]
     assert row["status"] == "interrupted" and 0 < row["actual_completed"] < 1
+
+
+def test_estimate_result_follows_the_result_protocol() -> None:
+    import json
+
+    from perfmagic.estimation.estimate import EstimateResult, Point, analyse_iteration, analyse_scaling, gate
+    from perfmagic.result import Displayed, Result
+
+    pts = [Point(n, (1e-3 * n / 1000, 1.1e-3 * n / 1000), (8 * n,)) for n in (10**5, 2 * 10**5, 4 * 10**5,
+                                                                              8 * 10**5, 16 * 10**5)]
+    r = gate(analyse_scaling(pts, N=10**7), limit=60, available=10**12)
+    assert isinstance(r, EstimateResult) and isinstance(r, Displayed) and isinstance(r, Result)
+    assert r.primary_metric == "predicted_s" and r.metrics()[r.primary_metric] == r.predicted_s
+    assert r.headline() == r.text().splitlines()[0] and r.headline().startswith("estimate for n=10,000,000:")
+    assert repr(r) == f"<EstimateResult: {r.headline()}>"
+    s = r.samples()
+    assert s["size"] == [float(p.n) for p in pts] and len(s["all_times_s"]) == 10 and r.samples_dict() == s
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["points"][0]["times"] == list(pts[0].times) and d["time_fit"]["best"]["name"] == r.time_fit.best.name
+    assert d["metrics"]["limit_s"] == 60
+    bundle = r._repr_mimebundle_()
+    page = bundle["text/html"]
+    assert bundle["text/plain"] == r.text() and "image/png" in bundle and "data:image/png;base64," in page
+    assert "<details" in page and "Measured points (5 sizes)" in page and "1,600,000" in page
+    assert "Time models (by AICc)" in page
+    # the per-iteration form: its blocks are the measured table
+    it = analyse_iteration([Point(10, (0.01 + 1e-4 * i,), (4096,), rss_after=(10**6,)) for i in range(6)], T=1000,
+                           cold_s=0.002)
+    titles = [t for t, _ in it.html_sections()]
+    assert titles == ["Measured blocks (6)"] and "time per unit" in it.html_sections()[0][1]
+    assert "per unit" in it.text() and it.samples()["unit_s"] == it.unit_times

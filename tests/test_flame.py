@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from perfmagic.profile import flame as _flame
+from perfmagic.profile import samplers as _samplers
 from perfmagic.errors import BenchInterrupted, PerfmagicError
 
 
@@ -190,7 +191,7 @@ def test_fallback_when_pyspy_denied(tmp_path: Any) -> None:
 
 def test_pyspy_that_never_starts_is_killed(tmp_path: Any, monkeypatch: Any) -> None:
     fake = _fake_pyspy(tmp_path, "exec sleep 30")
-    monkeypatch.setattr(_flame, "START_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(_samplers, "START_TIMEOUT_S", 0.5)
     t = time.perf_counter()
     r = _flame.flame(lambda: _spin(0.05), py_spy=fake)
     assert time.perf_counter() - t < 5
@@ -279,6 +280,23 @@ def test_pyspy_subprocesses_are_sampled() -> None:
 # ---- HTML ---------------------------------------------------------------------------------------
 def _result() -> Any:
     return _flame.flame(planted_work, sampler="inprocess")
+
+
+def test_flame_result_follows_the_result_protocol() -> None:
+    from perfmagic.result import Result
+
+    r = _result()
+    assert isinstance(r, Result) and r.primary_metric == "top_self_fraction"
+    assert r.metrics()[r.primary_metric] == r.top(1)[0].self_frac > 0
+    assert r.samples() == r.samples_dict() and len(r.samples()["stack"]) == len(r.samples()["seconds"])
+    assert r.headline() == r.verdict() == r.text().splitlines()[0]
+    assert repr(r) == f"<FlameResult: {r.headline()}>" and r.to_dict()["samples"] == r.samples()
+    bundle = r._repr_mimebundle_()
+    htm = bundle["text/html"]
+    assert {"text/plain", "text/html", "image/png"} <= set(bundle) and bundle["text/plain"] == r.text()
+    # the interactive graph is the page itself (open, not folded); the function table is folded under it
+    assert htm.index("<script>") < htm.index("<details") and "All functions by self time" in htm
+    assert "planted_hot" in r.html_sections()[0][1]
 
 
 def test_html_is_self_contained_and_ids_unique() -> None:
@@ -372,7 +390,7 @@ def test_magic_planted_hot_and_ipython_frames_stripped(shell: Any, sampler: str)
     assert "http://" not in bundle["text/html"] and "https://" not in bundle["text/html"]
     import perfmagic
 
-    row = perfmagic.ledger().iloc[-1]
+    row = perfmagic.ledger("flame").iloc[-1]  # the wide view: one column per metric
     assert row["magic"] == "flame" and row["status"] == "ok" and row["label"] == "planted"
     assert row["primary_metric"] == "top_self_fraction" and row["top_self_fraction"] > 0.6
     assert row["top1_self_name"].startswith(f"hot (In [{n_defs}]:") and row["sampler"] == sampler
@@ -452,15 +470,18 @@ def test_magic_no_plot_and_help(shell: Any) -> None:
     shell.run("import time")
     shell.run(HOT_CELL)
     shell.run("%%flame --no-plot --sampler inprocess\nhot()\n")
-    assert set(shell.bundles[-1]) == {"text/plain"}
+    bundle = shell.bundles[-1]
+    assert set(bundle) == {"text/plain", "text/html"}  # no PNG, no graph: the text and its static page
+    assert "<script" not in bundle["text/html"] and "<img" not in bundle["text/html"]
+    assert bundle["text/plain"].startswith("flame: hot (In [") and "run #" in bundle["text/html"]
     doc = shell.ip.find_cell_magic("flame").__doc__
     assert "--subprocesses" in doc and "--sampler" in doc
 
 
 def test_yama_ptracer_set_for_pyspy_and_cleared(tmp_path: Any, monkeypatch: Any) -> None:
     calls: list[int] = []
-    monkeypatch.setattr(_flame, "yama_scope", lambda: 1)
-    monkeypatch.setattr(_flame, "_prctl_ptracer", lambda pid: calls.append(pid) or True)
+    monkeypatch.setattr(_samplers, "yama_scope", lambda: 1)
+    monkeypatch.setattr(_samplers, "_prctl_ptracer", lambda pid: calls.append(pid) or True)
     fake = _fake_pyspy(tmp_path, 'echo "py-spy> Sampling process 100 times a second. Press Control-C to exit."\n'
                                  'trap "exit 0" INT\nwhile true; do sleep 0.05; done')
     r = _flame.flame(lambda: _spin(0.05), py_spy=fake)

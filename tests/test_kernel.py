@@ -44,7 +44,8 @@ def test_gpubench_in_a_real_kernel_and_rows_survive_a_restart(tmp_path: Path) ->
     data = out[0].data
     assert "median" in data["text/plain"] and "run #1" in data["text/plain"]
     assert "image/png" in data  # static fallback for nbconvert, GitHub, ...
-    assert "application/vnd.jupyter.widget-view+json" in data  # the live widget
+    assert "<details" in data["text/html"] and "data:image/png;base64," in data["text/html"]  # self-contained
+    assert "application/vnd.jupyter.widget-view+json" not in data  # no live view unless asked (result.widget())
     assert (tmp_path / ".perfmagic" / "ledger.sqlite").exists()
     # a new kernel process (a restart) sees the row
     cells = _run(["%load_ext perfmagic", "%perf", "import perfmagic; len(perfmagic.ledger())"], tmp_path)
@@ -108,26 +109,27 @@ def test_roofline_widget_in_a_real_kernel(tmp_path: Path, monkeypatch) -> None:
                  tmp_path)
     data = cells[2].outputs[-1].data
     assert data["text/plain"].startswith("compute-bound")
-    assert "image/png" in data and "application/vnd.jupyter.widget-view+json" in data
+    assert "image/png" in data and "application/vnd.jupyter.widget-view+json" not in data
 
 
-def test_amdahl_widget_in_a_real_kernel(tmp_path: Path) -> None:
+def test_amdahl_in_a_real_kernel(tmp_path: Path) -> None:
     cells = _run(["%load_ext perfmagic",
                   "import time\ndef job(workers):\n    time.sleep(0.004 + 0.012 / workers)",
                   "%%amdahl workers=1,2,4 -b 0.2 --rounds 1\njob(workers)"], tmp_path)
     data = cells[2].outputs[-1].data
     assert data["text/plain"].startswith("best speedup")
-    assert "image/png" in data and "application/vnd.jupyter.widget-view+json" in data
+    assert "image/png" in data and "application/vnd.jupyter.widget-view+json" not in data
 
 
 def test_estimate_in_a_real_kernel(tmp_path: Path) -> None:
     cells = _run(["%load_ext perfmagic",
                   "def work(k):\n    x = 0\n    for _ in range(k):\n        x += 1\n    return x",
-                  "%%estimate n=2_000_000 --budget 1m --run --measure 1s\nwork(n)"], tmp_path)
+                  "%%estimate n=2_000_000 --limit 1m --run -b 1s\nwork(n)"], tmp_path)
     out = [o for o in cells[2].outputs if o.output_type == "display_data"]
     data = out[-1].data
     assert data["text/plain"].startswith("estimate for n=2,000,000") and "actual full run" in data["text/plain"]
-    assert "image/png" in data and "application/vnd.jupyter.widget-view+json" in data
+    assert "image/png" in data and "<details" in data["text/html"]
+    assert "application/vnd.jupyter.widget-view+json" not in data  # self-contained: no live view by default
 
 
 def _interrupt_after(cells: list[str], cwd: Path, after_s: float) -> list[dict]:

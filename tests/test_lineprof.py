@@ -77,6 +77,21 @@ def test_planted_hot_line_tops_the_profile() -> None:
     assert "rgba(255,99,71," in r.html()
 
 
+def test_lineprof_result_follows_the_result_protocol() -> None:
+    from perfmagic.result import Result
+
+    ns = _ns()
+    r = lineprof("out = planted(50_000)", [ns["planted"]], globals=ns)
+    assert isinstance(r, Result) and r.primary_metric == "total_s"
+    assert r.metrics()[r.primary_metric] == r.total_s > 0
+    assert r.samples() == r.samples_dict() and set(r.samples()) == {"0:planted:lineno", "0:planted:hits",
+                                                                     "0:planted:time_s"}
+    assert r.headline() == r.text().splitlines()[0] and repr(r) == f"<LineProfResult: {r.headline()}>"
+    bundle = r._repr_mimebundle_()
+    assert bundle["text/plain"] == r.text() and "<details" in bundle["text/html"]
+    assert "rgba(255,99,71," in bundle["text/html"] and "rgba(255,99,71," in r.html_sections()[0][1]
+
+
 def test_unwrapping() -> None:
     ns = _ns()
     Model = ns["Model"]
@@ -149,10 +164,11 @@ def test_lineprof_magic_on_a_notebook_function(shell) -> None:
         text.startswith(f"lineprof: hottest line In [{num}] line 8 in planted()")
     assert f"planted() — In [{num}], lines 4–10" in text and "run #1" in text
     assert "rgba(255,99,71,0.9" in htm or "rgba(255,99,71,1.0" in htm  # the hot loop line, strongly shaded
+    assert "<details" in htm and "application/vnd.jupyter.widget-view+json" not in bundle
     assert "y" in shell.ip.user_ns
     import perfmagic
 
-    row = perfmagic.ledger().iloc[-1]
+    row = perfmagic.ledger("lineprof").iloc[-1]  # the wide view: one column per metric
     assert row["magic"] == "lineprof" and row["label"] == "lp" and row["primary_metric"] == "total_s"
     assert row["total_s"] > 0 and row["hot_fraction"] > 0.9 and f"In [{num}]" in row["hot_line"]
 
@@ -231,6 +247,10 @@ def test_both_magics_in_a_real_kernel(tmp_path) -> None:
     assert "memory: peak +10" in mem  # the 100 MiB that lived for one line
     assert "In [4] line 1" in mem and "In [4] line 2" in mem
     data = cells[3].outputs[0].data
-    assert "image/png" in data and "application/vnd.jupyter.widget-view+json" in data
+    assert "image/png" in data and "<img" in data["text/html"]
+    # self-contained: no ipywidgets view (a saved notebook would show "model not found"); the tables
+    # are folded under the report instead of in widget tabs
+    assert "application/vnd.jupyter.widget-view+json" not in data
+    assert "<details" in data["text/html"] and "Allocation sites" in data["text/html"]
     assert "(None, [])" in _texts(cells[4])
     assert sorted(p.name for p in tmp_path.iterdir()) == [".perfmagic"]  # nothing else left in the cwd

@@ -18,6 +18,17 @@ def test_solves_the_missing_quantity() -> None:
         littles(throughput=-1, latency=1)
 
 
+def test_little_follows_the_result_protocol() -> None:
+    from perfmagic.result import Result
+
+    r = littles(throughput=100, latency=0.25)
+    assert isinstance(r, Result) and r.metrics()[r.primary_metric] == pytest.approx(25)
+    assert r.headline().startswith("needed concurrency: 25 tasks in flight") and r.samples() == {}
+    assert r.to_dict()["solved"] == "concurrency" and repr(r).startswith("<Little: needed concurrency")
+    bundle = r._repr_mimebundle_()
+    assert bundle["text/plain"] == r.text() and "25 tasks in flight" in bundle["text/html"]
+
+
 def test_units() -> None:
     assert parse_rate("100/s") == 100 and parse_rate("6000/min") == pytest.approx(100)
     assert parse_rate("2/ms") == pytest.approx(2000) and parse_rate("7") == 7

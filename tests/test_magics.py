@@ -49,7 +49,7 @@ def test_gpubench_times_a_sleep_and_records_a_row(shell, ledger_dir) -> None:
     assert "image/png" in bundle  # the static figure
     import perfmagic
 
-    df = perfmagic.ledger()
+    df = perfmagic.ledger(magic="gpubench")
     assert len(df) == 1
     row = df.iloc[0]
     assert row["magic"] == "gpubench" and row["label"] == "nap" and row["status"] == "ok"
@@ -119,7 +119,7 @@ def test_ctrl_c_shows_partial_result_and_records_it_interrupted(shell) -> None:
     assert shell.ip.user_ns["calls"]["n"] == 80
     text = shell.text()
     assert "INTERRUPTED" in text and "median" in text
-    df = perfmagic.ledger()
+    df = perfmagic.ledger(magic="gpubench")
     assert list(df["status"]) == ["interrupted"]
     assert df.iloc[0]["n_samples"] > 0
 

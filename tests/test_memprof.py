@@ -49,6 +49,23 @@ def test_planted_short_peak_is_caught_and_tied_to_its_line() -> None:
     assert tracemalloc.is_tracing() is False
 
 
+def test_memory_result_follows_the_result_protocol() -> None:
+    from perfmagic.result import Result
+
+    r = memory(PLANTED, globals={}, trace="on")
+    assert isinstance(r, Result) and r.primary_metric == "peak_bytes"
+    assert r.metrics()[r.primary_metric] == r.peak_bytes >= 195 * MiB
+    assert r.samples() == r.samples_dict() and set(r.samples()) >= {"t_s", "rss_bytes"}
+    assert len(r.samples()["rss_bytes"]) == len(r.t_s)
+    assert r.headline() == r.text().splitlines()[0] and repr(r) == f"<MemoryResult: {r.headline()}>"
+    assert r.to_dict()["metrics"]["peak_bytes"] == r.peak_bytes
+    bundle = r._repr_mimebundle_()
+    htm = bundle["text/html"]
+    assert bundle["text/plain"] == r.text() and "image/png" in bundle and "<img" in htm
+    assert [t for t, _ in r.html_sections()] == ["Allocation sites", "Statements", "Details"]
+    assert htm.count("<details") == 3 and "<script" not in htm and "line 3" in htm
+
+
 def test_sampler_misses_what_the_high_water_mark_sees() -> None:
     # one sample a second: the 200 MiB (about 0.1 s) falls between the start and end samples
     r = memory("n = len(bytearray(200 * 2**20))", globals={}, interval=1.0, trace="on")
@@ -192,12 +209,15 @@ def test_memory_magic_shows_and_records(shell) -> None:
     text = bundle["text/plain"]
     assert text.startswith("memory: peak +") and "run #1" in text
     assert "image/png" in bundle and "<img" in bundle["text/html"]
+    assert "application/vnd.jupyter.widget-view+json" not in bundle  # self-contained, no widget view
+    assert "<details" in bundle["text/html"] and "Allocation sites" in bundle["text/html"]
+    assert "run #1" in bundle["text/html"]
     num = shell.ip.execution_count - 1
     assert f"In [{num}] line 1" in text and f"In [{num}] line 2" in text
     assert "keep" in shell.ip.user_ns
     import perfmagic
 
-    df = perfmagic.ledger()
+    df = perfmagic.ledger("memory")  # the wide view: one column per metric
     row = df.iloc[-1]
     assert row["magic"] == "memory" and row["label"] == "planted" and row["status"] == "ok"
     assert row["primary_metric"] == "peak_bytes" and row["peak_bytes"] >= 195 * MiB
@@ -226,7 +246,7 @@ def test_memory_magic_default_names_the_growing_line_in_the_cell(shell) -> None:
     assert "where RSS grew" in text and f"In [{num}] line " in text and "in fill()" in text, text
     import perfmagic
 
-    row = perfmagic.ledger().iloc[-1]
+    row = perfmagic.ledger("memory").iloc[-1]  # the wide view: one column per metric
     assert row["tracing"] == "sample" and "in fill()" in row["top_site"]
 
 

@@ -47,7 +47,7 @@ def _usage(res) -> str:
     "%%gpubench -b 1e30 -p 0.5\nx = 1\n",
     "%%gpubench -b 1e9\nx = 1\n",
     "%%amdahl workers=1,2 -b 1e30\nx = workers\n",
-    "%%estimate n=1000 --measure 1e30\nx = n\n",
+    "%%estimate n=1000 -b 1e30\nx = n\n",
 ])
 def test_a_budget_beyond_24h_is_a_usage_error_naming_the_limit(shell, cell) -> None:
     t0 = time.perf_counter()

@@ -197,6 +197,36 @@ def test_cache_resident_working_set_warns() -> None:
     r = roofline("x + y", globals={"x": x, "y": y}, ceilings=_fake(bandwidth_Bps=1e6), budget=0.2)
     assert any("above the DRAM roof" in w for w in r.warnings)
     assert isinstance(r, RooflineResult)
+    # the result protocol: median_s is the primary metric, the timing's raw samples are the samples
+    from perfmagic.result import Result
+
+    assert isinstance(r, Result) and r.primary_metric == "median_s" and r.metrics()["median_s"] == r.time_s
+    assert r.samples() == r.bench.samples() == r.samples_dict() and r.headline() == r.verdict()
+    assert repr(r) == f"<RooflineResult: {r.verdict()}>"
+    titles = [t for t, _ in r.html_sections()]
+    assert titles[0].startswith("Ops counted (") and "Roofs (cpu, measured)" in titles and titles[-1] == "Timing"
+    bundle = r._repr_mimebundle_()
+    assert bundle["text/plain"] == r.text() and "image/png" in bundle
+    assert bundle["text/html"].count("<details") == len(titles) and "aten.add" in bundle["text/html"]
+
+
+def test_ceilings_follow_the_protocol_and_draw_without_the_roofline_module() -> None:
+    from perfmagic.result import Result
+
+    sweep = {"compute": {"float32": {"torch_matmul": {"flops_per_s": 250e9, "size": 1024,
+                                                      "sweep": [[512, 200e9], [1024, 250e9]]}}}}
+    c = _fake(details={**_fake().details, **sweep})
+    assert isinstance(c, Result) and c.primary_metric == "bandwidth_Bps"
+    m = c.metrics()
+    assert m["bandwidth_Bps"] == 20e9 and m["peak_flops_per_s_float32"] == 250e9 and m["ridge_float32"] == 12.5
+    assert c.samples() == {"float32/torch_matmul": [200e9, 250e9]} and c.headline().startswith("ceilings of cpu")
+    assert [t for t, _ in c.html_sections()] == ["compute sweep", "bandwidth kernels"]
+    assert c._repr_mimebundle_()["text/html"].count("<details") == 2
+    code = ("import sys, json\nfrom perfmagic.roofs.ceilings import Ceilings\n"
+            f"c = Ceilings.from_dict(json.loads({json.dumps(json.dumps(c.to_dict()))}))\n"
+            "assert c.figure_png(history=[('earlier', 0.5, 1e9)])[:4] == b'\\x89PNG'\n"
+            "assert 'perfmagic.roofs.roofline' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 # ---- bad inputs -----------------------------------------------------------------------------------

@@ -16,9 +16,11 @@ def test_roofline_cell_classes_a_matmul_and_records_it(shell, roofs) -> None:
     text = bundle["text/plain"]
     assert text.startswith("compute-bound:") and "label mm" in text and "run #1" in text
     assert "next, in order:" in text and "image/png" in bundle
+    assert "application/vnd.jupyter.widget-view+json" not in bundle  # self-contained HTML, folded sections
+    assert "run #1" in bundle["text/html"] and "Ops counted (" in bundle["text/html"] and "<details" in bundle["text/html"]
     import perfmagic
 
-    df = perfmagic.ledger()
+    df = perfmagic.ledger(magic="roofline")
     assert list(df["magic"]) == ["roofline"] and df.iloc[0]["bound"] == "compute"
     assert df.iloc[0]["flops"] == pytest.approx(2 * 512**3)
     shell.run("%perf")

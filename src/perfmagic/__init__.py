@@ -30,7 +30,7 @@ _LAZY = {
     "compare": (".timing.history", "compare"),
     "roofline": (".roofs.roofline", "roofline"),
     "amdahl": (".scaling.sweep", "amdahl"),
-    "AmdahlResult": (".scaling.sweep", "AmdahlResult"),
+    "AmdahlResult": (".scaling.result", "AmdahlResult"),
     "littles": (".scaling.littles", "littles"),
     "estimate": (".estimation.estimate", "estimate"),
     "EstimateResult": (".estimation.estimate", "EstimateResult"),
@@ -40,7 +40,7 @@ _LAZY = {
     "MemoryResult": (".profile.memory", "MemoryResult"),
     "lineprof": (".profile.lineprof", "lineprof"),
     "LineProfResult": (".profile.lineprof", "LineProfResult"),
-    "DataLoaderResult": (".dataloader.check", "DataLoaderResult"),
+    "DataLoaderResult": (".dataloader.result", "DataLoaderResult"),
     "FlameResult": (".profile.flame", "FlameResult"),
     "RooflineResult": (".roofs.roofline", "RooflineResult"),
     "ceilings": (".roofs.ceilings", "ceilings"),
@@ -82,15 +82,19 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'perfmagic' has no attribute {name!r}")
 
 
-def ledger(*, all_notebooks: bool = False, newest_first: bool = False) -> Any:
-    """The ledger of this notebook (or of every notebook in its folder) as a pandas DataFrame.
+def ledger(magic: str | None = None, view: str | None = None, *, all_notebooks: bool = False,
+           newest_first: bool = False) -> Any:
+    """The runs of this notebook (or of every notebook in its folder) as a pandas DataFrame.
 
-    One row per recorded run, one column per metric. Outside IPython the ledger of the working
-    directory is used (``$PERFMAGIC_LEDGER_DIR`` overrides the folder).
+    Default: the common columns, one row per run (id, created, magic, label, status, the primary
+    metric's name, value and unit, the change vs the label's baseline, code), with proper dtypes.
+    ``magic="roofline"``: that magic's own metric columns too; ``view="long"``: one row per run and
+    metric. Outside IPython the ledger of the working directory is used (``$PERFMAGIC_LEDGER_DIR``
+    overrides the folder).
     """
-    from .storage.session import current_ledger
+    from .storage.frame import ledger_frame
 
-    return current_ledger().to_frame(notebook=None if all_notebooks else ..., newest_first=newest_first)
+    return ledger_frame(magic, view, all_notebooks=all_notebooks, newest_first=newest_first)
 
 
 def load_ipython_extension(ipython: Any) -> None:

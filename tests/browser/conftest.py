@@ -208,7 +208,7 @@ def workdir() -> Iterator[Path]:
 
 def lab_environment(work: Path) -> dict[str, str]:
     """The server's (and so the kernels') environment: every config, data, cache and runtime folder
-    in ``work``; widgets on; the ledger beside the notebook copy."""
+    in ``work``; the ledger beside the notebook copy."""
     env = dict(os.environ)
     for k in ("PERFMAGIC_WIDGETS", "PERFMAGIC_LEDGER_DIR", "PERFMAGIC_CACHE_DIR", "JPY_SESSION_NAME",
               "JUPYTER_PATH", "JUPYTER_CONFIG_PATH", "JUPYTER_PREFER_ENV_PATH", "MPLBACKEND"):

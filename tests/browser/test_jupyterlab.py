@@ -1,11 +1,12 @@
-"""The tour in a real browser: JupyterLab + headless Debian Chromium, widgets on.
+"""The tour in a real browser: JupyterLab + headless Debian Chromium.
 
 Opens ``notebooks/00_tour.ipynb`` (a temporary copy) in JupyterLab, runs every cell from the Run menu,
-waits until the kernel is idle and every cell has run, then checks what a user would see: the ipywidgets
-views of %%gpubench, %%roofline, %%amdahl, %%estimate, %%dataloader_check and %%memory render (tabs,
-images that loaded, a tab that switches), the flame graph's own JavaScript draws and zooms, the
-comparison and ledger tables show, no output says "Error displaying widget" / "model not found" or
-shows a traceback, and the browser asked nothing of any host but this machine. Screenshots of the
+waits until the kernel is idle and every cell has run, then checks what a user would see: the
+self-contained outputs of %%gpubench, %%roofline, %%amdahl, %%estimate, %%dataloader_check and
+%%memory render (the headline, a figure that loaded, folded details that open on a click, no
+ipywidgets view), the flame graph's own JavaScript draws and zooms, the comparison and ledger tables
+show, no output says "Error displaying widget" / "model not found" or shows a traceback, no progress
+bar is left, and the browser asked nothing of any host but this machine. Screenshots of the
 notebook and of each key output go to ``tests/browser/artifacts/`` (listed at the end of the run).
 
 Run with ``make browser`` (``python -m pytest -q tests/browser``); needs /usr/bin/chromium (Debian's
@@ -35,12 +36,12 @@ LOCAL_SCHEMES = {"data", "blob", "about", "chrome", "chrome-extension", "devtool
 
 # key outputs: (artifact name, first line of the cell's source, what must render there)
 WIDGET_CELLS = [
-    ("gpubench", "%%gpubench -l sleep-5ms", "widget"),
-    ("roofline", "%%roofline -l matmul-512", "widget"),
-    ("amdahl", "%%amdahl workers=", "widget"),
-    ("estimate", "%%estimate n=len(data)", "widget"),
-    ("dataloader", "%%dataloader_check train_loader", "widget"),
-    ("memory", "%%memory", "widget"),
+    ("gpubench", "%%gpubench -l sleep-5ms", "static"),
+    ("roofline", "%%roofline -l matmul-512", "static"),
+    ("amdahl", "%%amdahl workers=", "static"),
+    ("estimate", "%%estimate n=len(data)", "static"),
+    ("dataloader", "%%dataloader_check train_loader", "static"),
+    ("memory", "%%memory", "static"),
     ("flame", "%%flame", "flame"),
     ("lineprof", "%%lineprof -f slow", "html"),
     ("compare", "%perf compare", "compare"),
@@ -184,29 +185,31 @@ def _loaded_images(output: Any, selector: str) -> int:
                                    .filter(i => i.complete && i.naturalWidth > 0).length"""))
 
 
-def _check_widget(output: Any, name: str, problems: list[str]) -> None:
-    """An ipywidgets view: the VBox with the text summary, a Tab whose tabs switch, a loaded image."""
-    if output.locator(".jupyter-widgets").count() == 0:
-        problems.append(f"{name}: no ipywidgets view rendered (no .jupyter-widgets element)")
+def _check_static(output: Any, name: str, problems: list[str]) -> None:
+    """A self-contained result: its headline, a figure that loaded, no widget view, and folded
+    details (<details>) that open on a click with no kernel round trip."""
+    if output.locator(".jupyter-widgets").count():
+        problems.append(f"{name}: an ipywidgets view is in the output (live views are opt-in)")
+    if output.locator(".perfmagic-result").count() == 0:
+        problems.append(f"{name}: no self-contained result (.perfmagic-result) rendered")
         return
-    tabs = output.locator(".widget-tab .lm-TabBar-tab")
-    if tabs.count() < 2:
-        problems.append(f"{name}: the widget has {tabs.count()} tabs (expected a Tab widget with 2 or more)")
-    if _loaded_images(output, "img.widget-image") == 0:
-        problems.append(f"{name}: the widget shows no loaded image (ipywidgets Image)")
+    if _loaded_images(output, "img") == 0:
+        problems.append(f"{name}: no figure loaded")
     if "median" not in output.inner_text() and name in ("gpubench",):
-        problems.append(f"{name}: the widget's text summary is missing")
-    if tabs.count() >= 2:  # a tab click switches the panel: the widget is live, not a static picture
-        second = tabs.nth(1)
-        label = second.inner_text().strip()
-        second.click()
-        output.page.wait_for_timeout(400)
-        if "lm-mod-current" not in (second.get_attribute("class") or ""):
-            problems.append(f"{name}: clicking the widget tab {label!r} did not select it")
-        visible = output.locator(".widget-tab-contents > .lm-Widget:not(.lm-mod-hidden), "
-                                 ".widget-tab > .lm-StackedPanel > .lm-Widget:not(.lm-mod-hidden)")
-        if visible.count() and not visible.first.inner_text().strip() and not _loaded_images(visible.first, "img"):
-            problems.append(f"{name}: the tab {label!r} shows nothing")
+        problems.append(f"{name}: the text summary is missing")
+    if output.locator("progress").count():
+        problems.append(f"{name}: a progress bar was left in the output")
+    details = output.locator("details")
+    if details.count() == 0:
+        problems.append(f"{name}: no folded details")
+        return
+    first = details.first
+    first.locator("summary").click()
+    output.page.wait_for_timeout(300)
+    if not first.evaluate("(d) => d.open"):
+        problems.append(f"{name}: clicking the details' summary did not open it")
+    elif not first.inner_text().strip():
+        problems.append(f"{name}: the opened details show nothing")
 
 
 def _check_flame(output: Any, problems: list[str]) -> None:
@@ -255,7 +258,7 @@ def test_tour_renders_in_jupyterlab(jupyter_lab: Lab, browser: Browser) -> None:
     how = _run_all(page)
     st = _wait_all_run(page, RUN_TIMEOUT_S)
     t_run = time.monotonic() - t0 - t_open
-    page.wait_for_timeout(1500)  # the last widget views and images settle
+    page.wait_for_timeout(1500)  # the last images settle
 
     cells = page.locator(".jp-Notebook .jp-Cell")
     assert cells.count() == len(st["cells"]), "the DOM does not hold every cell (windowing left on?)"
@@ -283,10 +286,10 @@ def test_tour_renders_in_jupyterlab(jupyter_lab: Lab, browser: Browser) -> None:
             problems.append(f"{name}: cell {i + 1} shows no output")
             continue
         _shot(output, f"output_{name}")
-        if kind == "widget":
-            _check_widget(output, name, problems)
+        if kind == "static":
+            _check_static(output, name, problems)
             if name == "roofline":
-                _shot(output, f"output_{name}_second_tab")
+                _shot(output, f"output_{name}_details_open")
         elif kind == "flame":
             _check_flame(output, problems)
         elif kind == "compare":
@@ -311,6 +314,8 @@ def test_tour_renders_in_jupyterlab(jupyter_lab: Lab, browser: Browser) -> None:
 
     record_note(f"JupyterLab open + kernel idle in {t_open:.1f} s; {how}; all {len(code)} code cells run in "
                 f"{t_run:.1f} s; checks and screenshots {time.monotonic() - t0 - t_open - t_run:.1f} s")
+    if n_widgets:
+        problems.append(f"{n_widgets} ipywidgets elements in the outputs: the tour's magics must add none")
     record_note(f"{n_widgets} ipywidgets elements in outputs; {len(browser.requests)} requests, "
                 f"{len(outside)} to another host; {len(browser.console)} console errors")
     for c in browser.console[:20]:

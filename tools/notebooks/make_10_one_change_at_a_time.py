@@ -211,7 +211,7 @@ def last_run(label):
 def judge(change, label, a=None):
     b = last_run(label)
     if a is None:  # a same-process A/B (%%gpubench --vs): A is the run measured interleaved with B
-        a = perfmagic.ledger().loc[b, "options"]["interleaved_with"]
+        a = perfmagic.ledger("gpubench").loc[b, "options"]["interleaved_with"]
     try:
         rc = perfmagic.compare(a, b)
     except perfmagic.PerfmagicError as exc:  # e.g. a run with too few samples on a very busy machine
@@ -886,7 +886,7 @@ def fmt_s(s):
     return f"{s * 1e3:.3g} ms" if s >= 1e-3 else f"{s * 1e6:.3g} µs"
 
 
-runs = perfmagic.ledger()
+runs = perfmagic.ledger("gpubench")
 rows = []
 for ch in CHANGES:
     try:

@@ -56,15 +56,15 @@ cells = [
     md("## `%%estimate`: how long will the full run take?\n\n"
        "Before running a job at full size, run it small: `%%estimate n=FULL` runs the cell at doubling sizes "
        "(at most a few seconds, and at most 10% of the predicted full run), fits a cost model by AICc and predicts "
-       "the full run's time and peak memory with an interval; `--budget` adds the gate. Here a sort of 2 million "
+       "the full run's time and peak memory with an interval; `--limit` adds the gate. Here a sort of 2 million "
        "numbers (n log n), predicted and then run (`--run`; `--force` runs it even when the gate is unsure) so the "
        "ledger keeps predicted vs actual:"),
     code("import random\ndata = [random.random() for _ in range(2_000_000)]"),
-    code("%%estimate n=len(data) --budget 1m --run --force\nsorted(data[:n])"),
+    code("%%estimate n=len(data) --limit 1m --run --force\nsorted(data[:n])"),
     md("The per-iteration form: the cell is one step of a job of `--total` steps (here 119 slices × 2000 epochs "
-       "of a 5 ms step). The gate compares the predicted total with a 10-minute budget and says how many steps would "
+       "of a 5 ms step). The gate compares the predicted total with a 10-minute limit and says how many steps would "
        "fit in it:"),
-    code("%%estimate --total 119*2000 --budget 10m\ntime.sleep(0.005)"),
+    code("%%estimate --total 119*2000 --limit 10m\ntime.sleep(0.005)"),
     md("## `%%dataloader_check`: is the loop waiting for data?\n\n"
        "The cell is one training step that uses `batch`. The magic measures, per step, the time blocked waiting for "
        "the next batch against the compute, after the workers' start-up; it times the loader alone and the step alone "
@@ -133,9 +133,11 @@ cells = [
        "`%perf` shows this notebook's runs, newest first; `%perf export runs.csv` writes them; "
        "`%perf forget RUN` removes one."),
     code("%perf"),
-    md("The *vs baseline* column shows each run's change against its label's baseline, with the verdict and a "
-       "sparkline of the label's history."),
-    code("df = perfmagic.ledger()\ndf[[\"magic\", \"label\", \"status\", \"median_s\", \"ci_low_s\", \"ci_high_s\", \"cold_s\", \"n_samples\"]]"),
+    md("The *vs baseline* column shows each run's change against its label's baseline, with the verdict; the "
+       "*trend* column draws the label's history, with its first and last values. `perfmagic.ledger()` gives "
+       "the same runs as a DataFrame: the common columns of every magic, and with a magic's name "
+       "(`perfmagic.ledger(\"gpubench\")`) that magic's own metrics."),
+    code("df = perfmagic.ledger()\ndf[[\"magic\", \"label\", \"status\", \"primary_metric\", \"value\", \"unit\", \"vs_baseline\"]]"),
 ]
 
 # What each checked cell must print: regexes that `notebooks/run.py --check` searches (MULTILINE) in the
@@ -179,16 +181,16 @@ EXPECT = {
         r"^needed concurrency: 10 tasks in flight",
         r"I/O-bound",
     ],
-    '%%estimate n=len(data) --budget 1m --run --force\nsorted(data[:n])': [
+    '%%estimate n=len(data) --limit 1m --run --force\nsorted(data[:n])': [
         r"^estimate for n=2,000,000: ",
         r"^\s+time model: a \+ b·",
-        r"^\s+gate: [\w ]+ \(budget 60 s",
+        r"^\s+gate: [\w ]+ \(limit 60 s",
         r"actual full run: ",
     ],
-    '%%estimate --total 119*2000 --budget 10m\ntime.sleep(0.005)': [
+    '%%estimate --total 119*2000 --limit 10m\ntime.sleep(0.005)': [
         r"^estimate for 238,000 units: ",
         r"^\s+per unit: [\d.]+ ms mean",
-        r"gate: will not fit \(budget 10 min",
+        r"gate: will not fit \(limit 10 min",
         r"the most units that fit: [\d,]+",
     ],
     '%%dataloader_check train_loader --steps 12 --sweep num_workers=0,2,4 --sweep-steps 8\ntime.sleep(0.006)  # stands in for a 6 ms training step on `batch`': [
@@ -250,10 +252,10 @@ EXPECT = {
     ],
     '%perf': [
         r"^perfmagic ledger — (\S*/)?00_tour\.ipynb",
-        r"^\d+ runs\b",
+        r"\b\d+ runs\b",
         r"\bsum-of-squares\b.*\bbaseline\b",
     ],
-    'df = perfmagic.ledger()\ndf[["magic", "label", "status", "median_s", "ci_low_s", "ci_high_s", "cold_s", "n_samples"]]': [
+    'df = perfmagic.ledger()\ndf[["magic", "label", "status", "primary_metric", "value", "unit", "vs_baseline"]]': [
         r"median_s",
         r"\bsum-of-squares\b",
     ],

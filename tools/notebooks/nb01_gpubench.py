@@ -296,10 +296,11 @@ CELLS = [
     md("""
     `r.times` gives the per-call times, `r.throughput` the declared work per second, `r.env` the machine
     it ran on, `r.to_dict()` everything at once. `perfmagic.ledger()` returns every recorded run of this
-    notebook as a pandas DataFrame, one row per run:
+    notebook as a pandas DataFrame, one row per run with the common columns; `perfmagic.ledger("gpubench")`
+    adds that magic's own metrics:
     """),
     code("""
-    perfmagic.ledger()[["label", "median_s", "ci_low_s", "ci_high_s", "cold_s", "n_samples"]].tail()
+    perfmagic.ledger("gpubench")[["label", "median_s", "ci_low_s", "ci_high_s", "cold_s", "n_samples"]].tail()
     """),
     md("""
     ## The same measurement from a script

@@ -217,11 +217,11 @@ CELLS = [
     %perf export {out_dir}/membership_runs.csv
     """, r"wrote .*membership_runs\.csv"),
     md("""
-    `perfmagic.ledger()` returns the same rows as a pandas DataFrame, one column per metric, indexed by
-    run id:
+    `perfmagic.ledger("gpubench")` returns the same rows as a pandas DataFrame, one column per metric of
+    `%%gpubench`, indexed by run id (`perfmagic.ledger()` alone: the common columns of every magic):
     """),
     code("""
-    df = perfmagic.ledger()
+    df = perfmagic.ledger("gpubench")
     df[df.label == "membership"][["status", "median_s", "ci_low_s", "ci_high_s", "n_samples", "code"]]
     """),
     md("""

@@ -19,10 +19,11 @@ CELLS = [
       model is fitted, and the time and peak memory at the full size are predicted with an interval;
     - **per-iteration form**, `%%estimate --total UNITS`: the cell is one unit of a job (one step, one
       file, one slice); a few warmed-up units give the total;
-    - `--budget` adds a **gate** (will it fit the time budget and the memory available now?), and `--run`
-      runs the full job when the gate allows it and records predicted against actual.
+    - `--limit` adds a **gate** (will it fit the time the full run may take, and the memory available
+      now?), and `--run` runs the full job when the gate allows it and records predicted against actual.
 
-    Budgets and sizes are small so the notebook runs in about a minute on a small CPU machine. The numbers
+    As in every perfmagic magic, `-b/--budget` is the time spent *measuring*; `--limit` is the time the
+    *full run* may take. Budgets and sizes are small so the notebook runs in about a minute on a small CPU machine. The numbers
     quoted in the text are printed by code cells.
     """),
     code("""
@@ -41,13 +42,13 @@ CELLS = [
     ## The scaling form
 
     Sorting all of `data` is the "full run"; the cell sorts the first `n` items. `n=len(data)` names the
-    variable the cell uses and the full size; `--budget 1m` asks whether the full run fits in a minute;
+    variable the cell uses and the full size; `--limit 1m` asks whether the full run fits in a minute;
     `--run` then runs it, so that the prediction can be checked. The measuring normally stops at 10% of
     the predicted full run; this full run is only a second or two, so `--max-fraction 25%` lets the
     measuring reach sizes closer to it.
     """),
     magic("""
-    %%estimate n=len(data) --budget 1m --max-fraction 25% --run -o -q
+    %%estimate n=len(data) --limit 1m --max-fraction 25% --run -o -q
     sorted(data[:n])
     """, r"^estimate for n=2,000,000: ", r"time model: ", r"gate: "),
     code("""
@@ -66,14 +67,14 @@ CELLS = [
 
     - **The headline**: the predicted time of the full run with its 90% interval, the predicted peak
       memory, and the gate's verdict: *WILL FIT*, *WILL NOT FIT*, *BORDERLINE* (the interval crosses the
-      budget or the memory available), or, without a budget, whether it fits in memory.
+      limit or the memory available), or, without a limit, whether it fits in memory.
     - **Time model**: the cost model chosen, its constant `a` (per-call overhead), and the sizes it was
       fitted on, as a share of the full size. Other models the data supported about as well are listed as
       "plausible too".
     - **Memory model**: the same for the peak memory (RSS high-water mark above the level before each
       run; on CUDA, `max_memory_allocated`).
     - **Measured**: how many sizes, how long it took, and that time as a share of the predicted full run.
-    - **Gate**: the budget, the memory available *now*, and the reason when it will not fit; then the
+    - **Gate**: the limit, the memory available *now*, and the reason when it will not fit; then the
       **largest size that fits**.
     - With `--run`, **actual full run**: the real time and peak, with the error of the prediction. The
       ledger keeps both, so `%perf` shows predicted against actual. When the gate rules the run out (or
@@ -82,7 +83,7 @@ CELLS = [
     ### How it measures
 
     The cell runs at doubling sizes (with a few repeats at each), stopping after a few seconds
-    (`--measure`, 3 s by default) or once the measuring would exceed a share of the predicted full run
+    (`-b/--budget`, 3 s by default) or once the measuring would exceed a share of the predicted full run
     (`--max-fraction`, 10%). Each run's wall time and peak memory are recorded. The models tried are
     a + b·n, a + b·n log n, a + b·n², a + b·n³, a + b·n^k and a + b·n^k log n, and the one with the lowest
     AICc wins. The constant `a` matters: small sizes are dominated by fixed overheads, and a model without
@@ -107,7 +108,7 @@ CELLS = [
         return count
     """),
     magic("""
-    %%estimate n=len(pts) --budget 5s -o -q
+    %%estimate n=len(pts) --limit 5s -o -q
     close_pairs(pts[:n])
     """, r"^estimate for n=40,000: ", r"time model: a \+ b·n", r"gate: (will not fit|unknown)"),
     code("""
@@ -116,7 +117,7 @@ CELLS = [
     power = f"n^{best.k:.2f}" if best.k else best.name
     print(f"model: {power}; measured for {quad.spent_s:.2f} s, up to n = {quad.largest_measured:,}")
     if quad.reliable:
-        print(f"predicted {quad.predicted_s:.1f} s against a {quad.budget_s:.0f} s budget; "
+        print(f"predicted {quad.predicted_s:.1f} s against a {quad.limit_s:.0f} s limit; "
               f"largest n that fits: {quad.largest_fit:,.0f} of {quad.full:,.0f}")
     else:
         print("the measured sizes were too noisy to extrapolate: the estimate says so instead of guessing")
@@ -134,14 +135,14 @@ CELLS = [
     (a sleep stands in for the work) in a job of 119 slices × 2,000 epochs:
     """),
     magic("""
-    %%estimate --total 119*2000 --budget 10m -o -q
+    %%estimate --total 119*2000 --limit 10m -o -q
     time.sleep(0.005)
     """, r"^estimate for 238,000 units: .*WILL NOT FIT", r"per unit: "),
     code("""
     it = _
     per_unit = sum(it.unit_times) / len(it.unit_times)
     print(f"{per_unit * 1e3:.2f} ms per unit × {it.full:,.0f} units = {it.predicted_s / 60:.1f} min "
-          f"predicted; at most {it.largest_fit:,.0f} units fit in {it.budget_s / 60:.0f} min")
+          f"predicted; at most {it.largest_fit:,.0f} units fit in {it.limit_s / 60:.0f} min")
     """),
     md("""
     The first unit is timed apart (a cold start would otherwise inflate the total), then a few warmed-up
@@ -157,7 +158,7 @@ CELLS = [
     kept = []
     """),
     magic("""
-    %%estimate --total 119*2000 --budget 1h --measure 0.5
+    %%estimate --total 119*2000 --limit 1h -b 0.5
     kept.append(bytearray(200_000)); time.sleep(0.001)
     """, r"memory grows .* per unit", r"WILL NOT FIT"),
     code("""
@@ -171,12 +172,12 @@ CELLS = [
     never mentions `n`, and warns when the time does not change with it:
     """),
     magic("""
-    %%estimate n=10**6 --measure 0.5 --no-plot
+    %%estimate n=10**6 -b 0.5 --no-plot
     time.sleep(0.002)
     """, r"the code does not mention 'n'"),
     md("""
     Options for the other cases: `--sizes 1000,2000,4000` measures chosen sizes instead of doubling ones;
-    `--measure 5s` allows more time for measuring (larger sizes give a better extrapolation);
+    `-b 5s` allows more time for measuring (larger sizes give a better extrapolation);
     `--max-fraction 5%` caps the measuring against the predicted full run; `--no-memory` skips the memory
     measurement; `--force` runs the full job with `--run` even when the gate says no.
 
@@ -186,10 +187,10 @@ CELLS = [
     calls `step()` per unit. Both return the same `EstimateResult`:
     """),
     code("""
-    res = perfmagic.estimate(lambda n: sorted(data[:n]), n=len(data), budget=60, measure=1.0)
+    res = perfmagic.estimate(lambda n: sorted(data[:n]), n=len(data), limit=60, budget=1.0)
     print(res)
     print()
-    step = perfmagic.estimate(lambda: time.sleep(0.005), total=119 * 2000, budget=3600)
+    step = perfmagic.estimate(lambda: time.sleep(0.005), total=119 * 2000, limit=3600)
     print(step.headline())
     """),
     md("""
@@ -206,7 +207,7 @@ CELLS = [
         def matmul(n):
             x = torch.randn(n, n, device="cuda")
             return x @ x
-        gpu_est = perfmagic.estimate(matmul, n=16_384, budget=60, measure=2.0)
+        gpu_est = perfmagic.estimate(matmul, n=16_384, limit=60, budget=2.0)
         print(gpu_est)
     else:
         print("no CUDA device here: on a GPU this cell predicts the time and GPU memory of a "

@@ -312,3 +312,11 @@ def doubt_warnings(env_before: dict[str, Any], env_after: dict[str, Any] | None,
         if cur and top and cur < 0.9 * top and "gpu_idle" not in (g.get("throttle_reasons") or []):
             out.append(f"GPU SM clock at {cur} of {top} MHz")
     return out
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), else the logical cores."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1

@@ -71,14 +71,14 @@ class ScalingMagics(Magics):
         else:
             var, workers, mode = "workers", args.threads, "threads"
         from ..scaling.sweep import amdahl
-        from ._bench import default_label
+        from ._template import default_label
 
         label = args.label or default_label(cell)
-        update, close = progress_bar(len(workers) * args.rounds, "scaling sweep")
+        bar, close = progress_bar(100, "scaling sweep")
         status = "ok"
         try:
             result = amdahl(cell, workers, mode=mode, var=var, globals=self.shell.user_ns, budget=args.budget,
-                            rounds=args.rounds, weak=args.weak, progress=update,
+                            rounds=args.rounds, weak=args.weak, progress=lambda f, msg: bar(100 * f, msg),
                             filename=_boundary.cell_filename(self.shell, cell))
         except BenchInterrupted as exc:
             result, status = exc.result, "interrupted"
@@ -91,25 +91,20 @@ class ScalingMagics(Magics):
         ref = self.state["record"](
             magic="amdahl", label=label, code=cell, magic_line=line,
             options={k: v for k, v in vars(args).items()}, metrics=result.metrics(),
-            samples=result.samples_dict(), env={}, status=status, primary_metric="S")
+            samples=result.samples(), env={}, status=status, primary_metric=result.primary_metric)
         text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
-        bundle: dict[str, Any] = {"text/plain": text}
-        if not args.no_plot:
-            from ..render.display import attach_widget, scaling_widget, text_figure_bundle, widgets_available
+        from ..render.bundle import mimebundle
 
-            png = result.figure_png()
-            bundle = text_figure_bundle(text, png, "measured speedup and fitted models")
-            if png is not None and widgets_available(self.shell):
-                attach_widget(bundle, lambda: scaling_widget(result, text, png))
+        bundle = mimebundle(result, text=text, plot=not args.no_plot)
         if status == "interrupted":
-            from ..render.display import display_bundle
+            from ._template import display_bundle
 
             display_bundle(bundle)
             raise _boundary.Interrupted("perfmagic: sweep interrupted; the points measured are fitted above and recorded")
         if args.output and not args.quiet:
             return result
         if not args.quiet:
-            from ..render.display import display_bundle
+            from ._template import display_bundle
 
             display_bundle(bundle)
         return result if args.output else None

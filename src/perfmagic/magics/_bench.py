@@ -11,14 +11,7 @@ from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args, _boundary
-
-
-def default_label(cell: str) -> str:
-    for line in cell.splitlines():
-        s = line.strip()
-        if s and not s.startswith("#"):
-            return s if len(s) <= 40 else s[:39] + "…"
-    return "empty cell"
+from ._template import default_label
 
 
 @magics_class
@@ -110,23 +103,21 @@ class BenchMagics(Magics):
     def _finish(self, result: Any, line: str, cell: str, args: argparse.Namespace) -> Any:
         from dataclasses import replace
 
-        from ..render.display import bench_bundle, display_bundle, widgets_available
         from ..core.env import fingerprint
+        from ._template import finish
 
         options = {k: v for k, v in vars(args).items() if k not in ("setup",)}
         options["setup"] = result.setup
         ref = self.state["record"](
             magic="gpubench", label=result.label, code=cell, options=options, metrics=result.metrics(),
-            samples=result.samples_dict(), env=result.env, env_hash=fingerprint(result.env) if result.env else None,
-            status=result.status, primary_metric="median_s", magic_line=line)
+            samples=result.samples(), env=result.env, env_hash=fingerprint(result.env) if result.env else None,
+            status=result.status, primary_metric=result.primary_metric, magic_line=line)
         result = replace(result, run_id=ref.id if ref is not None else None)
         if args.baseline and ref is not None:
             self._mark_baseline(result.label, ref)
-        if args.output and not args.quiet:
-            return result  # IPython shows it as Out[n] through its _repr_mimebundle_
-        if not args.quiet:
-            display_bundle(bench_bundle(result, widget=widgets_available(self.shell), plot=not args.no_plot))
-        return result if args.output else None
+        if result.status != "ok" and not args.quiet:  # interrupted: shown before the one-line KeyboardInterrupt
+            args = argparse.Namespace(**{**vars(args), "output": False})
+        return finish(self.shell, result, args)
 
 
     def _mark_baseline(self, label: str, ref: Any) -> None:
@@ -183,17 +174,22 @@ class BenchMagics(Magics):
                                             "measured; nothing recorded") from None
             pr, status = exc.result, "interrupted"
         rc, b_id = self._record_pair(pr, row_a, code_a, opts_a, args, line, cell, setup, status, led)
-        if not args.quiet:
+        if not args.quiet and not (args.output and status == "ok" and rc is not None):
             from dataclasses import replace
 
-            from ..render.display import bench_bundle, comparison_bundle, display_bundle
+            from ..render.bundle import mimebundle
+            from ._template import display_bundle
+            from ..render.timing import comparison_bundle
 
             display_bundle(comparison_bundle(rc) if rc is not None else {"text/plain": pr.text()})
-            b = replace(pr.b, run_id=b_id)
-            display_bundle(bench_bundle(b, plot=not args.no_plot))
+            display_bundle(mimebundle(replace(pr.b, run_id=b_id), plot=not args.no_plot))
         if status == "interrupted":
             raise _boundary.Interrupted("perfmagic: %%gpubench --vs interrupted; the pairs measured are shown "
                                         "above and recorded as interrupted")
+        if args.output and args.quiet:
+            from ._template import quiet_out
+
+            quiet_out(self.shell)
         return rc if args.output else None
 
     def _record_pair(self, pr: Any, row_a: dict[str, Any], code_a: str, opts_a: dict[str, Any],
@@ -206,14 +202,14 @@ class BenchMagics(Magics):
         line_a = (row_a.get("code") or "").splitlines()[0][len("%%gpubench"):].strip() if row_a.get("code") else ""
         ref_a = record(magic="gpubench", label=pr.a.label, code=code_a, magic_line=line_a,
                        options={**opts_a, "remeasured_from": args.vs, "interleaved": True},
-                       metrics=pr.a.metrics(), samples=pr.a.samples_dict(), env=pr.a.env,
+                       metrics=pr.a.metrics(), samples=pr.a.samples(), env=pr.a.env,
                        env_hash=fingerprint(pr.a.env) if pr.a.env else None, status=status,
                        primary_metric="median_s",
                        note=f"re-measured from run #{args.vs}, interleaved with the next run")
         options = {k: v for k, v in vars(args).items() if k != "setup"}
         options.update(setup=setup, interleaved=True, interleaved_with=ref_a.id if ref_a is not None else None)
         ref_b = record(magic="gpubench", label=pr.b.label, code=cell, magic_line=line, options=options,
-                       metrics=pr.b.metrics(), samples=pr.b.samples_dict(), env=pr.b.env,
+                       metrics=pr.b.metrics(), samples=pr.b.samples(), env=pr.b.env,
                        env_hash=fingerprint(pr.b.env) if pr.b.env else None, status=status,
                        primary_metric="median_s")
         b_id = ref_b.id if ref_b is not None else None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import html
 import itertools
 from typing import Any
 
@@ -37,18 +36,6 @@ def sweep_spec(text: str) -> tuple[str, list[Any]]:
         except (ValueError, SyntaxError):
             out.append(v)
     return name.strip(), out
-
-
-def _widget(result: Any, text: str, png: bytes) -> Any:
-    from ..render.display import tabs_widget
-
-    tabs: list[tuple[str, str, Any]] = [("Per step", "png", png)]
-    if result.sweep:
-        tabs.append(("Sweep", "html", f"<pre style='font-size:12px'>{html.escape(result.sweep_table())}</pre>"))
-    findings = "".join(f"<li>{html.escape(f.text())}</li>" for f in result.findings())
-    if findings:
-        tabs.append(("Audit", "html", f"<ul style='font-size:12px'>{findings}</ul>"))
-    return tabs_widget(text, tabs)
 
 
 @magics_class
@@ -116,7 +103,7 @@ class DataLoaderMagics(Magics):
             sweep.setdefault(name, []).extend(values)
         from ..core.cells import register_source
         from ..dataloader.check import dataloader_check
-        from ._bench import default_label
+        from ._template import default_label
 
         filename = f"<dataloader_check cell {next(_COUNTER)}>"
         register_source(cell, filename)
@@ -127,14 +114,13 @@ class DataLoaderMagics(Magics):
             exec(code, ns)
 
         label = args.label or default_label(cell)
-        update, close = progress_bar(3 + sum(1 for _ in itertools.product(*sweep.values())) if sweep else 3,
-                                     "dataloader check")
+        bar, close = progress_bar(100, "dataloader check")
         status = "ok"
         try:
             result = dataloader_check(loader, step, steps=args.steps, warmup=args.warmup, sweep=sweep or None,
                                       sweep_steps=args.sweep_steps, loader_alone=not args.no_loader_alone,
                                       compute_alone=not args.no_compute_alone, step_source=cell,
-                                      name=args.loader, progress=update)
+                                      name=args.loader, progress=lambda f, msg: bar(100 * f, msg))
         except BenchInterrupted as exc:
             result, status = exc.result, "interrupted"
             if result is None:
@@ -145,22 +131,18 @@ class DataLoaderMagics(Magics):
         finally:
             close()
         options = {k: v for k, v in vars(args).items() if k != "sweep"}
+        from ..dataloader.audit import _jsonable
+
         options["sweep"] = {k: [_jsonable(x) for x in v] for k, v in sweep.items()}
         ref = self.state["record"](
             magic="dataloader_check", label=label, code=cell, magic_line=line, options=options,
-            metrics=result.metrics(), samples=result.samples_dict(), env={}, status=status,
-            primary_metric="data_wait_fraction")
+            metrics=result.metrics(), samples=result.samples(), env={}, status=status,
+            primary_metric=result.primary_metric)
         text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
-        bundle: dict[str, Any] = {"text/plain": text}
-        if not args.no_plot:
-            from ..render.display import attach_widget, text_figure_bundle, widgets_available
+        from ..render.bundle import mimebundle
+        from ._template import display_bundle
 
-            png = result.figure_png()
-            bundle = text_figure_bundle(text, png, "data wait and compute per step; sweep")
-            if png is not None and widgets_available(self.shell):
-                attach_widget(bundle, lambda: _widget(result, text, png))
-        from ..render.display import display_bundle
-
+        bundle = mimebundle(result, text=text, plot=not args.no_plot)
         if status == "interrupted":
             display_bundle(bundle)
             raise _boundary.Interrupted("perfmagic: dataloader check interrupted; the steps measured are shown above "
@@ -170,5 +152,3 @@ class DataLoaderMagics(Magics):
         return result if args.output else None
 
 
-def _jsonable(v: Any) -> Any:
-    return v if v is None or isinstance(v, (bool, int, float, str)) else repr(v)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import re
 from typing import Any
 
@@ -40,29 +39,6 @@ def _sizes(text: str) -> list[int]:
     return out
 
 
-def estimate_widget(r: Any, text: str, png: bytes) -> Any:
-    from ..render.display import tabs_widget
-    from ..render.units import fmt_bytes, fmt_time
-
-    if r.mode == "scaling":
-        rows = "".join(f"<tr><td>{p.n:,}</td><td>{fmt_time(p.time)}</td><td>{len(p.times)}</td>"
-                       f"<td>{fmt_bytes(p.memory())}</td><td>{fmt_bytes(p.traced_peak)}</td></tr>" for p in r.points)
-        head = "<tr><th>size</th><th>median time</th><th>runs</th><th>peak memory</th><th>traced Python</th></tr>"
-    else:
-        rows = "".join(f"<tr><td>{i}</td><td>{fmt_time(t)}</td></tr>" for i, t in enumerate(r.unit_times))
-        head = "<tr><th>block</th><th>time per unit</th></tr>"
-    table = f"<div style='max-height:240px;overflow:auto'><table style='font-size:12px'>{head}{rows}</table></div>"
-    fits = ""
-    if r.time_fit is not None:
-        fits = "".join(f"<tr><td>{html.escape(f.describe())}</td><td>{f.aicc:.1f}</td><td>{fmt_time(float(f.predict(r.full)))}</td></tr>"
-                       for f in sorted(r.time_fit.fits, key=lambda f: f.aicc))
-        fits = ("<table style='font-size:12px'><tr><th>model</th><th>AICc</th><th>predicts</th></tr>" + fits + "</table>")
-    tabs = [("Estimate", "png", png), ("Measured", "html", table)]
-    if fits:
-        tabs.append(("Models", "html", fits))
-    return tabs_widget(text, tabs)
-
-
 @magics_class
 class EstimateMagics(Magics):
     def __init__(self, shell: Any, state: dict[str, Any]) -> None:
@@ -76,10 +52,12 @@ class EstimateMagics(Magics):
     @argument("--total", metavar="EXPR",
               help="per-iteration form: the cell is one unit of work; EXPR is the number of units of the full job, "
                    "e.g. --total 119*2000")
-    @argument("-b", "--budget", type=_args.duration("the full run's allowed time", "10m or 2h"), default=None,
-              help="time the full run may take (10m, 2h, 90s): the gate says whether it will fit and the largest size that does")
-    @argument("--measure", type=_args.duration("the measuring time", "3s or 10s", limit="budget"), default=None,
-              help="most time to spend measuring (default 3s); the measuring also stops at --max-fraction of the predicted full run")
+    @argument("-b", "--budget", type=_args.duration("the measuring budget", "3s or 10s", limit="budget"), default=None,
+              help="most time to spend measuring (default 3s); the measuring also stops at --max-fraction of the "
+                   "predicted full run")
+    @argument("--limit", type=_args.duration("the full run's allowed time", "10m or 2h"), default=None,
+              help="time the full run may take (10m, 2h, 90s): the gate says whether it will fit and the largest "
+                   "size that does")
     @argument("--max-fraction", type=_args.fraction, default=0.10,
               help="spend at most this fraction of the predicted full run measuring: 0.1 or 10%% (default 10%%)")
     @argument("--sizes", type=_sizes, metavar="LIST",
@@ -104,7 +82,8 @@ class EstimateMagics(Magics):
         and at most --max-fraction of the predicted full run), a cost model (a + b·n^k, n log n, ...) is
         chosen by AICc, and the full size is predicted with a 90% interval, with its peak memory.
         ``%%estimate --total 119*2000``: the cell is one step; a few warmed-up steps give the full job's time.
-        ``--budget 10m`` adds the gate: will it fit the budget and the memory available now, and the largest
+        ``-b 5s`` measures for up to 5 s instead of 3 s.
+        ``--limit 10m`` adds the gate: will it fit 10 minutes and the memory available now, and the largest
         size that does. ``--run`` then runs it, with the prediction as ETA, and records predicted vs actual.
         Ctrl-C while measuring fits the points done; Ctrl-C during --run records how far the job got.
         """
@@ -132,7 +111,7 @@ class EstimateMagics(Magics):
         if not cell.strip():
             raise UsageError("%%estimate: the cell is empty; put the code to estimate in it")
         from ..estimation.estimate import estimate
-        from ._bench import default_label
+        from ._template import default_label
 
         label = args.label or default_label(cell)
         update, close = progress_bar(100, "estimating")
@@ -140,9 +119,9 @@ class EstimateMagics(Magics):
         status = "ok"
         interrupted_at = None
         try:
-            result = estimate(cell, n=full, total=total, var=var, globals=ns, measure=args.measure,
+            result = estimate(cell, n=full, total=total, var=var, globals=ns, budget=args.budget,
                               filename=_boundary.cell_filename(self.shell, cell),
-                              max_fraction=args.max_fraction, budget=args.budget, sizes=args.sizes,
+                              max_fraction=args.max_fraction, limit=args.limit, sizes=args.sizes,
                               memory=not args.no_memory, device=args.device, run=args.run, force=args.force,
                               progress=lambda f, msg: update(100 * f, msg),
                               run_progress=lambda f, msg: run_update(100 * f, msg))
@@ -163,18 +142,15 @@ class EstimateMagics(Magics):
         opts = {k: v for k, v in vars(args).items()}
         ref = self.state["record"](
             magic="estimate", label=label, code=cell, magic_line=line, options=opts, metrics=result.metrics(),
-            samples=result.samples_dict(), env={}, status=status, primary_metric="predicted_s")
-        text = result.text(ref.id if ref is not None else None)
-        bundle: dict[str, Any] = {"text/plain": text}
-        if not args.no_plot:
-            from ..render.display import attach_widget, text_figure_bundle, widgets_available
+            samples=result.samples(), env={}, status=status, primary_metric=result.primary_metric)
+        from ..render.bundle import mimebundle
 
-            png = result.figure_png()
-            bundle = text_figure_bundle(text, png, "measured points, fitted model and the prediction at full size")
-            if png is not None and widgets_available(self.shell):
-                attach_widget(bundle, lambda: estimate_widget(result, text, png))
+        text = result.text(ref.id if ref is not None else None)
+        # text, png, self-contained html with the measured points folded; no widget (result.widget() is the
+        # opt-in live view: a saved notebook would keep a dead one)
+        bundle = mimebundle(result, plot=not args.no_plot, text=text)
         if status == "interrupted":
-            from ..render.display import display_bundle
+            from ._template import display_bundle
 
             if not args.quiet:
                 display_bundle(bundle)
@@ -182,14 +158,14 @@ class EstimateMagics(Magics):
                                         "and recorded")
         if failure is not None:  # shown and recorded as failed; then the user's own error, with their traceback
             if not args.quiet:
-                from ..render.display import display_bundle
+                from ._template import display_bundle
 
                 display_bundle(bundle)
             raise _boundary.without_perfmagic_frames(failure)
         if args.output and not args.quiet:
             return result
         if not args.quiet:
-            from ..render.display import display_bundle
+            from ._template import display_bundle
 
             display_bundle(bundle)
         return result if args.output else None

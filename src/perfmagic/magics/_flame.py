@@ -60,7 +60,7 @@ class FlameMagics(Magics):
         __tracebackhide__ = True
         from ..errors import BenchInterrupted, PerfmagicError
         from ..profile.flame import flame
-        from ._bench import default_label
+        from ._template import default_label
 
         args, _ = _args.parse(self.flame.parser, line)
         label = args.label or default_label(cell)
@@ -83,21 +83,13 @@ class FlameMagics(Magics):
             status = "failed"
         ref = self.state["record"](
             magic="flame", label=label, code=cell, magic_line=line, options=dict(vars(args)),
-            metrics=result.metrics(), samples=result.samples_dict(), env={}, status=status,
+            metrics=result.metrics(), samples=result.samples(), env={}, status=status,
             primary_metric="top_self_fraction")
         text = result.text(args.top) + (f"\n  run #{ref.id}" if ref is not None else "")
-        bundle: dict[str, Any] = {"text/plain": text}
-        if not args.no_plot:
-            import base64
+        from ._template import display_bundle
+        from ..render.flame import mimebundle
 
-            from ..render.flame_html import flame_html
-
-            png = result.figure_png()
-            bundle["text/html"] = flame_html(result, png=png, text=text)
-            if png is not None:
-                bundle["image/png"] = base64.b64encode(png).decode("ascii")
-        from ..render.display import display_bundle
-
+        bundle = mimebundle(result, text=text, plot=not args.no_plot)
         if status == "interrupted":
             display_bundle(bundle)
             raise _boundary.Interrupted("perfmagic: %%flame interrupted; the profile up to Ctrl-C is shown and recorded")

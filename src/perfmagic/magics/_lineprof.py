@@ -40,7 +40,8 @@ class LineProfMagics(Magics):
 
         ``%%lineprof -f slow -f Model.forward`` runs the cell in the notebook's namespace and shows,
         for each function, hits, time, time per hit and share of the function's time per line, the
-        hottest lines highlighted, in the cell's output (text and an HTML table; never the pager).
+        hottest lines marked, in the cell's output (text, and HTML tables shaded by each line's share,
+        folded under it; never the pager).
         Functions defined in notebook cells show as ``In [n]`` with their own source. Methods,
         static/class methods, properties, partials and decorated functions are unwrapped to the
         Python function inside; a class profiles all its methods. Records the hottest line in the ledger.
@@ -48,7 +49,7 @@ class LineProfMagics(Magics):
         __tracebackhide__ = True
         from ..errors import PerfmagicError
         from ..profile.lineprof import run_lineprof
-        from ._bench import default_label
+        from ._template import default_label
 
         args, _ = _args.parse(self.lineprof.parser, line)
         if not args.functions:
@@ -64,15 +65,14 @@ class LineProfMagics(Magics):
         status = {"ok": "ok", "interrupted": "interrupted", "error": "failed"}[result.status]
         ref = self.state["record"](
             magic="lineprof", label=args.label or default_label(cell), code=cell, magic_line=line,
-            options=dict(vars(args)), metrics=result.metrics(), samples=result.samples_dict(), env={},
+            options=dict(vars(args)), metrics=result.metrics(), samples=result.samples(), env={},
             status=status, primary_metric="total_s")
         if not args.quiet:
-            from ..render.display import display_bundle
+            from ..render.bundle import mimebundle
+            from ._template import display_bundle
 
-            run = f"\n  run #{ref.id}" if ref is not None else ""
-            bundle = {"text/plain": result.text() + run,
-                      "text/html": result.html() + (f"<div style='font-size:12px'>{run.strip()}</div>" if run else "")}
-            display_bundle(bundle)
+            text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
+            display_bundle(mimebundle(result, text=text, plot=False))
         if isinstance(exc, KeyboardInterrupt):
             raise _boundary.Interrupted("perfmagic: %%lineprof interrupted; the lines timed up to there are shown above "
                                         "and recorded") from None

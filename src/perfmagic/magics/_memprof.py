@@ -56,13 +56,14 @@ class MemoryMagics(Magics):
         it (cheap, sampled). With tracemalloc (``--trace on``) the blocks still allocated at the end
         are charged exactly to the line that made them, at a cost on allocation-heavy code.
         On CUDA: allocated/reserved memory over time, the peak (max_memory_allocated), and the blocks
-        live at the peak from the allocator's history. Shows a chart with the peak marked and a text
-        summary, and records the peak and increment in the ledger.
+        live at the peak from the allocator's history. Shows a text summary and a chart with the peak
+        marked (self-contained HTML: allocation sites, statements and every metric folded under it),
+        and records the peak and increment in the ledger.
         """
         __tracebackhide__ = True
         from ..errors import PerfmagicError
         from ..profile.memory import run_memory
-        from ._bench import default_label
+        from ._template import default_label
 
         args, _ = _args.parse(self.memory.parser, line)
         code = self.shell.transform_cell(cell)
@@ -76,32 +77,17 @@ class MemoryMagics(Magics):
         status = {"ok": "ok", "interrupted": "interrupted", "error": "failed"}[result.status]
         ref = self.state["record"](
             magic="memory", label=args.label or default_label(cell), code=cell, magic_line=line,
-            options=dict(vars(args)), metrics=result.metrics(), samples=result.samples_dict(), env={},
+            options=dict(vars(args)), metrics=result.metrics(), samples=result.samples(), env={},
             status=status, primary_metric="peak_bytes")
         text = result.text(args.top) + (f"\n  run #{ref.id}" if ref is not None else "")
         if not args.quiet:
-            from ..render.display import display_bundle
+            from ..render.bundle import mimebundle
+            from ._template import display_bundle
 
-            display_bundle(self._bundle(result, text, plot=not args.no_plot))
+            display_bundle(mimebundle(result, text=text, plot=not args.no_plot))
         if isinstance(exc, KeyboardInterrupt):
             raise _boundary.Interrupted("perfmagic: %%memory interrupted; the profile up to there is shown above "
                                         "and recorded") from None
         if exc is not None:
             raise exc
         return result if args.output else None
-
-    def _bundle(self, result: Any, text: str, plot: bool) -> dict[str, Any]:
-        from ..render.display import _kv_table, attach_widget, tabs_widget, text_figure_bundle, widgets_available
-
-        png = None
-        if plot:
-            png = result.figure_png()
-            if png is None:
-                text += "\n  (matplotlib is not installed: no chart)"
-        bundle = text_figure_bundle(text, png, "memory over the cell's run, peak marked")
-        if png is not None and widgets_available(self.shell):
-            attach_widget(bundle, lambda: tabs_widget(text, [
-                ("Timeline", "png", png), ("Allocation sites", "html", result.sites_html()),
-                ("Statements", "html", result.statements_html()),
-                ("Details", "html", _kv_table({k: v for k, v in result.metrics().items() if v is not None}))]))
-        return bundle

@@ -64,14 +64,15 @@ class PerfMagics(Magics):
             raise UsageError(f"%perf {cmd}: {msg}") from None
 
     def _show(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
-        from ..render.display import display_bundle, ledger_bundle
+        from ._template import display_bundle
+        from ..render.ledger import ledger_bundle
         from ..timing.history import baseline_changes
 
         rows = led.rows(notebook=notebook, limit=args.rows)
         every = led.rows(notebook=notebook)
         changes = baseline_changes(led, rows, every, min_effect=args.min_effect)
         display_bundle(ledger_bundle(rows, total=len(every), where=str(led.path), notebook=led.notebook,
-                                     changes=changes))
+                                     changes=changes, every=every))
 
     def _baseline(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
         if len(t) > 1:
@@ -83,7 +84,8 @@ class PerfMagics(Magics):
         print(f"perfmagic: run #{row['id']} is now the baseline of '{row['label']}'")
 
     def _compare(self, led: Any, t: list[str], args: Any, notebook: Any) -> Any:
-        from ..render.display import display_bundle, comparison_bundle
+        from ..render.timing import comparison_bundle
+        from ._template import display_bundle
         from ..timing.history import CompareError, compare
 
         if len(t) > 2:
@@ -112,7 +114,10 @@ class PerfMagics(Magics):
         return None
 
     def _plot(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
-        from ..render.display import display_bundle, history_png, metric_text, text_figure_bundle
+        from ..render.bundle import bundle_of
+        from ..render.timing import history_png
+        from ._template import display_bundle
+        from ..render.ledger import history_text
 
         label = " ".join(t) if t else (led.latest() or {}).get("label")
         if label is None:
@@ -124,11 +129,8 @@ class PerfMagics(Magics):
             raise UsageError(f"%perf plot: no timed runs with label {label!r}; labels in this ledger: "
                              + (", ".join(repr(x) for x in labels) or "none"))
         base = led.baseline(label)
-        text = "\n".join([f"history of '{label}' ({len(rows)} runs; baseline #{base})" if base else
-                          f"history of '{label}' ({len(rows)} runs; no baseline)"] +
-                         [f"  #{r['id']:<4} {r.get('created_utc', '')}  {metric_text(r)}"
-                          + ("  (baseline)" if r["id"] == base else "") for r in rows])
-        display_bundle(text_figure_bundle(text, history_png(rows, label, base), f"history of {label}"))
+        text = history_text(rows, label, base)
+        display_bundle(bundle_of(text, history_png(rows, label, base), f"history of {label}"))
 
     def _export(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
         if len(t) != 1:

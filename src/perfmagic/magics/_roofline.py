@@ -59,7 +59,9 @@ class RooflineMagics(Magics):
             if cell is None:
                 if setup:
                     raise UsageError(f"%roofline takes no code on the line ({setup!r}); use the cell form %%roofline")
-                return self._show(roofs, args, roofs.text(), roofs._repr_mimebundle_())
+                from ..render.bundle import mimebundle
+
+                return self._show(roofs, mimebundle(roofs, plot=not args.no_plot), args)
             return self._cell(args, line, setup, cell, roofs)
         except BenchInterrupted:
             raise _boundary.Interrupted("perfmagic: %%roofline interrupted before a sample was timed; nothing "
@@ -84,13 +86,13 @@ class RooflineMagics(Magics):
         finally:
             close()
 
-    def _show(self, obj: Any, args: argparse.Namespace, text: str, bundle: dict[str, Any]) -> Any:
-        from ..render.display import display_bundle
+    def _show(self, obj: Any, bundle: dict[str, Any], args: argparse.Namespace) -> Any:
+        from ._template import display_bundle
 
         if args.output and not args.quiet:
             return obj
         if not args.quiet:
-            display_bundle(bundle if not args.no_plot else {"text/plain": text})
+            display_bundle(bundle)
         return obj if args.output else None
 
     def _cell(self, args: argparse.Namespace, line: str, setup: str, cell: str, roofs: Any) -> Any:
@@ -98,7 +100,7 @@ class RooflineMagics(Magics):
         from ..core.env import fingerprint
         from ..errors import BenchInterrupted
         from ..roofs.roofline import roofline
-        from ._bench import default_label
+        from ._template import default_label
 
         ns = self.shell.user_ns
         flops = _args.eval_expr("--flops", args.flops, ns)
@@ -120,26 +122,28 @@ class RooflineMagics(Magics):
         options["setup"] = setup
         ref = self.state["record"](
             magic="roofline", label=label, code=cell, magic_line=line, options=options,
-            metrics=r.metrics(), samples=r.bench.samples_dict(), env=r.bench.env,
-            env_hash=fingerprint(r.bench.env) if r.bench.env else None, status=status, primary_metric="median_s")
+            metrics=r.metrics(), samples=r.samples(), env=r.bench.env,
+            env_hash=fingerprint(r.bench.env) if r.bench.env else None, status=status, primary_metric=r.primary_metric)
         run_id = ref.id if ref is not None else None
         text = r.text() + (f"\n  run #{run_id}" if run_id is not None else "")
-        bundle: dict[str, Any] = {"text/plain": text}
-        if not args.no_plot:
-            from ..render.display import attach_widget, roofline_widget, text_figure_bundle, widgets_available
+        from ..render.bundle import bundle_of
 
-            png = r.figure_png(history=[dict(h, label=f"#{h['id']} {h['label']}") for h in self._history(run_id)])
-            bundle = text_figure_bundle(text, png, "roofline chart")
-            if widgets_available(self.shell):
-                attach_widget(bundle, lambda: roofline_widget(r, text, png))
+        png = None
+        if not args.no_plot:  # earlier roofline points of this notebook drawn beside this one
+            history = [dict(h, label=f"#{h['id']} {h['label']}") for h in self._history(run_id)]
+            try:
+                png = r.figure_png(history=history)
+            except ImportError:
+                text += "\n  (matplotlib is not installed: no figure)"
+        bundle = bundle_of(text, png, r.figure_alt, r.html_sections())
         if status == "interrupted":
             if not args.quiet:
-                from ..render.display import display_bundle
+                from ._template import display_bundle
 
                 display_bundle(bundle)
             raise _boundary.Interrupted("perfmagic: %%roofline interrupted; the point from the samples timed so far "
                                         "is shown above and recorded as interrupted")
-        return self._show(r, args, text, bundle)
+        return self._show(r, bundle, args)
 
     def _history(self, run_id: int | None) -> list[dict[str, Any]]:
         """Earlier roofline points of this notebook for the chart; none (and one line) when the ledger

@@ -9,7 +9,7 @@ cell-filename map, so the table shows the cell's own lines.
 What can be profiled: Python functions, bound/unbound methods, static/class methods, properties
 (their getter/setter), ``functools.partial`` objects and ``functools.wraps`` decorators (the
 innermost wrapped function), and classes (every function defined in the class body). Built-ins and
-C functions have no Python lines: :class:`~perfmagic._errors.BadOptionError` names them.
+C functions have no Python lines: :class:`~perfmagic.errors.BadOptionError` names them.
 
 Nothing is left behind: the profiler is disabled in ``finally`` (line_profiler restores the trace
 function or ``sys.monitoring`` tool that was there before), and the code objects line_profiler swaps
@@ -21,20 +21,17 @@ across functions. Only the calling thread is traced.
 from __future__ import annotations
 
 import functools
-import html
 import inspect
-import io
 import linecache
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
-from ..render.units import fmt_time
-from .memory import prepare, run_statements, shell_filename_map, source_label
-
-HOT_COLOR = (255, 99, 71)  # background of hot lines in HTML, its alpha proportional to the line's share
+from ..result import Displayed
+from .cellcode import prepare, run_statements, shell_filename_map, source_label
+from ..render.units import clip as _clip
 
 
 @dataclass(frozen=True)
@@ -86,9 +83,16 @@ class HotLine:
     share: float   # of its function's time
 
 
-@dataclass(frozen=True)
-class LineProfResult:
-    """Per-line timings of the profiled functions over one run; raw line timings are kept."""
+@dataclass(frozen=True, repr=False)
+class LineProfResult(Displayed):
+    """Per-line timings of the profiled functions over one run; raw line timings are kept.
+
+    Text, HTML and the figure are drawn by :mod:`perfmagic.render.lineprof`; the methods here delegate.
+    """
+
+    primary_metric: ClassVar[str] = "total_s"
+    renderer: ClassVar[str] = "lineprof"
+    figure_alt: ClassVar[str] = "time of the hottest lines"
 
     functions: tuple[FunctionProfile, ...]
     wall_s: float
@@ -109,83 +113,20 @@ class LineProfResult:
         out.sort(key=lambda h: -h.time_s)
         return out[: n if n is not None else self.top]
 
-    # ---- text ---------------------------------------------------------------------------------
+    # ---- text, HTML, figure: perfmagic.render.lineprof ------------------------------------------
     def verdict(self) -> str:
-        tag = {"ok": "", "error": "  [STOPPED BY AN EXCEPTION]", "interrupted": "  [INTERRUPTED]"}[self.status]
-        hot = self.hot_lines(1)
-        if not hot:
-            names = ", ".join(f.name for f in self.functions)
-            return f"lineprof: {names} {'was' if len(self.functions) == 1 else 'were'} never called by the cell{tag}"
-        h = hot[0]
-        return (f"lineprof: hottest line {h.label} in {h.function}(): {h.share:.0%} of its {fmt_time(self._total(h.function))} "
-                f"— `{_clip(h.text, 60)}` ({h.hits:,} hits){tag}")
+        from ..render.lineprof import verdict
 
-    def _total(self, name: str) -> float:
-        return next((f.total_s for f in self.functions if f.name == name), 0.0)
+        return verdict(self)
 
-    def text(self) -> str:
-        lines = [self.verdict()]
-        hot = self.hot_lines()
-        if len(hot) > 1:
-            lines.append(f"  hottest lines (share of their function's time):")
-            for h in hot:
-                lines.append(f"    {h.share:>6.1%}  {fmt_time(h.time_s):>10}  {h.label:<18} {h.function}(): {_clip(h.text, 50)}")
-        hot_set = {(h.function, h.label) for h in hot}
-        for f in self.functions:
-            last = f.first_lineno + len(f.source) - 1
-            lines.append("")
-            lines.append(f"{f.name}() — {f.where}, lines {f.first_lineno}–{last} — {fmt_time(f.total_s)}"
-                         + ("" if f.called else " (never called)"))
-            lines.append(f"  {'Line':>5} {'Hits':>10} {'Time':>10} {'Per hit':>10} {'% Time':>7}   Line contents")
-            timed = {ln.lineno: ln for ln in f.lines}
-            for i, src in enumerate(f.source):
-                no = f.first_lineno + i
-                ln = timed.get(no)
-                mark = ">" if (f.name, f.label(no)) in hot_set else " "
-                if ln is not None and ln.hits:
-                    lines.append(f"{mark} {no:>5} {ln.hits:>10,} {fmt_time(ln.time_s, 3):>10} "
-                                 f"{fmt_time(ln.time_s / ln.hits, 3):>10} {f.share(ln):>7.1%}   {src.rstrip()}")
-                else:
-                    lines.append(f"{mark} {no:>5} {'':>10} {'':>10} {'':>10} {'':>7}   {src.rstrip()}")
-        if self.error:
-            lines.append(f"  stopped by {self.error}; the profile covers the run up to there")
-        lines += [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)
+    def headline(self) -> str:
+        return self.verdict()
 
     def html(self) -> str:
         """Tables with each line's background proportional to its share of the function's time."""
-        r, g, b = HOT_COLOR
-        parts = [f"<div class='perfmagic-lineprof' style='font-size:12px'><div><b>{html.escape(self.verdict())}</b></div>"]
-        for f in self.functions:
-            last = f.first_lineno + len(f.source) - 1
-            parts.append(f"<div style='margin-top:6px'><b>{html.escape(f.name)}()</b> — {html.escape(f.where)}, "
-                         f"lines {f.first_lineno}–{last} — {fmt_time(f.total_s)}"
-                         f"{'' if f.called else ' (never called)'}</div>")
-            parts.append("<table style='font-size:12px;border-collapse:collapse'><tr><th>Line</th><th>Hits</th>"
-                         "<th>Time</th><th>Per hit</th><th>% Time</th><th style='text-align:left'>Line contents</th></tr>")
-            timed = {ln.lineno: ln for ln in f.lines}
-            for i, src in enumerate(f.source):
-                no = f.first_lineno + i
-                ln = timed.get(no)
-                code = f"<td style='text-align:left'><pre style='margin:0'>{html.escape(src.rstrip())}</pre></td>"
-                if ln is not None and ln.hits:
-                    s = f.share(ln)
-                    parts.append(f"<tr style='background:rgba({r},{g},{b},{s:.3f})'><td>{no}</td><td>{ln.hits:,}</td>"
-                                 f"<td>{fmt_time(ln.time_s, 3)}</td><td>{fmt_time(ln.time_s / ln.hits, 3)}</td>"
-                                 f"<td>{s:.1%}</td>{code}</tr>")
-                else:
-                    parts.append(f"<tr><td>{no}</td><td></td><td></td><td></td><td></td>{code}</tr>")
-            parts.append("</table>")
-        notes = [f"stopped by {self.error}; the profile covers the run up to there"] if self.error else []
-        parts += [f"<div style='color:#555'>{html.escape(n)}</div>" for n in notes + list(self.notes)]
-        parts.append("</div>")
-        return "".join(parts)
+        from ..render.lineprof import html
 
-    def __str__(self) -> str:
-        return self.text()
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return {"text/plain": self.text(), "text/html": self.html()}
+        return html(self)
 
     # ---- data ---------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float | int | str | None]:
@@ -196,7 +137,7 @@ class LineProfResult:
                 "hot_fraction": h.share if h else None, "hot_time_s": h.time_s if h else None,
                 "n_functions": len(self.functions)}
 
-    def samples_dict(self) -> dict[str, list[float]]:
+    def samples(self) -> dict[str, list[float]]:
         d: dict[str, list[float]] = {}
         for i, f in enumerate(self.functions):
             key = f"{i}:{f.name}"
@@ -209,31 +150,6 @@ class LineProfResult:
         d = asdict(self)
         d["metrics"] = self.metrics()
         return d
-
-    def figure_png(self) -> bytes | None:
-        """A bar chart of the hottest lines' time."""
-        hot = self.hot_lines(max(self.top, 8))
-        if not hot:
-            return None
-        try:
-            from matplotlib.backends.backend_agg import FigureCanvasAgg
-            from matplotlib.figure import Figure
-        except ImportError:
-            return None
-        fig = Figure(figsize=(7.5, 0.4 + 0.28 * len(hot)), dpi=100, layout="constrained")
-        FigureCanvasAgg(fig)
-        ax = fig.subplots()
-        ax.barh(range(len(hot)), [h.time_s for h in hot][::-1], color="tab:red")
-        ax.set_yticks(range(len(hot)), [_clip(f"{h.label}  {h.text}", 48) for h in hot][::-1], fontsize=7)
-        ax.set_xlabel("time [s] (inclusive)", fontsize=7)
-        ax.tick_params(labelsize=7)
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
-        return buf.getvalue()
-
-
-def _clip(s: str, n: int) -> str:
-    return s if len(s) <= n else s[: n - 1] + "…"
 
 
 # ---- which functions ----------------------------------------------------------------------------
@@ -368,13 +284,13 @@ def run_lineprof(fn_or_code: str | Callable[[], Any], funcs: Sequence[Any], *, g
     return LineProfResult(tuple(profiles), wall, code, top, status, err, tuple(notes)), exc
 
 
-def lineprof(fn_or_code: str | Callable[[], Any], funcs: Sequence[Any], *, globals: dict[str, Any] | None = None,
+def lineprof(code: str | Callable[[], Any], funcs: Sequence[Any], *, globals: dict[str, Any] | None = None,
              filename: str | None = None, top: int = 5,
              filename_map: Mapping[str, int] | None = None) -> LineProfResult:
-    """Time every line of ``funcs`` while ``fn_or_code`` runs once.
+    """Time every line of ``funcs`` while ``code`` runs once.
 
     Args:
-        fn_or_code: a string of code (run in ``globals``; assignments land there) or a zero-argument callable.
+        code: a string of code (run in ``globals``; assignments land there) or a zero-argument callable.
         funcs: functions, methods, properties, partials or classes to profile.
         top: how many hot lines the summary lists.
         filename_map: cell filename -> execution count, to name cells ``In [n]`` (IPython's by default).
@@ -383,7 +299,7 @@ def lineprof(fn_or_code: str | Callable[[], Any], funcs: Sequence[Any], *, globa
     profiler is off; Ctrl-C raises :class:`BenchInterrupted` with the partial result.
     """
     __tracebackhide__ = True
-    result, exc = run_lineprof(fn_or_code, funcs, globals=globals, filename=filename, top=top,
+    result, exc = run_lineprof(code, funcs, globals=globals, filename=filename, top=top,
                                filename_map=filename_map)
     if isinstance(exc, KeyboardInterrupt):
         raise BenchInterrupted(result) from exc

@@ -1,5 +1,5 @@
-"""Renderers of a :class:`~perfmagic._flame.FlameResult`: a self-contained interactive HTML flame graph
-and a static PNG icicle.
+"""Renderers of a :class:`~perfmagic.profile.flameresult.FlameResult`: a self-contained interactive
+HTML flame graph and a static PNG icicle (used by :mod:`perfmagic.render.flame`).
 
 The HTML is one ``<div>`` with the text summary, the static PNG (for views that strip JavaScript:
 GitHub, sanitised HTML) and a small vanilla-JS renderer with the data inline as JSON — no library,
@@ -105,9 +105,9 @@ draw(); if(window.ResizeObserver){var lw=g.clientWidth;new ResizeObserver(functi
 """
 
 
-def flame_html(r: Any, png: bytes | None = None, text: str | None = None) -> str:
+def flame_html(r: Any, png: bytes | None = None, text: str | None = None, extra: str = "") -> str:
     """The text summary (``text``, default ``r.text()``), a static PNG fallback and the interactive graph,
-    in one self-contained div."""
+    in one self-contained div; ``extra`` (self-contained HTML, e.g. folded sections) goes under the graph."""
     uid = "pmflame-" + uuid.uuid4().hex[:12]
     text = html.escape(r.text() if text is None else text)
     static = ""
@@ -125,7 +125,7 @@ def flame_html(r: Any, png: bytes | None = None, text: str | None = None) -> str
                 f"<script>{js}</script>")
     return (f"<div id='{uid}' class='perfmagic-result perfmagic-flame' style='position:relative'>"
             f"<style>{_CSS.format(u=uid)}</style>"
-            f"<pre style='margin:0;font-size:12px'>{text}</pre>{static}{live}</div>")
+            f"<pre style='margin:0;font-size:12px'>{text}</pre>{static}{live}{extra}</div>")
 
 
 def flame_png(r: Any) -> bytes | None:

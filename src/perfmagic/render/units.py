@@ -47,3 +47,8 @@ def parse_duration(text: str) -> float:
         if t.endswith(suffix):
             return float(t[: -len(suffix)]) * scale
     return float(t)
+
+
+def clip(text: str, n: int) -> str:
+    """``text`` cut to ``n`` characters, the cut marked with "…"."""
+    return text if len(text) <= n else text[: n - 1] + "…"

@@ -18,14 +18,14 @@ The method (METHOD.md §1):
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from .ceilings import Ceilings, normalize_dtype
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
+from ..result import Displayed
 from ..render.units import fmt_bytes, fmt_rate, fmt_time
 
 CACHE_BW_TOLERANCE = 1.05
@@ -46,10 +46,13 @@ def _check_work(option: str, value: Any) -> float | None:
     return v
 
 
-@dataclass(frozen=True)
-class RooflineResult:
+@dataclass(frozen=True, repr=False)
+class RooflineResult(Displayed):
     """One roofline verdict. Stored: the work (FLOPs, bytes, where each came from), the timing result,
     the ceilings, the dtype; every rate and the verdict are derived from them on demand."""
+
+    primary_metric: ClassVar[str] = "median_s"
+    figure_alt: ClassVar[str] = "roofline chart"
 
     code: str
     flops: float
@@ -130,6 +133,10 @@ class RooflineResult:
             "ceilings_measured_utc": self.ceilings.measured_utc,
         }
 
+    def samples(self) -> dict[str, Any]:
+        """The timing's raw samples (what the ledger keeps for a roofline run)."""
+        return self.bench.samples()
+
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "code": self.code, "device": self.device, "metrics": self.metrics(),
                 "advice": list(self.advice), "warnings": list(self.warnings), "notes": list(self.notes),
@@ -160,23 +167,18 @@ class RooflineResult:
         lines += [f"  ! {w}" for w in self.warnings]
         return "\n".join(lines)
 
+    def headline(self) -> str:
+        return self.verdict()
+
+    def html_sections(self) -> list[tuple[str, str]]:
+        """Folded detail: the ops counted, the roofs it was judged against and how they were measured,
+        the timing."""
+        from ..render.roofline import html_sections
+
+        return html_sections(self)
+
     def __str__(self) -> str:
         return self.text()
-
-    def __repr__(self) -> str:
-        return f"<RooflineResult {self.verdict()}>"
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text())
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ..render.display import text_figure_bundle
-
-        try:
-            png: bytes | None = self.figure_png()
-        except ImportError:
-            png = None
-        return text_figure_bundle(self.text(), png, "roofline chart")
 
     # ---- figure -----------------------------------------------------------------------------------
     def point(self) -> dict[str, Any]:
@@ -187,72 +189,9 @@ class RooflineResult:
         marked; ``history`` points (RooflineResults, ledger metric dicts with ``intensity`` and
         ``flops_per_s`` and optional ``label``, or ``(label, intensity, flops_per_s)`` tuples) labelled,
         this result highlighted."""
-        return roofline_png(self.ceilings, [_as_point(h, i) for i, h in enumerate(history, 1)], self.point(),
-                            highlight_dtype=self.dtype)
+        from ..render.roofline import figure_png
 
-
-def _as_point(h: Any, i: int) -> dict[str, Any]:
-    if isinstance(h, RooflineResult):
-        return {**h.point(), "label": h.label or f"#{i}"}
-    if isinstance(h, Mapping):
-        m = h.get("metrics", h)
-        return {"label": str(h.get("label") or m.get("label") or f"#{i}"), "intensity": float(m["intensity"]),
-                "flops_per_s": float(m["flops_per_s"])}
-    label, x, y = h
-    return {"label": str(label), "intensity": float(x), "flops_per_s": float(y)}
-
-
-def roofline_png(c: Ceilings, history: list[dict[str, Any]], latest: dict[str, Any] | None,
-                 highlight_dtype: str | None = None) -> bytes:
-    """Draw the roofline chart (matplotlib object API on an Agg canvas) and return PNG bytes."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    pts = [p for p in history + ([latest] if latest else []) if p["intensity"] > 0 and p["flops_per_s"] > 0]
-    ridges = [c.compute[d] / c.bandwidth_Bps for d in c.compute]
-    xs = [p["intensity"] for p in pts] + ridges
-    x_lo = 10 ** math.floor(math.log10(min(xs) / 4))
-    x_hi = 10 ** math.ceil(math.log10(max(xs) * 4))
-    fig = Figure(figsize=(6.5, 4.0), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    bw = c.bandwidth_Bps
-    n = 64
-    grid = [x_lo * (x_hi / x_lo) ** (i / (n - 1)) for i in range(n)]
-    colors = ["tab:blue", "tab:green", "tab:purple", "tab:brown", "tab:olive", "tab:cyan"]
-    for k, (d, peak) in enumerate(sorted(c.compute.items(), key=lambda kv: -kv[1])):
-        col = colors[k % len(colors)]
-        lw = 2.2 if d == highlight_dtype else 1.2
-        ax.plot(grid, [min(peak, x * bw) for x in grid], color=col, lw=lw, label=f"{d} {peak / 1e9:.4g} GFLOP/s")
-        r = peak / bw
-        ax.plot([r], [peak], "o", color=col, ms=5)
-        ax.annotate(f"ridge {r:.3g}", (r, peak), textcoords="offset points", xytext=(4, -11 - 9 * k), fontsize=7, color=col)
-    ax.plot(grid, [x * bw for x in grid], color="0.5", lw=0.8, ls=":",
-            label=f"bandwidth {bw / 1e9:.4g} GB/s")
-    for p in history:
-        if p["intensity"] > 0 and p["flops_per_s"] > 0:
-            ax.plot([p["intensity"]], [p["flops_per_s"]], "o", color="0.45", ms=5)
-            ax.annotate(p["label"], (p["intensity"], p["flops_per_s"]), textcoords="offset points", xytext=(4, 3),
-                        fontsize=7, color="0.35")
-    if latest and latest["intensity"] > 0 and latest["flops_per_s"] > 0:
-        ax.plot([latest["intensity"]], [latest["flops_per_s"]], "*", color="tab:red", ms=14, mec="k", mew=0.6,
-                label=latest["label"], zorder=5)
-        ax.annotate(latest["label"], (latest["intensity"], latest["flops_per_s"]), textcoords="offset points",
-                    xytext=(6, 4), fontsize=8, color="tab:red", weight="bold")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(x_lo, x_hi)
-    ys = [p["flops_per_s"] for p in pts] + [min(c.compute.values()) / 1e3 if not pts else min(p["flops_per_s"] for p in pts)]
-    ax.set_ylim(min(ys + [x_lo * bw]) / 2, max(c.compute.values()) * 2)
-    ax.set_xlabel("arithmetic intensity [FLOP/byte]")
-    ax.set_ylabel("FLOP/s")
-    ax.set_title(f"roofline · {c.device} · measured {c.measured_utc[:10]}", fontsize=9, loc="left")
-    ax.grid(True, which="both", lw=0.3, alpha=0.5)
-    ax.legend(fontsize=7, loc="lower right", frameon=False)
-    ax.tick_params(labelsize=7)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+        return figure_png(self, history)
 
 
 def _advice(r: RooflineResult) -> list[str]:
@@ -315,11 +254,11 @@ def _resolve_dtype(dtype: Any, counts: Any, c: Ceilings) -> tuple[str, list[str]
     return d, notes
 
 
-def roofline(code_or_fn: str | Callable[[], Any], setup: str = "", *, globals: Mapping[str, Any] | None = None,
+def roofline(code: str | Callable[[], Any], setup: str = "", *, globals: Mapping[str, Any] | None = None,
              flops: float | None = None, bytes: float | None = None, device: str = "auto", dtype: Any = None,
              budget: float | None = None, ceilings: Ceilings | None = None, label: str | None = None,
              progress: Callable[[float, str], Any] | None = None, filename: str | None = None) -> RooflineResult:
-    """Time ``code_or_fn``, count its FLOPs/bytes (or take ``flops=``/``bytes=`` per call) and place it
+    """Time ``code``, count its FLOPs/bytes (or take ``flops=``/``bytes=`` per call) and place it
     under the measured roofs of its device. ``ceilings=`` supplies roofs (else the cached ones of the
     device, measured on first use with ``progress``). ``filename`` names the code in tracebacks.
     See the module docstring for the method.
@@ -336,7 +275,7 @@ def roofline(code_or_fn: str | Callable[[], Any], setup: str = "", *, globals: M
 
         ns = dict(globals or {})
         try:
-            counts = count(code_or_fn, ns, setup=setup)
+            counts = count(code, ns, setup=setup)
         except ImportError as exc:
             raise BadOptionError("flops", flops, "a number (torch is needed to count FLOPs/bytes automatically)",
                                  "e.g. roofline(code, flops=2*n, bytes=12*n) or %%roofline --flops 2*n --bytes 12*n") from exc
@@ -363,7 +302,7 @@ def roofline(code_or_fn: str | Callable[[], Any], setup: str = "", *, globals: M
                               notes=tuple(notes + dnotes + more))
 
     try:
-        r = bench(code_or_fn, setup, globals=globals, budget=budget, device=device, flops=F, bytes_moved=B,
+        r = bench(code, setup, globals=globals, budget=budget, device=device, flops=F, bytes_moved=B,
                   label=label, filename=filename)
     except BenchInterrupted as exc:  # Ctrl-C: place what was timed, when anything was and the roofs are known
         part = exc.result

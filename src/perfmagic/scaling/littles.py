@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
 
 from ..errors import BadOptionError
+from ..result import Displayed
 
 _PER = {"s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "min": 60.0, "m": 60.0, "h": 3600.0}
 
@@ -57,12 +59,29 @@ def parse_concurrency(text: str) -> float:
     return v
 
 
-@dataclass(frozen=True)
-class Little:
+@dataclass(frozen=True, repr=False)
+class Little(Displayed):
+    """L = λ·W solved for one quantity; the one computed is named by ``solved``."""
+
+    primary_metric: ClassVar[str] = "concurrency"
+
     throughput: float  # tasks/s
     latency: float     # s per task
     concurrency: float  # tasks in flight
     solved: str        # which of the three was computed
+
+    def metrics(self) -> dict[str, Any]:
+        return {"throughput": self.throughput, "latency_s": self.latency, "concurrency": self.concurrency,
+                "solved": self.solved}
+
+    def samples(self) -> dict[str, list[Any]]:
+        return {}  # arithmetic, nothing sampled
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return self.text()
 
     def text(self) -> str:
         from ..render.units import fmt_time

@@ -1,6 +1,6 @@
 """Per-kernel state that must outlive one magic call: the ledger object of each notebook.
 
-A :class:`~perfmagic._ledger.Ledger` keeps the rows it could not write (locked or corrupt file) in
+A :class:`~perfmagic.storage.ledger.Ledger` keeps the rows it could not write (locked or corrupt file) in
 memory, so one object per (folder, notebook) lives for the kernel's lifetime here. Nothing else is
 global: the magics hold their own state on their instance and remove it on unload.
 """

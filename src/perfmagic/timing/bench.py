@@ -128,7 +128,7 @@ def resolve_device(device: str) -> tuple[str, list[str]]:
 
 
 def bench(
-    stmt: str | Callable[[], Any],
+    code: str | Callable[[], Any],
     setup: str = "",
     *,
     globals: Mapping[str, Any] | None = None,
@@ -151,7 +151,7 @@ def bench(
     clock: Callable[[], float] = time.perf_counter,
     capture_env: bool = True,
 ) -> BenchResult:
-    """Time ``stmt`` (source code or a zero-argument callable) and return a :class:`BenchResult`.
+    """Time ``code`` (source code or a zero-argument callable) and return a :class:`BenchResult`.
 
     ``globals`` is the namespace the code reads (copied; the code's assignments do not leak back).
     ``items``/``flops``/``bytes_moved`` declare the work of *one call* and turn time into throughput.
@@ -160,7 +160,7 @@ def bench(
     __tracebackhide__ = True
     dev, notes, hard, soft_budget, started_utc = prepare(
         budget, precision, confidence, warmup, min_samples, max_samples, sync, device, DEFAULT_BUDGET)
-    subj = Subject(stmt, setup, globals, filename or "<perfmagic-cell>", sync, dev, clock)
+    subj = Subject(code, setup, globals, filename or "<perfmagic-cell>", sync, dev, clock)
     from ..core.env import prime
 
     prime()  # once per process: imports and version lookups are not the measurement's

@@ -14,9 +14,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from ..errors import PerfmagicError
+from ..result import Displayed
 from .whatchanged import WhatChanged, what_changed
 
 HISTORICAL_NOISE_FLOOR = 0.03
@@ -65,8 +66,12 @@ def _minutes_apart(ra: dict[str, Any], rb: dict[str, Any]) -> float | None:
     return abs((tb - ta).total_seconds()) / 60
 
 
-@dataclass(frozen=True)
-class RunComparison:
+@dataclass(frozen=True, repr=False)
+class RunComparison(Displayed):
+    """Two ledger runs judged: the verdict, its interval and what changed between them."""
+
+    primary_metric: ClassVar[str] = "ratio"
+
     a: dict[str, Any]
     b: dict[str, Any]
     comparison: Any
@@ -103,13 +108,18 @@ class RunComparison:
     def __str__(self) -> str:
         return self.text()
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text())
-
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ..render.display import comparison_bundle
+        from ..render.timing import comparison_bundle
 
-        return comparison_bundle(self)
+        return comparison_bundle(self)  # the verdict coloured, the diff of what changed
+
+    def metrics(self) -> dict[str, Any]:
+        c = self.comparison
+        return {"ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high, "verdict": c.verdict,
+                "min_effect": c.min_effect, "n_a": c.n_a, "n_b": c.n_b, "kind": self.kind, "drift": self.drift}
+
+    def samples(self) -> dict[str, list[Any]]:
+        return {"a_per_call_s": list(per_call(self.a)), "b_per_call_s": list(per_call(self.b))}
 
     def to_dict(self) -> dict[str, Any]:
         return {"a": self.a.get("id"), "b": self.b.get("id"), "kind": self.kind, "drift": self.drift,
@@ -174,12 +184,11 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
 
 def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[str, Any]], *,
                      min_effect: float = 0.10) -> dict[int, str]:
-    """For the ``%perf`` table: each shown run's change against its label's baseline, and a sparkline.
+    """For the ``%perf`` table: each shown run's change against its label's baseline (the table's
+    trend column draws the history).
 
     Uses a light bootstrap (400 resamples) so the table stays quick; ``%perf compare`` gives the full one.
     """
-    from ..render.display import sparkline
-
     out: dict[int, str] = {}
     by_label: dict[str, list[dict[str, Any]]] = {}
     for r in sorted(every, key=lambda r: r["id"]):
@@ -191,8 +200,6 @@ def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[s
             bid = ledger.baseline(label) if label else None
             bases[label] = next((x for x in by_label.get(label, []) if x["id"] == bid), None)
         base = bases[label]
-        hist = [(x.get("metrics") or {}).get("median_s") for x in by_label.get(label, []) if x["id"] <= r["id"]]
-        spark = sparkline(hist[-12:]) if len(hist) > 1 else ""
         cell = ""
         if base is not None and base["id"] == r["id"]:
             cell = "baseline"
@@ -207,5 +214,5 @@ def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[s
                     cell = f"{(c.ratio - 1) * 100:+.1f}% {c.verdict}"
             except Exception:  # the table never fails on one odd row
                 cell = "?"
-        out[r["id"]] = (cell + ("  " if cell and spark else "") + spark).strip()
+        out[r["id"]] = cell
     return out

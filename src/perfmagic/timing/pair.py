@@ -21,22 +21,25 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..core import stats as _stats
-from .bench import WARMUP_MAX_FRACTION, WARMUP_MIN_CALLS, _environment, _with_doubts, prepare, warmup_min_s
-from ..errors import BadOptionError, BenchInterrupted
-from .results import BenchResult
 from ..core.subject import Subject
+from ..errors import BadOptionError, BenchInterrupted
+from ..result import Displayed
+from .bench import WARMUP_MAX_FRACTION, WARMUP_MIN_CALLS, _environment, _with_doubts, prepare, warmup_min_s
+from .results import BenchResult
 
 DEFAULT_PAIR_BUDGET = 2.0
 PAIR_MIN_BLOCK_S = 1e-3  # longer blocks than a single run: a pair must not be split by one scheduler hiccup
 DECISIVE_CONFIDENCE = 0.99  # early stop on a clear verdict, at a stricter level for the repeated looks
 
 
-@dataclass(frozen=True)
-class PairResult:
+@dataclass(frozen=True, repr=False)
+class PairResult(Displayed):
     """Both sides of an interleaved A/B measurement and their paired comparison."""
+
+    primary_metric: ClassVar[str] = "ratio"
 
     a: BenchResult
     b: BenchResult
@@ -61,8 +64,24 @@ class PairResult:
     def __str__(self) -> str:
         return self.text()
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text())
+    def metrics(self) -> dict[str, Any]:
+        c = self.comparison
+        out: dict[str, Any] = {"a_median_s": self.a.median, "b_median_s": self.b.median, "pairs": self.a.n_samples}
+        if c is not None:
+            out.update(ratio=c.ratio, ci_low=c.ci_low, ci_high=c.ci_high, verdict=c.verdict)
+        return out
+
+    def samples(self) -> dict[str, list[Any]]:
+        return {"a_per_call_s": list(self.a.times), "b_per_call_s": list(self.b.times)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"a": self.a.to_dict(), "b": self.b.to_dict(),
+                "comparison": self.comparison.to_dict() if self.comparison is not None else None}
+
+    def figure_png(self) -> bytes | None:
+        from ..render.timing import pair_figure_png
+
+        return pair_figure_png(self)
 
 
 def _decisive(logs: list[float], min_effect: float) -> bool:
@@ -75,8 +94,8 @@ def _decisive(logs: list[float], min_effect: float) -> bool:
 
 
 def bench_pair(
-    stmt_a: str | Callable[[], Any],
-    stmt_b: str | Callable[[], Any],
+    code_a: str | Callable[[], Any],
+    code_b: str | Callable[[], Any],
     setup_a: str = "",
     setup_b: str = "",
     *,
@@ -102,8 +121,8 @@ def bench_pair(
 
     dev, notes, hard, total, started = prepare(budget, precision, confidence, "auto", min_samples, max_samples,
                                                sync, device, DEFAULT_PAIR_BUDGET)
-    sa = Subject(stmt_a, setup_a, globals, filenames[0], sync, dev, clock)
-    sb = Subject(stmt_b, setup_b, globals, filenames[1], sync, dev, clock)
+    sa = Subject(code_a, setup_a, globals, filenames[0], sync, dev, clock)
+    sb = Subject(code_b, setup_b, globals, filenames[1], sync, dev, clock)
     from ..core.env import prime
 
     prime()  # once per process: imports and version lookups are not the measurement's

@@ -2,26 +2,29 @@
 
 Statistics (median, its confidence interval, IQR, throughput) are *derived* from the raw block
 times each time they are asked for; nothing derived is stored beside the samples. ``to_dict()`` gives
-the same fields to the ledger and to pandas. Rendering lives in :mod:`perfmagic._display`;
-``_repr_mimebundle_`` only delegates to it, so a result prints well in a terminal too.
+the same fields to the ledger and to pandas. It follows the result protocol
+(:mod:`perfmagic.result`); its figure and folded details are drawn by :mod:`perfmagic.render.timing`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..core import stats as _stats
-from ..render.units import fmt_bytes, fmt_rate, fmt_time
 from ..core.memory import MemoryReport
+from ..render.units import fmt_bytes, fmt_rate, fmt_time
+from ..result import Displayed
 
 _WORK_UNITS = {"items": "items", "flops": "FLOP", "bytes": "B"}
 
 
-@dataclass(frozen=True)
-class BenchResult:
+@dataclass(frozen=True, repr=False)
+class BenchResult(Displayed):
     """One measurement. Times are seconds; ``raw`` holds block durations of ``number`` calls each."""
+
+    primary_metric: ClassVar[str] = "median_s"
 
     code: str
     raw: tuple[float, ...]
@@ -115,7 +118,7 @@ class BenchResult:
             out[f"{k}_per_s"] = v
         return out
 
-    def samples_dict(self) -> dict[str, Any]:
+    def samples(self) -> dict[str, Any]:
         return {"raw": list(self.raw), "number": self.number, "warmup": [list(w) for w in self.warmup],
                 "cold_s": self.cold_s, "timer_overhead_s": self.timer_overhead_s}
 
@@ -123,7 +126,7 @@ class BenchResult:
         return {
             "label": self.label, "code": self.code, "setup": self.setup, "status": self.status,
             "device": self.device, "sync": self.sync, "stop_reason": self.stop_reason,
-            "started_utc": self.started_utc, "metrics": self.metrics(), "samples": self.samples_dict(),
+            "started_utc": self.started_utc, "metrics": self.metrics(), "samples": self.samples(),
             "policy": dict(self.policy), "env": dict(self.env),
             "memory": self.memory.to_dict() if self.memory else None, "work": dict(self.work),
             "warnings": list(self.warnings), "notes": list(self.notes),
@@ -145,8 +148,13 @@ class BenchResult:
                 f"±{self.rel_ci:.1%})  {self.n_samples} samples × {self.number} call"
                 f"{'s' if self.number != 1 else ''}")
 
+    def headline(self) -> str:
+        return self.summary_line()
+
     def text(self, run_id: Any = None) -> str:
+        """The report; ``run_id`` (default: the result's own ``run_id``) is named in the first line."""
         head = self.summary_line()
+        run_id = self.run_id if run_id is None else run_id
         tags = []
         if self.label:
             tags.append(f"label {self.label}")
@@ -180,13 +188,14 @@ class BenchResult:
     def __str__(self) -> str:
         return self.text()
 
-    def __repr__(self) -> str:
-        return f"<BenchResult {self.summary_line()}>"
+    figure_alt: ClassVar[str] = "timeline and histogram of the samples"
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ..render.display import bench_bundle
+    def figure_png(self) -> bytes | None:
+        from ..render.timing import bench_figure_png
 
-        return bench_bundle(self, widget=False)
+        return bench_figure_png(self)
 
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(self.text())
+    def html_sections(self) -> list[tuple[str, str]]:
+        from ..render.timing import bench_sections
+
+        return bench_sections(self)

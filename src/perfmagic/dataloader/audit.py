@@ -1,0 +1,288 @@
+"""The DataLoader audit: its settings read and judged against the numbers measured, and the checks
+made before anything runs (can the workers receive the dataset pickled? is the sweep valid?).
+
+:func:`audit` turns a measured loop into :class:`Finding` s (num_workers vs usable cores, pin_memory
+and non_blocking copies, persistent_workers, prefetch_factor, batch size, collate cost), each with
+its expected effect. :func:`parse_sweep` checks a ``sweep=`` mapping and expands it into settings;
+:func:`_rebuild` builds the DataLoader of one setting over the same dataset and arguments.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+import pickle
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core import stats as _stats
+from ..errors import BadOptionError, PerfmagicError
+from ..render.units import fmt_time
+from .probe import _mean
+from ..core.env import usable_cores
+
+INPUT_BOUND = 0.3          # data-wait fraction above which the loop is input-bound
+_CFG_KEYS = ("num_workers", "batch_size", "pin_memory", "persistent_workers", "prefetch_factor", "drop_last",
+             "shuffle", "collate_fn", "multiprocessing_context")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One audit finding: what was found (with the numbers) and the expected effect of the fix."""
+
+    topic: str
+    level: str  # "ok" | "info" | "warn"
+    message: str
+    effect: str = ""
+
+    def text(self) -> str:
+        mark = {"warn": "!", "info": "·", "ok": "✓"}.get(self.level, "·")
+        return f"{mark} {self.topic}: {self.message}" + (f" → {self.effect}" if self.effect else "")
+
+
+def _per_batch_cost(r: Any) -> float | None:
+    """Loader time per batch for one worker (workers × the pool's time per batch)."""
+    bps = r.loader_batches_per_s
+    return max(1, r.cfg.get("num_workers", 0) or 0) / bps if bps else None
+
+
+def audit(r: Any) -> list[Finding]:
+    """The DataLoader settings audit of a measured loop ``r`` (a DataLoaderResult): one Finding per
+    setting, with the expected effect of the fix computed from the numbers measured."""
+    if not r.is_dataloader or not r.n_steps:
+        return []
+    c, out = r.cfg, []
+    w, cores, frac = c.get("num_workers", 0) or 0, r.cores, r.data_wait_fraction
+    comp = r.compute_only_step_s or _mean(r.compute_s)
+    wait, step = _mean(r.wait_s), r.step_s
+    cost = _per_batch_cost(r)
+    need = math.ceil(cost / comp) if cost and comp > 0 else None
+    if w == 0 and frac > INPUT_BOUND:
+        eff = "workers load the next batches while the step runs"
+        if cost and need:
+            k = min(need, cores)
+            est = max(comp, cost / k)
+            eff = (f"{eff}: about {need} worker{'s' if need > 1 else ''} would hide the wait ({fmt_time(cost)} "
+                   f"per batch ÷ {fmt_time(comp)} compute); with {k}: step ≈ {fmt_time(est)}, "
+                   f"{step / est:.2g}× faster ({cores} usable cores)")
+        out.append(Finding("num_workers", "warn", f"0: batches load in the main process, in series with the "
+                           f"step ({fmt_time(wait)} of each {fmt_time(step)} step)", eff))
+    elif w == 0:
+        out.append(Finding("num_workers", "info", f"0: loading costs {fmt_time(wait)} per step ({frac:.0%})",
+                           f"workers would save at most that ({fmt_time(wait)} per step)"))
+    else:
+        if w > cores:
+            out.append(Finding("num_workers", "warn", f"{w} workers > {cores} usable cores",
+                               "CPU-bound loading gains nothing beyond the cores and contends with the main "
+                               "process; loading that waits on I/O can still gain (sweep to see)"))
+        if frac > INPUT_BOUND and need:
+            more = (f"; more than the {cores} usable cores: make each item cheaper (cache decoded data, "
+                    "lighter transforms, augment on the GPU)" if need > cores else "")
+            out.append(Finding("num_workers", "warn", f"{_n(w, 'worker')} deliver {1 / (cost / max(w, 1)):.3g} "
+                               f"batches/s, the step takes {1 / comp:.3g}/s",
+                               f"about {need} workers needed to keep up{more}"))
+        elif w <= cores:
+            out.append(Finding("num_workers", "ok", f"{_n(w, 'worker')} on {cores} usable cores keep up "
+                               f"(data wait {frac:.0%})"))
+    pin, nb = bool(c.get("pin_memory")), r.copies_non_blocking
+    h2d = f" (one batch's copy: {fmt_time(r.h2d_s)})" if r.h2d_s is not None else ""
+    if r.cuda and not pin:
+        out.append(Finding("pin_memory", "warn", f"False while the step uses CUDA: copies come from pageable "
+                           f"memory and block{h2d}", "pin_memory=True with .to(device, non_blocking=True): "
+                           "faster copies (typically 2–6×) that overlap compute"))
+    elif r.cuda and nb is False:
+        out.append(Finding("pin_memory", "warn", f"True, but the step's copies are not non_blocking=True{h2d}",
+                           "non_blocking=True lets the copy of the batch overlap the previous compute"))
+    elif r.cuda:
+        out.append(Finding("pin_memory", "ok", f"True with non_blocking copies{h2d}" if nb
+                           else f"True{h2d}"))
+    elif pin:
+        out.append(Finding("pin_memory", "info", "True but the step does not use CUDA",
+                           "pin_memory=False saves the page-locked copy of every batch"))
+    if w:
+        rs = r.respawn_s
+        if rs is not None:
+            n = r.loader_len
+            epoch = n * step if n else None
+            share = f" ({rs / (epoch + rs):.1%} of an epoch of {n} batches)" if epoch else ""
+            out.append(Finding("persistent_workers", "warn" if epoch is None or rs > 0.02 * epoch else "info",
+                               f"False: the {_n(w, 'worker')} re-spawn every epoch, {fmt_time(rs)} before its first "
+                               "batch", f"persistent_workers=True saves about {fmt_time(rs)} per epoch{share}"))
+        elif c.get("persistent_workers"):
+            out.append(Finding("persistent_workers", "ok", "True: workers are kept between epochs"))
+        pf = c.get("prefetch_factor") or 2
+        waits = sorted(r.wait_s)
+        p90, med = _stats.quantile(waits, 0.9), _stats.median(waits)
+        if frac > INPUT_BOUND:
+            eff = ("a larger prefetch_factor does not raise throughput when the workers are slower than the step "
+                   "on average; it only absorbs jitter")
+        elif p90 > 3 * med + 1e-3:
+            eff = (f"occasional stalls (p90 wait {fmt_time(p90)} vs median {fmt_time(med)}): a larger "
+                   "prefetch_factor absorbs them")
+        else:
+            eff = "enough: the waits are short and even"
+        out.append(Finding("prefetch_factor", "info", f"{pf}: up to {w * pf} batches in flight", eff))
+    bs = c.get("batch_size")
+    if bs:
+        msg = f"{bs}: {bs / step:.4g} samples/s through the loop"
+        eff = ""
+        if comp < 1e-3:
+            eff = (f"the step is short ({fmt_time(comp)}): per-batch overheads weigh; a larger batch amortizes "
+                   "them (sweep batch_size)")
+        out.append(Finding("batch_size", "info", msg, eff))
+    if r.collate_s is not None and r.item_s:
+        fetch = sum(r.item_s) + r.collate_s
+        share = r.collate_s / fetch if fetch > 0 else 0.0
+        msg = (f"{fmt_time(r.collate_s)} per batch, {share:.0%} of fetching it "
+               f"({len(r.item_s)} items × {fmt_time(_mean(r.item_s))})")
+        if share > 0.2:
+            out.append(Finding("collate_fn", "warn", msg, "a cheaper collate (pre-stacked arrays, a batched "
+                               f"__getitems__) saves up to {fmt_time(r.collate_s)} per batch per worker"))
+        else:
+            out.append(Finding("collate_fn", "ok", msg))
+    return out
+
+
+def _n(k: int, word: str) -> str:
+    return f"{k} {word}" + ("" if k == 1 else "s")
+
+
+def _jsonable(v: Any) -> Any:
+    return v if v is None or isinstance(v, (bool, int, float, str)) else getattr(v, "__name__", repr(v))
+
+
+# ---- the loader's settings, pickling ----------------------------------------------------------------
+
+def _is_dataloader(loader: Any) -> bool:
+    if "torch" not in sys.modules:
+        return False
+    from torch.utils.data import DataLoader
+
+    return isinstance(loader, DataLoader)
+
+
+def _config(loader: Any) -> tuple[tuple[str, Any], ...]:
+    out = []
+    for k in _CFG_KEYS:
+        if k == "shuffle":
+            s = getattr(loader, "sampler", None)
+            out.append((k, type(s).__name__ == "RandomSampler") if s is not None else (k, None))
+        elif hasattr(loader, k):
+            v = getattr(loader, k)
+            if k == "prefetch_factor" and v is None and getattr(loader, "num_workers", 0):
+                v = 2
+            out.append((k, _jsonable(v)))
+    return tuple(out)
+
+
+def _start_method(loader: Any) -> str:
+    ctx = getattr(loader, "multiprocessing_context", None)
+    if ctx is not None:
+        return ctx.get_start_method() if hasattr(ctx, "get_start_method") else str(ctx)
+    import multiprocessing
+
+    return multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_context().get_start_method()
+
+
+def check_picklable(loader: Any, what: str = "the DataLoader") -> None:
+    """Workers started with spawn/forkserver receive the dataset pickled: fail early with a clear message."""
+    if not getattr(loader, "num_workers", 0) or _start_method(loader) == "fork":
+        return
+    for name in ("dataset", "collate_fn", "worker_init_fn"):
+        obj = getattr(loader, name, None)
+        if obj is None:
+            continue
+        try:
+            pickle.dumps(obj)
+        except Exception as exc:
+            raise PerfmagicError(
+                f"{what}: its {name} ({type(obj).__name__}) cannot be pickled for the worker processes "
+                f"(start method {_start_method(loader)!r}): {type(exc).__name__}: {exc}. Define it at module level "
+                "in a .py file (not a lambda, a local class or an object holding a lock/open file), or use "
+                "num_workers=0, or multiprocessing_context='fork' on Linux") from None
+
+
+def _rebuild(loader: Any, setting: Mapping[str, Any]) -> Any:
+    """A DataLoader over the same dataset with the same arguments, ``setting`` overriding."""
+    from torch.utils.data import DataLoader, IterableDataset
+
+    params = inspect.signature(DataLoader.__init__).parameters
+    skip = {"self", "dataset", "batch_size", "shuffle", "sampler", "batch_sampler", "drop_last"}
+    kw: dict[str, Any] = {k: getattr(loader, k) for k in params if k not in skip and hasattr(loader, k)}
+    iterable = isinstance(loader.dataset, IterableDataset)
+    if loader.batch_size is not None or "batch_size" in setting:
+        kw.update(batch_size=loader.batch_size or 1, drop_last=loader.drop_last)
+        if not iterable:
+            kw["sampler"] = loader.sampler
+    elif not iterable:
+        kw.update(batch_size=None, sampler=loader.sampler)
+        if loader.batch_sampler is not None:
+            kw = {k: v for k, v in kw.items() if k not in ("sampler", "batch_size")}
+            kw["batch_sampler"] = loader.batch_sampler
+    if "shuffle" in setting and not iterable:
+        kw.pop("sampler", None)
+    kw.update(setting)
+    if not kw.get("num_workers"):
+        kw.update(prefetch_factor=None, persistent_workers=False, multiprocessing_context=None)
+    return DataLoader(loader.dataset, **kw)
+
+
+class _Proxy:
+    """The loader's pickling-relevant attributes with a sweep setting applied (no DataLoader built)."""
+
+    def __init__(self, loader: Any, setting: Mapping[str, Any]) -> None:
+        self.dataset = loader.dataset
+        self.collate_fn = setting.get("collate_fn", loader.collate_fn)
+        self.worker_init_fn = setting.get("worker_init_fn", loader.worker_init_fn)
+        self.num_workers = setting.get("num_workers", loader.num_workers)
+        self.multiprocessing_context = setting.get("multiprocessing_context", loader.multiprocessing_context)
+        if isinstance(self.multiprocessing_context, str):
+            import multiprocessing
+
+            self.multiprocessing_context = multiprocessing.get_context(self.multiprocessing_context)
+
+
+# ---- the sweep ------------------------------------------------------------------------------------
+
+# DataLoader arguments whose values perfmagic can check before building a loader: (kind, least value)
+_SWEEP_INTS = {"num_workers": (0, False), "batch_size": (1, True), "prefetch_factor": (1, True)}  # (min, None ok)
+_SWEEP_BOOLS = ("pin_memory", "persistent_workers", "drop_last", "shuffle", "in_order")
+
+
+def _check_sweep_value(name: str, value: Any) -> None:
+    """Refuse a sweep value the DataLoader would choke on (``num_workers=a``), naming what it takes."""
+    if name in _SWEEP_INTS:
+        least, none_ok = _SWEEP_INTS[name]
+        if value is None and none_ok:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise BadOptionError(f"--sweep {name}", value, f"whole numbers >= {least}"
+                                 + (" (or None)" if none_ok else ""), f"e.g. --sweep {name}={least},{least + 1},{least + 2}")
+    elif name in _SWEEP_BOOLS and not isinstance(value, bool):
+        raise BadOptionError(f"--sweep {name}", value, "True or False", f"e.g. --sweep {name}=False,True")
+    elif name == "timeout" and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
+        raise BadOptionError("--sweep timeout", value, "seconds >= 0", "e.g. --sweep timeout=0,10")
+
+
+def parse_sweep(sweep: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any]]:
+    if not sweep:
+        return []
+    from torch.utils.data import DataLoader
+
+    valid = [k for k in inspect.signature(DataLoader.__init__).parameters if k not in ("self", "dataset")]
+    for k, vs in sweep.items():
+        if k not in valid:
+            raise BadOptionError("--sweep", k, f"a DataLoader argument: one of {', '.join(valid)}",
+                                 "e.g. --sweep num_workers=0,1,2,4")
+        if not vs:
+            raise BadOptionError("--sweep", f"{k}=", "at least one value", f"e.g. --sweep {k}=0,1,2,4")
+        for v in vs:
+            _check_sweep_value(k, v)
+    keys = list(sweep)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(sweep[k] for k in keys))]
+
+
+__all__ = ["Finding", "INPUT_BOUND", "audit", "check_picklable", "parse_sweep", "usable_cores"]

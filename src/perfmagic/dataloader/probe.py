@@ -1,0 +1,206 @@
+"""The instrumented loop: ``for batch in loader: step(batch)`` with every step's wait and compute timed.
+
+:func:`_run` times, per step, the time **blocked in ``next()``** and the **compute** (the step, then
+``torch.cuda.synchronize()`` once the step uses CUDA, with a CUDA event pair around it for the GPU's
+own span). Samples go into a :class:`_Loop` filled in place, so Ctrl-C keeps what was measured;
+:class:`_Iters` keeps every iterator created so that their workers are always shut down.
+Also here: the side measurements of one batch (collate cost, host→device copy) and the reading of the
+step's source (does it copy to the GPU, with ``non_blocking=True``?).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import stats as _stats
+
+COPY = re.compile(r"\.(?:to|cuda)\s*\(")
+NON_BLOCKING = re.compile(r"non_blocking\s*=\s*True")
+USES_CUDA = re.compile(r"cuda|device|\.to\s*\(")
+
+
+class _Iters:
+    """Every iterator created; ``close()`` shuts their workers down (idempotent)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Any, Any]] = []
+
+    def new(self, loader: Any) -> Any:
+        it = iter(loader)
+        self.items.append((loader, it))
+        return it
+
+    def close(self) -> None:
+        for loader, it in self.items:
+            fn = getattr(it, "_shutdown_workers", None)
+            if fn is not None:
+                try:
+                    fn()
+                except Exception:  # pragma: no cover - a half-started iterator
+                    pass
+            if getattr(loader, "_iterator", None) is it:  # persistent workers: next epoch starts afresh
+                loader._iterator = None
+        self.items.clear()
+
+
+@dataclass
+class _Loop:
+    """The samples of one pass, filled in place so that Ctrl-C keeps what was measured."""
+
+    wait: list[float] = field(default_factory=list)
+    comp: list[float] = field(default_factory=list)
+    gpu: list[float] = field(default_factory=list)
+    first_batch_s: float | None = None
+    exhausted: bool = False
+    last: Any = None
+    cuda: bool = False
+
+
+def _run(loader: Any, step: Callable[[Any], Any] | None, total: int, iters: _Iters, loop: _Loop,
+         progress: Callable[[int], None] | None = None, events: bool = True) -> _Loop:
+    """``total`` iterations of next() (+ the step, synchronized); per-step samples into ``loop``."""
+    clock = time.perf_counter
+    t0 = clock()
+    it = iters.new(loader)
+    torch = sys.modules.get("torch")
+    for i in range(total):
+        a = clock()
+        try:
+            batch = next(it)
+        except StopIteration:
+            loop.exhausted = True
+            break
+        b = clock()
+        if i == 0:
+            loop.first_batch_s = b - t0
+        loop.last = batch
+        if step is None:
+            loop.wait.append(b - a)
+            continue
+        e0 = e1 = None
+        if loop.cuda and events:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+        step(batch)
+        if loop.cuda:
+            if e1 is not None:
+                e1.record()
+            torch.cuda.synchronize()
+        elif _cuda_active():  # the step has just initialised CUDA: synchronize from now on
+            loop.cuda = True
+            torch = sys.modules["torch"]
+            torch.cuda.synchronize()
+        c = clock()
+        loop.wait.append(b - a)
+        loop.comp.append(c - b)
+        loop.gpu.append(e0.elapsed_time(e1) / 1e3 if e0 is not None else math.nan)
+        if progress is not None:
+            progress(i + 1)
+    return loop
+
+
+def _split(n: int, warmup: int, asked: int, name: str) -> tuple[int, str | None]:
+    """How many of ``n`` recorded steps are warm-up, and a note when the loader was too short."""
+    if n >= warmup + min(asked, 2):
+        if n < warmup + asked:
+            return warmup, (f"{name} has only {n} batches: {n - warmup} steps measured after {warmup} warm-up "
+                            f"(asked {asked})")
+        return warmup, None
+    w = n // 2 if n >= 2 else 0
+    return w, (f"{name} has only {n} batches, fewer than warm-up + 2 ({warmup} + 2): measured the last "
+               f"{n - w} after skipping {w}; start-up effects may remain in the numbers")
+
+
+def _step_source(step_fn: Callable[[Any], Any], source: str | None) -> str | None:
+    if source is not None:
+        return source
+    try:
+        return inspect.getsource(step_fn)
+    except (OSError, TypeError):
+        return None
+
+
+def _collate_cost(loader: Any) -> tuple[tuple[float, ...], float | None]:
+    """Fetch one batch's worth of items by hand (≤ 1 s) and time the collate function on them."""
+    ds, bs, fn = loader.dataset, loader.batch_size, loader.collate_fn
+    if not bs or fn is None or not hasattr(ds, "__getitem__") or not hasattr(ds, "__len__"):
+        return (), None
+    from torch.utils.data import IterableDataset
+
+    if isinstance(ds, IterableDataset):
+        return (), None
+    items, times = [], []
+    t_end = time.perf_counter() + 1.0
+    for i in range(min(bs, len(ds))):
+        a = time.perf_counter()
+        items.append(ds[i])
+        times.append(time.perf_counter() - a)
+        if time.perf_counter() > t_end:
+            break
+    if not items:
+        return (), None
+    ct = []
+    for _ in range(3):
+        a = time.perf_counter()
+        fn(items)
+        ct.append(time.perf_counter() - a)
+    scale = bs / len(items)  # fewer items fetched than a batch: scale the collate time up
+    return tuple(times), _stats.median(ct) * scale
+
+
+def _h2d(batch: Any) -> tuple[float | None, bool | None]:
+    """The host→device copy of one batch (median of 3, synchronized) and whether it was pinned."""
+    ts = [t for t in _tensors(batch) if t.device.type == "cpu"]
+    if not ts:
+        return None, None
+    import torch
+
+    pinned = all(t.is_pinned() for t in ts)
+    out = []
+    for _ in range(3):
+        torch.cuda.synchronize()
+        a = time.perf_counter()
+        for t in ts:
+            t.to("cuda", non_blocking=False)
+        torch.cuda.synchronize()
+        out.append(time.perf_counter() - a)
+    return _stats.median(out), pinned
+
+
+def _tensors(x: Any) -> Iterable[Any]:
+    if hasattr(x, "is_pinned") and hasattr(x, "device"):
+        yield x
+    elif isinstance(x, Mapping):
+        for v in x.values():
+            yield from _tensors(v)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _tensors(v)
+
+
+def _cuda_active() -> bool:
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:  # is_initialized() first: it is a flag read, is_available() may query the driver
+        return bool(torch.cuda.is_initialized() and torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+# ---- sample arithmetic ------------------------------------------------------------------------------
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+def _fraction(wait: Sequence[float], comp: Sequence[float]) -> float:
+    tot = sum(wait) + sum(comp)
+    return sum(wait) / tot if tot > 0 else math.nan

@@ -1,0 +1,214 @@
+"""What a dataloader check found: the raw per-step samples and everything derived from them.
+
+:class:`DataLoaderResult` keeps the samples (wait and compute per step, the loader alone, the step
+alone, GPU spans, the sweep's :class:`SweepPoint` s); every statistic, the verdict and the audit
+(:func:`perfmagic.dataloader.audit.audit`) are derived on demand. Text, figure and HTML sections are
+drawn by :mod:`perfmagic.render.dataloader`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..core import stats as _stats
+from ..render.units import fmt_time
+from ..result import Displayed
+from .audit import INPUT_BOUND, Finding, _jsonable, audit
+from .probe import _fraction, _mean
+
+PLATEAU = 0.90             # a sweep setting within 10% of the best throughput is on the plateau
+DEFAULT_STEPS = 20
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """The loop measured at one rebuilt-loader setting."""
+
+    setting: tuple[tuple[str, Any], ...]
+    wait_s: tuple[float, ...] = ()
+    compute_s: tuple[float, ...] = ()
+    first_batch_s: float | None = None
+    batch_size: int | None = None
+    error: str | None = None
+
+    @property
+    def label(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.setting)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.wait_s)
+
+    @property
+    def step_s(self) -> float:
+        return _mean([w + c for w, c in zip(self.wait_s, self.compute_s)])
+
+    @property
+    def data_wait_fraction(self) -> float:
+        return _fraction(self.wait_s, self.compute_s)
+
+    @property
+    def throughput(self) -> float:
+        """Samples per second through the loop (batches per second when the batch size is unknown)."""
+        s = self.step_s
+        return (self.batch_size or 1) / s if s > 0 else math.nan
+
+
+@dataclass(frozen=True, repr=False)
+class DataLoaderResult(Displayed):
+    """Everything measured; every statistic is derived from the raw per-step samples kept here."""
+
+    primary_metric: ClassVar[str] = "data_wait_fraction"
+    renderer: ClassVar[str] = "dataloader"
+    figure_alt: ClassVar[str] = "data wait and compute per step; sweep"
+    PLATEAU: ClassVar[float] = PLATEAU
+
+    wait_s: tuple[float, ...]                 # steady-state steps: time blocked in next()
+    compute_s: tuple[float, ...]              # steady-state steps: the step (synchronized)
+    warmup_wait_s: tuple[float, ...] = ()
+    warmup_compute_s: tuple[float, ...] = ()
+    first_batch_s: float | None = None        # iter() + first batch: worker start-up
+    loader_s: tuple[float, ...] = ()          # loader alone: per-batch fetch, steady state
+    loader_first_batch_s: float | None = None  # second pass's start-up: re-spawn cost per epoch
+    compute_only_s: tuple[float, ...] = ()    # the step on a cached batch
+    gpu_busy_s: tuple[float, ...] = ()        # CUDA event span of each measured step
+    h2d_s: float | None = None                # host->device copy of one batch
+    batch_pinned: bool | None = None
+    copies_non_blocking: bool | None = None   # from the step's source; None: no copy seen / unknown
+    item_s: tuple[float, ...] = ()            # dataset[i] for a batch's worth of items
+    collate_s: float | None = None
+    sweep: tuple[SweepPoint, ...] = ()
+    config: tuple[tuple[str, Any], ...] = ()
+    is_dataloader: bool = False
+    cuda: bool = False
+    cores: int = 1
+    warmup: int = 0
+    steps_requested: int = DEFAULT_STEPS
+    loader_len: int | None = None
+    status: str = "ok"
+    notes: tuple[str, ...] = ()
+    wall_s: float = 0.0
+
+    # ---- derived ------------------------------------------------------------------------------
+    @property
+    def cfg(self) -> dict[str, Any]:
+        return dict(self.config)
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.wait_s)
+
+    @property
+    def data_wait_fraction(self) -> float:
+        return _fraction(self.wait_s, self.compute_s)
+
+    @property
+    def input_bound(self) -> bool:
+        return self.data_wait_fraction > INPUT_BOUND
+
+    @property
+    def step_s(self) -> float:
+        return _mean([w + c for w, c in zip(self.wait_s, self.compute_s)])
+
+    @property
+    def loader_batches_per_s(self) -> float | None:
+        t = sum(self.loader_s)
+        return len(self.loader_s) / t if self.loader_s and t > 0 else None
+
+    @property
+    def compute_only_step_s(self) -> float | None:
+        return _stats.median(self.compute_only_s) if self.compute_only_s else None
+
+    @property
+    def speedup_if_data_free(self) -> float | None:
+        c = self.compute_only_step_s
+        return self.step_s / c if c and self.n_steps else None
+
+    @property
+    def gpu_idle_fraction(self) -> float | None:
+        if not self.gpu_busy_s:
+            return None
+        tot = sum(w + c for w, c in zip(self.wait_s, self.compute_s))
+        return max(0.0, 1 - sum(self.gpu_busy_s) / tot) if tot > 0 else None
+
+    @property
+    def respawn_s(self) -> float | None:
+        c = self.cfg
+        if c.get("num_workers", 0) and not c.get("persistent_workers"):
+            return self.loader_first_batch_s
+        return None
+
+    @property
+    def best(self) -> SweepPoint | None:
+        good = [p for p in self.sweep if p.ok]
+        return max(good, key=lambda p: p.throughput) if good else None
+
+    @property
+    def plateau(self) -> SweepPoint | None:
+        """The first setting (in sweep order) within 10% of the best throughput."""
+        b = self.best
+        if b is None:
+            return None
+        return next(p for p in self.sweep if p.ok and p.throughput >= PLATEAU * b.throughput)
+
+    def findings(self) -> list[Finding]:
+        """The configuration audit (:func:`perfmagic.dataloader.audit.audit`)."""
+        return audit(self)
+
+    # ---- text -----------------------------------------------------------------------------------
+    def verdict(self) -> str:
+        tag = "  [INTERRUPTED]" if self.status != "ok" else ""
+        if not self.n_steps:
+            return f"dataloader check: no step measured{tag}"
+        f, w, c = self.data_wait_fraction, _mean(self.wait_s), _mean(self.compute_s)
+        nums = (f"wait {fmt_time(w)} + compute {fmt_time(c)} = step {fmt_time(w + c)} "
+                f"(mean of {self.n_steps} steps after {self.warmup} warm-up)")
+        if f > INPUT_BOUND:
+            return f"input-bound: {f:.0%} of each step waits for data — {nums}{tag}"
+        return f"compute-bound: data wait is {f:.0%} of the step (≤ {INPUT_BOUND:.0%}) — {nums}{tag}"
+
+    def headline(self) -> str:
+        return self.verdict()
+
+    def sweep_table(self) -> str:
+        from ..render.dataloader import sweep_table
+
+        return sweep_table(self)
+
+    # ---- serialisation ------------------------------------------------------------------------
+    def metrics(self) -> dict[str, float | int | str | None]:
+        c, b, p = self.cfg, self.best, self.plateau
+        n = self.n_steps
+        return {
+            "data_wait_fraction": self.data_wait_fraction if n else None,
+            "verdict": ("input-bound" if self.input_bound else "compute-bound") if n else None,
+            "step_s": self.step_s if n else None, "wait_s": _mean(self.wait_s) if n else None,
+            "compute_s": _mean(self.compute_s) if n else None,
+            "loader_batches_per_s": self.loader_batches_per_s, "compute_only_step_s": self.compute_only_step_s,
+            "speedup_if_data_free": self.speedup_if_data_free, "first_batch_s": self.first_batch_s,
+            "respawn_s": self.respawn_s, "gpu_idle_fraction": self.gpu_idle_fraction, "h2d_s": self.h2d_s,
+            "collate_s": self.collate_s, "steps_measured": n, "warmup_steps": self.warmup,
+            "num_workers": c.get("num_workers"), "batch_size": c.get("batch_size"), "cores": self.cores,
+            "best_setting": b.label if b else None,
+            "best_num_workers": dict(b.setting).get("num_workers") if b else None,
+            "best_throughput": b.throughput if b else None,
+            "plateau_setting": p.label if p else None, "wall_s": self.wall_s,
+        }
+
+    def samples(self) -> dict[str, Any]:
+        return {"wait_s": list(self.wait_s), "compute_s": list(self.compute_s),
+                "warmup_wait_s": list(self.warmup_wait_s), "warmup_compute_s": list(self.warmup_compute_s),
+                "loader_s": list(self.loader_s), "compute_only_s": list(self.compute_only_s),
+                "gpu_busy_s": list(self.gpu_busy_s), "item_s": list(self.item_s),
+                "sweep": [{"setting": p.label, "wait_s": list(p.wait_s), "compute_s": list(p.compute_s),
+                           "first_batch_s": p.first_batch_s, "error": p.error} for p in self.sweep]}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "config": {k: _jsonable(v) for k, v in self.config},
+                "metrics": self.metrics(), "samples": self.samples(),
+                "findings": [f.__dict__ for f in self.findings()], "notes": list(self.notes)}
+
+
+__all__ = ["DataLoaderResult", "SweepPoint", "PLATEAU", "DEFAULT_STEPS"]

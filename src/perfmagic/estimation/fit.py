@@ -1,0 +1,316 @@
+"""Fitting the measured points: the prediction at the full size, and the checks that it can be trusted.
+
+* :func:`analyse_scaling` (sizes measured): a cost model chosen by AICc (:mod:`.costmodel`) on the sizes
+  nearest the full one, an interval, and the checks at the top of the curve — does the model follow
+  the largest sizes, did the time jump just before them, is the local slope still rising — and the
+  same for the peak memory; the machine's own speed while measuring (:func:`speed_factors`).
+* :func:`analyse_iteration` (blocks of units timed): the total as ``cold extra + units × mean``, an
+  interval on the mean, a trend in the unit time, and memory that grows from unit to unit.
+
+Both are public so that saved points can be re-analysed; neither runs any code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..core import stats as _stats
+from ..render.units import fmt_bytes, fmt_time
+from .costmodel import local_slopes, select
+from .result import MEM_FLOOR, EstimateResult, Point
+
+DEFAULT_BUDGET_S = 3.0  # the measuring budget (``budget=``, ``-b``)
+DEFAULT_MAX_FRACTION = 0.10
+FIT_SPAN = 2.0 ** 6  # the model is fitted on sizes within this factor of the largest (when >= 5 such points)
+UNRELIABLE_SPREAD = 10.0  # interval high/low beyond this: the fit cannot be trusted
+PLAUSIBLE_MAX_S = 1e8  # ~3 years
+SPEED_TOLERANCE = 0.05    # machine speed within ±5% of typical at every point: no correction
+SPEED_WARN = 0.15  # without the correction, a speed change beyond ±15% while measuring is a warning
+TOP_SPAN = 3.0   # the top of the curve: the largest sizes, at least 3 of them, spanning at least this factor
+TOP_SLOPE_MISMATCH = 0.5  # the model's slope there differs from the points' by more: a regime change
+LAST_STEP_MISMATCH = 1.0  # the model's slope over the last step exceeds the points' by more, just past a jump
+
+
+def speed_factors(points: Sequence[Point], device: str = "cpu") -> tuple[float, ...]:
+    """Per point, the factor that brings its times to the machine's typical speed (1.0: no change).
+
+    The typical speed is the median of the points' reference times (the drift guard's fixed workload,
+    timed around each point). A point's factor is ``1 + share·(typical/ref − 1)``: only the CPU part of
+    its time (``cpu_share``, at most 1) slows down with the machine, not a sleep or a wait. Points too
+    short to carry a reference are left as they are.
+
+    Empty (no correction) on CUDA, where fewer than two points carry a reference, where the work is
+    mostly waiting (median CPU share under 0.3), and where every factor is within ``SPEED_TOLERANCE``
+    of 1 (closer than that, the correction would add the reference's own noise).
+    """
+    if device.startswith("cuda"):
+        return ()
+    guarded = [p for p in points if p.guarded]
+    if len(guarded) < 2:
+        return ()
+
+    def share(p: Point) -> float:
+        return min(max(p.cpu_share or 0.0, 0.0), 1.0)
+    if _stats.median([share(p) for p in guarded]) < 0.3:
+        return ()
+    typ = _stats.median([p.ref_s for p in guarded])
+    out = tuple(1 + share(p) * (typ / p.ref_s - 1) if p.guarded else 1.0 for p in points)
+    if all(abs(f - 1) <= SPEED_TOLERANCE for f in out):
+        return ()
+    return out
+
+
+def top_slopes(ns: Sequence[float], ys: Sequence[float], model: Any) -> tuple[float, float, int] | None:
+    """(slope of the points, slope of the model, smallest size) over the top of the curve, or None.
+
+    The top is the largest sizes, at least 3 of them, spanning at least ``TOP_SPAN`` in size; the
+    points' slope is a least-squares slope in log-log space (one noisy run moves it less than the
+    slope between two points).
+    """
+    if len(ns) < 3 or any(v <= 0 for v in ys):
+        return None
+    k = 3
+    while k <= len(ns) and ns[-1] / ns[-k] < TOP_SPAN:
+        k += 1
+    if k > len(ns):
+        return None
+    lx = [math.log(x) for x in ns[-k:]]
+    ly = [math.log(y) for y in ys[-k:]]
+    mx, my = sum(lx) / k, sum(ly) / k
+    got = sum((x - mx) * (y - my) for x, y in zip(lx, ly)) / sum((x - mx) ** 2 for x in lx)
+    lo, hi = float(model.predict(ns[-k])), float(model.predict(ns[-1]))
+    if not (lo > 0 and hi > 0):
+        return None
+    said = math.log(hi / lo) / math.log(ns[-1] / ns[-k])
+    return got, said, int(ns[-k])
+
+
+def _largest_jump(pts: Sequence[Point], above: float) -> tuple[int, int, float] | None:
+    """The step between consecutive sizes with the steepest local slope, when it is steeper than ``above``
+    and than 2.5 (n0, n1, time ratio)."""
+    best = None
+    for p, q in zip(pts, pts[1:]):
+        if p.time > 0 and q.n > p.n:
+            excess = math.log(q.time / p.time) / math.log(q.n / p.n)
+            if best is None or excess > best[0]:
+                best = (excess, p.n, q.n, q.time / p.time)
+    if best is None or best[0] < max(2.5, above):
+        return None
+    return best[1], best[2], best[3]
+
+
+def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: str = "", device: str = "cpu",
+                    spent_s: float = 0.0, budget_s: float = DEFAULT_BUDGET_S,
+                    max_fraction: float = DEFAULT_MAX_FRACTION, failures: Sequence[tuple[int, str]] = (),
+                    notes: Sequence[str] = (), memory_source: str = "rss",
+                    correct_speed: bool = False) -> EstimateResult:
+    """Fit the measured points and predict size ``N`` (public so that saved points can be re-analysed).
+
+    ``correct_speed=True`` scales each time to the machine's typical speed while measuring (see
+    :func:`speed_factors`) before the fit. It is off by default: on the VM this was built on, a 3 ms
+    reference before and after a run tracked the speed during the run too loosely, and the corrected
+    fits were no better than the raw ones (docs/benchmarks.md). Without it, a speed change beyond 15%
+    is reported as a warning.
+    """
+    pts = sorted(points, key=lambda p: p.n)
+    warnings: list[str] = []
+    base = dict(mode="scaling", var=var, full=float(N), code=code, device=device, points=tuple(pts), warmup=(),
+                failures=tuple(failures), spent_s=spent_s, measure_budget_s=budget_s, max_fraction=max_fraction,
+                notes=tuple(notes), memory_source=memory_source)
+    factors = speed_factors(pts, device)
+    if factors:
+        typ = _stats.median([p.ref_s for p in pts if p.guarded])
+        rel = [(p.ref_s / typ - 1, p.n) for p in pts if p.guarded]
+
+        def how(x: float) -> str:
+            return f"{x * 100:.0f}% slower" if x >= 0 else f"{-x * 100:.0f}% faster"
+        lo, hi = min(rel), max(rel)
+        where = f"{how(hi[0])} at {var}={hi[1]:,}" + (f" and {how(lo[0])} at {var}={lo[1]:,}" if lo[1] != hi[1] else "")
+        if correct_speed:
+            base["speed_factors"] = factors
+            notes = (*notes, f"times corrected for the machine's own speed (the drift guard's fixed workload, timed "
+                             f"around each size): it ran {where} than its typical speed while measuring")
+            base["notes"] = tuple(notes)
+        else:
+            if max(abs(x) for x, _ in rel) > SPEED_WARN:
+                warnings.append(f"the machine's own speed changed while measuring (the drift guard's fixed workload, "
+                                f"timed around each size, ran {where} than typical): the times are as measured, "
+                                "so the prediction carries that noise; measure again to see how much it moves")
+            factors = ()
+    raw_pts = pts
+    pts = [replace(p, times=tuple(t * f for t in p.times)) for p, f in zip(pts, factors)] if factors else pts
+    all_t = [p.time for p in pts]
+    if len(pts) >= 3 and pts[-1].n >= 16 * pts[0].n and max(all_t) < 1.25 * min(all_t):
+        c = local_slopes([float(p.n) for p in pts], all_t)
+        if not c or abs(math.log(all_t[-1] / all_t[0]) / math.log(pts[-1].n / pts[0].n)) < 0.05:
+            warnings.append(f"the time does not change with {var} ({fmt_time(min(all_t))} – {fmt_time(max(all_t))} "
+                            f"over sizes {pts[0].n:,} – {pts[-1].n:,}): does the cell use {var}?")
+    if pts and pts[-1].n >= N:  # the full size itself was measured
+        p = raw_pts[-1]
+        mem = p.memory()
+        return EstimateResult(predicted_s=p.time, low_s=min(p.times), high_s=max(p.times), peak_bytes=mem,
+                              peak_low=mem, peak_high=mem, reliable=True, measured_full=True,
+                              fit_sizes=(p.n,), warnings=tuple(warnings), **base)  # type: ignore[arg-type]
+    if len(pts) < 3:
+        return EstimateResult(predicted_s=None, low_s=None, high_s=None, peak_bytes=None, peak_low=None,
+                              peak_high=None, reliable=False,
+                              verdict_reasons=(f"only {len(pts)} size{'s' if len(pts) != 1 else ''} measured; "
+                                               "at least 3 are needed",), **base)  # type: ignore[arg-type]
+    top = pts[-1].n
+    use = [p for p in pts if p.n * FIT_SPAN >= top]
+    if len(use) < 5:
+        use = pts[-max(5, len(use)):]
+    ns = [float(p.n) for p in use]
+    ts = [p.time for p in use]
+    sel = select(ns, ts, float(N))
+    pred, lo, hi = sel.predicted, sel.low, sel.high
+    reliable = (all(math.isfinite(x) for x in (pred, lo, hi)) and pred > 0 and lo > 0
+                and hi / lo <= UNRELIABLE_SPREAD and hi <= PLAUSIBLE_MAX_S)
+    if N / top > 1e4:
+        reliable = False
+        warnings.append(f"the full size is {N / top:,.0f}× the largest measured: no model can be trusted that far; "
+                        "give a longer measuring budget")
+    # does the model follow the top of the curve? A jump below it (the garbage collector starting full
+    # collections, data leaving a cache) can make the fit across all sizes steeper or flatter than the
+    # sizes nearest the full one: the extrapolation then follows the jump, not the trend
+    off = top_slopes(ns, ts, sel.best)
+    if off is not None and abs(off[0] - off[1]) <= TOP_SLOPE_MISMATCH:
+        off = None
+    # ... and at the last step: a jump inside the top sizes (×10, then ×2 for 2× the size) averages to the
+    # model's slope over them, but the step past the jump grows far more slowly than the model
+    steps = local_slopes(ns[-3:], ts[-3:])
+    if off is None and len(steps) == 2:
+        said_last = local_slopes(ns[-2:], [float(sel.best.predict(x)) for x in ns[-2:]])
+        if said_last and said_last[0] - steps[1] > LAST_STEP_MISMATCH and steps[0] > said_last[0]:
+            off = (steps[1], said_last[0], int(ns[-2]))
+    why = ""
+    if off is not None:
+        reliable = False
+        got, said, lo_n = off
+        why = (f"the cost changed its growth: the {sum(1 for p in use if p.n >= lo_n)} largest sizes ({lo_n:,} … "
+               f"{top:,}) grow as {var}^{got:.2f}, but the model fitted across all sizes says {var}^{said:.2f}")
+        jump = _largest_jump(pts, max(got, said) + 1.0)
+        if jump is not None:
+            why += (f"; the time jumped {jump[2]:.1f}× between {var}={jump[0]:,} and {jump[1]:,} "
+                    f"({jump[1] / jump[0]:.1f}× the size): a garbage collector, cache or memory regime change")
+        why += ". Measure further past the change (a longer --budget, or --sizes above it)"
+    # local slope still rising at the largest size?
+    allns, allts = [p.n for p in pts], all_t
+    if len(pts) >= 5:
+        s_last = math.log(allts[-1] / allts[-3]) / math.log(allns[-1] / allns[-3]) if allts[-3] > 0 else None
+        s_prev = math.log(allts[-3] / allts[-5]) / math.log(allns[-3] / allns[-5]) if allts[-5] > 0 else None
+        if s_last is not None and s_prev is not None and s_last - s_prev > 0.15 and s_last > sel.best.exponent() + 0.1:
+            warnings.append(f"the local slope is still rising at the largest size ({s_prev:.2f} → {s_last:.2f}, the "
+                            f"model says {sel.best.exponent():.2f}): the cost may grow faster beyond the sizes "
+                            "measured, so take the prediction as a lower bound or measure larger sizes")
+    # memory
+    mem_sel = None
+    peak = plo = phi = None
+    mem_pts = [(float(p.n), float(p.memory())) for p in pts if p.memory() is not None]
+    above = [(x, v) for x, v in mem_pts if v >= 2 * MEM_FLOOR]  # below a few MiB, RSS is allocator noise
+    if len(above) >= 3:
+        mem_pts = above
+    else:
+        mem_pts = [(x, v) for x, v in mem_pts if x * FIT_SPAN >= top] or mem_pts
+    if len(mem_pts) >= 3:
+        mem_sel = select([x for x, _ in mem_pts], [max(v, 0.0) for _, v in mem_pts], float(N), floor=MEM_FLOOR,
+                         forms=("constant", "linear", "quadratic"))  # memory: no n log n in practice
+        # the same check at the top of the curve: RSS under-reads small runs (the heap reuses pages it
+        # already has), so the peak per element grows towards its true value and a quadratic can fit
+        # what is linear; of the forms, the best one that follows the largest sizes is kept
+        xs, vs = [x for x, _ in mem_pts], [max(v, 0.0) for _, v in mem_pts]
+
+        def follows(f: Any) -> bool:  # the same slope at the top, and no steeper growth beyond it than there
+            c = top_slopes(xs, vs, f)
+            return c is not None and abs(c[0] - c[1]) <= TOP_SLOPE_MISMATCH and f.exponent() <= c[0] + TOP_SLOPE_MISMATCH
+        mcheck = top_slopes(xs, vs, mem_sel.best)
+        if mcheck is not None and not follows(mem_sel.best):
+            follow = [f for f in sorted(mem_sel.fits, key=lambda f: f.aicc) if follows(f)]
+            if follow:  # fitted on the top sizes alone: the ones below read low
+                first = mem_sel.best.describe()
+                tx = [(x, v) for x, v in zip(xs, vs) if x >= mcheck[2]]
+                mem_sel = select([x for x, _ in tx], [v for _, v in tx], float(N), floor=MEM_FLOOR,
+                                 forms=(follow[0].name,))
+                warnings.append(f"memory: the largest sizes grow as {var}^{mcheck[0]:.2f}, which the best fit across "
+                                f"all sizes ({first}) does not follow: predicted with {mem_sel.best.describe()} "
+                                "fitted on those sizes")
+            else:
+                mem_sel = None
+                warnings.append(f"memory: no model follows the largest sizes ({var}^{mcheck[0]:.2f}): no peak predicted")
+        if mem_sel is not None:
+            peak, plo, phi = mem_sel.predicted, mem_sel.low, mem_sel.high
+    return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,
+                          reliable=reliable, time_fit=sel, mem_fit=mem_sel, fit_sizes=tuple(int(x) for x in ns),
+                          warnings=tuple(warnings), unreliable_why=why, **base)  # type: ignore[arg-type]
+
+
+def _stats_sd(xs: Sequence[float]) -> float:
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / max(len(xs) - 1, 1))
+
+
+def analyse_iteration(points: Sequence[Point], *, T: float, cold_s: float | None = None,
+                      warmup: Sequence[float] = (), code: str = "", device: str = "cpu", spent_s: float = 0.0,
+                      budget_s: float = DEFAULT_BUDGET_S, max_fraction: float = DEFAULT_MAX_FRACTION,
+                      notes: Sequence[str] = ()) -> EstimateResult:
+    """Predict a job of ``T`` units from timed blocks of units."""
+    base = dict(mode="iteration", var=None, full=float(T), code=code, device=device, points=tuple(points),
+                warmup=tuple(warmup), failures=(), spent_s=spent_s, measure_budget_s=budget_s,
+                max_fraction=max_fraction, notes=tuple(notes), cold_s=cold_s)
+    per = [t / p.n for p in points for t in p.times]
+    if not per:
+        if cold_s is None:
+            return EstimateResult(predicted_s=None, low_s=None, high_s=None, peak_bytes=None, peak_low=None,
+                                  peak_high=None, reliable=False, verdict_reasons=("no unit was measured",),
+                                  **base)  # type: ignore[arg-type]
+        per = [cold_s]
+    m = len(per)
+    mean = sum(per) / m
+    sd = _stats_sd(per) if m > 1 else mean
+    half = 1.645 * sd / math.sqrt(m)
+    extra = max((cold_s or 0.0) - mean, 0.0)  # the job's own first unit is cold too
+    pred = extra + T * mean
+    # a floor of 3% on the interval: the machine's own drift over a long job
+    lo = extra + T * max(mean - half, 0.0)
+    hi = extra + T * (mean + half)
+    lo, hi = min(lo, pred * 0.97), max(hi, pred * 1.03)
+    warnings: list[str] = []
+    if m >= 8:  # is the unit time trending (a growing cost per unit)?
+        import numpy as np
+
+        x = np.arange(m, dtype=float)
+        slope, icpt = np.polyfit(x, np.asarray(per), 1)
+        r = float(np.corrcoef(x, per)[0, 1]) if sd > 0 else 0.0
+        if r > 0.7 and slope * m > 0.2 * mean:
+            warnings.append(f"the time per unit grows as the job goes on ({fmt_time(per[0])} → {fmt_time(per[-1])} over "
+                            f"{m} blocks): the total assumes the mean; the real job may take longer")
+    # memory: the peak of one unit, plus any steady growth from unit to unit
+    peaks = [p.rss_peaks[0] for p in points if p.rss_peaks]
+    after = [(i, p.rss_after[0]) for i, p in enumerate(points) if p.rss_after]
+    peak = plo = phi = growth = None
+    if peaks:
+        unit_peak = float(_stats.median(peaks))
+        peak = plo = phi = unit_peak
+        if len(after) >= 5:
+            import numpy as np
+
+            units_done = np.cumsum([p.n for p in points])[[i for i, _ in after]].astype(float)
+            rss = np.asarray([v for _, v in after], float)
+            g, _ = np.polyfit(units_done, rss, 1)
+            rr = float(np.corrcoef(units_done, rss)[0, 1]) if np.std(rss) > 0 else 0.0
+            if g > 0 and rr > 0.9 and g * units_done[-1] > MEM_FLOOR:
+                growth = float(g)
+                peak = unit_peak + growth * T
+                plo, phi = unit_peak + 0.8 * growth * T, unit_peak + 1.2 * growth * T
+                warnings.append(f"memory grows {fmt_bytes(growth)} per unit (r={rr:.2f}): over {T:,.0f} units that "
+                                f"is +{fmt_bytes(growth * T)}")
+    return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,
+                          reliable=True, mem_growth_per_unit=growth, warnings=tuple(warnings),
+                          **base)  # type: ignore[arg-type]
+
+
+__all__ = ["DEFAULT_BUDGET_S", "DEFAULT_MAX_FRACTION", "analyse_iteration", "analyse_scaling", "speed_factors",
+           "top_slopes"]

@@ -1,0 +1,255 @@
+"""Measuring: the sizes run (scaling form) and the blocks of units timed (per-iteration form).
+
+* :func:`_scaling`: the code runs at growing sizes — doubling, faster while the time is still flat
+  (a per-run overhead), smaller steps at the top where a doubling no longer fits — within the
+  measuring budget and at most ``max_fraction`` of the (running) guess of the full run; cheap sizes
+  are repeated for a median and traced once for Python allocations; points that take a while are
+  timed between two runs of a fixed reference workload (the drift guard). Then :func:`.fit.analyse_scaling`.
+* :func:`_iteration`: a cold unit, warm-up until two units agree within 10%, then blocks of units
+  (at least 0.2 ms each) with the RSS after each, until the budget, the fraction cap or a ±1%
+  interval on the mean. Then :func:`.fit.analyse_iteration`.
+
+Ctrl-C stops the measuring; the points done are fitted and the result says ``status="interrupted"``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from ..core import stats as _stats
+from ..core.reference import reference_time
+from ..errors import BenchInterrupted
+from ..render.units import fmt_time
+from .costmodel import local_slopes
+from .fit import _stats_sd, analyse_iteration, analyse_scaling
+from .result import EstimateResult, Point
+from .runner import _Runner
+
+GROWTH = 2.0
+MIN_BUDGET_S = 0.3  # the fraction cap never stops the measuring before this much time
+SPEED_GUARD_MIN_S = 0.02  # points expected to take at least this long are timed beside the reference workload
+
+
+def _source(fn_or_code: Any) -> str:
+    if isinstance(fn_or_code, str):
+        return fn_or_code
+    return getattr(fn_or_code, "__qualname__", repr(fn_or_code))
+
+
+def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budget_s: float, max_fraction: float,
+             sizes: Sequence[int] | None, memory: bool, progress: Any, notes: list[str]) -> EstimateResult:
+    t_start = time.perf_counter()
+    points: list[Point] = []
+    failures: list[tuple[int, str]] = []
+    interrupted = False
+    first_exc: BaseException | None = None
+    trace_ok = memory and not dev.startswith("cuda")
+    traced_spent = [0.0]
+    budget_now = [budget_s]  # the measuring allowance as known now (the fraction cap lowers it)
+
+    def elapsed() -> float:
+        return time.perf_counter() - t_start
+
+    def measure_at(s: int, expected: float) -> Point:
+        times, rss, traced = [], [], None
+        # the drift guard around points that take a while: this machine's speed can swing by a third
+        # within seconds, which bends the curve (see analyse_scaling); 3 ms of reference before and after
+        guard = expected >= SPEED_GUARD_MIN_S and not dev.startswith("cuda")
+        ref0 = reference_time(0.003) if guard else None
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        # malloc_trim before a run costs up to ~1 ms: worth it where the run is long enough to matter
+        t, r, _, c = runner.once(s, memory=memory, clean=expected > 5e-4)
+        times.append(t)
+        if r is not None:
+            rss.append(r)
+        # cheap sizes: repeat for a median, and trace Python allocations once
+        # one run is the answer at the full size itself, and where the time is still in the overhead
+        # regime (within 10% of the last size's) and not cheap: a repeat there adds nothing to the curve
+        # and would spend the budget that the top sizes need
+        flat = bool(points) and t >= 0.005 * budget_s and abs(t / points[-1].time - 1) < 0.10 \
+            and s < 16 * points[-1].n
+        final = s >= N or flat
+        # a median of 3 where cheap, a mean of 2 where affordable: one GC pass must not make the point
+        while not final and (len(times) < 3 and t < 0.005 * budget_s or len(times) < 2) and elapsed() + t < budget_now[0]:
+            # every run starts as a full run would: with its memory given back (else a repeat reuses the
+            # pages the last one faulted in, and is faster and lighter than the real thing)
+            t2, r2, _, c2 = runner.once(s, memory=memory, clean=t > 5e-4)
+            times.append(t2)
+            if r2 is not None:
+                rss.append(r2)
+            c = max(c or 0, c2 or 0) if (c is not None or c2 is not None) else None
+        wall = time.perf_counter() - wall0
+        cpu_share = (time.process_time() - cpu0) / wall if wall > 0 else None
+        ref = (ref0 + reference_time(0.003)) / 2 if ref0 is not None else None
+        # tracing can slow allocation-heavy Python 30-fold: trace only while that stays within 5% of the budget
+        if trace_ok and not final and traced_spent[0] + 30 * t < 0.05 * budget_s:
+            tt, _, traced, _ = runner.once(s, memory=False, trace=True, clean=False)
+            traced_spent[0] += tt
+        return Point(s, tuple(times), tuple(rss), traced, c, ref_s=ref, cpu_share=cpu_share)
+
+    plan = list(sizes) if sizes is not None else None
+    s = plan[0] if plan else max(1, N // 2**16)
+    retried = False
+    est = 0.0
+    try:
+        while True:
+            try:
+                p = measure_at(s, est)
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:
+                if not points:
+                    first_exc = exc
+                    break
+                failures.append((s, f"{type(exc).__name__}: {exc}"))
+                break
+            if not points and plan is None and p.time > budget_s / 3 and s > 1 and not retried:
+                s, retried = max(1, s // 64), True  # the first size is already expensive: start lower
+                est = p.time / 64
+                continue
+            points.append(p)
+            if progress is not None:
+                progress(min(elapsed() / budget_s, 1.0), f"{var}={s:,}: {fmt_time(p.time, 3)}")
+            if plan is not None:
+                if len(points) >= len(plan):
+                    break
+                s = plan[len(points)]
+                est = p.time * s / p.n
+                continue
+            if s >= N:
+                break
+            slopes = local_slopes([q.n for q in points], [q.time for q in points])
+            # while the time is flat (a per-run overhead dominates) grow fast to get out of that regime
+            growth = GROWTH if not slopes or slopes[-1] > 0.25 else (4.0 if slopes[-1] > 0.1 else 8.0)
+            nxt = int(min(N, max(s + 1, round(s * growth))))
+            if nxt > N / 1.5:
+                nxt = N  # close enough: measure the full size itself
+            # guesses of the next run and of the full run, from the cost above the per-run overhead:
+            # the raw slope is held down by the overhead, so a guess from it comes out far too low
+            # (n² behind 50 ms reads as n^1.4) and with it the 10% cap and the largest size measured
+            a0 = 0.98 * min(q.time for q in points)
+            # the sizes at the top whose time is clearly (20%) above the overhead, none skipped between
+            above: list[tuple[int, float]] = []
+            for q in reversed(points):
+                if q.time - a0 <= 0.2 * q.time:
+                    break
+                above.insert(0, (q.n, q.time - a0))
+            if len(above) >= 2:  # the slope of the cost above the overhead
+                base, ex = a0, math.log(above[-1][1] / above[-2][1]) / math.log(above[-1][0] / above[-2][0])
+                ex = min(max(ex, 1.0), 3.5)
+            elif above:  # only this size is clear of the overhead: the growth beyond it is unknown (guess n²)
+                base, ex = a0, 2.0
+            else:
+                base, ex = 0.0, min(max(slopes[-1] if slopes else 1.0, 1.0), 3.5)
+
+            def guess(m: float, base: float = base, ex: float = ex, t: float = p.time, s: int = s) -> float:
+                return base + (t - base) * (m / s) ** ex
+            t_next = guess(nxt)
+            full_guess = guess(N)
+            cap = min(budget_s, max(max_fraction * full_guess, MIN_BUDGET_S))
+            if max(slopes, default=0.0) < 0.5 or len(above) < 2:
+                cap = budget_s  # still flat: the full run's cost is unknown, so the fraction cap cannot apply yet
+            budget_now[0] = cap
+            if elapsed() + 1.3 * t_next > cap:  # 1.3: the guess of the next run's time is rough
+                # the next doubling does not fit: a smaller step still adds a point where the curve is
+                # most informative, at the top (two points past the overhead regime let a free
+                # exponent fit their noise; a third settles the form)
+                for g in (1.41, 1.19):
+                    smaller = int(min(N, round(s * g)))
+                    if smaller >= nxt or smaller <= s:
+                        continue
+                    t_small = guess(smaller)
+                    if elapsed() + 1.3 * t_small <= 0.8 * cap:  # the cap is itself a guess: keep a margin
+                        nxt, t_next = smaller, t_small
+                        break
+                else:
+                    break
+            s, est = nxt, t_next
+    except KeyboardInterrupt:
+        interrupted = True
+    if first_exc is not None:
+        raise first_exc
+    spent = elapsed()
+    res = analyse_scaling(points, N=N, var=var, code=_source(fn_or_code), device=dev, spent_s=spent,
+                          budget_s=budget_s, max_fraction=max_fraction, failures=failures, notes=notes,
+                          memory_source="cuda" if dev.startswith("cuda") else "rss")
+    return replace(res, status="interrupted" if interrupted else "ok")
+
+
+
+def _iteration(runner: _Runner, T: float, fn_or_code: Any, dev: str, budget_s: float, max_fraction: float,
+               memory: bool, progress: Any, notes: list[str]) -> EstimateResult:
+    from ..core.memory import current_rss, malloc_trim
+
+    if memory:  # pages an earlier cell freed and the heap kept would absorb the units' growth unseen
+        malloc_trim()
+    t_start = time.perf_counter()
+    warm: list[float] = []
+    blocks: list[tuple[int, float, int | None, int | None]] = []  # (units, seconds, rss peak, rss after)
+    cold = None
+    interrupted = False
+    try:
+        # cold unit, then warm-up until two consecutive units agree within 10% (at most 10 or 25% of the budget)
+        t, _, _, _ = runner.once(None, memory=False, clean=False)
+        cold = t
+        while len(warm) < 10 and time.perf_counter() - t_start < 0.25 * budget_s:
+            t, _, _, _ = runner.once(None, memory=False, clean=False)
+            warm.append(t)
+            if len(warm) >= 2 and abs(warm[-1] - warm[-2]) <= 0.1 * max(warm[-1], warm[-2]):
+                break
+        unit = _stats.median(warm) if warm else cold
+        per_block = max(1, math.ceil(2e-4 / max(unit, 1e-9)))
+        done_units = 1 + len(warm)
+        while True:
+            el = time.perf_counter() - t_start
+            m = len(blocks)
+            if m >= 5:
+                per = [b[1] / b[0] for b in blocks]
+                mean = sum(per) / m
+                if el >= budget_s or el >= max_fraction * mean * T:
+                    break
+                if m >= 30:
+                    sd = _stats_sd(per)
+                    if 1.645 * sd / math.sqrt(m) <= 0.01 * mean:
+                        break
+            if done_units + per_block > T and m >= 1:
+                break
+            if memory:
+                from ..core.memory import _reset_hwm, _status_kib
+
+                r0 = current_rss()
+                hw = _reset_hwm() and r0 is not None
+                t0 = time.perf_counter()
+                for _ in range(per_block):
+                    v = runner.call(None)
+                runner._sync_after(v)
+                dt = time.perf_counter() - t0
+                peak = max((_status_kib("VmHWM") or 0) - r0, 0) if hw else None
+                blocks.append((per_block, dt, peak, current_rss()))
+            else:
+                t0 = time.perf_counter()
+                for _ in range(per_block):
+                    v = runner.call(None)
+                runner._sync_after(v)
+                blocks.append((per_block, time.perf_counter() - t0, None, None))
+            done_units += per_block
+            if progress is not None:
+                progress(min((time.perf_counter() - t_start) / budget_s, 1.0), f"{len(blocks)} blocks")
+    except KeyboardInterrupt:
+        interrupted = True
+    spent = time.perf_counter() - t_start
+    if cold is None:
+        raise BenchInterrupted(None)
+    pts = tuple(Point(b[0], (b[1],), (b[2],) if b[2] is not None else (), None, None,
+                      (b[3],) if b[3] is not None else ()) for b in blocks)
+    res = analyse_iteration(pts, T=T, cold_s=cold, warmup=tuple(warm), code=_source(fn_or_code), device=dev,
+                            spent_s=spent, budget_s=budget_s, max_fraction=max_fraction, notes=notes)
+    return replace(res, status="interrupted" if interrupted else "ok")
+
+
+
+__all__: list[str] = []

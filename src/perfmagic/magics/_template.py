@@ -1,0 +1,78 @@
+"""What every magic shares around its engine call: the default label, and the end — showing the
+result the way ``-o``/``-q`` ask.
+
+* no flag: the result's bundle is displayed (self-contained HTML, PNG, text); the cell returns None;
+* ``-o``: the result is returned, so IPython shows it once as ``Out[n]`` (its ``_repr_mimebundle_``);
+* ``-q``: nothing is shown, nothing returned;
+* ``-o -q``: nothing is shown and the result is returned: it is ``Out[n]`` and ``_`` as with ``-o``,
+  but IPython's display hook shows an empty bundle for this one cell.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def default_label(cell: str) -> str:
+    """A run's label when the user gives none: the cell's first code line (40 characters at most)."""
+    for line in cell.splitlines():
+        s = line.strip()
+        if s and not s.startswith("#"):
+            return s if len(s) <= 40 else s[:39] + "…"
+    return "empty cell"
+
+
+def quiet_out(shell: Any) -> None:
+    """Let the running cell's value reach ``Out[n]``, ``_`` and ``ExecutionResult.result`` while
+    nothing is shown: for this cell, IPython's display hook formats the value as an empty bundle
+    (Jupyter sends no ``execute_result`` for one; a terminal prints a bare ``Out[n]:``)."""
+    hook = getattr(shell, "displayhook", None)
+    events = getattr(shell, "events", None)
+    if hook is None or events is None:
+        return
+    hook.compute_format_data = lambda result: ({}, {})  # an instance attribute: this cell only
+
+    def restore(*_: Any) -> None:
+        hook.__dict__.pop("compute_format_data", None)
+        try:
+            events.unregister("post_execute", restore)
+        except ValueError:
+            pass
+
+    events.register("post_execute", restore)
+
+
+def display_bundle(bundle: dict[str, Any]) -> None:
+    """Show a prepared mime bundle as one output (``raw``: the keys are mimetypes)."""
+    from IPython.display import display
+
+    display(bundle, raw=True)
+
+
+def finish(shell: Any, result: Any, args: Any, bundle: dict[str, Any] | None = None, *,
+           interrupted: str | None = None) -> Any:
+    """Show ``result`` (or ``bundle``, its prepared display) as ``args.output``/``args.quiet`` ask.
+
+    ``interrupted``: the measurement was stopped by Ctrl-C; what was measured is shown (unless ``-q``)
+    and the cell ends with this one-line message (:class:`~perfmagic.magics._boundary.Interrupted`).
+    """
+    output, quiet = bool(getattr(args, "output", False)), bool(getattr(args, "quiet", False))
+    if bundle is None and not quiet and (interrupted is not None or not output):
+        from ..render.bundle import mimebundle
+
+        bundle = mimebundle(result, plot=not getattr(args, "no_plot", False))
+    if interrupted is not None:
+        from ._boundary import Interrupted
+
+        if not quiet:
+            display_bundle(bundle)  # type: ignore[arg-type]
+        raise Interrupted(interrupted)
+    if quiet:
+        if output:
+            quiet_out(shell)
+            return result
+        return None
+    if output:
+        return result
+    display_bundle(bundle)  # type: ignore[arg-type]
+    return None

@@ -1,0 +1,193 @@
+"""Drawing a dataloader check: the text report, the per-step figure and the folded HTML sections.
+
+Reads a :class:`~perfmagic.dataloader.result.DataLoaderResult` (its samples, derived properties,
+audit and the ``PLATEAU`` threshold); imports no analysis module. matplotlib is imported inside
+:func:`figure_png` only.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from .bundle import table_html
+from .units import fmt_time
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+def _n(k: int, word: str) -> str:
+    return f"{k} {word}" + ("" if k == 1 else "s")
+
+
+def text(r: Any) -> str:
+    """The full report: verdict, start-up, loader and compute alone, headroom, GPU, audit, sweep, notes."""
+    lines = [r.verdict()]
+    c = r.cfg
+    if r.first_batch_s is not None:
+        start = f"  start-up: first batch after {fmt_time(r.first_batch_s)}"
+        if c.get("num_workers"):
+            start += f" (starting {_n(c['num_workers'], 'worker')})"
+        lines.append(start + f"; {r.warmup} warm-up batches not counted")
+    bps, co = r.loader_batches_per_s, r.compute_only_step_s
+    if bps is not None:
+        bs = c.get("batch_size")
+        lines.append(f"  loader alone: {bps:.4g} batches/s ({fmt_time(1 / bps)} per batch"
+                     + (f", {bps * bs:.4g} samples/s)" if bs else ")"))
+    if co is not None and r.n_steps:
+        sp = r.step_s / co
+        lines.append(f"  compute alone (cached batch): {fmt_time(co)} per step → with infinitely fast data the "
+                     f"loop would be {sp:.2f}× faster")
+    if bps is not None and co:
+        lim = "the loader" if 1 / bps > co else "the compute"
+        lines.append(f"  headroom: loader {fmt_time(1 / bps)}/batch vs compute {fmt_time(co)}/step: {lim} sets "
+                     f"the pace of an overlapped loop (≥ {fmt_time(max(1 / bps, co))} per step)")
+    if r.cuda:
+        g = r.gpu_idle_fraction
+        lines.append(f"  GPU: idle {g:.0%} of each step (CUDA events)" if g is not None else "  GPU: in use")
+        if r.h2d_s is not None:
+            ov = ("can overlap compute (pinned, non_blocking)" if r.batch_pinned and r.copies_non_blocking
+                  else "cannot overlap compute (" + ", ".join(
+                      x for x, bad in (("pageable memory", not r.batch_pinned),
+                                       ("blocking copy", r.copies_non_blocking is False)) if bad) + ")"
+                  if (not r.batch_pinned or r.copies_non_blocking is False) else "overlap unknown")
+            lines.append(f"  host→device copy of one batch: {fmt_time(r.h2d_s)}; {ov}")
+    fs = r.findings()
+    if fs:
+        lines.append("  configuration:")
+        lines += [f"    {f.text()}" for f in fs]
+    if r.sweep:
+        lines += ["  sweep:"] + ["    " + ln for ln in sweep_table(r).splitlines()]
+        b, p = r.best, r.plateau
+        if b is not None and p is not None:
+            unit = "samples/s" if b.batch_size else "batches/s"
+            msg = f"    best: {b.label} ({b.throughput:.4g} {unit})"
+            if p is not b:
+                msg += f"; plateau from {p.label} (within {1 - r.PLATEAU:.0%} of the best)"
+            pw = dict(p.setting).get("num_workers")
+            if pw is not None and pw == r.cores:
+                msg += f" — at the core count ({r.cores} usable cores)"
+            elif pw is not None and pw > r.cores:
+                msg += (f" — beyond the {r.cores} usable cores: the loading waits (I/O) more than it "
+                        "computes")
+            lines.append(msg)
+    lines += [f"  note: {n}" for n in r.notes]
+    return "\n".join(lines)
+
+def sweep_table(r: Any) -> str:
+    """One row per sweep setting: first batch, step, data wait, throughput."""
+    hdr = f"{'setting':<28} {'first batch':>11} {'step':>10} {'wait':>6} {'throughput':>12}"
+    rows = [hdr]
+    for p in r.sweep:
+        if not p.ok:
+            rows.append(f"{p.label:<28} failed: {p.error}")
+            continue
+        unit = "/s" if p.batch_size else " b/s"
+        rows.append(f"{p.label:<28} {fmt_time(p.first_batch_s):>11} {fmt_time(p.step_s):>10} "
+                    f"{p.data_wait_fraction:>6.0%} {p.throughput:>10.4g}{unit}")
+    return "\n".join(rows)
+
+
+def figure_png(r: Any) -> bytes | None:
+    """Stacked bars per step (wait over compute; warm-up pale) and the sweep (or the headroom) chart."""
+    if not r.n_steps:
+        return None
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    fig = Figure(figsize=(8.0, 2.8), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax, bx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
+    ws = list(r.warmup_wait_s) + list(r.wait_s)
+    cs = list(r.warmup_compute_s) + list(r.compute_s)
+    scale, unit = (1e-3, "ms") if max(w + c for w, c in zip(ws, cs)) < 2 else (1.0, "s")
+    nw = len(r.warmup_wait_s)
+    xs = list(range(len(ws)))
+    alpha = [0.35] * nw + [1.0] * r.n_steps
+    cvals, wvals = [c / scale for c in cs], [w / scale for w in ws]
+    blue = [(0.12, 0.47, 0.71, a) for a in alpha]
+    red = [(0.84, 0.15, 0.16, a) for a in alpha]
+    ax.bar(xs, cvals, color=blue, width=0.85)
+    ax.bar(xs, wvals, bottom=cvals, color=red, width=0.85)
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Patch(color=red[-1], label="waiting for data"), Patch(color=blue[-1], label="compute")],
+              loc="upper right", fontsize=7, frameon=False)
+    top = max(cvals[nw:][i] + wvals[nw:][i] for i in range(r.n_steps)) * 1.6
+    for i in xs[:nw]:  # a start-up bar far above the steady state is clipped and labelled
+        if cvals[i] + wvals[i] > top:
+            ax.text(i, top * 0.97, f"{(cvals[i] + wvals[i]):.3g}", ha="center", va="top", fontsize=6)
+    ax.set_ylim(0, top if top > 0 else 1)
+    if nw:
+        ax.axvline(nw - 0.5, color="0.5", lw=0.8, ls="--")
+    ax.set_xlabel(f"step ({nw} warm-up, pale)" if nw else "step")
+    ax.set_ylabel(f"time [{unit}]")
+    ax.set_title(r.verdict().split(" — ")[0], fontsize=9, loc="left")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    good = [p for p in r.sweep if p.ok]
+    if good:
+        best = r.best
+        ys = [p.throughput for p in good]
+        bx.bar(range(len(good)), ys, color=["tab:green" if p is best else "tab:gray" for p in good])
+        bx.set_xticks(range(len(good)), [", ".join(str(v) for _, v in p.setting) for p in good], fontsize=7)
+        bx.set_xlabel(" × ".join(k for k, _ in good[0].setting), fontsize=8)
+        bx.set_ylabel("samples/s" if good[0].batch_size else "batches/s", fontsize=8)
+        bx.set_title("sweep (best in green)", fontsize=9, loc="left")
+    else:
+        names, vals = ["loop step"], [r.step_s / scale]
+        if r.compute_only_step_s is not None:
+            names.append("compute alone")
+            vals.append(r.compute_only_step_s / scale)
+        if r.loader_batches_per_s:
+            names.append("loader alone")
+            vals.append(1 / r.loader_batches_per_s / scale)
+        bx.barh(range(len(vals)), vals, color=["tab:purple", "tab:blue", "tab:red"][: len(vals)])
+        bx.set_yticks(range(len(vals)), names, fontsize=7)
+        bx.set_xlabel(f"time per step / batch [{unit}]", fontsize=8)
+        bx.set_title("headroom", fontsize=9, loc="left")
+    for a in (ax, bx):
+        a.tick_params(labelsize=7)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def html_sections(r: Any) -> list[tuple[str, str]]:
+    """The sweep table, the audit, every step's samples and the loader's settings, as folded sections."""
+    out: list[tuple[str, str]] = []
+    if r.sweep:
+        rows = [(p.label, fmt_time(p.first_batch_s), fmt_time(p.step_s), f"{p.data_wait_fraction:.0%}",
+                 f"{p.throughput:.4g}" + ("/s" if p.batch_size else " b/s"), "") if p.ok
+                else (p.label, "", "", "", "", p.error or "not measured") for p in r.sweep]
+        out.append((f"Sweep ({len(r.sweep)} settings)",
+                    table_html(rows, ("setting", "first batch", "step", "wait", "throughput", "error"))))
+    fs = r.findings()
+    if fs:
+        out.append((f"Audit ({len(fs)} findings)", table_html(
+            [({"warn": "!", "info": "·", "ok": "✓"}.get(f.level, "·"), f.topic, f.message, f.effect) for f in fs],
+            ("", "setting", "found", "expected effect"))))
+    if r.n_steps or r.warmup_wait_s:
+        nw = len(r.warmup_wait_s)
+        gpu = list(r.gpu_busy_s)
+        rows = []
+        for i, (w, c) in enumerate(zip(list(r.warmup_wait_s) + list(r.wait_s),
+                                       list(r.warmup_compute_s) + list(r.compute_s))):
+            g = gpu[i - nw] if i >= nw and i - nw < len(gpu) else None
+            rows.append((i, "warm-up" if i < nw else "", fmt_time(w), fmt_time(c), fmt_time(w + c),
+                         fmt_time(g) if g is not None else ""))
+        out.append((f"Per-step samples ({nw} warm-up + {r.n_steps})",
+                    table_html(rows, ("step", "", "wait", "compute", "step", "GPU busy"), scroll=True)))
+    if r.config:
+        out.append(("Loader settings", table_html([(k, v) for k, v in r.config])))
+    return out
+
+
+__all__ = ["figure_png", "html_sections", "sweep_table", "text"]

@@ -1,0 +1,269 @@
+"""Estimates drawn: the headline, the text report, the figure and the folded HTML sections.
+
+Takes an :class:`~perfmagic.estimation.result.EstimateResult` as a plain object (reads its attributes)
+and imports no analysis module; matplotlib is imported inside the functions that draw (object API on
+an Agg canvas: no pyplot, no global state).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+from .bundle import table_html
+from .units import fmt_bytes, fmt_time
+
+
+def _pct(x: float) -> str:
+    return "< 0.1%" if x < 0.001 else f"{x:.1%}"
+
+
+def _full_text(r: Any) -> str:
+    return f"{r.var}={r.full:,.0f}" if r.mode == "scaling" else f"{r.full:,.0f} units"
+
+
+def headline(r: Any) -> str:
+    what = f"estimate for {_full_text(r)}: "
+    if r.predicted_s is None:
+        return what + "no estimate (" + (r.verdict_reasons[0] if r.verdict_reasons else "nothing measured") + ")"
+    if not r.reliable and r.unreliable_why:
+        return what + f"no estimate: {r.unreliable_why}"
+    if not r.reliable:
+        return (what + f"the fit is unreliable (it puts the full run anywhere from {fmt_time(r.low_s)} to "
+                f"{fmt_time(r.high_s)}); measure larger sizes, e.g. a longer measuring budget")
+    t = f"{fmt_time(r.predicted_s, 3)} (90% interval {fmt_time(r.low_s, 3)} – {fmt_time(r.high_s, 3)})"
+    if r.measured_full:
+        t = f"{fmt_time(r.predicted_s, 3)} (measured at the full size)"
+    mem = ""
+    if r.peak_bytes is not None and r.peak_bytes < r.mem_floor:
+        mem = ", peak memory < 1 MiB"
+    elif r.peak_bytes is not None:
+        mem = f", peak memory +{fmt_bytes(r.peak_bytes)}"
+        if r.peak_low is not None and r.peak_high is not None and r.peak_high > r.peak_low * 1.02:
+            mem += f" ({fmt_bytes(r.peak_low)} – {fmt_bytes(r.peak_high)})"
+    gate = ""
+    if r.verdict != "no limit given":
+        gate = f"  → {r.verdict.upper()}"
+    return what + t + mem + gate
+
+
+def text(r: Any, run_id: Any = None) -> str:
+    L = [headline(r)]
+    if r.status != "ok":
+        L.append("  (interrupted: the points measured before Ctrl-C are fitted)")
+    if r.mode == "iteration" and r.points:
+        ut = r.unit_times
+        mean = sum(ut) / len(ut)
+        q = sorted(ut)
+        p10, p90 = q[int(0.1 * (len(q) - 1))], q[int(0.9 * (len(q) - 1))]
+        units = sum(p.n * len(p.times) for p in r.points)
+        L.append(f"  per unit: {fmt_time(mean)} mean (median {fmt_time(r.unit_median_s)}, p10–p90 "
+                 f"{fmt_time(p10)} – {fmt_time(p90)}), {1 / mean:,.4g} units/s"
+                 + (f"; cold first unit {fmt_time(r.cold_s)}" if r.cold_s is not None else ""))
+        L.append(f"  measured {units} units in {fmt_time(r.spent_s, 3)} after {len(r.warmup)} warm-up "
+                 f"unit{'s' if len(r.warmup) != 1 else ''}"
+                 + (f" ({_pct(r.measured_fraction)} of the full job)" if r.measured_fraction else ""))
+        if r.peak_bytes is not None:
+            g = r.mem_growth_per_unit
+            grow = (f"memory grows {fmt_bytes(g)} per unit (→ +{fmt_bytes(g * r.full)} over the job)"
+                    if g else "no growth across units")
+            L.append(f"  peak memory per unit +{fmt_bytes(r.points[0].memory() or 0)}; {grow}")
+    elif r.points:
+        tf = r.time_fit
+        if tf is not None:
+            other = f"; plausible too: {', '.join(tf.plausible)}" if tf.plausible else ""
+            lo, hi = min(r.fit_sizes), max(r.fit_sizes)
+            L.append(f"  time model: {tf.best.describe()} (AICc{other}), a = {fmt_time(tf.best.a)}; fitted on "
+                     f"{len(r.fit_sizes)} sizes {lo:,} … {hi:,} ({hi / r.full:.1%} of {r.var})")
+        if r.mem_fit is not None:
+            mf = r.mem_fit
+            L.append(f"  memory model: {mf.best.describe()} ({r.memory_source}), a = {fmt_bytes(mf.best.a)}")
+        big = max(r.points, key=lambda p: p.n)
+        frac = f" ({_pct(r.measured_fraction)} of the predicted full run)" if r.measured_fraction else ""
+        if r.measured_full:
+            frac = " (the full run was cheap enough to measure rather than predict)"
+        L.append(f"  measured {len(r.points)} sizes in {fmt_time(r.spent_s, 3)}{frac}; the largest, "
+                 f"{big.n:,}, took {fmt_time(big.time, 3)}")
+    if r.limit_s is not None or r.available_bytes is not None:
+        lim = []
+        if r.limit_s is not None:
+            lim.append(f"limit {fmt_time(r.limit_s, 3)}")
+        if r.available_bytes is not None:
+            lim.append(f"{r.available_kind} {fmt_bytes(r.available_bytes)}")
+        L.append(f"  gate: {r.verdict} ({', '.join(lim)})"
+                 + (": " + "; ".join(r.verdict_reasons) if r.verdict_reasons else ""))
+        if r.largest_fit is not None:
+            why = []
+            if r.largest_fit_time is not None:
+                why.append(f"time {r.largest_fit_time:,.0f}")
+            if r.largest_fit_memory is not None:
+                why.append(f"memory {r.largest_fit_memory:,.0f}")
+            what = "the most units that fit" if r.mode == "iteration" else f"largest {r.var} that fits"
+            L.append(f"  {what}: {r.largest_fit:,.0f}"
+                     + (f" (by {', by '.join(why)})" if len(why) > 1 else ""))
+    for n, err in r.failures:
+        L.append(f"  ! failed at {r.var}={n:,}: {err}")
+    L += [f"  ! {w}" for w in r.warnings]
+    L += [f"  note: {x}" for x in r.notes]
+    a = r.actual
+    if a is not None:
+        if a.status == "ok":
+            e = r.time_error()
+            me = r.memory_error()
+            L.append(f"  actual full run: {fmt_time(a.seconds, 3)}" + (f" ({e:+.1%} vs predicted)" if e is not None else "")
+                     + (f", peak +{fmt_bytes(a.peak_bytes)}" if a.peak_bytes is not None else "")
+                     + (f" ({me:+.1%})" if me is not None else ""))
+        elif a.status == "interrupted":
+            got = f", {a.completed:.1%} done" if a.completed else ""
+            e = r.time_error()
+            L.append(f"  full run interrupted after {fmt_time(a.seconds, 3)}{got}"
+                     + (f"; its pace is {e:+.1%} vs predicted" if e is not None else
+                        (f"; already {a.seconds / r.predicted_s:.0%} of the prediction" if r.predicted_s else "")))
+        else:
+            L.append(f"  full run failed after {fmt_time(a.seconds, 3)}: {a.error}")
+    if run_id is not None:
+        L.append(f"  run #{run_id}")
+    return "\n".join(L)
+
+
+def figure_png(r: Any) -> bytes | None:
+    if not r.points:
+        return None
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8.4, 3.4), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    if r.mode == "iteration":
+        _figure_iteration(r, fig)
+    else:
+        _figure_scaling(r, fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _figure_scaling(r: Any, fig: Any) -> None:
+    import numpy as np
+
+    ax, mx = fig.subplots(1, 2)
+    ns = np.array([p.n for p in r.points], float)
+    f = np.array(r.speed_factors if len(r.speed_factors) == len(r.points) else [1.0] * len(r.points))
+    ts = np.array([p.time for p in r.points]) * f
+    lo_t = np.array([min(p.times) for p in r.points]) * f
+    hi_t = np.array([max(p.times) for p in r.points]) * f
+    what = "measured (min–max)" + (", speed-corrected" if r.speed_factors else "")
+    ax.errorbar(ns, ts, yerr=[ts - lo_t, hi_t - ts], fmt="o", ms=4, color="tab:blue", label=what)
+    N, top = float(r.full), float(ns.max())
+    if r.time_fit is not None:
+        xs = np.geomspace(ns.min(), max(N, top), 200)
+        ax.plot(xs, r.time_fit.best.predict(xs), color="tab:orange", lw=1.5, label=r.time_fit.best.describe())
+        if r.low_s and r.high_s and N > top:
+            xb = np.geomspace(top, N, 60)
+            frac = np.log(xb / top) / math.log(N / top)
+            mid = r.time_fit.best.predict(xb)
+            ax.fill_between(xb, mid * (r.low_s / r.predicted_s) ** frac, mid * (r.high_s / r.predicted_s) ** frac,
+                            color="tab:orange", alpha=0.2, label="90% interval")
+        if r.predicted_s:
+            ax.plot([N], [r.predicted_s], "*", ms=12, color="tab:red" if not r.reliable else "tab:orange")
+    if r.limit_s is not None:
+        ax.axhline(r.limit_s, color="tab:red", ls="--", lw=1, label=f"limit {fmt_time(r.limit_s, 3)}")
+    if r.actual is not None and r.actual.status == "ok":
+        ax.plot([N], [r.actual.seconds], "D", color="black", ms=6, label="actual")
+    ax.axvline(N, color="0.5", ls=":", lw=1)
+    for n, _ in r.failures:
+        ax.axvline(n, color="tab:red", ls=":", lw=1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"size {r.var}")
+    ax.set_ylabel("time of one run [s]")
+    ax.set_title("time" + (" (interrupted)" if r.status != "ok" else ""), fontsize=9, loc="left")
+    ax.legend(fontsize=7, frameon=False, loc="upper left")
+    mem = [(p.n, p.memory()) for p in r.points if p.memory() is not None]
+    if mem:
+        mn = np.array([x for x, _ in mem], float)
+        mv = np.array([max(v, 1) for _, v in mem], float) / 2**20
+        mx.plot(mn, mv, "o", ms=4, color="tab:green", label=f"measured ({r.memory_source})")
+        if r.mem_fit is not None:
+            xs = np.geomspace(mn.min(), max(N, top), 200)
+            mx.plot(xs, np.maximum(r.mem_fit.best.predict(xs), 1) / 2**20, color="tab:olive", lw=1.5,
+                    label=r.mem_fit.best.describe())
+        if r.peak_bytes:
+            mx.plot([N], [r.peak_bytes / 2**20], "*", ms=12, color="tab:olive")
+        if r.available_bytes:
+            mx.axhline(r.available_bytes / 2**20, color="tab:red", ls="--", lw=1, label=r.available_kind)
+        if r.actual is not None and r.actual.peak_bytes is not None and r.actual.status == "ok":
+            mx.plot([N], [max(r.actual.peak_bytes, 1) / 2**20], "D", color="black", ms=6, label="actual")
+        mx.axvline(N, color="0.5", ls=":", lw=1)
+        mx.set_xscale("log")
+        mx.set_yscale("log")
+        mx.set_xlabel(f"size {r.var}")
+        mx.set_ylabel("peak memory [MiB]")
+        mx.legend(fontsize=7, frameon=False, loc="upper left")
+    mx.set_title("peak memory", fontsize=9, loc="left")
+    for a in (ax, mx):
+        a.tick_params(labelsize=7)
+
+
+def _figure_iteration(r: Any, fig: Any) -> None:
+    ax, cx = fig.subplots(1, 2)
+    ut = r.unit_times
+    ax.plot(range(1, len(r.warmup) + 1), r.warmup, "o", ms=3, color="0.6", label="warm-up")
+    ax.plot(range(len(r.warmup) + 1, len(r.warmup) + len(ut) + 1), ut, "o", ms=3, color="tab:blue",
+            label="measured")
+    ax.set_xlabel("unit (block)")
+    ax.set_ylabel("time per unit [s]")
+    ax.set_ylim(bottom=0)
+    ax.set_title("per-unit time", fontsize=9, loc="left")
+    ax.legend(fontsize=7, frameon=False)
+    T = float(r.full)
+    if r.predicted_s:
+        xs = [0.0, T]
+        cx.plot(xs, [0.0, r.predicted_s], color="tab:orange", lw=1.5, label="predicted")
+        if r.low_s and r.high_s:
+            cx.fill_between(xs, [0.0, r.low_s], [0.0, r.high_s], color="tab:orange", alpha=0.2,
+                            label="90% interval")
+    if r.limit_s is not None:
+        cx.axhline(r.limit_s, color="tab:red", ls="--", lw=1, label=f"limit {fmt_time(r.limit_s, 3)}")
+    a = r.actual
+    if a is not None and a.completed:
+        cx.plot([T * a.completed], [a.seconds], "D", color="black", ms=6, label="actual")
+    cx.set_xlabel("units done")
+    cx.set_ylabel("elapsed [s]")
+    cx.set_title("the full job", fontsize=9, loc="left")
+    cx.legend(fontsize=7, frameon=False, loc="upper left")
+    for x in (ax, cx):
+        x.tick_params(labelsize=7)
+
+
+def html_sections(r: Any) -> list[tuple[str, str]]:
+    """The measured points (every size with all its runs, or every block of units) and the models fitted."""
+    out: list[tuple[str, str]] = []
+    if r.mode == "scaling" and r.points:
+        rows = [(f"{p.n:,}", fmt_time(p.time), len(p.times), ", ".join(fmt_time(t) for t in p.times),
+                 fmt_bytes(p.memory()) if p.memory() is not None else "—",
+                 fmt_bytes(p.traced_peak) if p.traced_peak is not None else "—") for p in r.points]
+        out.append((f"Measured points ({len(r.points)} sizes)",
+                    table_html(rows, (f"size {r.var}", "median time", "runs", "every run", "peak memory",
+                                      "traced Python"), scroll=True)))
+    elif r.points:
+        rows = [(i, p.n, fmt_time(t / p.n), fmt_bytes(p.rss_peaks[0]) if p.rss_peaks else "—",
+                 fmt_bytes(p.rss_after[0]) if p.rss_after else "—")
+                for i, p in enumerate(r.points) for t in p.times]
+        warm = ", ".join(fmt_time(t) for t in r.warmup)
+        cold = f"cold first unit {fmt_time(r.cold_s)}" if r.cold_s is not None else ""
+        note = "; ".join(x for x in (cold, f"warm-up {warm}" if warm else "") if x)
+        out.append((f"Measured blocks ({len(r.points)})",
+                    (f"<p style='font-size:12px;margin:2px 0'>{html.escape(note)}</p>" if note else "")
+                    + table_html(rows, ("block", "units", "time per unit", "peak memory", "RSS after"), scroll=True)))
+    if r.time_fit is not None:
+        rows = [(f.describe(), f"{f.aicc:.1f}", fmt_time(float(f.predict(r.full))))
+                for f in sorted(r.time_fit.fits, key=lambda f: f.aicc)]
+        out.append(("Time models (by AICc)", table_html(rows, ("model", "AICc", f"predicts at {r.full:,.0f}"))))
+    return out
+
+
+__all__ = ["figure_png", "headline", "html_sections", "text"]

@@ -1,0 +1,128 @@
+"""A :class:`~perfmagic.profile.flameresult.FlameResult` drawn: the verdict, the text tables of the top
+functions, and the display bundle whose HTML is the interactive flame graph.
+
+The graph itself (inline JavaScript and data, no network) and the static PNG icicle are built by
+:mod:`perfmagic.render.flame_html`. Reads the result's attributes and imports no analysis module.
+
+The bundle is not the generic :func:`perfmagic.render.bundle.mimebundle`: that page shows the
+figure as an always-visible ``<img>`` and can carry more HTML only folded in ``<details>``, which
+would hide the interactive graph (the point of ``%%flame``) behind a click and show the picture
+twice. :func:`mimebundle` takes ``text/plain`` and ``image/png`` from
+:func:`~perfmagic.render.bundle.bundle_of` and puts the flame graph page in ``text/html``: the
+text, the PNG (hidden once the script runs, so static views keep a picture) and the live graph,
+then the result's ``html_sections()`` folded in ``<details>`` as everywhere else.
+"""
+
+from __future__ import annotations
+
+import html as _html
+from typing import Any
+
+from .bundle import bundle_of, table_html
+from .units import fmt_time
+
+
+def sampler_line(r: Any) -> str:
+    """Which sampler ran, at what rate, in which mode; why py-spy was not used."""
+    if r.sampler == "py-spy":
+        mode = "native+Python, pauses the process per sample" if r.native else "non-blocking"
+        s = f"py-spy {r.rate_hz:g} Hz ({mode}{', idle threads included' if r.idle else ''}" \
+            f"{', child processes' if r.subprocesses else ''})"
+    else:
+        s = f"in-process sampler {r.rate_hz:g} Hz (wall-clock, Python frames of the cell's thread)"
+        got = r.n_samples / r.wall_s if r.wall_s > 0 else 0.0
+        if r.n_samples >= 5 and got < 0.8 * r.rate_hz:
+            s += (f"; achieved {got:.0f} Hz: the cell held the GIL, and a sampler thread only gets it every "
+                  "switch interval (sys.getswitchinterval())")
+    if r.fallback_reason:
+        s += f" — py-spy not used: {r.fallback_reason}"
+    return s
+
+
+def verdict(r: Any) -> str:
+    """The first line: the function with the most self time, or why there are no samples."""
+    tag = {"interrupted": "  [INTERRUPTED]", "failed": f"  [the cell raised {r.error}]"}.get(r.status, "")
+    if not r.stacks:
+        if r.wall_s < r.interval_s:
+            why = (f"the cell ran {fmt_time(r.wall_s)}, less than one sample interval "
+                   f"({fmt_time(r.interval_s)} at {r.rate_hz:g} Hz): raise --rate or repeat the work in a loop")
+        elif r.sampler == "py-spy" and not r.idle:
+            why = (f"the cell ran {fmt_time(r.wall_s)} but was never on the CPU (waiting: sleep, I/O, "
+                   "locks); add --idle to sample waits too")
+        else:
+            why = f"the cell ran {fmt_time(r.wall_s)} and no sample landed in it"
+        return f"flame: no samples — {why}{tag}"
+    top = r.top(1)
+    head = (f"flame: {top[0].name} ({top[0].where}) has {top[0].self_frac:.0%} of the self time"
+            if top else "flame: no function has self time")
+    return (f"{head} · {r.n_samples} samples, {fmt_time(r.sampled_s)} sampled of a "
+            f"{fmt_time(r.wall_s)} cell{tag}")
+
+
+def text(r: Any, n: int = 10) -> str:
+    """The verdict, the top ``n`` functions by self time and by total time, the sampler and notes."""
+    lines = [verdict(r)]
+    if r.stacks:
+        def row(f: Any) -> str:
+            name = f.name if len(f.name) <= 40 else f.name[:39] + "…"
+            st = fmt_time(f.self_s, 3) if f.self_s else "·"
+            return (f"  {st:>10} {f.self_frac:>6.1%}  {fmt_time(f.total_s, 3):>10} "
+                    f"{f.total_frac:>6.1%}  {name:<40}  {f.where}")
+        head = f"  {'self':>10} {'self%':>6}  {'total':>10} {'total%':>6}  {'function':<40}  where"
+        lines += ["  top functions by self time (time in the function itself):", head]
+        lines += [row(f) for f in r.top(n, "self")]
+        lines += ["  top functions by total time (including what they call):", head]
+        lines += [row(f) for f in r.top(min(n, 5), "total")]
+    lines.append(f"  sampler: {sampler_line(r)}")
+    if r.startup_s is not None:
+        lines.append(f"  sampler start-up: {fmt_time(r.startup_s)} (before the cell started)")
+    if r.outside_samples:
+        lines.append(f"  {r.outside_samples} samples outside the cell (perfmagic, IPython) not shown")
+    lines += [f"  note: {x}" for x in r.notes]
+    return "\n".join(lines)
+
+
+def html(r: Any, png: bytes | None = None, text: str | None = None) -> str:
+    """The self-contained interactive flame graph (inline JS + data, no network), sections folded under it."""
+    from .flame_html import flame_html
+
+    return flame_html(r, png=png, text=text, extra=_sections_html(html_sections(r)))
+
+
+def figure_png(r: Any) -> bytes | None:
+    """A static icicle of the flame graph (for GitHub and other views that drop JavaScript)."""
+    from .flame_html import flame_png
+
+    return flame_png(r)
+
+
+def html_sections(r: Any, n: int = 50) -> list[tuple[str, str]]:
+    """``[(title, html)]``: every function (up to ``n``) by self time, beyond the text's top 10."""
+    fs = r.functions()
+    if not fs:
+        return []
+    rows = [(fmt_time(f.self_s, 3) if f.self_s else "·", f"{f.self_frac:.1%}", fmt_time(f.total_s, 3),
+             f"{f.total_frac:.1%}", f.name, f.where) for f in fs[:n]]
+    more = f" (the first {n} of {len(fs)})" if len(fs) > n else ""
+    return [(f"All functions by self time{more}",
+             table_html(rows, ("self", "self%", "total", "total%", "function", "where"), scroll=True))]
+
+
+def _sections_html(sections: list[tuple[str, str]]) -> str:
+    return "".join(f"<details style='font-size:12px;margin-top:4px'><summary style='cursor:pointer'>"
+                   f"{_html.escape(title)}</summary>{body}</details>" for title, body in sections)
+
+
+def mimebundle(r: Any, *, text: str | None = None, plot: bool = True) -> dict[str, Any]:
+    """``text/plain``, ``image/png`` and the flame graph page as ``text/html`` (see the module docstring).
+
+    ``text`` replaces ``r.text()`` (the magic adds the run id); ``plot=False`` gives the text and its
+    static HTML page only: no graph, no PNG, no script.
+    """
+    body = r.text() if text is None else text
+    if not plot:
+        return bundle_of(body)
+    png = figure_png(r)
+    out = bundle_of(body, png, "flame graph of the cell (static)")
+    out["text/html"] = html(r, png=png, text=body)
+    return out

@@ -1,0 +1,148 @@
+"""Drawing the roofline: the log-log chart (roofs, ridge points, earlier points, this one), and the
+folded HTML sections of a :class:`~perfmagic.roofs.roofline.RooflineResult` and of
+:class:`~perfmagic.roofs.ceilings.Ceilings`.
+
+Reads the results' attributes only; imports no analysis module (earlier points are recognised by
+shape: an object with ``point()``, a mapping with ``intensity``/``flops_per_s``, or a tuple).
+matplotlib is imported inside :func:`roofline_png` only.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .bundle import table_html
+from .units import fmt_bytes, fmt_rate
+
+
+def as_point(h: Any, i: int) -> dict[str, Any]:
+    """One earlier point for the chart: a RooflineResult (anything with ``point()`` and ``label``), a
+    ledger row or metrics dict with ``intensity`` and ``flops_per_s`` (and optional ``label``), or a
+    ``(label, intensity, flops_per_s)`` tuple; unlabelled points are named ``#i``."""
+    if callable(getattr(h, "point", None)):
+        return {**h.point(), "label": getattr(h, "label", None) or f"#{i}"}
+    if isinstance(h, Mapping):
+        m = h.get("metrics", h)
+        return {"label": str(h.get("label") or m.get("label") or f"#{i}"), "intensity": float(m["intensity"]),
+                "flops_per_s": float(m["flops_per_s"])}
+    label, x, y = h
+    return {"label": str(label), "intensity": float(x), "flops_per_s": float(y)}
+
+
+def figure_png(r: Any, history: Iterable[Any] = ()) -> bytes:
+    """The chart of a roofline result: its roofs, ``history`` points labelled, this point highlighted."""
+    return roofline_png(r.ceilings, [as_point(h, i) for i, h in enumerate(history, 1)], r.point(),
+                        highlight_dtype=r.dtype)
+
+
+def ceilings_png(c: Any, history: Iterable[Any] = ()) -> bytes:
+    """The roofs alone (one per dtype, ridge points marked), with optional earlier points."""
+    return roofline_png(c, [as_point(h, i) for i, h in enumerate(history, 1)], None)
+
+
+def roofline_png(c: Any, history: list[dict[str, Any]], latest: dict[str, Any] | None,
+                 highlight_dtype: str | None = None) -> bytes:
+    """Draw the roofline chart (matplotlib object API on an Agg canvas) and return PNG bytes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    pts = [p for p in history + ([latest] if latest else []) if p["intensity"] > 0 and p["flops_per_s"] > 0]
+    ridges = [c.compute[d] / c.bandwidth_Bps for d in c.compute]
+    xs = [p["intensity"] for p in pts] + ridges
+    x_lo = 10 ** math.floor(math.log10(min(xs) / 4))
+    x_hi = 10 ** math.ceil(math.log10(max(xs) * 4))
+    fig = Figure(figsize=(6.5, 4.0), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    bw = c.bandwidth_Bps
+    n = 64
+    grid = [x_lo * (x_hi / x_lo) ** (i / (n - 1)) for i in range(n)]
+    colors = ["tab:blue", "tab:green", "tab:purple", "tab:brown", "tab:olive", "tab:cyan"]
+    for k, (d, peak) in enumerate(sorted(c.compute.items(), key=lambda kv: -kv[1])):
+        col = colors[k % len(colors)]
+        lw = 2.2 if d == highlight_dtype else 1.2
+        ax.plot(grid, [min(peak, x * bw) for x in grid], color=col, lw=lw, label=f"{d} {peak / 1e9:.4g} GFLOP/s")
+        r = peak / bw
+        ax.plot([r], [peak], "o", color=col, ms=5)
+        ax.annotate(f"ridge {r:.3g}", (r, peak), textcoords="offset points", xytext=(4, -11 - 9 * k), fontsize=7, color=col)
+    ax.plot(grid, [x * bw for x in grid], color="0.5", lw=0.8, ls=":",
+            label=f"bandwidth {bw / 1e9:.4g} GB/s")
+    for p in history:
+        if p["intensity"] > 0 and p["flops_per_s"] > 0:
+            ax.plot([p["intensity"]], [p["flops_per_s"]], "o", color="0.45", ms=5)
+            ax.annotate(p["label"], (p["intensity"], p["flops_per_s"]), textcoords="offset points", xytext=(4, 3),
+                        fontsize=7, color="0.35")
+    if latest and latest["intensity"] > 0 and latest["flops_per_s"] > 0:
+        ax.plot([latest["intensity"]], [latest["flops_per_s"]], "*", color="tab:red", ms=14, mec="k", mew=0.6,
+                label=latest["label"], zorder=5)
+        ax.annotate(latest["label"], (latest["intensity"], latest["flops_per_s"]), textcoords="offset points",
+                    xytext=(6, 4), fontsize=8, color="tab:red", weight="bold")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ys = [p["flops_per_s"] for p in pts] + [min(c.compute.values()) / 1e3 if not pts else min(p["flops_per_s"] for p in pts)]
+    ax.set_ylim(min(ys + [x_lo * bw]) / 2, max(c.compute.values()) * 2)
+    ax.set_xlabel("arithmetic intensity [FLOP/byte]")
+    ax.set_ylabel("FLOP/s")
+    ax.set_title(f"roofline · {c.device} · measured {c.measured_utc[:10]}", fontsize=9, loc="left")
+    ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    ax.legend(fontsize=7, loc="lower right", frameon=False)
+    ax.tick_params(labelsize=7)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+# ---- folded sections ------------------------------------------------------------------------------
+
+def html_sections(r: Any) -> list[tuple[str, str]]:
+    """The ops counted (heaviest first), the roofs it was judged against, and the timing."""
+    out: list[tuple[str, str]] = []
+    if r.counts is not None and r.counts.ops:
+        rows = sorted(r.counts.ops.items(), key=lambda kv: -(kv[1].get("flops", 0) or 0))
+        out.append((f"Ops counted ({len(rows)})", table_html(
+            [(k, v.get("calls"), f"{v.get('flops', 0) or 0:.4g}", fmt_bytes(v.get("bytes", 0) or 0)) for k, v in rows],
+            ("op", "calls", "FLOPs", "bytes"), scroll=True)))
+    out.append((f"Roofs ({r.ceilings.device}, {r.ceilings.source})", _pre(r.ceilings.text())))
+    out += [(f"Roofs: {t}", body) for t, body in ceilings_sections(r.ceilings)]
+    if callable(getattr(r.bench, "text", None)):
+        out.append(("Timing", _pre(r.bench.text())))
+    return out
+
+
+def ceilings_sections(c: Any) -> list[tuple[str, str]]:
+    """How each roof was measured: the matmul sweep per dtype and method, the bandwidth kernels."""
+    out: list[tuple[str, str]] = []
+    rows = []
+    for d, methods in (c.details.get("compute") or {}).items():
+        for m, x in methods.items():
+            for size, rate in x.get("sweep") or [[x.get("size"), x.get("flops_per_s")]]:
+                rows.append((d, m, size, fmt_rate(rate, "FLOP") if rate else "", "best" if size == x.get("size") else ""))
+    if rows:
+        out.append(("compute sweep", table_html(rows, ("dtype", "method", "n", "rate", ""), scroll=True)))
+    bw = (c.details.get("bandwidth") or {})
+    if bw.get("methods"):
+        out.append(("bandwidth kernels", table_html(
+            [(m, fmt_rate(x["bytes_per_s"], "B"), x.get("bytes_per_element"), x.get("passes"), x.get("reps", ""))
+             for m, x in bw["methods"].items()], ("method", "rate", "bytes/elt", "passes", "reps"))
+            + (f"<p style='font-size:12px'>{_esc(bw['counting'])}</p>" if bw.get("counting") else "")))
+    unsupported = c.details.get("unsupported") or {}
+    if unsupported:
+        out.append(("dtypes not measured", table_html(list(unsupported.items()), ("dtype", "why"))))
+    return out
+
+
+def _esc(s: str) -> str:
+    import html
+
+    return html.escape(str(s))
+
+
+def _pre(text: str) -> str:
+    return f"<pre style='margin:0;font-size:12px;white-space:pre-wrap'>{_esc(text)}</pre>"
+
+
+__all__ = ["as_point", "ceilings_png", "ceilings_sections", "figure_png", "html_sections", "roofline_png"]

@@ -1,0 +1,154 @@
+"""How ledger values are stored: JSON that never fails, code hashes, SQLite-safe text, timestamps.
+
+``_dumps`` turns anything a magic hands over (numpy scalars, paths, dataclasses...) into JSON text
+and never raises: a result must not be lost over an odd value in its options. ``_dumps_strict``
+writes the strict JSON of exported files (no NaN). Stdlib only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import time
+from typing import Any
+
+__all__ = ["code_hash"]
+
+
+def code_hash(code: str | None) -> str:
+    """First 16 hex chars of the SHA-256 of ``code``, ignoring trailing whitespace on each line
+    (and trailing blank lines), so re-indenting the end of a cell does not change the hash."""
+    text = "\n".join(line.rstrip() for line in (code or "").splitlines()).rstrip("\n")
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _text(value: Any) -> str | None:
+    """A string SQLite can store (lone surrogates escaped), or None."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else str(value)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
+def _utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+_KERNEL_ID: list[str | None] = []
+
+
+def _kernel_id() -> str | None:
+    """The kernel id from ipykernel's ``-f .../kernel-<id>.json`` argument, without importing it."""
+    if not _KERNEL_ID:
+        found = None
+        for arg in sys.argv:
+            m = re.search(r"kernel-([0-9A-Za-z_\-]+)\.json$", str(arg))
+            if m:
+                found = m.group(1)
+                break
+        _KERNEL_ID.append(found)
+    return _KERNEL_ID[0]
+
+
+def _default_session() -> str:
+    kid = _kernel_id()
+    return f"pid={os.getpid()}" + (f" kernel={kid}" if kid else "")
+
+
+def _json_default(obj: Any) -> Any:
+    """``json.dumps`` hook: numpy scalars/arrays, paths, sets, dataclasses... become plain JSON.
+
+    Never raises: anything unknown becomes its ``repr``, because a result must not be lost over an
+    odd value in its options.
+    """
+    try:
+        if hasattr(obj, "shape") and getattr(obj, "shape", None) == () and hasattr(obj, "item"):
+            return obj.item()  # numpy / torch scalar
+        if hasattr(obj, "tolist") and callable(obj.tolist):
+            return obj.tolist()  # numpy array, array.array, pandas objects
+        if isinstance(obj, os.PathLike):
+            return os.fspath(obj)
+        if isinstance(obj, (set, frozenset)):
+            return sorted(obj, key=repr)
+        if isinstance(obj, (bytes, bytearray)):
+            return bytes(obj).decode("utf-8", "replace")
+        if isinstance(obj, complex):
+            return {"real": obj.real, "imag": obj.imag}
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            return dataclasses.asdict(obj)
+        if hasattr(obj, "isoformat") and callable(obj.isoformat):
+            return obj.isoformat()  # datetime, date, pandas Timestamp
+        if isinstance(obj, enum.Enum):
+            return obj.value
+        if hasattr(obj, "to_dict") and callable(obj.to_dict):
+            return obj.to_dict()
+        if hasattr(obj, "__float__") and not isinstance(obj, str):
+            return float(obj)
+    except Exception:  # noqa: BLE001 - fall through to repr
+        pass
+    return repr(obj)
+
+
+def _plain(obj: Any, _depth: int = 0) -> Any:
+    """Recursively turn ``obj`` into plain JSON types (string keys, lists) - the slow path."""
+    if _depth > 200:
+        return repr(obj)
+    if obj is None or isinstance(obj, (str, bool, int, float)):
+        return obj
+    if isinstance(obj, dict):
+        return {
+            (k if isinstance(k, str) else str(_plain(k, _depth + 1))): _plain(v, _depth + 1)
+            for k, v in obj.items()
+        }
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v, _depth + 1) for v in obj]
+    converted = _json_default(obj)
+    if isinstance(converted, str) or converted is obj:
+        return converted
+    return _plain(converted, _depth + 1)
+
+
+def _dumps(obj: Any) -> str:
+    """JSON text for storage. NaN/inf are kept (Python's json reads them back); never raises."""
+    try:
+        return json.dumps(obj, default=_json_default, allow_nan=True)
+    except (TypeError, ValueError, RecursionError):  # non-string keys, cycles
+        pass
+    try:
+        return json.dumps(_plain(obj), allow_nan=True)
+    except Exception:  # noqa: BLE001
+        return json.dumps({"unencodable": repr(obj)[:10_000]})
+
+
+def _finite(obj: Any) -> Any:
+    """Replace non-finite floats by None, for strict JSON in exported files."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _dumps_strict(obj: Any) -> str:
+    return json.dumps(_finite(_plain(obj)), allow_nan=False)
+
+
+def _loads(text: Any) -> Any:
+    if text is None or not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

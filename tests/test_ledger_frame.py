@@ -1,0 +1,162 @@
+"""The tidy pandas views of the ledger (storage/frame.py) and the ``%perf`` table (render/ledger.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from perfmagic.render.ledger import ledger_bundle, result_text, sparkline
+from perfmagic.storage.frame import ledger_frame, metric_unit
+from perfmagic.storage.ledger import Ledger
+
+pd = pytest.importorskip("pandas")
+
+
+def _bench(led, label, median, **kw):
+    return led.record(magic="gpubench", label=label, code=f"%%gpubench -l {label}\nwork({median})\n",
+                      options={}, samples=None, env={}, primary_metric="median_s",
+                      metrics={"median_s": median, "ci_low_s": median * 0.99, "ci_high_s": median * 1.01,
+                               "n_samples": 40, "number": 3}, **kw).id
+
+
+@pytest.fixture
+def led(tmp_path):
+    led = Ledger(tmp_path, notebook="nb.ipynb")
+    a = _bench(led, "mm", 0.004)
+    led.set_baseline("mm", a)
+    _bench(led, "mm", 0.002)
+    led.record(magic="roofline", label="mm", code="x", options={}, samples=None, env={},
+               primary_metric="median_s", metrics={"median_s": 0.002, "flops": 2 * 512**3, "bound": "compute",
+                                                   "fraction_of_roof": 0.4})
+    led.record(magic="flame", label="hot", code="hot()", options={}, samples=None, env={},
+               primary_metric="top_self_fraction",
+               metrics={"top_self_fraction": 0.4922, "n_samples": 812, "top1_self_name": "hot (In [3]:2)"})
+    led.record(magic="memory", label="big", code="b = bytearray(1 << 20)", options={}, samples=None, env={},
+               primary_metric="peak_bytes", metrics={"peak_bytes": 1 << 20, "increment_bytes": 1 << 20},
+               status="interrupted")
+    return led
+
+
+def test_common_view_has_the_shared_columns_with_dtypes(led):
+    df = ledger_frame(ledger=led)
+    assert list(df.columns) == ["created", "magic", "label", "status", "primary_metric", "value", "unit",
+                                "vs_baseline", "code"]
+    assert df.index.name == "id" and str(df.index.dtype) == "Int64" and len(df) == 5
+    assert str(df["created"].dt.tz) == "UTC"
+    assert isinstance(df["magic"].dtype, pd.CategoricalDtype) and isinstance(df["status"].dtype, pd.CategoricalDtype)
+    assert df["label"].dtype == "string" and df["code"].dtype == "string" and df["value"].dtype == "float64"
+    assert df["magic"].tolist() == ["gpubench", "gpubench", "roofline", "flame", "memory"]
+    assert df["unit"].tolist() == ["s", "s", "s", "fraction", "B"]
+    assert df["value"].tolist() == [0.004, 0.002, 0.002, 0.4922, float(1 << 20)]
+    assert df["status"].tolist()[-1] == "interrupted"
+    # B/A of the primary metric against the label's baseline, for gpubench runs only
+    ratio = df["vs_baseline"].tolist()
+    assert ratio[0] == 1.0 and ratio[1] == pytest.approx(0.5)
+    assert all(math.isnan(x) for x in ratio[2:])  # a roofline run of the same label is not compared
+    assert list(ledger_frame(ledger=led, newest_first=True).index) == list(df.index)[::-1]
+
+
+def test_magic_gives_only_that_magics_metrics_with_proper_dtypes(led):
+    df = ledger_frame("gpubench", ledger=led)
+    assert len(df) == 2 and set(df["magic"]) == {"gpubench"}
+    assert {"median_s", "ci_low_s", "ci_high_s", "n_samples", "number"} <= set(df.columns)
+    assert "flops" not in df.columns and "top_self_fraction" not in df.columns
+    assert df["n_samples"].dtype == "Int64" and df["median_s"].dtype == "float64"
+    assert df["median_s"].tolist() == [0.004, 0.002]
+    roof = ledger_frame(magic="roofline", ledger=led)
+    assert roof.iloc[0]["bound"] == "compute" and roof["bound"].dtype == "string"
+    assert roof.iloc[0]["flops"] == 2 * 512**3 and roof["flops"].dtype == "Int64"
+    assert "median_s" in roof.columns and "n_samples" not in roof.columns
+    assert ledger_frame("lineprof", ledger=led).empty  # a magic with no runs yet
+    with pytest.raises(ValueError, match="roofline"):
+        ledger_frame("roof", ledger=led)
+    with pytest.raises(ValueError, match="'long'"):
+        ledger_frame(view="tall", ledger=led)
+
+
+def test_long_view_is_one_row_per_run_and_metric(led):
+    df = ledger_frame(view="long", ledger=led)
+    assert list(df.columns) == ["id", "created", "magic", "label", "status", "metric", "value", "text", "unit"]
+    assert df["id"].dtype == "Int64" and df["value"].dtype == "float64"
+    assert len(df) == 5 * 2 + 4 + 3 + 2  # every metric of every run: gpubench x2, roofline, flame, memory
+    flame = df[df["magic"] == "flame"].set_index("metric")
+    assert flame.loc["top_self_fraction", "unit"] == "fraction"
+    assert flame.loc["top1_self_name", "text"] == "hot (In [3]:2)" and math.isnan(flame.loc["top1_self_name", "value"])
+    assert flame.loc["n_samples", "value"] == 812 and flame.loc["n_samples", "unit"] == "count"
+    wide = df.pivot(index="id", columns="metric", values="value")
+    assert wide.loc[2, "median_s"] == 0.002
+
+
+def test_all_notebooks_adds_the_notebook_column(led, tmp_path):
+    other = Ledger(tmp_path, notebook="other.ipynb")
+    _bench(other, "mm", 0.001)
+    assert len(ledger_frame(ledger=led)) == 5 and "notebook" not in ledger_frame(ledger=led).columns
+    df = ledger_frame(ledger=led, all_notebooks=True)
+    assert len(df) == 6 and df.columns[1] == "notebook" and df["notebook"].iloc[-1] == "other.ipynb"
+    assert math.isnan(df["vs_baseline"].iloc[-1])  # "mm" has no baseline in the other notebook
+    assert other.baselines() == {} and led.baselines(notebook=None) == {("nb.ipynb", "mm"): 1}
+
+
+def test_metric_units():
+    assert [metric_unit(k) for k in ("median_s", "peak_bytes", "flops_per_s", "items_per_s", "hot_fraction",
+                                     "n_samples", "S", "bandwidth_Bps", "bound")] == [
+        "s", "B", "FLOP/s", "items/s", "fraction", "count", "fraction", "B/s", None]
+
+
+def test_perf_table_fits_the_width_and_says_what_each_number_is(led):
+    rows = led.rows()
+    long_label = "a-very-long-label-that-describes-the-experiment-in-detail"
+    _bench(led, long_label, 0.003)
+    rows = led.rows()
+    changes = {2: "-50.0% faster  ▁█", 1: "baseline"}
+    for width in (80, 100, 140):
+        out = ledger_bundle(rows, total=len(rows), where=str(led.path), notebook="nb.ipynb", changes=changes,
+                            width=width)
+        text = out["text/plain"]
+        assert all(len(line) <= width for line in text.splitlines()), (width, text)
+        table = {ln.split()[0]: ln for ln in text.splitlines() if ln[:1].isdigit()}
+        assert set(table) == {"1", "2", "3", "4", "5", "6"}
+        assert "baseline" in table["1"] and "faster" in table["2"]
+        assert "49% of samples in hot()" in table["4"]  # a flame row says what its fraction is
+        assert "peak +1.0 MiB" in table["5"] and "interrupted" in table["5"]
+        assert "…" in table["6"] or long_label in table["6"]
+        assert "6 runs" in text and text.splitlines()[2].startswith("id ")
+        assert "0.4922" not in text
+        assert "a-very-long-label" in out["text/html"] and long_label in out["text/html"]
+        assert "#1a7f37" in out["text/html"]  # faster, in the accept colour
+    narrow = ledger_bundle(rows, total=len(rows), where="x", notebook=None, changes=changes, width=80)["text/plain"]
+    assert long_label not in narrow  # cut to fit
+    # the trend: a sparkline with the values it spans beside it, never alone
+    assert not any(ch in narrow for ch in "▁▂▃▄▅▆▇█")  # no room for the trend: no bare sparkline either
+    wide = ledger_bundle(rows, total=len(rows), where="x", notebook=None, changes=changes, width=200)["text/plain"]
+    row2 = next(ln for ln in wide.splitlines() if ln.startswith("2 "))
+    assert "4→2 ms" in row2 and sparkline([0.004, 0.002]) in row2
+    assert sparkline([0.004, 0.002]) == "█▁" and "▁█" not in row2  # the verdict's own sparkline is dropped
+    assert "-50.0% faster  █▁ 4→2 ms" in row2 and "trend:" in wide and "trend:" not in narrow
+
+
+def test_result_text_names_every_number():
+    assert result_text({"magic": "gpubench", "primary_metric": "median_s",
+                        "metrics": {"median_s": 0.005, "ci_low_s": 0.0049, "ci_high_s": 0.0051,
+                                    "n_samples": 40, "number": 3}}) == "median 5 ms ±2.0% (40 × 3 calls)"
+    assert result_text({"magic": "lineprof", "primary_metric": "total_s",
+                        "metrics": {"total_s": 1.5, "hot_fraction": 0.91, "hot_line": "In [3] line 4 f(): x"}}) \
+        == "total 1.5 s, 91% in In [3] line 4 f()"
+    assert result_text({"magic": "amdahl", "metrics": {"S": 0.31, "max_speedup": 2.9}}).startswith(
+        "serial fraction S=0.31")
+    assert result_text({"magic": "custom", "primary_metric": "items_per_s", "metrics": {"items_per_s": 12.5}}) \
+        == "items_per_s 12.5 items/s"
+
+
+def test_perf_magic_fits_the_terminal(shell, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "72")
+    shell.run("%%gpubench -q -l a-rather-long-label-for-this-one-experiment\nsum(range(1000))\n")
+    shell.run("%perf")
+    text = shell.text()
+    lines = text.splitlines()
+    assert all(len(line) <= 72 for line in lines), text
+    row = next(line for line in lines if line.startswith("1 "))
+    assert "a-rather-long-label-for-this-one-experiment" not in row and "…" in row
+    assert "median" in row and "calls)" in row  # the number says what it is
+    assert "a-rather-long-label-for-this-one-experiment" in shell.bundles[0]["text/html"]

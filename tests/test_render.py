@@ -1,0 +1,161 @@
+"""The layering and the result protocol: every result renders the same way, and heavy or front-end
+libraries stay in their layer."""
+
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "perfmagic"
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module.split(".")[0])
+    return out
+
+
+def test_import_boundaries() -> None:
+    """matplotlib and ipywidgets only under render/, IPython only under magics/ (the engines run from
+    a plain script), and render/ imports no analysis module."""
+    bad = []
+    analysis = ("core", "timing", "roofs", "scaling", "estimation", "dataloader", "profile", "storage")
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC)
+        top = rel.parts[0] if len(rel.parts) > 1 else ""
+        mods = _imports(path)
+        for lib in ("matplotlib", "ipywidgets"):
+            if lib in mods and top != "render":
+                bad.append(f"{rel} imports {lib}")
+        if "IPython" in mods and top != "magics":
+            bad.append(f"{rel} imports IPython")
+        if top == "render":
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.level >= 2 and (node.module or "").split(".")[0] in analysis:
+                    bad.append(f"{rel} imports the analysis module {node.module}")
+    assert not bad, "\n".join(bad)
+
+
+def test_every_module_is_at_most_500_lines() -> None:
+    long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.py") if (n := len(p.read_text().splitlines())) > 500}
+    assert not long, long
+
+
+# ---- the protocol, on a result of every class ---------------------------------------------------
+
+
+def _results(roofs):  # noqa: ANN001
+    import perfmagic
+
+    ns = {"time": time}
+    b = perfmagic.bench("time.sleep(0.001)", globals=ns, budget=0.2, label="nap")
+    yield b
+    yield perfmagic.bench_pair("time.sleep(0.001)", "time.sleep(0.0012)", globals=ns, budget=0.3)
+    yield perfmagic.roofline("time.sleep(0.001)", globals=ns, flops=1e6, bytes=8e6, budget=0.2, ceilings=roofs)
+    yield roofs
+    yield perfmagic.amdahl("time.sleep(0.004 / workers)", [1, 2], globals=ns, budget=0.1, rounds=1)
+    yield perfmagic.estimate("time.sleep(n * 1e-7)", n=100_000, globals=ns)
+    yield perfmagic.memory("keep = bytearray(8 * 2**20)", globals={})
+    yield perfmagic.lineprof("f(2000)", [_spin], globals={"f": _spin})
+    yield perfmagic.flame("f(200_000)", globals={"f": _spin}, sampler="inprocess")
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    loader = DataLoader(TensorDataset(torch.randn(32, 4)), batch_size=8)
+    yield perfmagic.dataloader_check(loader, lambda batch: time.sleep(0.001), steps=8)
+
+
+def _spin(n: int) -> int:
+    s = 0
+    for i in range(n):
+        s += i
+    return s
+
+
+def test_every_result_class_follows_the_protocol(roofs) -> None:
+    from perfmagic.result import Result
+
+    seen = set()
+    for r in _results(roofs):
+        name = type(r).__name__
+        seen.add(name)
+        assert isinstance(r, Result), f"{name} lacks part of the protocol"
+        assert type(r).primary_metric, name
+        m = r.metrics()
+        assert isinstance(m, dict) and (r.primary_metric in m or name == "Ceilings"), (name, r.primary_metric)
+        assert isinstance(r.samples(), dict), name
+        json.dumps(r.to_dict(), default=str)  # plain data
+        text = r.text()
+        head = r.headline()
+        assert head and "\n" not in head and len(text.splitlines()[0]) <= 200, name
+        assert repr(r).startswith(f"<{name}") and "\n" not in repr(r), name
+        bundle = r._repr_mimebundle_()
+        assert bundle["text/plain"].strip(), name
+        htm = bundle["text/html"]
+        assert "<script src" not in htm and "http://" not in htm and "https://" not in htm, name
+        assert "widget-view" not in json.dumps(list(bundle)), name
+        if "image/png" in bundle:
+            assert base64.b64decode(bundle["image/png"])[:4] == b"\x89PNG", name
+            assert "data:image/png;base64," in htm, name
+    assert {"BenchResult", "PairResult", "RooflineResult", "Ceilings", "AmdahlResult", "EstimateResult",
+            "MemoryResult", "LineProfResult", "FlameResult", "DataLoaderResult"} <= seen
+
+
+def test_live_view_is_opt_in_and_says_it_is_live() -> None:
+    pytest.importorskip("ipywidgets")
+    import perfmagic
+
+    r = perfmagic.bench("x = 1", budget=0.1)
+    assert "application/vnd.jupyter.widget-view+json" not in r._repr_mimebundle_()
+    view = r.widget()
+    assert "needs a running kernel" in view.children[0].value
+
+
+# ---- -o / -q -------------------------------------------------------------------------------------
+
+
+def test_output_and_quiet_flags(shell, capsys) -> None:
+    capsys.readouterr()
+    res = shell.run("%%gpubench -o -q -b 0.1\nx = 1\n")
+    assert res.error_in_exec is None and shell.bundles == []  # shows nothing...
+    assert "median" not in capsys.readouterr().out  # ...not even as Out[n]...
+    assert type(res.result).__name__ == "BenchResult"  # ...and returns the result (Out[n], _)
+    assert shell.ip.user_ns["_"] is res.result
+    res = shell.run("%%gpubench -q -b 0.1\nx = 1\n")
+    assert res.result is None and shell.bundles == [] and "median" not in capsys.readouterr().out
+    res = shell.run("%%gpubench -o -b 0.1\nx = 1\n")
+    assert type(res.result).__name__ == "BenchResult" and shell.bundles == []
+    assert "median" in capsys.readouterr().out  # shown once, as Out[n]
+    res = shell.run("1 + 1")
+    assert res.result == 2 and "2" in capsys.readouterr().out  # the display hook is itself again
+
+
+# ---- progress bars end cleanly --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("outcome", ["ok", "error", "interrupt"])
+def test_progress_bar_is_emptied_after_success_error_and_ctrl_c(shell, monkeypatch, outcome) -> None:
+    from perfmagic.magics import _progress
+
+    monkeypatch.setattr(_progress, "_in_kernel", lambda: True)
+    body = {"ok": "time.sleep(0.002)",
+            "error": "if workers == 2:\n    raise ValueError('boom')\ntime.sleep(0.002)",
+            "interrupt": "if workers == 2:\n    raise KeyboardInterrupt\ntime.sleep(0.002)"}[outcome]
+    shell.run("import time")
+    shell.run(f"%%amdahl workers=1,2 -b 0.1 --rounds 1 --no-plot\n{body}\n")
+    bars = [o for o in shell.pub.outputs if "<progress" in (o["data"].get("text/html") or "")]
+    assert bars, "no progress bar was shown"
+    ids = {(o.get("transient") or {}).get("display_id") for o in bars}
+    assert None not in ids
+    for did in ids:
+        last = [o for o in shell.pub.outputs if (o.get("transient") or {}).get("display_id") == did][-1]
+        assert last["data"] == {"text/plain": ""}, (outcome, last["data"])
