@@ -321,7 +321,7 @@ def main() -> int:
             "no part in the verdicts: `%timeit .best` is the minimum of `%timeit`'s own runs; `… ÷ drift guard` "
             "rescales each perfmagic answer by the median of its `env[\"reference_s\"]` (a fixed pure-Python "
             "workload timed beside every run) over this run's reference time: the correction for machine drift that "
-            "the drift guard (`perfmagic/_reference.py`) is designed for. Per-round data: "
+            "the drift guard (`perfmagic/core/reference.py`) is designed for. Per-round data: "
             f"`benchmarks/results/timing_quality.json`. Total run time {total:.0f} s. *Others' CPU*: cores kept busy "
             "by other processes during each answer (`/proc/stat` busy time minus this process's), median / max over "
             f"the rounds; over the whole run other processes used {run_load['others_cores']:.2f} cores on average "

@@ -102,7 +102,7 @@ cells = [
     code("%%gpubench -l cached-lookup\nlookup(3)"),
     md("## The result object\n\n"
        "`-o` returns the result; it keeps every raw sample, and the statistics are derived from them."),
-    code("%%gpubench -o -q -l sum-range\nsum(range(1000))"),
+    code("%%gpubench -o -l sum-range\nsum(range(1000))"),
     code("r = _\nprint(f\"median {r.median * 1e6:.2f} µs, CI {r.ci[0] * 1e6:.2f}–{r.ci[1] * 1e6:.2f} µs, \"\n"
          "      f\"{r.n_samples} samples × {r.number} calls, cold call {r.cold_s * 1e6:.1f} µs\")\nr.raw[:5]"),
     md("## The same engine from a script\n\n"
@@ -218,7 +218,7 @@ EXPECT = {
         r"cold call 2\d\d(\.\d+)? ms",
         r"! the first call took \d+× a warm call",
     ],
-    '%%gpubench -o -q -l sum-range\nsum(range(1000))': [
+    '%%gpubench -o -l sum-range\nsum(range(1000))': [
         r"median\s+\(95% CI",
         r"\[label sum-range, run #\d+\]",
     ],
@@ -251,9 +251,9 @@ EXPECT = {
         r"^history of 'sum-of-squares' \(\d+ runs; baseline #\d+\)",
     ],
     '%perf': [
-        r"^perfmagic ledger — (\S*/)?00_tour\.ipynb",
+        r"^perfmagic ledger of (\S*/)?00_tour\.ipynb",
         r"\b\d+ runs\b",
-        r"\bsum-of-squares\b.*\bbaseline\b",
+        r"\bsum-of-sq\S*\s.*\bbaseline\b",
     ],
     'df = perfmagic.ledger()\ndf[["magic", "label", "status", "primary_metric", "value", "unit", "vs_baseline"]]': [
         r"median_s",

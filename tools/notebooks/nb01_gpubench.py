@@ -113,7 +113,7 @@ CELLS = [
         return vocabulary()[word]
     """),
     magic("""
-    %%gpubench -l encode -b 0.5 -o -q
+    %%gpubench -l encode -b 0.5 -o
     encode("fox")
     """, MEDIAN, r"the first call took \d+× a warm call"),
     code("""
@@ -135,7 +135,7 @@ CELLS = [
     calls instead (`-w 0`: none).
     """),
     magic("""
-    %%gpubench -l sort-20k -b 0.3 -o -q --no-plot
+    %%gpubench -l sort-20k -b 0.3 -o --no-plot
     sorted(xs)
     """, MEDIAN),
     code("""
@@ -154,14 +154,14 @@ CELLS = [
     Below, a loose target (±10%) and a tight one (±1%) on the same cell:
     """),
     magic("""
-    %%gpubench -l sort-20k -b 0.3 -p 10% -o -q --no-plot
+    %%gpubench -l sort-20k -b 0.3 -p 10% -o --no-plot
     sorted(xs)
     """, MEDIAN, r"stopped: (precision|budget)"),
     code("""
     loose = _
     """),
     magic("""
-    %%gpubench -l sort-20k -b 0.6 -p 1% -o -q --no-plot
+    %%gpubench -l sort-20k -b 0.6 -p 1% -o --no-plot
     sorted(xs)
     """, MEDIAN, r"stopped: (precision|budget)"),
     code("""
@@ -208,14 +208,14 @@ CELLS = [
     v = np.random.rand(500_000)  # 4 MB: fits in the last-level cache of most machines
     """),
     magic("""
-    %%gpubench -l sum-warm-cache -b 0.3 -o -q --no-plot
+    %%gpubench -l sum-warm-cache -b 0.3 -o --no-plot
     v.sum()
     """, MEDIAN),
     code("""
     warm = _
     """),
     magic("""
-    %%gpubench -l sum-flushed -b 1 --flush -o -q --no-plot
+    %%gpubench -l sum-flushed -b 1 --flush -o --no-plot
     v.sum()
     """, MEDIAN, r"cache flushed before every sample"),
     code("""
@@ -239,14 +239,14 @@ CELLS = [
         return [{"id": i, "tags": [i % 3, i % 5]} for i in range(n)]
     """),
     magic("""
-    %%gpubench -l records -b 0.3 -o -q --no-plot
+    %%gpubench -l records -b 0.3 -o --no-plot
     make_records(5_000)
     """, MEDIAN),
     code("""
     gc_off = _
     """),
     magic("""
-    %%gpubench -l records -b 0.3 --gc -o -q --no-plot
+    %%gpubench -l records -b 0.3 --gc -o --no-plot
     make_records(5_000)
     """, MEDIAN),
     code("""

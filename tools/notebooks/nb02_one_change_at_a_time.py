@@ -48,7 +48,7 @@ CELLS = [
     later cells can refer to it, and `-q` keeps the display to one copy.
     """),
     magic("""
-    %%gpubench -l membership --baseline -b 0.5 --no-plot -o -q
+    %%gpubench -l membership --baseline -b 0.5 --no-plot -o
     sum(q in haystack for q in queries)
     """, r"is now the baseline of 'membership'", MEDIAN),
     code("""
@@ -66,7 +66,7 @@ CELLS = [
     hayset = set(haystack)
     """),
     magic("""
-    %%gpubench -l membership -b 0.5 --no-plot -o -q
+    %%gpubench -l membership -b 0.5 --no-plot -o
     sum(q in hayset for q in queries)
     """, MEDIAN),
     code("""
@@ -134,7 +134,7 @@ CELLS = [
     verdict in an A/A check means the measurement is not ready to judge small changes.
     """),
     magic("""
-    %%gpubench -l membership -b 0.5 --no-plot --vs baseline -o -q
+    %%gpubench -l membership -b 0.5 --no-plot --vs baseline -o
     sum(q in haystack for q in queries)
     """, r"an A/A comparison", r"same-process A/B"),
     code("""
@@ -165,7 +165,7 @@ CELLS = [
     from the baseline: the code and an option.
     """),
     magic("""
-    %%gpubench -l membership -b 0.5 --no-plot --gc -o -q
+    %%gpubench -l membership -b 0.5 --no-plot --gc -o
     sum(q in hayset for q in queries)
     """, MEDIAN),
     code("""
@@ -189,7 +189,7 @@ CELLS = [
     """),
     magic("""
     %perf -n 8
-    """, r"^id\s+when\s+magic\s+label", r"membership"),
+    """, r"^id\s+(when\s+)?magic\s+label", r"membership"),
     md("""
     ## Moving on: a new baseline, history, export, forget
 

@@ -72,7 +72,7 @@ CELLS = [
     y = torch.randn(n, n)
     """),
     magic("""
-    %%roofline -l matmul-512 -b 0.5 -o -q
+    %%roofline -l matmul-512 -b 0.5 -o
     x @ y
     """, r"^compute-bound: ", r"work per call: .* FLOP \(counted\)"),
     code("""
@@ -116,7 +116,7 @@ CELLS = [
     q = torch.randn(N)
     """),
     magic("""
-    %%roofline -l two-pass -b 0.5 -o -q
+    %%roofline -l two-pass -b 0.5 -o
     p * 2 + q
     """, r"^memory-bound: ", r"reduce data movement"),
     code("""
@@ -132,7 +132,7 @@ CELLS = [
     ## One change moves the point
     """),
     magic("""
-    %%roofline -l fused -b 0.5 -o -q
+    %%roofline -l fused -b 0.5 -o
     torch.add(q, p, alpha=2)
     """, r"^memory-bound: "),
     code("""

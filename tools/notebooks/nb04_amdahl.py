@@ -45,7 +45,7 @@ CELLS = [
     bending the curve.
     """),
     magic("""
-    %%amdahl workers=1,2,3,4,6,8 -b 0.25 --rounds 2 -o -q
+    %%amdahl workers=1,2,3,4,6,8 -b 0.25 --rounds 2 -o
     job(workers)
     """, VERDICT, r"Karp–Flatt", r"serial fraction S = "),
     code("""
@@ -86,7 +86,7 @@ CELLS = [
     Halve the serial part of the same job and sweep again:
     """),
     magic("""
-    %%amdahl workers=1,2,3,4,6,8 -b 0.25 --rounds 2 -o -q
+    %%amdahl workers=1,2,3,4,6,8 -b 0.25 --rounds 2 -o
     job(workers, serial=SERIAL / 2)
     """, VERDICT, r"Karp–Flatt"),
     code("""

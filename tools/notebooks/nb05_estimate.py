@@ -48,7 +48,7 @@ CELLS = [
     measuring reach sizes closer to it.
     """),
     magic("""
-    %%estimate n=len(data) --limit 1m --max-fraction 25% --run -o -q
+    %%estimate n=len(data) --limit 1m --max-fraction 25% --run -o
     sorted(data[:n])
     """, r"^estimate for n=2,000,000: ", r"time model: ", r"gate: "),
     code("""
@@ -108,7 +108,7 @@ CELLS = [
         return count
     """),
     magic("""
-    %%estimate n=len(pts) --limit 5s -o -q
+    %%estimate n=len(pts) --limit 5s -o
     close_pairs(pts[:n])
     """, r"^estimate for n=40,000: ", r"time model: a \+ b·n", r"gate: (will not fit|unknown)"),
     code("""
@@ -135,7 +135,7 @@ CELLS = [
     (a sleep stands in for the work) in a job of 119 slices × 2,000 epochs:
     """),
     magic("""
-    %%estimate --total 119*2000 --limit 10m -o -q
+    %%estimate --total 119*2000 --limit 10m -o
     time.sleep(0.005)
     """, r"^estimate for 238,000 units: .*WILL NOT FIT", r"per unit: "),
     code("""

@@ -101,7 +101,7 @@ CELLS = [
     and measures the loop there (`--sweep-steps` steps each). Repeat `--sweep` for a grid.
     """),
     magic("""
-    %%dataloader_check loader --steps 8 --sweep num_workers=0,2,4 --sweep-steps 8 -o -q
+    %%dataloader_check loader --steps 8 --sweep num_workers=0,2,4 --sweep-steps 8 -o
     x, y = batch
     loss = torch.nn.functional.cross_entropy(model(x), y)
     opt.zero_grad(); loss.backward(); opt.step()
@@ -129,7 +129,7 @@ CELLS = [
     fixed_loader = DataLoader(SlowDisk(), batch_size=8, num_workers=2, persistent_workers=True, prefetch_factor=4)
     """),
     magic("""
-    %%dataloader_check fixed_loader --steps 10 -o -q
+    %%dataloader_check fixed_loader --steps 10 -o
     x, y = batch
     loss = torch.nn.functional.cross_entropy(model(x), y)
     opt.zero_grad(); loss.backward(); opt.step()

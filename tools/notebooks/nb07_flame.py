@@ -95,7 +95,7 @@ CELLS = [
     Profile with `-o` to read the top function from the result:
     """),
     magic("""
-    %%flame -o -q
+    %%flame -o
     slowest_paths(log)
     """, HEADLINE, SAMPLER),
     code("""
@@ -131,7 +131,7 @@ CELLS = [
     would hold only a handful of samples. `--rate 500` samples five times as often:
     """),
     magic("""
-    %%flame --rate 500 -o -q
+    %%flame --rate 500 -o
     slowest_paths_lean(log)
     """, HEADLINE, SAMPLER),
     code("""

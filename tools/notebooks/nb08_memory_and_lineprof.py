@@ -87,7 +87,7 @@ CELLS = [
     del chunks, x, z
     """),
     magic("""
-    %%memory -o -q --no-plot
+    %%memory -o --no-plot
     chunks = load_chunks(32)
     x = rng.random(5_000_000)
     z = standardize(x)
@@ -121,14 +121,14 @@ CELLS = [
     assert np.allclose(standardize(x), standardize_in_place(x))
     """),
     magic("""
-    %%memory -o -q --no-plot
+    %%memory -o --no-plot
     total = float(standardize(x).sum())
     """, MEM),
     code("""
     two_temps = _
     """),
     magic("""
-    %%memory -o -q --no-plot
+    %%memory -o --no-plot
     total = float(standardize_in_place(x).sum())
     """, MEM),
     code("""
@@ -190,7 +190,7 @@ CELLS = [
     methods); repeat it for several.
     """),
     magic("""
-    %%lineprof -f dedupe -o -q
+    %%lineprof -f dedupe -o
     dedupe(items)
     """, r"^lineprof: hottest line"),
     code("""

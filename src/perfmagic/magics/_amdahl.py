@@ -94,20 +94,11 @@ class ScalingMagics(Magics):
             samples=result.samples(), env={}, status=status, primary_metric=result.primary_metric)
         text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
         from ..render.bundle import mimebundle
+        from ._template import finish
 
-        bundle = mimebundle(result, text=text, plot=not args.no_plot)
-        if status == "interrupted":
-            from ._template import display_bundle
-
-            display_bundle(bundle)
-            raise _boundary.Interrupted("perfmagic: sweep interrupted; the points measured are fitted above and recorded")
-        if args.output and not args.quiet:
-            return result
-        if not args.quiet:
-            from ._template import display_bundle
-
-            display_bundle(bundle)
-        return result if args.output else None
+        return finish(self.shell, result, args, mimebundle(result, text=text, plot=not args.no_plot),
+                      interrupted="perfmagic: %%amdahl interrupted; the points measured are fitted above and recorded"
+                      if status == "interrupted" else None)
 
     @magic_arguments()
     @argument("terms", nargs="*", help="two of throughput=RATE (100/s), latency=DURATION (1s, 250ms), "

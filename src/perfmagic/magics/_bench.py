@@ -11,7 +11,6 @@ from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args, _boundary
-from ._template import default_label
 
 
 @magics_class
@@ -72,6 +71,8 @@ class BenchMagics(Magics):
         __tracebackhide__ = True
         from ..timing import bench as _engine
         from ..errors import BenchInterrupted, PerfmagicError
+
+        from ._template import default_label
 
         args, setup = _args.parse(self.gpubench.parser, line, remainder="setup")
         ns = self.shell.user_ns

@@ -140,15 +140,10 @@ class DataLoaderMagics(Magics):
             primary_metric=result.primary_metric)
         text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
         from ..render.bundle import mimebundle
-        from ._template import display_bundle
+        from ._template import finish
 
-        bundle = mimebundle(result, text=text, plot=not args.no_plot)
-        if status == "interrupted":
-            display_bundle(bundle)
-            raise _boundary.Interrupted("perfmagic: dataloader check interrupted; the steps measured are shown above "
-                                        "and recorded; the workers are shut down")
-        if not args.quiet and not args.output:
-            display_bundle(bundle)
-        return result if args.output else None
+        return finish(self.shell, result, args, mimebundle(result, text=text, plot=not args.no_plot),
+                      interrupted="perfmagic: %%dataloader_check interrupted; the steps measured are shown above "
+                      "and recorded; the workers are shut down" if status == "interrupted" else None)
 
 

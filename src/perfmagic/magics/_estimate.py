@@ -148,24 +148,8 @@ class EstimateMagics(Magics):
         text = result.text(ref.id if ref is not None else None)
         # text, png, self-contained html with the measured points folded; no widget (result.widget() is the
         # opt-in live view: a saved notebook would keep a dead one)
-        bundle = mimebundle(result, plot=not args.no_plot, text=text)
-        if status == "interrupted":
-            from ._template import display_bundle
+        from ._template import finish
 
-            if not args.quiet:
-                display_bundle(bundle)
-            raise _boundary.Interrupted(f"perfmagic: interrupted during {interrupted_at}; what was done is shown above "
-                                        "and recorded")
-        if failure is not None:  # shown and recorded as failed; then the user's own error, with their traceback
-            if not args.quiet:
-                from ._template import display_bundle
-
-                display_bundle(bundle)
-            raise _boundary.without_perfmagic_frames(failure)
-        if args.output and not args.quiet:
-            return result
-        if not args.quiet:
-            from ._template import display_bundle
-
-            display_bundle(bundle)
-        return result if args.output else None
+        return finish(self.shell, result, args, mimebundle(result, plot=not args.no_plot, text=text),
+                      interrupted=f"perfmagic: %%estimate interrupted during {interrupted_at}; what was done is "
+                      "shown above and recorded" if status == "interrupted" else None, failure=failure)

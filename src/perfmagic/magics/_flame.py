@@ -86,16 +86,11 @@ class FlameMagics(Magics):
             metrics=result.metrics(), samples=result.samples(), env={}, status=status,
             primary_metric="top_self_fraction")
         text = result.text(args.top) + (f"\n  run #{ref.id}" if ref is not None else "")
-        from ._template import display_bundle
         from ..render.flame import mimebundle
+        from ._template import finish
 
-        bundle = mimebundle(result, text=text, plot=not args.no_plot)
-        if status == "interrupted":
-            display_bundle(bundle)
-            raise _boundary.Interrupted("perfmagic: %%flame interrupted; the profile up to Ctrl-C is shown and recorded")
-        if not args.quiet and not (args.output and status == "ok"):
-            display_bundle(bundle)
-        if status == "failed" and result.exception is not None:
-            raise result.exception
-        return result if args.output else None
+        return finish(self.shell, result, args, mimebundle(result, text=text, plot=not args.no_plot),
+                      interrupted="perfmagic: %%flame interrupted; the profile up to Ctrl-C is shown and recorded"
+                      if status == "interrupted" else None,
+                      failure=result.exception if status == "failed" else None)
 

@@ -67,15 +67,11 @@ class LineProfMagics(Magics):
             magic="lineprof", label=args.label or default_label(cell), code=cell, magic_line=line,
             options=dict(vars(args)), metrics=result.metrics(), samples=result.samples(), env={},
             status=status, primary_metric="total_s")
-        if not args.quiet:
-            from ..render.bundle import mimebundle
-            from ._template import display_bundle
+        from ..render.bundle import mimebundle
+        from ._template import finish
 
-            text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
-            display_bundle(mimebundle(result, text=text, plot=False))
-        if isinstance(exc, KeyboardInterrupt):
-            raise _boundary.Interrupted("perfmagic: %%lineprof interrupted; the lines timed up to there are shown above "
-                                        "and recorded") from None
-        if exc is not None:
-            raise exc
-        return result if args.output else None
+        text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
+        stopped = isinstance(exc, KeyboardInterrupt)
+        return finish(self.shell, result, args, mimebundle(result, text=text, plot=False),
+                      interrupted="perfmagic: %%lineprof interrupted; the lines timed up to there are shown above "
+                      "and recorded" if stopped else None, failure=None if stopped else exc)

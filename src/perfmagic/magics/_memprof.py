@@ -80,14 +80,10 @@ class MemoryMagics(Magics):
             options=dict(vars(args)), metrics=result.metrics(), samples=result.samples(), env={},
             status=status, primary_metric="peak_bytes")
         text = result.text(args.top) + (f"\n  run #{ref.id}" if ref is not None else "")
-        if not args.quiet:
-            from ..render.bundle import mimebundle
-            from ._template import display_bundle
+        from ..render.bundle import mimebundle
+        from ._template import finish
 
-            display_bundle(mimebundle(result, text=text, plot=not args.no_plot))
-        if isinstance(exc, KeyboardInterrupt):
-            raise _boundary.Interrupted("perfmagic: %%memory interrupted; the profile up to there is shown above "
-                                        "and recorded") from None
-        if exc is not None:
-            raise exc
-        return result if args.output else None
+        stopped = isinstance(exc, KeyboardInterrupt)
+        return finish(self.shell, result, args, mimebundle(result, text=text, plot=not args.no_plot),
+                      interrupted="perfmagic: %%memory interrupted; the profile up to there is shown above and "
+                      "recorded" if stopped else None, failure=None if stopped else exc)

@@ -10,7 +10,6 @@ The bar is created on the first update, so work that needs no progress (a cache 
 
 from __future__ import annotations
 
-import html
 import sys
 import time
 from collections.abc import Callable
@@ -36,6 +35,8 @@ class _NotebookBar:
         self.last = 0.0
 
     def _bundle(self, done: float, msg: str) -> dict[str, str]:
+        import html  # here, not at %load_ext: this module is imported when the magics are registered
+
         frac = min(max(done / self.total, 0.0), 1.0)
         text = f"{self.desc}: {frac:4.0%} {msg}".rstrip()
         return {"text/plain": text,

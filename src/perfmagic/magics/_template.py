@@ -28,8 +28,8 @@ def quiet_out(shell: Any) -> None:
     (Jupyter sends no ``execute_result`` for one; a terminal prints a bare ``Out[n]:``)."""
     hook = getattr(shell, "displayhook", None)
     events = getattr(shell, "events", None)
-    if hook is None or events is None:
-        return
+    if hook is None or events is None or "compute_format_data" in vars(hook):
+        return  # no hook, or already quiet for this cell (a loop of run_cell_magic calls registers once)
     hook.compute_format_data = lambda result: ({}, {})  # an instance attribute: this cell only
 
     def restore(*_: Any) -> None:
@@ -50,23 +50,28 @@ def display_bundle(bundle: dict[str, Any]) -> None:
 
 
 def finish(shell: Any, result: Any, args: Any, bundle: dict[str, Any] | None = None, *,
-           interrupted: str | None = None) -> Any:
+           interrupted: str | None = None, failure: BaseException | None = None) -> Any:
     """Show ``result`` (or ``bundle``, its prepared display) as ``args.output``/``args.quiet`` ask.
 
     ``interrupted``: the measurement was stopped by Ctrl-C; what was measured is shown (unless ``-q``)
     and the cell ends with this one-line message (:class:`~perfmagic.magics._boundary.Interrupted`).
+    ``failure``: the user's code raised; what was measured is shown, then their exception is raised
+    with their traceback.
     """
     output, quiet = bool(getattr(args, "output", False)), bool(getattr(args, "quiet", False))
-    if bundle is None and not quiet and (interrupted is not None or not output):
+    stopped = interrupted is not None or failure is not None
+    if bundle is None and not quiet and (stopped or not output):
         from ..render.bundle import mimebundle
 
         bundle = mimebundle(result, plot=not getattr(args, "no_plot", False))
-    if interrupted is not None:
-        from ._boundary import Interrupted
+    if stopped:
+        from ._boundary import Interrupted, without_perfmagic_frames
 
         if not quiet:
             display_bundle(bundle)  # type: ignore[arg-type]
-        raise Interrupted(interrupted)
+        if interrupted is not None:
+            raise Interrupted(interrupted)
+        raise without_perfmagic_frames(failure)  # type: ignore[arg-type]
     if quiet:
         if output:
             quiet_out(shell)
