@@ -139,3 +139,34 @@ def test_runs_with_too_few_samples_or_other_magics() -> None:
     other = dict(ok, id=3, magic="roofline")
     with pytest.raises(CompareError, match="same magic"):
         compare(ok, other)
+
+
+def test_lazily_filled_environment_is_not_a_second_change() -> None:
+    """threadpoolctl sees no BLAS pool before numpy's first call: None -> 2 is not a change; 2 -> 1 is."""
+    from perfmagic.timing.whatchanged import what_changed
+
+    base = {"cpu_model": "x", "usable_cores": 2, "versions": {"numpy": None}}
+    none = {**base, "blas": []}
+    two = {**base, "blas": [{"num_threads": 2}], "versions": {"numpy": "2.4.6"}}
+    one = {**base, "blas": [{"num_threads": 1}], "versions": {"numpy": "2.4.6"}}
+    w = what_changed("%%gpubench\nf()", "%%gpubench\ng()", {}, {}, none, two)
+    assert w.env == {} and w.isolated and w.summary() == "what changed: the code (1 place)"
+    w = what_changed("%%gpubench\nf()", "%%gpubench\ng()", {}, {}, two, one)
+    assert "blas threads" in w.env and not w.isolated
+
+
+def test_vs_remeasurement_is_marked_and_kept_out_of_the_history(shell) -> None:
+    import perfmagic
+
+    shell.run("import time")
+    shell.run("%%gpubench -l nap --baseline -b 0.2 -q\ntime.sleep(0.002)\n")
+    shell.run("%%gpubench -l nap --vs baseline -b 0.4 -q\ntime.sleep(0.001)\n")
+    df = perfmagic.ledger()
+    assert list(df["role"].fillna("")) == ["", "rerun-of #1", ""]
+    assert df["vs_baseline"].isna().iloc[1]  # the A side re-measured is not a point of the label's history
+    shell.run("%perf")
+    table = shell.text()
+    row2 = next(ln for ln in table.splitlines() if ln.startswith("2 "))
+    assert "A re-run of #1" in row2 and "slower" not in row2 and "faster" not in row2
+    shell.run("%perf plot nap")
+    assert "#2" not in shell.text().split("\n", 1)[1]  # the history lists runs 1 and 3 only

@@ -41,7 +41,8 @@ def led(tmp_path):
 def test_common_view_has_the_shared_columns_with_dtypes(led):
     df = ledger_frame(ledger=led)
     assert list(df.columns) == ["created", "magic", "label", "status", "primary_metric", "value", "unit",
-                                "vs_baseline", "code"]
+                                "vs_baseline", "role", "code"]
+    assert df["role"].isna().all() and df["role"].dtype == "string"  # no --vs re-measurement here
     assert df.index.name == "id" and str(df.index.dtype) == "Int64" and len(df) == 5
     assert str(df["created"].dt.tz) == "UTC"
     assert isinstance(df["magic"].dtype, pd.CategoricalDtype) and isinstance(df["status"].dtype, pd.CategoricalDtype)

@@ -159,3 +159,16 @@ def test_progress_bar_is_emptied_after_success_error_and_ctrl_c(shell, monkeypat
     for did in ids:
         last = [o for o in shell.pub.outputs if (o.get("transient") or {}).get("display_id") == did][-1]
         assert last["data"] == {"text/plain": ""}, (outcome, last["data"])
+
+
+def test_text_progress_bar_starts_no_monitor_thread() -> None:
+    """tqdm's monitor thread would outlive the bar and show up in every later %%flame (seen in CI)."""
+    import subprocess
+    import sys
+
+    code = ("import threading\nfrom perfmagic.magics._progress import progress_bar\n"
+            "update, close = progress_bar(10, 'x')\nupdate(3, 'm')\nclose()\n"
+            "print(sorted(t.name for t in threading.enumerate()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['MainThread']", out.stdout

@@ -294,10 +294,40 @@ class LoadProbe:
         return self.others_cores
 
 
+def oversubscription(env: dict[str, Any], others_cores: float | None, own_cores: float | None,
+                     usable_cores: int | None) -> str | None:
+    """The warning for thread oversubscription, or None.
+
+    A cell whose BLAS/OpenMP (threadpoolctl) or torch intra-op pool runs more threads than the cores
+    left free by other processes makes its threads wait for each other at every barrier: a 4 µs dot
+    product can take milliseconds. Named when other processes kept at least half a core busy, the
+    pool has at least 2 threads and more than the free cores, and the cell itself ran on more than
+    one core (its threads were really used)."""
+    if not usable_cores or others_cores is None or others_cores < 0.5:
+        return None
+    pools = [int(p.get("num_threads") or 0) for p in env.get("blas") or []]
+    torch_threads = env.get("torch_threads") or 0
+    threads = max(pools + [int(torch_threads)])
+    free = max(usable_cores - others_cores, 1.0)
+    if threads < 2 or threads <= free + 0.25 or own_cores is None or own_cores <= 1.05:
+        return None
+    n = max(1, int(free))
+    what = ", ".join(x for x in (f"BLAS/OpenMP {max(pools)}" if pools and max(pools) else "",
+                                 f"torch {torch_threads}" if torch_threads else "") if x)
+    return (f"thread oversubscription: the cell's thread pools ({what} threads) exceed the ~{free:.1f} of "
+            f"{usable_cores} cores other processes left free ({others_cores:.1f} busy): its threads wait for "
+            f"each other. Fix: threadpoolctl.threadpool_limits({n}) / torch.set_num_threads({n}), or stop the "
+            f"neighbour; judge a change with %%gpubench --vs under the same limits")
+
+
 def doubt_warnings(env_before: dict[str, Any], env_after: dict[str, Any] | None,
-                   others_cores: float | None, usable_cores: int | None) -> list[str]:
+                   others_cores: float | None, usable_cores: int | None,
+                   own_cores: float | None = None) -> list[str]:
     """Short, concrete warnings about conditions that make a measurement slow or noisy."""
     out: list[str] = []
+    over = oversubscription(env_before, others_cores, own_cores, usable_cores)
+    if over:
+        out.append(over)
     if others_cores is not None and others_cores > 0.25 and (not usable_cores or others_cores > 0.1 * usable_cores):
         of = f" of {usable_cores} usable cores" if usable_cores else " cores"
         out.append(f"other processes used {others_cores:.1f}{of} during the measurement: results may be slow and noisy")

@@ -99,7 +99,9 @@ class PerfMagics(Magics):
             b = rb["id"]
             a = led.baseline(rb["label"])
             if a is None or a == b:
-                older = [r for r in led.rows(label=rb["label"]) if r["id"] != b and r["id"] < b]
+                from ..storage.codec import rerun_of
+
+                older = [r for r in led.rows(label=rb["label"]) if r["id"] != b and r["id"] < b and rerun_of(r) is None]
                 if not older:
                     raise UsageError(f"%perf compare: run #{b} ('{rb['label']}') has no baseline and no earlier run "
                                      "of the same label; give two run ids: %perf compare A B")
@@ -122,8 +124,10 @@ class PerfMagics(Magics):
         label = " ".join(t) if t else (led.latest() or {}).get("label")
         if label is None:
             raise UsageError("%perf plot: there are no runs yet; time something with %%gpubench first")
+        from ..storage.codec import rerun_of
+
         rows = [r for r in led.rows(notebook=notebook, label=label, newest_first=False)
-                if (r.get("metrics") or {}).get("median_s") is not None]
+                if (r.get("metrics") or {}).get("median_s") is not None and rerun_of(r) is None]
         if not rows:
             labels = sorted({r["label"] for r in led.rows(notebook=notebook) if r.get("label")})
             raise UsageError(f"%perf plot: no timed runs with label {label!r}; labels in this ledger: "

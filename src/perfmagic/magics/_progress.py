@@ -59,12 +59,18 @@ class _NotebookBar:
 
 
 class _TextBar:
-    """tqdm's text bar on stderr; ``leave=False`` erases it when closed."""
+    """tqdm's text bar on stderr; ``leave=False`` erases it when closed.
+
+    tqdm starts a monitor thread with its first bar (it lives on in the process, waking every 10 s);
+    a profiler sampling every thread would see it. This bar class turns the monitor off."""
 
     def __init__(self, total: int, desc: str) -> None:
         from tqdm.std import tqdm
 
-        self.bar = tqdm(total=total, desc=desc, leave=False, file=sys.stderr)
+        class Bar(tqdm):  # type: ignore[misc,valid-type]
+            monitor_interval = 0  # no TMonitor thread (a class attribute tqdm reads in __new__)
+
+        self.bar = Bar(total=total, desc=desc, leave=False, file=sys.stderr)
         self.total = total
 
     def update(self, done: float, msg: str) -> None:

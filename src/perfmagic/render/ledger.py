@@ -137,12 +137,18 @@ def sparkline(values: list[Any]) -> str:
     return "".join(SPARK[min(7, int((v - lo) / (hi - lo) * 7.999))] for v in vals)
 
 
+def _rerun(row: dict[str, Any]) -> bool:
+    return (row.get("options") or {}).get("remeasured_from") is not None
+
+
 def _trends(rows: list[dict[str, Any]], every: list[dict[str, Any]], last: int = 8) -> dict[Any, str]:
     """Per shown run: its label's headline metric over the label's last ``last`` runs of the same
     magic up to this one, as a sparkline with the first and last values beside it."""
     out: dict[Any, str] = {}
     series: dict[tuple[Any, Any, Any], list[tuple[int, Any]]] = {}
     for r in sorted(every, key=lambda r: r["id"]):
+        if _rerun(r):
+            continue  # the A side re-measured by --vs: evidence for one comparison, not history
         key = (r.get("label"), r.get("magic"), r.get("primary_metric"))
         series.setdefault(key, []).append((r["id"], (r.get("metrics") or {}).get(r.get("primary_metric") or "")))
     for r in rows:

@@ -152,3 +152,13 @@ def _loads(text: Any) -> Any:
         return json.loads(text)
     except ValueError:
         return text
+
+def rerun_of(row: dict[str, Any]) -> int | None:
+    """The run a row re-measured, when it is the A side that ``%%gpubench --vs RUN`` measured again
+    (its role is ``rerun-of #RUN``): such a row is evidence for that one comparison, not a new point
+    in its label's history."""
+    value = (row.get("options") or {}).get("remeasured_from")
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None

@@ -28,7 +28,7 @@ import os
 import pathlib
 from typing import Any
 
-from .codec import _dumps_strict
+from .codec import _dumps_strict, rerun_of
 from .db import LedgerError, UnknownRunError
 
 __all__ = ["KNOWN_MAGICS", "VIEWS", "export", "ledger_frame", "metric_unit", "wide_frame"]
@@ -114,7 +114,7 @@ def _ratios(led: Any, rows: list[dict[str, Any]]) -> list[float]:
     out = []
     for r in rows:
         bid = bases.get((r.get("notebook"), r.get("label")))
-        if r.get("magic") not in COMPARED or bid is None:
+        if r.get("magic") not in COMPARED or bid is None or rerun_of(r) is not None:
             out.append(math.nan)
             continue
         if bid not in cache:
@@ -149,6 +149,8 @@ def _common(led: Any, rows: list[dict[str, Any]], *, notebooks: bool) -> Any:
     data["unit"] = pd.Series([metric_unit(n) if n else None for n in names], index=index,
                              dtype="string")
     data["vs_baseline"] = pd.Series(_ratios(led, rows) if rows else [], index=index, dtype="float64")
+    roles = [f"rerun-of #{rerun_of(r)}" if rerun_of(r) is not None else None for r in rows]
+    data["role"] = pd.Series(roles, index=index, dtype="string")  # <NA>: an ordinary run of its label
     return pd.DataFrame(data, index=index)
 
 

@@ -43,7 +43,7 @@ import pathlib
 import threading
 from typing import Any
 
-from .codec import _default_session, _dumps, _loads, _text, _utc_now, code_hash
+from .codec import _default_session, _dumps, _loads, _text, _utc_now, code_hash, rerun_of
 from .db import (
     COLUMNS,
     JSON_COLUMNS,
@@ -67,6 +67,7 @@ __all__ = [
     "UnknownRunError",
     "code_hash",
     "locate",
+    "rerun_of",
 ]
 
 STATUSES = ("ok", "interrupted", "failed")
@@ -457,3 +458,4 @@ class Ledger(_Database):
         from .frame import wide_frame
 
         return wide_frame(self.rows(notebook=notebook, newest_first=newest_first))
+

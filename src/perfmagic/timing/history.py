@@ -189,6 +189,8 @@ def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[s
 
     Uses a light bootstrap (400 resamples) so the table stays quick; ``%perf compare`` gives the full one.
     """
+    from ..storage.codec import rerun_of
+
     out: dict[int, str] = {}
     by_label: dict[str, list[dict[str, Any]]] = {}
     for r in sorted(every, key=lambda r: r["id"]):
@@ -201,6 +203,9 @@ def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[s
             bases[label] = next((x for x in by_label.get(label, []) if x["id"] == bid), None)
         base = bases[label]
         cell = ""
+        if rerun_of(r) is not None:  # A of a same-process A/B: judged with its B, not against the baseline
+            out[r["id"]] = f"A re-run of #{rerun_of(r)}"
+            continue
         if base is not None and base["id"] == r["id"]:
             cell = "baseline"
         elif base is not None and base["id"] < r["id"]:

@@ -190,7 +190,7 @@ def bench_pair(
         for k, s in enumerate(both):
             mems[k] = measure(lambda s=s: s.cell.run(1), s.sync.finish, s.device)
     others = probe.stop()
-    env = _environment(sb.device, others, warnings) if capture_env else {}
+    env = _environment(sb.device, others, warnings, probe.own_cores) if capture_env else {}
     wall = clock() - t_start
     results = []
     for k, s in enumerate(both):

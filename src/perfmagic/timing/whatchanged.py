@@ -113,12 +113,19 @@ def _flat_env(env: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _lazy(key: str) -> bool:
+    """Fields known only once something is loaded: threadpoolctl sees no BLAS pool before numpy's
+    first call, a version is None until the library is imported. Unknown on one side is not a change."""
+    return key == "blas threads" or key.startswith("version ")
+
+
 def env_diff(ea: dict[str, Any], eb: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """Differences in the set-up: hardware, versions, thread counts (things someone chose)."""
     if not ea or not eb:
         return {}
     fa, fb = _flat_env(ea), _flat_env(eb)
-    return {k: (fa[k], fb.get(k)) for k in fa if fa[k] != fb.get(k)}
+    return {k: (fa[k], fb.get(k)) for k in fa
+            if fa[k] != fb.get(k) and not (_lazy(k) and (fa[k] is None or fb.get(k) is None))}
 
 
 def conditions_diff(ea: dict[str, Any], eb: dict[str, Any]) -> dict[str, tuple[Any, Any]]:

@@ -1,0 +1,77 @@
+"""A noisy neighbour you start and stop yourself: busy processes beside a measurement.
+
+Verdicts must hold on a shared 2-core box, so tests, benchmarks and workshops plant the noise::
+
+    from perfmagic.core.neighbours import busy_neighbours
+
+    with busy_neighbours(1) as nb:       # one process spinning on a core for the block
+        r = perfmagic.bench("float(np.dot(a, a))", globals=ns)
+    nb.others_cores                       # the load other processes put on the machine meanwhile
+
+Each neighbour is a separate Python process (``subprocess``, no fork of this one) that spins in a
+loop, or with ``memory=True`` streams through a 64 MiB buffer (a memory-bandwidth hog). They are
+stopped by PID when the block ends, also after an exception or Ctrl-C, and waited for, so none
+outlives the block.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+_SPIN = "while True:\n    pass\n"
+_STREAM = ("b = bytearray(64 * 2**20)\nm = memoryview(b)\n"
+           "while True:\n    m[:] = b'\\x01' * len(b)\n    bytes(m)\n")
+
+
+@dataclass
+class Neighbours:
+    """The running neighbours: their PIDs, and after the block the load others put on the machine."""
+
+    pids: list[int] = field(default_factory=list)
+    others_cores: float | None = None  # cores kept busy by processes other than this one, over the block
+    seconds: float = 0.0
+
+
+@contextlib.contextmanager
+def busy_neighbours(n: int = 1, *, memory: bool = False, settle_s: float = 0.2) -> Iterator[Neighbours]:
+    """Run ``n`` busy processes for the duration of the block (see the module docstring).
+
+    ``settle_s``: wait this long after starting them, so they are spinning when the block begins."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"n: got {n!r}; expected a number of processes >= 0, e.g. 1")
+    from .env import LoadProbe
+
+    procs: list[subprocess.Popen] = []
+    info = Neighbours()
+    try:
+        for _ in range(n):
+            procs.append(subprocess.Popen([sys.executable, "-c", _STREAM if memory else _SPIN],
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
+        info.pids = [p.pid for p in procs]
+        if procs:
+            time.sleep(settle_s)
+        probe = LoadProbe()
+        probe.start()
+        t0 = time.perf_counter()
+        try:
+            yield info
+        finally:
+            info.others_cores = probe.stop()
+            info.seconds = time.perf_counter() - t0
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # pragma: no cover - a kill that did not land
+                pass
+
+
+__all__ = ["Neighbours", "busy_neighbours"]
