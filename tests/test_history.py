@@ -19,7 +19,7 @@ def test_code_change_gives_verdict_and_diff(shell) -> None:
     _setup(shell)
     shell.run("%%gpubench -l nap --baseline --no-plot\ntime.sleep(0.004)\n")
     shell.run("%%gpubench -l nap --no-plot\ntime.sleep(0.002)\n")
-    res = shell.run("%perf compare")
+    res = shell.run("%perf compare --historical")  # the recorded samples (the default re-measures: test_rerun)
     assert res.error_in_exec is None
     out = shell.text()
     head = out.splitlines()[0]
@@ -122,10 +122,13 @@ def test_forgotten_baseline_and_compare_never_writes(shell, ledger_dir) -> None:
     shell.run("%%gpubench -l f -q\ntime.sleep(0.001)\n")
     db = ledger_dir / "ledger.sqlite"
     before = sqlite3.connect(db).execute("select * from runs order by id").fetchall()
-    shell.run("%perf compare")
+    shell.run("%perf compare --historical")
     shell.run("%perf")
     after = sqlite3.connect(db).execute("select * from runs order by id").fetchall()
-    assert before == after  # comparing never changes the stored rows
+    assert before == after  # judging recorded runs never changes the stored rows
+    shell.run("%perf compare")  # the default re-measures: it adds the two re-measured runs, changes none
+    again = sqlite3.connect(db).execute("select * from runs order by id").fetchall()
+    assert again[:2] == before and len(again) == 4
     shell.run("%perf forget 1")
     res = shell.run("%perf compare")
     assert res.error_in_exec is not None and "no baseline and no earlier run" in str(res.error_in_exec)

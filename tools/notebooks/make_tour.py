@@ -118,14 +118,15 @@ cells = [
     md("The change: let NumPy do it (vectorization, step 6 of the optimization order)."),
     code("%%gpubench -l sum-of-squares --no-plot\nfloat(np.dot(arr, arr))"),
     md("`%perf compare` judges the latest run against its label's baseline: the ratio of medians with a confidence "
-       "interval from the raw samples, the verdict, and everything else that differs between the two runs (the "
-       "code diff, options, environment). Runs taken at different times cannot see the machine's drift between "
-       "them, so this *historical* comparison widens its interval by a noise floor and by what the drift guard "
-       "(a fixed reference workload timed with every run) saw:"),
+       "interval, the verdict, and everything else that differs between the two runs (the code diff, options, "
+       "environment). Both runs were measured in this kernel and their data is unchanged, so it **re-measures** "
+       "A and B interleaved (A B B A …) in this process, with A's functions as they were: machine drift hits both "
+       "sides alike. When that is impossible (another kernel, data changed in place) it says why and compares the "
+       "recorded samples instead (*historical*, with a wider interval):"),
     code("%perf compare"),
-    md("For a verdict that machine drift cannot fool, `--vs` re-runs the baseline's code **interleaved** with the "
-       "cell (A B B A …) in this process, and compares pair by pair. Here an A/A check — the same code on both sides "
-       "— must come out as *no real change*:"),
+    md("`--vs` does the same from the cell itself: it re-runs the baseline's code **interleaved** with the cell "
+       "(A B B A …) and compares pair by pair. Here an A/A check — the same code on both sides — must come out as "
+       "*no real change*:"),
     code("%%gpubench -l sum-of-squares --vs baseline --no-plot\nsum(v * v for v in values)"),
     code("%perf plot sum-of-squares"),
     md("## The ledger\n\n"
@@ -238,6 +239,7 @@ EXPECT = {
         r"\[label sum-of-squares, run #\d+\]",
     ],
     '%perf compare': [
+        r"re-measured A #\d+ and B #\d+ interleaved in this process",
         r"^B #\d+ sum-of-squares vs A #\d+ sum-of-squares: [\d.]+× faster \(95% CI .+\): accept",
         r"^\s+-sum\(v \* v for v in values\)$",
         r"^\s+\+float\(np\.dot\(arr, arr\)\)$",

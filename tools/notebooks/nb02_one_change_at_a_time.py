@@ -76,7 +76,10 @@ CELLS = [
     ## 3. Is the gain real? `%perf compare`
 
     Without arguments, `%perf compare` judges the latest run against its label's baseline
-    (`%perf compare A B` takes two run ids).
+    (`%perf compare A B` takes two run ids). When both runs were measured in this kernel and the data
+    they read is unchanged, it re-measures them interleaved (A B B A …) in this process, A with the
+    functions it called when it ran: the honest comparison. Otherwise it says why and compares the
+    recorded samples (`--historical` and `--rerun` force either).
     """),
     magic("""
     %perf compare
@@ -91,9 +94,9 @@ CELLS = [
       had. The interval comes from a block bootstrap of the raw samples of both runs.
     - **The drift guard**, when it saw something: every run also times a small fixed workload; if the
       machine itself ran slower or faster between A and B, the interval is widened by that much.
-    - **Historical comparison**: the two runs were taken at different moments, so the comparison cannot
-      see how the machine drifted in between. It widens the interval by a between-run noise floor and
-      suggests a same-process A/B (next section).
+    - **Same-process A/B**: A and B were re-measured interleaved, so machine drift cancels. A
+      *historical* comparison (runs from another kernel, or data changed since) cannot see how the
+      machine drifted in between: it widens the interval by a between-run noise floor and says so.
     - **What changed**: the code diff between the two cells, and any option or environment difference.
       One change is what makes the verdict mean something. On a shared machine a large difference in
       the load from other processes is listed as well: it is a difference in the conditions of the two

@@ -114,12 +114,24 @@ class BenchMagics(Magics):
             samples=result.samples(), env=result.env, env_hash=fingerprint(result.env) if result.env else None,
             status=result.status, primary_metric=result.primary_metric, magic_line=line)
         result = replace(result, run_id=ref.id if ref is not None else None)
+        if ref is not None and result.status == "ok":
+            self._capture(ref.id, cell, result.setup)
         if args.baseline and ref is not None:
             self._mark_baseline(result.label, ref)
         if result.status != "ok" and not args.quiet:  # interrupted: shown before the one-line KeyboardInterrupt
             args = argparse.Namespace(**{**vars(args), "output": False})
         return finish(self.shell, result, args)
 
+
+    def _capture(self, run_id: int, code: str, setup: str) -> None:
+        """Keep, for this kernel's lifetime, what the run's code called (so ``%perf compare`` can re-run
+        it as it was) and a fingerprint of the data it read (to see when that changed)."""
+        from ..timing.rerun import capture
+
+        try:
+            self.state.setdefault("captures", {})[run_id] = capture(code, setup, self.shell.user_ns)
+        except Exception:  # noqa: BLE001 - never lose a run over this; compare falls back to historical
+            pass
 
     def _mark_baseline(self, label: str, ref: Any) -> None:
         from ..storage.session import current_ledger
@@ -214,6 +226,10 @@ class BenchMagics(Magics):
                        env_hash=fingerprint(pr.b.env) if pr.b.env else None, status=status,
                        primary_metric="median_s")
         b_id = ref_b.id if ref_b is not None else None
+        if status == "ok":
+            for ref, code, stp in ((ref_a, code_a, opts_a.get("setup") or ""), (ref_b, cell, setup)):
+                if ref is not None:
+                    self._capture(ref.id, code, stp)
         if args.baseline and ref_b is not None and status == "ok":
             self._mark_baseline(pr.b.label, ref_b)
         if pr.comparison is None:

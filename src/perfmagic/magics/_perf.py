@@ -15,6 +15,11 @@ USAGE = ("%perf | %perf baseline [RUN] | %perf compare [A [B]] | %perf plot [LAB
          "%perf export PATH | %perf forget RUN")
 
 
+# options of %%gpubench that change what is measured: A and B must agree on them to be re-measured as a pair
+_MEASURING_OPTIONS = ("gc", "flush", "device", "sync")
+_DEFAULTS = {"gc": False, "flush": False, "device": "auto", "sync": "auto"}
+
+
 def _run_id(text: str) -> int:
     try:
         return _args.run_id(text)
@@ -33,6 +38,13 @@ class PerfMagics(Magics):
     @argument("--all", action="store_true", help="runs of every notebook in this folder, not only this one")
     @argument("--min-effect", type=_args.fraction, default=0.10,
               help="the smallest change worth keeping, for verdicts: 0.1 or 10%% (default 10%%)")
+    @argument("--rerun", action="store_true",
+              help="compare: re-measure A and B interleaved in this process, or say why that is impossible "
+                   "(default: re-measure when both can still run here, else compare the recorded samples)")
+    @argument("--historical", action="store_true",
+              help="compare: judge the recorded samples only, without re-measuring")
+    @argument("-b", "--budget", type=_args.positive_duration, default=None,
+              help="compare: measuring time of the interleaved re-measurement (default 2 s)")
     @argument("command", nargs="?", default="show", help=" | ".join(SUBCOMMANDS) + " (default show)")
     @argument("targets", nargs="*", help="run ids, a label, or a path, depending on the command")
     @line_magic
@@ -42,7 +54,10 @@ class PerfMagics(Magics):
 
         %perf                   this notebook's runs, newest first, with the change vs each label's baseline
         %perf baseline [RUN]    mark RUN (default: the latest run) as the baseline of its label
-        %perf compare [A [B]]   verdict for B vs A (defaults: B = latest run, A = its label's baseline)
+        %perf compare [A [B]]   verdict for B vs A (defaults: B = latest run, A = its label's baseline);
+                                A and B are re-measured interleaved in this process when both can still
+                                run here (their functions as they were), else their recorded samples are
+                                compared and the reason is said (--rerun / --historical force either)
         %perf plot [LABEL]      a label's runs over time with their confidence intervals
         %perf export PATH       write the runs to .csv or .json
         %perf forget RUN        remove a run
@@ -77,7 +92,9 @@ class PerfMagics(Magics):
     def _baseline(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
         if len(t) > 1:
             raise UsageError(f"%perf baseline takes at most one RUN id, got {' '.join(t)!r}")
-        row = led.get(_run_id(t[0])) if t else led.latest()
+        from ..storage.codec import rerun_of
+
+        row = led.get(_run_id(t[0])) if t else next((r for r in led.rows() if rerun_of(r) is None), None)
         if row is None:
             raise UsageError("%perf baseline: there are no runs yet; time something with %%gpubench first")
         led.set_baseline(row["label"], row["id"])
@@ -93,14 +110,15 @@ class PerfMagics(Magics):
         if len(t) == 2:
             a, b = _run_id(t[0]), _run_id(t[1])
         else:
-            rb = led.get(_run_id(t[0])) if t else led.latest()
+            from ..storage.codec import rerun_of
+
+            # default B: the latest run of the user's, not a re-measurement made for a comparison
+            rb = led.get(_run_id(t[0])) if t else next((r for r in led.rows() if rerun_of(r) is None), None)
             if rb is None:
                 raise UsageError("%perf compare: there are no runs yet; time something with %%gpubench first")
             b = rb["id"]
             a = led.baseline(rb["label"])
             if a is None or a == b:
-                from ..storage.codec import rerun_of
-
                 older = [r for r in led.rows(label=rb["label"]) if r["id"] != b and r["id"] < b and rerun_of(r) is None]
                 if not older:
                     raise UsageError(f"%perf compare: run #{b} ('{rb['label']}') has no baseline and no earlier run "
@@ -108,12 +126,96 @@ class PerfMagics(Magics):
                 a = older[0]["id"]
                 print(f"perfmagic: '{rb['label']}' has no baseline (mark one with %perf baseline RUN): "
                       f"comparing with its previous run #{a}")
+        if args.rerun and args.historical:
+            raise UsageError("%perf compare: --rerun and --historical exclude each other; give one")
+        if not args.historical and self._rerun(led, a, b, args):
+            return None
         try:
             rc = compare(a, b, min_effect=args.min_effect, ledger=led)
         except CompareError as exc:
             raise UsageError(f"%perf compare: {exc}") from None
         display_bundle(comparison_bundle(rc))
         return None
+
+    def _rerun(self, led: Any, a: int, b: int, args: Any) -> bool:
+        """Re-measure runs A and B interleaved in this process (A with the callables it used then);
+        False, after one line saying why, when they cannot both run here (``--rerun``: a UsageError)."""
+        from ..timing.rerun import check
+
+        ra, rb = led.get(a), led.get(b)
+        if (rb.get("options") or {}).get("interleaved_with") == ra["id"]:
+            return False  # already a same-process pair: its own samples are the paired evidence
+        caps = self.state.get("captures", {})
+        why = []
+        if ra.get("magic") != "gpubench" or rb.get("magic") != "gpubench":
+            why.append("only %%gpubench runs can be re-measured")
+        oa, ob = ra.get("options") or {}, rb.get("options") or {}
+        differ = [k for k in _MEASURING_OPTIONS if oa.get(k, _DEFAULTS.get(k)) != ob.get(k, _DEFAULTS.get(k))]
+        if differ:
+            why.append(f"A and B were measured with different options ({', '.join(differ)}); an interleaved "
+                       "re-measurement runs both sides one way")
+        for side, r in (("A", ra), ("B", rb)):
+            cap = caps.get(r["id"])
+            if cap is None:
+                why.append(f"{side} #{r['id']} was measured in another kernel (or before this one recorded it), "
+                           "so the functions it called are not held here")
+            else:
+                why += [f"{side} #{r['id']}: {x}" for x in check(cap, self.shell.user_ns)]
+        if why:
+            if args.rerun:
+                raise UsageError("%perf compare --rerun: A and B cannot be re-measured in this process: "
+                                 + "; ".join(why) + ". Compare the recorded samples with --historical")
+            print("perfmagic: historical comparison (recorded samples) because A and B cannot be re-measured here: "
+                  + "; ".join(why))
+            return False
+        self._remeasure(led, ra, rb, caps[ra["id"]], caps[rb["id"]], args)
+        return True
+
+    def _remeasure(self, led: Any, ra: dict[str, Any], rb: dict[str, Any], cap_a: Any, cap_b: Any,
+                   args: Any) -> None:
+        from ..errors import BenchInterrupted
+        from ..render.timing import comparison_bundle
+        from ..timing.history import compare
+        from ..timing.pair import bench_pair
+        from ..timing.rerun import namespace
+        from ._template import display_bundle
+
+        ns = self.shell.user_ns
+        fa = _boundary.cell_filename(self.shell, cap_a.code)
+        fb = _boundary.cell_filename(self.shell, cap_b.code)
+        status = "ok"
+        try:
+            ob = rb.get("options") or {}
+            pr = bench_pair(cap_a.code, cap_b.code, cap_a.setup, cap_b.setup, globals=namespace(cap_a, ns),
+                            globals_b=namespace(cap_b, ns), labels=(ra.get("label"), rb.get("label")),
+                            budget=args.budget, min_effect=args.min_effect, filenames=(fa, fb),
+                            gc=bool(ob.get("gc", False)), device=ob.get("device") or "auto",
+                            sync=ob.get("sync") or "auto")
+        except BenchInterrupted as exc:
+            if exc.result is None:
+                raise _boundary.Interrupted("perfmagic: %perf compare interrupted before one A/B pair was measured; "
+                                            "nothing recorded") from None
+            pr, status = exc.result, "interrupted"
+        refs = []
+        for r, res, other in ((ra, pr.a, None), (rb, pr.b, refs)):
+            opts = {**(r.get("options") or {}), "remeasured_from": r["id"], "interleaved": True}
+            if other and other[0] is not None:
+                opts["interleaved_with"] = other[0].id
+            refs.append(self.state["record"](
+                magic="gpubench", label=res.label, code=res.code, magic_line="", options=opts,
+                metrics=res.metrics(), samples=res.samples(), env=res.env, status=status,
+                primary_metric=res.primary_metric, note=f"re-measured from run #{r['id']} by %perf compare"))
+        print(f"perfmagic: re-measured A #{ra['id']} and B #{rb['id']} interleaved in this process "
+              f"({pr.a.n_samples} pairs; A with the functions it called when it ran) as runs "
+              + " and ".join(f"#{x.id}" for x in refs if x is not None))
+        if refs[0] is not None and refs[1] is not None and pr.comparison is not None:
+            rc = compare(led.get(refs[0].id), led.get(refs[1].id), min_effect=args.min_effect, ledger=led)
+            display_bundle(comparison_bundle(rc))
+        else:
+            display_bundle({"text/plain": pr.text()})
+        if status == "interrupted":
+            raise _boundary.Interrupted("perfmagic: %perf compare interrupted; the pairs measured are shown above "
+                                        "and recorded as interrupted")
 
     def _plot(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
         from ..render.bundle import bundle_of

@@ -100,6 +100,7 @@ def bench_pair(
     setup_b: str = "",
     *,
     globals: Mapping[str, Any] | None = None,
+    globals_b: Mapping[str, Any] | None = None,
     labels: tuple[str | None, str | None] = ("A", "B"),
     budget: float | None = None,
     precision: float = 0.01,
@@ -115,14 +116,17 @@ def bench_pair(
     clock: Callable[[], float] = time.perf_counter,
     capture_env: bool = True,
 ) -> PairResult:
-    """Time A and B interleaved in this process and compare them (see the module docstring)."""
+    """Time A and B interleaved in this process and compare them (see the module docstring).
+
+    ``globals`` is the namespace both read; ``globals_b``, when given, is B's (A keeps ``globals``):
+    ``%perf compare`` re-runs A with the functions it called when it was measured."""
     __tracebackhide__ = True
     from .compare import compare_samples
 
     dev, notes, hard, total, started = prepare(budget, precision, confidence, "auto", min_samples, max_samples,
                                                sync, device, DEFAULT_PAIR_BUDGET)
     sa = Subject(code_a, setup_a, globals, filenames[0], sync, dev, clock)
-    sb = Subject(code_b, setup_b, globals, filenames[1], sync, dev, clock)
+    sb = Subject(code_b, setup_b, globals if globals_b is None else globals_b, filenames[1], sync, dev, clock)
     from ..core.env import prime
 
     prime()  # once per process: imports and version lookups are not the measurement's
