@@ -88,3 +88,19 @@ def test_runs_measured_with_different_options_are_not_re_measured_as_a_pair(shel
     shell.run("%perf compare 1 2")
     out = capsys.readouterr().out
     assert "different options (gc)" in out and "historical comparison" in out
+
+
+@pytest.mark.slow
+def test_re_measured_verdict_holds_beside_a_busy_neighbour(shell) -> None:
+    """The same planted +20% (5 -> 6 ms of sleep), judged while one process spins on a core."""
+    from perfmagic.core.neighbours import busy_neighbours
+
+    shell.run("import time\ndef work():\n    time.sleep(0.005)")
+    shell.run("%%gpubench -l work -b 0.3 -q\nwork()\n")
+    shell.run("def work():\n    time.sleep(0.006)")
+    shell.run("%%gpubench -l work -b 0.3 -q\nwork()\n")
+    with busy_neighbours(1) as nb:
+        res = shell.run("%perf compare 1 2 -b 1.5")
+    assert nb.others_cores is not None and nb.others_cores > 0.5
+    assert res.error_in_exec is None, res.error_in_exec
+    assert shell.text().splitlines()[0].startswith("B #4 work vs A #3 work: slower")

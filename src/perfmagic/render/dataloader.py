@@ -7,12 +7,12 @@ audit and the ``PLATEAU`` threshold); imports no analysis module. matplotlib is 
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Sequence
 from typing import Any
 
 from .bundle import table_html
+from .figures import new_figure, png_bytes
 from .units import fmt_time
 
 
@@ -97,12 +97,9 @@ def figure_png(r: Any) -> bytes | None:
     if not r.n_steps:
         return None
     try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+        fig = new_figure(8.0, 2.8)
     except ImportError:
         return None
-    fig = Figure(figsize=(8.0, 2.8), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
     ax, bx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
     ws = list(r.warmup_wait_s) + list(r.wait_s)
     cs = list(r.warmup_compute_s) + list(r.compute_s)
@@ -155,9 +152,7 @@ def figure_png(r: Any) -> bytes | None:
         bx.set_title("headroom", fontsize=9, loc="left")
     for a in (ax, bx):
         a.tick_params(labelsize=7)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return png_bytes(fig)
 
 
 def html_sections(r: Any) -> list[tuple[str, str]]:

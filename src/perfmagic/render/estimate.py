@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from .bundle import table_html
+from .figures import new_figure, png_bytes
 from .units import fmt_bytes, fmt_time
 
 
@@ -130,20 +131,12 @@ def text(r: Any, run_id: Any = None) -> str:
 def figure_png(r: Any) -> bytes | None:
     if not r.points:
         return None
-    import io
-
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(8.4, 3.4), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(8.4, 3.4)
     if r.mode == "iteration":
         _figure_iteration(r, fig)
     else:
         _figure_scaling(r, fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return png_bytes(fig)
 
 
 def _figure_scaling(r: Any, fig: Any) -> None:

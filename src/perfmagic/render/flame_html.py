@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import json
 import uuid
+from .figures import new_figure, png_bytes
 from typing import Any
 
 PRUNE_FRACTION = 0.0005   # nodes under 0.05% of the run are dropped from the HTML data (not from the result)
@@ -133,8 +133,6 @@ def flame_png(r: Any) -> bytes | None:
     if not r.stacks:
         return None
     try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
         from matplotlib.patches import Rectangle
     except ImportError:
         return None
@@ -153,8 +151,7 @@ def flame_png(r: Any) -> bytes | None:
 
     walk(tree, 0.0, 0)
     depth = max(d for _, _, d, _ in boxes) + 1
-    fig = Figure(figsize=(9.0, 0.6 + 0.24 * depth), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(9.0, 0.6 + 0.24 * depth)
     ax = fig.subplots()
     import zlib
 
@@ -180,6 +177,4 @@ def flame_png(r: Any) -> bytes | None:
         ax.spines[s].set_visible(False)
     ax.set_title(f"flame graph ({r.sampler_line()[:90]}) — width = share of {r.n_samples} samples",
                  fontsize=8, loc="left")
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return png_bytes(fig)

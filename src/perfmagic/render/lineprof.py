@@ -8,11 +8,11 @@ Reads the result's attributes and imports no analysis module; matplotlib is impo
 from __future__ import annotations
 
 import html as _html
-import io
 from typing import Any
 
-from .units import fmt_time
+from .figures import new_figure, png_bytes
 from .units import clip as _clip
+from .units import fmt_time
 
 HOT_COLOR = (255, 99, 71)  # background of hot lines in HTML, its alpha proportional to the line's share
 
@@ -109,18 +109,13 @@ def figure_png(r: Any) -> bytes | None:
     hot = r.hot_lines(max(r.top, 8))
     if not hot:
         return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # ImportError: the bundle says so
-    from matplotlib.figure import Figure
-    fig = Figure(figsize=(7.5, 0.4 + 0.28 * len(hot)), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(7.5, 0.4 + 0.28 * len(hot))
     ax = fig.subplots()
     ax.barh(range(len(hot)), [h.time_s for h in hot][::-1], color="tab:red")
     ax.set_yticks(range(len(hot)), [_clip(f"{h.label}  {h.text}", 48) for h in hot][::-1], fontsize=7)
     ax.set_xlabel("time [s] (inclusive)", fontsize=7)
     ax.tick_params(labelsize=7)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return png_bytes(fig)
 
 
 def html_sections(r: Any) -> list[tuple[str, str]]:

@@ -8,12 +8,12 @@ Reads the result's attributes and imports no analysis module; matplotlib is impo
 from __future__ import annotations
 
 import html
-import io
 from typing import Any
 
 from .bundle import table_html
-from .units import fmt_bytes, fmt_time
+from .figures import new_figure, png_bytes
 from .units import clip as _clip
+from .units import fmt_bytes, fmt_time
 
 
 def verdict(r: Any) -> str:
@@ -103,15 +103,12 @@ def figure_png(r: Any) -> bytes | None:
     None when nothing was sampled; ImportError without matplotlib."""
     if not r.t_s:
         return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg  # ImportError: the bundle says so
-    from matplotlib.figure import Figure
     mib = 2**20
     sites = list(r.cuda_sites if r.device.startswith("cuda") and r.cuda_sites else
                  r.sites or r.main_growth_sites)[:8]
     site_title = "where RSS grew (sampled)" if sites and not r.sites and not (
         r.device.startswith("cuda") and r.cuda_sites) else "top allocation sites"
-    fig = Figure(figsize=(8.5, 2.8), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(8.5, 2.8)
     if sites:
         ax, bx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.7, 1]})
     else:
@@ -148,9 +145,7 @@ def figure_png(r: Any) -> bytes | None:
         bx.set_xlabel("MiB", fontsize=7)
         bx.set_title(site_title, fontsize=9, loc="left")
         bx.tick_params(labelsize=7)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return png_bytes(fig)
 
 
 # ---- HTML tables (folded under the report) -----------------------------------------------

@@ -9,12 +9,12 @@ matplotlib is imported inside :func:`roofline_png` only.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .bundle import table_html
+from .figures import new_figure, png_bytes
 from .units import fmt_bytes, fmt_rate
 
 
@@ -46,16 +46,13 @@ def ceilings_png(c: Any, history: Iterable[Any] = ()) -> bytes:
 def roofline_png(c: Any, history: list[dict[str, Any]], latest: dict[str, Any] | None,
                  highlight_dtype: str | None = None) -> bytes:
     """Draw the roofline chart (matplotlib object API on an Agg canvas) and return PNG bytes."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     pts = [p for p in history + ([latest] if latest else []) if p["intensity"] > 0 and p["flops_per_s"] > 0]
     ridges = [c.compute[d] / c.bandwidth_Bps for d in c.compute]
     xs = [p["intensity"] for p in pts] + ridges
     x_lo = 10 ** math.floor(math.log10(min(xs) / 4))
     x_hi = 10 ** math.ceil(math.log10(max(xs) * 4))
-    fig = Figure(figsize=(6.5, 4.0), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(6.5, 4.0)
     ax = fig.subplots()
     bw = c.bandwidth_Bps
     n = 64
@@ -91,9 +88,7 @@ def roofline_png(c: Any, history: list[dict[str, Any]], latest: dict[str, Any] |
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     ax.legend(fontsize=7, loc="lower right", frameon=False)
     ax.tick_params(labelsize=7)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return png_bytes(fig)
 
 
 # ---- folded sections ------------------------------------------------------------------------------

@@ -6,10 +6,10 @@ imports no analysis module. matplotlib is imported inside :func:`figure_png` onl
 
 from __future__ import annotations
 
-import io
 from typing import Any
 
 from .bundle import table_html
+from .figures import new_figure, png_bytes
 from .units import fmt_time
 
 
@@ -45,12 +45,9 @@ def figure_png(r: Any) -> bytes | None:
     """Measured speedup (CI error bars), the ideal line, both fitted curves, the USL peak marked."""
     if len(r.good) < 2:
         return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     ns, sp, ci, b = r.ns, r.speedups, r.speedup_ci, r.base_n or 1
-    fig = Figure(figsize=(6.0, 3.6), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(6.0, 3.6)
     ax = fig.add_subplot(1, 1, 1)
     top_n = max(ns)
     pk = r.peak_n
@@ -80,9 +77,7 @@ def figure_png(r: Any) -> bytes | None:
     ax.set_ylim(0, max(max(c[1] for c in ci), max(sp)) * 1.15)
     ax.legend(fontsize=7, frameon=False, loc="upper left")
     ax.set_title("scaling" + (" (interrupted)" if r.status != "ok" else ""), fontsize=9, loc="left")
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return png_bytes(fig)
 
 
 def html_sections(r: Any) -> list[tuple[str, str]]:

@@ -7,10 +7,10 @@ imported inside the functions that draw (object API on an Agg canvas: no pyplot,
 from __future__ import annotations
 
 import html
-import io
 from typing import Any
 
 from .bundle import table_html
+from .figures import new_figure, png_bytes
 from .units import fmt_time
 
 _TIME_SCALES = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
@@ -29,14 +29,11 @@ def bench_figure_png(r: Any) -> bytes | None:
     """A 2-panel PNG: per-call time of every block (warmup grey, samples blue) and a histogram."""
     if not r.raw:
         return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     unit, scale = time_unit(r.median)
     warm = [d / k / scale for k, d in r.warmup]
     meas = [t / scale for t in r.times]
-    fig = Figure(figsize=(7.5, 2.3), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(7.5, 2.3)
     ax, hx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
     ax.plot(range(len(warm)), warm, ".", color="0.6", ms=3, label=f"warmup ({len(warm)})")
     xs = range(len(warm), len(warm) + len(meas))
@@ -57,9 +54,7 @@ def bench_figure_png(r: Any) -> bytes | None:
     hx.set_title("distribution", fontsize=9, loc="left")
     for a in (ax, hx):
         a.tick_params(labelsize=7)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return png_bytes(fig)
 
 
 def _plain(value: Any) -> str:
@@ -108,14 +103,11 @@ def _when_short(created: str | None) -> str:
 
 def history_png(rows: list[dict[str, Any]], label: str, baseline_id: int | None) -> bytes:
     """Runs of one label over time: median with its CI as error bars, the baseline marked."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     rows = sorted(rows, key=lambda r: r["id"])
     meds = [(r.get("metrics") or {}).get("median_s") for r in rows]
     unit, scale = time_unit(max(m for m in meds if m) if any(meds) else 1.0)
-    fig = Figure(figsize=(7.5, 2.6), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(7.5, 2.6)
     ax = fig.subplots()
     xs = list(range(len(rows)))
     for x, r in zip(xs, rows):
@@ -139,9 +131,7 @@ def history_png(rows: list[dict[str, Any]], label: str, baseline_id: int | None)
                  fontsize=9, loc="left")
     ax.tick_params(labelsize=7)
     ax.set_ylim(bottom=0)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return png_bytes(fig)
 
 
 def pair_figure_png(pr: Any) -> bytes | None:
@@ -150,12 +140,9 @@ def pair_figure_png(pr: Any) -> bytes | None:
     n = min(len(a), len(b))
     if n == 0:
         return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     unit, scale = time_unit(max(pr.a.median, pr.b.median))
-    fig = Figure(figsize=(7.5, 2.3), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
+    fig = new_figure(7.5, 2.3)
     ax, rx = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2.2, 1]})
     ax.plot(range(n), [t / scale for t in a[:n]], ".", color="0.45", ms=3, label=f"A {pr.a.label or ''}".strip())
     ax.plot(range(n), [t / scale for t in b[:n]], ".", color="tab:blue", ms=3, label=f"B {pr.b.label or ''}".strip())
@@ -172,6 +159,4 @@ def pair_figure_png(pr: Any) -> bytes | None:
     rx.set_title("paired ratios", fontsize=9, loc="left")
     for x in (ax, rx):
         x.tick_params(labelsize=7)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return png_bytes(fig)
