@@ -47,7 +47,7 @@ def test_equal_distributions_give_no_real_change_and_the_interval_contains_1() -
     assert c.verdict == "no real change", c.sentence
     assert c.ci_low <= 1.0 <= c.ci_high
     assert not c.accept
-    assert c.n_a == c.n_b == 200 and c.noise_floor == 0.0
+    assert c.n_a == c.n_b == 200 and c.between_run == 0.0
     assert c.sentence.startswith("no real change: within ±10% (95% CI ")
 
 
@@ -96,7 +96,7 @@ def test_planted_slowdown_sentence_and_dict() -> None:
     d = c.to_dict()
     assert d["verdict"] == "slower" and d["accept"] is False and d["ratio"] == c.ratio
     assert set(d) >= {"ratio", "ci_low", "ci_high", "confidence", "min_effect", "verdict", "sentence",
-                      "method", "n_a", "n_b", "noise_floor", "accept"}
+                      "method", "n_a", "n_b", "between_run", "accept"}
     assert "block bootstrap of the ratio of medians, 2000 resamples, block 6" in c.method
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.verdict = "faster"  # type: ignore[misc]
@@ -195,19 +195,30 @@ def test_paired_point_estimate_is_the_median_log_ratio() -> None:
     assert c.method.startswith("paired (interleaved A/B)")
 
 
-# ---- the between-run noise floor -------------------------------------------------------------------
+# ---- the between-run noise ----------------------------------------------------------------------
 
-def test_widen_arithmetic() -> None:
-    lo, hi = widen(0.95, 0.97, 0.03)
-    assert lo == pytest.approx(0.95 / 1.03) and hi == pytest.approx(0.97 * 1.03)
-    assert widen(0.9, 1.1, 0.0) == (0.9, 1.1)
-    with pytest.raises(ValueError, match="noise floor"):
-        widen(0.9, 1.1, -0.01)
+def test_widen_combines_in_quadrature_on_the_log_scale() -> None:
+    r, lo, hi = 0.96, 0.95, 0.97
+    wlo, whi = widen(r, lo, hi, 0.03)
+    q = math.log(1.03)
+    assert math.log(r / wlo) == pytest.approx(math.hypot(math.log(r / lo), q))
+    assert math.log(whi / r) == pytest.approx(math.hypot(math.log(hi / r), q))
+    # never wider than the two errors added, never narrower than either alone
+    assert r / wlo < (r / lo) * 1.03 and whi / r < (hi / r) * 1.03
+    assert wlo < lo and whi > hi and wlo < r / 1.03 * 1.0000001
+    assert widen(1.0, 0.9, 1.1, 0.0) == pytest.approx((0.9, 1.1))
+    # a huge noise keeps the interval positive (the additive widening of old gave "−104%")
+    wlo, whi = widen(1.2, 1.1, 1.3, 5.0)
+    assert 0 < wlo < 1.2 < whi
+    with pytest.raises(ValueError, match="between-run noise"):
+        widen(1.0, 0.9, 1.1, -0.01)
+    with pytest.raises(ValueError, match="lo <= ratio <= hi"):
+        widen(1.2, 0.9, 1.1, 0.03)
 
 
 def test_widen_turns_a_borderline_faster_by_4_percent_into_an_honest_verdict() -> None:
     r, lo, hi = 1 / 1.04, 0.957, 0.966  # A/A that happened to look 4% faster, tight within-run CI
-    wlo, whi = widen(lo, hi, 0.03)  # (0.929, 0.995)
+    wlo, whi = widen(r, lo, hi, 0.03)  # about (0.932, 0.991)
     # a 3% bar: "faster" on within-run noise alone, inconclusive once between-run drift is admitted
     assert decide(r, lo, hi, 0.03)[0] == "faster"
     assert decide(r, wlo, whi, 0.03)[0] == "inconclusive"
@@ -218,15 +229,15 @@ def test_widen_turns_a_borderline_faster_by_4_percent_into_an_honest_verdict() -
     assert decide(r, wlo, whi, 0.10)[0] == "no real change"
 
 
-def test_noise_floor_in_compare_samples_guards_a_historical_comparison() -> None:
+def test_between_run_noise_in_compare_samples_guards_a_historical_comparison() -> None:
     rng = random.Random(10)
     a, b = run(300, rng), run(300, rng, 1.04)  # same code, the machine 4% slower on the later run
     naive = compare_samples(a, b, min_effect=0.03)
     assert naive.verdict == "slower"  # the within-run interval cannot see between-run drift
-    c = compare_samples(a, b, min_effect=0.03, noise_floor=0.03)
-    assert c.verdict == "inconclusive" and c.noise_floor == 0.03
-    assert c.ci_low == pytest.approx(naive.ci_low / 1.03) and c.ci_high == pytest.approx(naive.ci_high * 1.03)
-    assert "noise floor of 3.0%" in c.method
+    c = compare_samples(a, b, min_effect=0.03, between_run=0.03)
+    assert c.verdict == "inconclusive" and c.between_run == 0.03
+    assert (c.ci_low, c.ci_high) == pytest.approx(widen(naive.ratio, naive.ci_low, naive.ci_high, 0.03))
+    assert "between-run noise of ±3.0%" in c.method
 
 
 # ---- decide: the bar and the percent convention -----------------------------------------------------
@@ -270,8 +281,8 @@ def test_bad_inputs_raise_value_errors_that_name_the_problem() -> None:
             decide(1.0, 0.9, 1.1, m)
     with pytest.raises(ValueError, match="confidence"):
         ratio_ci(good, good, confidence=1.0)
-    with pytest.raises(ValueError, match="noise floor"):
-        compare_samples(good, good, noise_floor=-0.03)
+    with pytest.raises(ValueError, match="between-run noise"):
+        compare_samples(good, good, between_run=-0.03)
 
 
 # ---- plumbing -------------------------------------------------------------------------------------

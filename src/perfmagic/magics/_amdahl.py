@@ -73,7 +73,7 @@ class ScalingMagics(Magics):
         from ..scaling.sweep import amdahl
         from ._template import default_label
 
-        label = args.label or default_label(cell)
+        label = args.label or default_label(cell, self.state)
         bar, close = progress_bar(100, "scaling sweep")
         status = "ok"
         try:

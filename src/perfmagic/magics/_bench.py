@@ -78,7 +78,7 @@ class BenchMagics(Magics):
         ns = self.shell.user_ns
         work = {k: _args.eval_expr(f"--{o}", getattr(args, k), ns)
                 for k, o in (("items", "items"), ("flops", "flops"), ("nbytes", "bytes"))}
-        label = args.label or default_label(cell)
+        label = args.label or default_label(cell, self.state)
         filename = _boundary.cell_filename(self.shell, cell)
         if args.vs is not None:
             pair = self._vs(args, line, cell, setup, label, filename)
@@ -187,6 +187,8 @@ class BenchMagics(Magics):
                                             "measured; nothing recorded") from None
             pr, status = exc.result, "interrupted"
         rc, b_id = self._record_pair(pr, row_a, code_a, opts_a, args, line, cell, setup, status, led)
+        if pr.advice():
+            print(f"perfmagic: {pr.advice()}")
         if not args.quiet and not (args.output and status == "ok" and rc is not None):
             from dataclasses import replace
 

@@ -113,7 +113,7 @@ class DataLoaderMagics(Magics):
             ns["batch"] = batch
             exec(code, ns)
 
-        label = args.label or default_label(cell)
+        label = args.label or default_label(cell, self.state)
         bar, close = progress_bar(100, "dataloader check")
         status = "ok"
         try:

@@ -113,7 +113,7 @@ class EstimateMagics(Magics):
         from ..estimation.estimate import estimate
         from ._template import default_label
 
-        label = args.label or default_label(cell)
+        label = args.label or default_label(cell, self.state)
         update, close = progress_bar(100, "estimating")
         run_update, run_close = progress_bar(100, "full run (ETA = estimate)")
         status = "ok"

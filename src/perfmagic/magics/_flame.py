@@ -63,7 +63,7 @@ class FlameMagics(Magics):
         from ._template import default_label
 
         args, _ = _args.parse(self.flame.parser, line)
-        label = args.label or default_label(cell)
+        label = args.label or default_label(cell, self.state)
         src = self.shell.transform_cell(cell)
         number = max(self.shell.execution_count - 1, 0)  # run_cell has already counted this cell
         compiler = self.shell.compile

@@ -64,7 +64,7 @@ class LineProfMagics(Magics):
             raise UsageError(f"%%lineprof: {err}") from None
         status = {"ok": "ok", "interrupted": "interrupted", "error": "failed"}[result.status]
         ref = self.state["record"](
-            magic="lineprof", label=args.label or default_label(cell), code=cell, magic_line=line,
+            magic="lineprof", label=args.label or default_label(cell, self.state), code=cell, magic_line=line,
             options=dict(vars(args)), metrics=result.metrics(), samples=result.samples(), env={},
             status=status, primary_metric="total_s")
         from ..render.bundle import mimebundle

@@ -76,7 +76,7 @@ class MemoryMagics(Magics):
             raise UsageError(f"%%memory: {err}") from None
         status = {"ok": "ok", "interrupted": "interrupted", "error": "failed"}[result.status]
         ref = self.state["record"](
-            magic="memory", label=args.label or default_label(cell), code=cell, magic_line=line,
+            magic="memory", label=args.label or default_label(cell, self.state), code=cell, magic_line=line,
             options=dict(vars(args)), metrics=result.metrics(), samples=result.samples(), env={},
             status=status, primary_metric="peak_bytes")
         text = result.text(args.top) + (f"\n  run #{ref.id}" if ref is not None else "")

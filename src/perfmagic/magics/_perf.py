@@ -43,6 +43,10 @@ class PerfMagics(Magics):
                    "(default: re-measure when both can still run here, else compare the recorded samples)")
     @argument("--historical", action="store_true",
               help="compare: judge the recorded samples only, without re-measuring")
+    @argument("-o", "--output", action="store_true",
+              help="compare: return the comparison (perfmagic RunComparison: .verdict, .comparison, .notes); "
+                   "it becomes the cell's Out[] value")
+    @argument("-q", "--quiet", action="store_true", help="compare: show nothing (with -o: only return the comparison)")
     @argument("-b", "--budget", type=_args.positive_duration, default=None,
               help="compare: measuring time of the interleaved re-measurement (default 2 s)")
     @argument("command", nargs="?", default="show", help=" | ".join(SUBCOMMANDS) + " (default show)")
@@ -102,7 +106,7 @@ class PerfMagics(Magics):
 
     def _compare(self, led: Any, t: list[str], args: Any, notebook: Any) -> Any:
         from ..render.timing import comparison_bundle
-        from ._template import display_bundle
+        from ._template import finish
         from ..timing.history import CompareError, compare
 
         if len(t) > 2:
@@ -128,23 +132,41 @@ class PerfMagics(Magics):
                       f"comparing with its previous run #{a}")
         if args.rerun and args.historical:
             raise UsageError("%perf compare: --rerun and --historical exclude each other; give one")
-        if not args.historical and self._rerun(led, a, b, args):
-            return None
+        self._comparable(led, led.get(a), led.get(b), args)
+        if not args.historical:
+            done = self._rerun(led, a, b, args)
+            if done is not None:
+                return done
         try:
             rc = compare(a, b, min_effect=args.min_effect, ledger=led)
         except CompareError as exc:
             raise UsageError(f"%perf compare: {exc}") from None
-        display_bundle(comparison_bundle(rc))
-        return None
+        return finish(self.shell, rc, args, None if args.quiet else comparison_bundle(rc))
 
-    def _rerun(self, led: Any, a: int, b: int, args: Any) -> bool:
-        """Re-measure runs A and B interleaved in this process (A with the callables it used then);
-        False, after one line saying why, when they cannot both run here (``--rerun``: a UsageError)."""
+    def _comparable(self, led: Any, ra: dict[str, Any], rb: dict[str, Any], args: Any) -> None:
+        """One-line UsageErrors, with the fix, for pairs that cannot be judged as asked."""
+        a, b = ra["id"], rb["id"]
+        ma, mb = ra.get("magic"), rb.get("magic")
+        if ma != mb:
+            raise UsageError(f"%perf compare: run #{a} is a %%{ma} run and run #{b} a %%{mb} run; only runs of one "
+                             f"magic can be compared. Pick two %%{mb} runs (%perf lists them): %perf compare A {b}")
+        if not args.historical:
+            for r in (ra, rb):
+                if r.get("notebook") != led.notebook:
+                    raise UsageError(f"%perf compare: run #{r['id']} was measured in notebook {r.get('notebook')!r}, "
+                                     f"not in this one ({led.notebook!r}), so it cannot be re-measured here; compare "
+                                     f"the recorded samples with %perf compare {a} {b} --historical, or measure it "
+                                     "again in this notebook")
+
+    def _rerun(self, led: Any, a: int, b: int, args: Any) -> Any:
+        """Re-measure runs A and B interleaved in this process (A with the callables it used then) and
+        return what ``finish`` returns, or ``None``, after one line saying why, when they cannot both
+        run here (``--rerun``: a UsageError)."""
         from ..timing.rerun import check
 
         ra, rb = led.get(a), led.get(b)
         if (rb.get("options") or {}).get("interleaved_with") == ra["id"]:
-            return False  # already a same-process pair: its own samples are the paired evidence
+            return None  # already a same-process pair: its own samples are the paired evidence
         caps = self.state.get("captures", {})
         why = []
         if ra.get("magic") != "gpubench" or rb.get("magic") != "gpubench":
@@ -167,18 +189,17 @@ class PerfMagics(Magics):
                                  + "; ".join(why) + ". Compare the recorded samples with --historical")
             print("perfmagic: historical comparison (recorded samples) because A and B cannot be re-measured here: "
                   + "; ".join(why))
-            return False
-        self._remeasure(led, ra, rb, caps[ra["id"]], caps[rb["id"]], args)
-        return True
+            return None
+        return self._remeasure(led, ra, rb, caps[ra["id"]], caps[rb["id"]], args)
 
     def _remeasure(self, led: Any, ra: dict[str, Any], rb: dict[str, Any], cap_a: Any, cap_b: Any,
-                   args: Any) -> None:
+                   args: Any) -> Any:
         from ..errors import BenchInterrupted
         from ..render.timing import comparison_bundle
         from ..timing.history import compare
         from ..timing.pair import bench_pair
         from ..timing.rerun import namespace
-        from ._template import display_bundle
+        from ._template import display_bundle, finish
 
         ns = self.shell.user_ns
         fa = _boundary.cell_filename(self.shell, cap_a.code)
@@ -208,14 +229,17 @@ class PerfMagics(Magics):
         print(f"perfmagic: re-measured A #{ra['id']} and B #{rb['id']} interleaved in this process "
               f"({pr.a.n_samples} pairs; A with the functions it called when it ran) as runs "
               + " and ".join(f"#{x.id}" for x in refs if x is not None))
-        if refs[0] is not None and refs[1] is not None and pr.comparison is not None:
-            rc = compare(led.get(refs[0].id), led.get(refs[1].id), min_effect=args.min_effect, ledger=led)
-            display_bundle(comparison_bundle(rc))
-        else:
-            display_bundle({"text/plain": pr.text()})
+        if pr.advice():
+            print(f"perfmagic: {pr.advice()} (%perf compare -b)")
         if status == "interrupted":
+            if not args.quiet:
+                display_bundle({"text/plain": pr.text()})
             raise _boundary.Interrupted("perfmagic: %perf compare interrupted; the pairs measured are shown above "
                                         "and recorded as interrupted")
+        if refs[0] is not None and refs[1] is not None and pr.comparison is not None:
+            rc = compare(led.get(refs[0].id), led.get(refs[1].id), min_effect=args.min_effect, ledger=led)
+            return finish(self.shell, rc, args, None if args.quiet else comparison_bundle(rc))
+        return finish(self.shell, pr, args, None if args.quiet else {"text/plain": pr.text()})
 
     def _plot(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
         from ..render.bundle import bundle_of

@@ -105,7 +105,7 @@ class RooflineMagics(Magics):
         ns = self.shell.user_ns
         flops = _args.eval_expr("--flops", args.flops, ns)
         nbytes = _args.eval_expr("--bytes", args.nbytes, ns)
-        label = args.label or default_label(cell)
+        label = args.label or default_label(cell, self.state)
         filename = _boundary.cell_filename(self.shell, cell)
         from ..core.cells import register_source
 

@@ -13,13 +13,20 @@ from __future__ import annotations
 from typing import Any
 
 
-def default_label(cell: str) -> str:
-    """A run's label when the user gives none: the cell's first code line (40 characters at most)."""
+def default_label(cell: str, state: dict[str, Any] | None = None) -> str:
+    """A run's label when the user gives none: the cell's first code line (40 characters at most),
+    and, where the front end names its cells (JupyterLab, Notebook 7, VS Code send a cell id), the
+    start of the cell's id: two cells that begin alike never share a history by accident, and a cell
+    keeps its label when its code is edited. Without a cell id (a terminal, nbclient) it is the first
+    line alone."""
+    first = "empty cell"
     for line in cell.splitlines():
         s = line.strip()
         if s and not s.startswith("#"):
-            return s if len(s) <= 40 else s[:39] + "…"
-    return "empty cell"
+            first = s if len(s) <= 40 else s[:39] + "…"
+            break
+    cid = (state or {}).get("cell_id")
+    return f"{first} [cell {str(cid)[:8]}]" if cid else first
 
 
 def quiet_out(shell: Any) -> None:

@@ -324,8 +324,20 @@ class Ledger(_Database):
             known = f"most recent ids for {where}: {', '.join(str(i) for i in ids)}"
         else:
             known = f"there are no runs for {where} yet"
+        why = ""
+        try:
+            rid = int(run_id)
+            top = self._query("SELECT MAX(id) AS m FROM runs", ())
+            top_id = (top[0]["m"] if top else None) or 0
+        except (TypeError, ValueError, LedgerError):
+            rid, top_id = None, 0
+        if rid is not None and rid < 0:
+            why = (" (runs kept in memory only, when the ledger could not be written, have negative ids and "
+                   "last as long as the kernel)")
+        elif rid is not None and 0 < rid < top_id:
+            why = " (it was removed with %perf forget, or never recorded)"
         return UnknownRunError(
-            f"no run with id {run_id} in the perfmagic ledger {self._path}; {known}",
+            f"no run with id {run_id} in the perfmagic ledger {self._path}{why}; {known}; %perf lists the runs",
             run_id=run_id,
             known_ids=ids,
         )

@@ -30,8 +30,11 @@ median of group medians is a slightly less efficient estimator than the median (
 wider intervals for ``g = 10``), so grouping errs on the side of a wider, more honest interval.
 
 The interval describes the *within-run* noise only. Runs taken minutes apart also differ by machine
-drift that no within-run sample sees; :func:`widen` stretches an interval by a between-run noise floor
-before such a historical comparison is judged.
+drift that no within-run sample sees; :func:`widen` combines the within-run interval with a between-run
+noise ``q`` (the half-width, at the same confidence, of the ratio of two runs of identical code) *on the
+log scale, in quadrature*: each half-width ``w`` of ``log(ratio)`` becomes ``sqrt(w**2 + log(1+q)**2)``.
+Two independent errors add that way; adding them linearly (the earlier floor plus drift) padded the
+interval, and on the ratio scale could even send it below zero.
 
 **Verdicts** (:func:`decide`) use a symmetric bar on the log scale, ``min_effect = m``: *faster* when
 the whole interval lies below ``1/(1+m)``, *slower* when it lies above ``1+m``, *no real change* when
@@ -229,18 +232,21 @@ def ratio_ci(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95
     return r, lo, hi
 
 
-def widen(lo: float, hi: float, floor: float) -> tuple[float, float]:
-    """Widen a ratio interval multiplicatively by a between-run noise floor: ``(lo/(1+f), hi*(1+f))``.
+def widen(ratio: float, lo: float, hi: float, noise: float) -> tuple[float, float]:
+    """Combine a within-run ratio interval ``[lo, hi]`` around ``ratio`` with a between-run noise.
 
-    For historical comparisons (runs taken minutes or days apart): within-run samples do not see the
-    drift between runs, so ``floor`` (e.g. 0.03 for 3%) is the run-to-run spread measured on the
-    same code.
+    ``noise`` (e.g. 0.08 for ±8%) is how far the ratio of two runs of *identical* code strays at the
+    interval's confidence, between runs taken at different times on this machine. On the log scale
+    each half-width ``w`` becomes ``sqrt(w**2 + log(1 + noise)**2)`` (independent errors in
+    quadrature), so the interval stays positive and is never wider than both errors added.
     """
-    if not (math.isfinite(floor) and floor >= 0.0):
-        raise ValueError(f"noise floor must be a finite fraction >= 0 (e.g. 0.03 for 3%), got {floor!r}")
-    if not (0.0 < lo <= hi):
-        raise ValueError(f"ratio interval must satisfy 0 < lo <= hi, got ({lo!r}, {hi!r})")
-    return lo / (1.0 + floor), hi * (1.0 + floor)
+    if not (math.isfinite(noise) and noise >= 0.0):
+        raise ValueError(f"between-run noise must be a finite fraction >= 0 (e.g. 0.08 for ±8%), got {noise!r}")
+    if not (0.0 < lo <= ratio <= hi):
+        raise ValueError(f"ratio interval must satisfy 0 < lo <= ratio <= hi, got ({lo!r}, {ratio!r}, {hi!r})")
+    q = math.log1p(noise)
+    w_lo, w_hi = math.log(ratio / lo), math.log(hi / ratio)
+    return ratio * math.exp(-math.hypot(w_lo, q)), ratio * math.exp(math.hypot(w_hi, q))
 
 
 # ---- the verdict --------------------------------------------------------------------------------
@@ -307,8 +313,8 @@ def decide(ratio: float, lo: float, hi: float, min_effect: float = 0.10, *,
 class Comparison:
     """B against A: the time ratio ``B/A`` of medians, its CI, and the verdict at ``min_effect``.
 
-    ``noise_floor`` > 0 means the interval was widened by :func:`widen` for between-run drift;
-    ``method`` says how the interval was computed.
+    ``between_run`` > 0 means the within-run interval was combined by :func:`widen` with that
+    between-run noise (a historical comparison); ``method`` says how the interval was computed.
     """
 
     ratio: float
@@ -321,7 +327,7 @@ class Comparison:
     method: str
     n_a: int
     n_b: int
-    noise_floor: float = 0.0
+    between_run: float = 0.0
 
     @property
     def accept(self) -> bool:
@@ -344,10 +350,10 @@ def _times_of(x: Any) -> Sequence[float]:
 
 
 def compare_samples(a: Sequence[float], b: Sequence[float], *, min_effect: float = 0.10,
-                    confidence: float = 0.95, paired: bool = False, noise_floor: float = 0.0,
+                    confidence: float = 0.95, paired: bool = False, between_run: float = 0.0,
                     n_boot: int = 2000, seed: int = 0) -> Comparison:
     """Compare per-call times ``b`` (after) with ``a`` (before): :func:`ratio_ci`, then
-    :func:`widen` by ``noise_floor`` when it is > 0, then :func:`decide` at ``min_effect``.
+    :func:`widen` by the ``between_run`` noise when it is > 0, then :func:`decide` at ``min_effect``.
 
     ``a`` and ``b`` are sequences of per-call times in seconds (a :class:`BenchResult` is accepted
     too and contributes its ``.times``). Raises ``ValueError`` on bad input (see :func:`ratio_ci`
@@ -357,10 +363,10 @@ def compare_samples(a: Sequence[float], b: Sequence[float], *, min_effect: float
     a, b = _times_of(a), _times_of(b)
     r, lo, hi, method = _ratio_ci(a, b, confidence=confidence, n_boot=n_boot, seed=seed, paired=paired,
                                   block=None)
-    if noise_floor != 0.0:  # widen() rejects negative and non-finite floors
-        lo, hi = widen(lo, hi, noise_floor)
-        method += f"; widened ×{1.0 + noise_floor:g} for a between-run noise floor of {noise_floor:.1%}"
+    if between_run != 0.0:  # widen() rejects negative and non-finite values
+        lo, hi = widen(r, lo, hi, between_run)
+        method += f"; combined in quadrature (log scale) with a between-run noise of ±{between_run:.1%}"
     verdict, sentence = decide(r, lo, hi, min_effect, confidence=confidence)
     return Comparison(ratio=r, ci_low=lo, ci_high=hi, confidence=confidence, min_effect=min_effect,
                       verdict=verdict, sentence=sentence, method=method, n_a=len(a), n_b=len(b),
-                      noise_floor=float(noise_floor))
+                      between_run=float(between_run))

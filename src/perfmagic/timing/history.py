@@ -1,26 +1,24 @@
 """``perfmagic.compare(a, b)``: judge a change between two recorded runs, and say what else changed.
 
 A and B may be run ids (from this notebook's ledger), ledger rows, or :class:`BenchResult` objects.
-The verdict comes from :func:`perfmagic._compare.compare_samples` on the raw per-call samples. Runs
-measured at different times are *historical*: within-run samples do not see the machine's drift
-between them, so the interval is widened by a between-run noise floor (``HISTORICAL_NOISE_FLOOR``,
-calibrated by the A/A benchmark in ``benchmarks/bench_ab.py``) plus whatever the drift guard saw:
-each run timed a fixed reference workload (:mod:`perfmagic._reference`), and a reference that moved
-beyond the floor widens the interval by that much and is reported.
+The verdict comes from :func:`perfmagic.timing.compare.compare_samples` on the raw per-call samples.
+Runs measured at different times are *historical*: within-run samples do not see the machine's drift
+between them, so the within-run interval is combined (log scale, in quadrature) with the between-run
+noise this machine has shown for identical code (:mod:`perfmagic.timing.betweenrun`: the A/A
+re-measurements that ``%perf compare`` records). Runs measured interleaved in one process are judged
+on their paired samples, where the drift cancels.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
 from ..errors import PerfmagicError
 from ..result import Displayed
 from .whatchanged import WhatChanged, what_changed
-
-HISTORICAL_NOISE_FLOOR = 0.03
 
 
 class CompareError(PerfmagicError):
@@ -77,8 +75,9 @@ class RunComparison(Displayed):
     comparison: Any
     what: WhatChanged
     kind: str  # "historical" | "interleaved"
-    drift: float | None = None  # reference ratio B/A - 1
+    drift: float | None = None  # the drift guard's reference ratio B/A - 1 (informational)
     notes: tuple[str, ...] = field(default_factory=tuple)
+    between_run: Any = None  # perfmagic.timing.betweenrun.BetweenRun of a historical comparison
 
     @property
     def verdict(self) -> str:
@@ -116,7 +115,8 @@ class RunComparison(Displayed):
     def metrics(self) -> dict[str, Any]:
         c = self.comparison
         return {"ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high, "verdict": c.verdict,
-                "min_effect": c.min_effect, "n_a": c.n_a, "n_b": c.n_b, "kind": self.kind, "drift": self.drift}
+                "min_effect": c.min_effect, "n_a": c.n_a, "n_b": c.n_b, "kind": self.kind, "drift": self.drift,
+                "between_run": c.between_run}
 
     def samples(self) -> dict[str, list[Any]]:
         return {"a_per_call_s": list(per_call(self.a)), "b_per_call_s": list(per_call(self.b))}
@@ -134,15 +134,24 @@ def _median(xs: list[float]) -> float:
 
 
 def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.95, ledger: Any = None,
-            noise_floor: float = HISTORICAL_NOISE_FLOOR, n_boot: int = 2000,
-            paired: bool | None = None) -> RunComparison:
-    """Compare run A (before) with run B (after); never changes the stored rows."""
+            between_run: float | None = None, n_boot: int = 2000, paired: bool | None = None,
+            drift_guard: bool = False) -> RunComparison:
+    """Compare run A (before) with run B (after); never changes the stored rows.
+
+    Runs measured interleaved (one recorded with ``interleaved_with`` the other) are judged on their
+    paired samples. Otherwise the comparison is *historical*: ``between_run`` (e.g. 0.08 for ±8%) is
+    the between-run noise to admit; ``None`` takes it from this machine's A/A evidence in the ledger
+    (:func:`perfmagic.timing.betweenrun.between_run_noise`). ``drift_guard=True`` also adds the drift
+    guard's reference-workload ratio in quadrature (kept for ``benchmarks/bench_verdicts.py``, which
+    measures whether it helps)."""
+    from .betweenrun import BetweenRun, between_run_noise
     from .compare import compare_samples
 
     ra, rb = _as_row(a, ledger), _as_row(b, ledger)
     if ra.get("magic") != rb.get("magic"):
         raise CompareError(f"run {ra.get('id')} is a %%{ra.get('magic')} run and run {rb.get('id')} a "
-                           f"%%{rb.get('magic')} run: only runs of the same magic can be compared")
+                           f"%%{rb.get('magic')} run: only runs of the same magic can be compared; pick two "
+                           f"%%{rb.get('magic')} runs (%perf lists them)")
     if ra.get("primary_metric") != rb.get("primary_metric"):
         raise CompareError(f"runs {ra.get('id')} and {rb.get('id')} measure different metrics "
                            f"({ra.get('primary_metric')} vs {rb.get('primary_metric')})")
@@ -158,6 +167,7 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
     ref_a, ref_b = (ra.get("env") or {}).get("reference_s"), (rb.get("env") or {}).get("reference_s")
     if ref_a and ref_b:
         drift = ref_b / ref_a - 1
+    noise = None
     if interleaved and len(xa) == len(xb):
         comp = compare_samples(xa, xb, paired=True, min_effect=min_effect, confidence=confidence,
                                n_boot=n_boot)
@@ -165,21 +175,35 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
         notes.append("same-process A/B: both sides were measured interleaved, so machine drift cancels")
     else:
         kind = "historical"
-        floor = noise_floor
-        if drift is not None and abs(drift) > noise_floor:
-            floor = noise_floor + abs(drift)
-            notes.append(f"drift guard: the machine itself ran {abs(drift):.0%} {'slower' if drift > 0 else 'faster'} "
-                         f"in B than in A (fixed reference workload); the interval is widened by that much")
+        if between_run is None:
+            if ledger is None and (isinstance(a, int) or isinstance(b, int)):
+                from ..storage.session import current_ledger
+
+                ledger = current_ledger()
+            noise = between_run_noise(ledger, rb.get("env"), confidence=confidence)
+        else:
+            noise = BetweenRun(float(between_run), 0, f"±{between_run:.1%}, as given")
+        q = noise.noise
+        if drift_guard and drift is not None:
+            q = math.expm1(math.hypot(math.log1p(q), math.log1p(abs(drift))))
         comp = compare_samples(xa, xb, paired=False, min_effect=min_effect, confidence=confidence,
-                               noise_floor=floor, n_boot=n_boot)
+                               between_run=q, n_boot=n_boot)
         apart = _minutes_apart(ra, rb)
         when = f"runs {apart:.1f} min apart" if apart is not None else "runs taken at different times"
         vs = f"%%gpubench --vs {ra.get('id')}" if ra.get("id") is not None else "%%gpubench --vs RUN"
-        notes.append(f"historical comparison ({when}): interval widened by a {noise_floor:.0%} between-run noise "
-                     f"floor. For a same-process A/B that cancels machine drift, run the B cell with {vs}")
+        notes.append(f"historical comparison ({when}): between-run noise {noise.source}; combined with the "
+                     f"within-run interval. A same-process A/B cancels it: %perf compare re-measures A and B "
+                     f"when A can still run here, or run the B cell with {vs}")
+        if drift_guard and drift is not None:
+            notes.append(f"drift guard: the reference workload ran {abs(drift):.0%} "
+                         f"{'slower' if drift > 0 else 'faster'} in B than in A; added in quadrature")
+        if comp.verdict == "inconclusive":  # measuring longer would not help: say what would
+            comp = replace(comp, sentence=comp.sentence.replace("measure longer", "cannot tell from runs taken apart"))
+            notes.append(f"cannot tell, because runs of identical code on this machine differ by up to ±{q:.0%} and "
+                         "measuring longer does not shrink that: re-measure A and B together")
     what = what_changed(ra.get("code") or "", rb.get("code") or "", ra.get("options"), rb.get("options"),
                         ra.get("env"), rb.get("env"))
-    return RunComparison(ra, rb, comp, what, kind, drift, tuple(notes))
+    return RunComparison(ra, rb, comp, what, kind, drift, tuple(notes), noise)
 
 
 def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[str, Any]], *,

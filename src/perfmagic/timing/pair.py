@@ -10,8 +10,11 @@ Algorithm: setup and compile both; cold call of each; timer overhead of each; wa
 blocks until both are stable (the same rules as :func:`perfmagic.bench`); then pairs until the
 distribution-free CI of the median log ratio is within ``precision`` (with at least ``min_samples``
 pairs), or its 99% CI is decisive against ``min_effect`` (wholly beyond or wholly within the bar, after
-at least 30 pairs: the stricter level pays for looking repeatedly), or the budget (default 2 s: two
-subjects) is spent. Blocks last at least 1 ms, so one scheduler hiccup does not split a pair.
+at least 30 pairs: the stricter level pays for looking repeatedly), or the budget is spent. The
+default budget is sized to the calls: 2 s, or enough for ``AUTO_PAIRS`` pairs after the first pair
+shows how long one takes (at most ``AUTO_MAX_S``); a budget that is given is kept. When the budget ends
+an undecided comparison, :meth:`PairResult.advice` says how long a decision would take.
+Blocks last at least 1 ms, so one scheduler hiccup does not split a pair.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from .bench import WARMUP_MAX_FRACTION, WARMUP_MIN_CALLS, _environment, _with_do
 from .results import BenchResult
 
 DEFAULT_PAIR_BUDGET = 2.0
+AUTO_PAIRS = 12  # a default budget stretches to give at least this many pairs ...
+AUTO_MAX_S = 20.0  # ... up to this long (a 0.5 s training step: 12 pairs of 1 s)
 PAIR_MIN_BLOCK_S = 1e-3  # longer blocks than a single run: a pair must not be split by one scheduler hiccup
 DECISIVE_CONFIDENCE = 0.99  # early stop on a clear verdict, at a stricter level for the repeated looks
 
@@ -59,7 +64,35 @@ class PairResult(Displayed):
                  f"(CI {c.ci_low:.3f}–{c.ci_high:.3f})",
                  f"  method: {c.method}"]
         lines += [f"  ! {w}" for w in dict.fromkeys(self.a.warnings + self.b.warnings)]
+        advice = self.advice()
+        if advice:
+            lines.append(f"  ! {advice}")
         return "\n".join(lines)
+
+    def advice(self) -> str | None:
+        """When the budget ended the pairs before a verdict: about how long a decision at the bar would
+        take (the interval narrows as one over the square root of the pairs), or why none will come."""
+        c = self.comparison
+        if c is None or c.verdict != "inconclusive" or self.a.stop_reason not in ("budget", "precision"):
+            return None
+        n = self.a.n_samples
+        pair_s = (sum(self.a.raw) + sum(self.b.raw)) / max(n, 1)
+        band, r = math.log1p(c.min_effect), math.log(c.ratio)
+        lo, hi = math.log(c.ci_low), math.log(c.ci_high)
+        bar = f"±{c.min_effect:.0%}"
+        if r > band:  # the low end must clear the bar
+            need = (r - lo) / (r - band)
+        elif r < -band:  # the high end must clear it
+            need = (hi - r) / (-band - r)
+        else:  # both ends must come inside
+            need = max((hi - r) / (band - r), (r - lo) / (r + band))
+        if min(abs(r - band), abs(r + band)) < 0.15 * band or self.a.stop_reason == "precision":
+            return (f"the change (B/A {c.ratio:.3f}) sits on the {bar} bar: no budget will settle it; judge it "
+                    f"against another bar (--min-effect)")
+        pairs = max(math.ceil(1.2 * n * need ** 2), math.ceil(1.5 * n))  # the interval narrows as 1/sqrt(n)
+        secs = max(1, math.ceil(pairs * pair_s * 1.3))  # and a warmup
+        return (f"{n} pairs were too few for a decision at {bar}: it needs ~{secs} s (about {pairs} pairs "
+                f"of {pair_s * 1e3:.3g} ms); run with -b {secs}s")
 
     def __str__(self) -> str:
         return self.text()
@@ -167,6 +200,9 @@ def bench_pair(
             i += 1
             logs.append(math.log((sb.raw[-1] / sb.number) / (sa.raw[-1] / sa.number)))
             n = len(logs)
+            if n == 1 and not hard:  # the budget sized to the calls: enough pairs for a verdict
+                pair_s = sa.raw[-1] + sb.raw[-1]
+                total = max(total, min(AUTO_MAX_S, clock() - t_start + AUTO_PAIRS * pair_s))
             if n >= min_samples and n % 5 == 0:
                 lo, hi, cov = _stats.median_ci(logs, confidence)
                 if cov >= confidence and (math.exp(hi) - math.exp(lo)) / 2 <= precision * math.exp(_stats.median(logs)):

@@ -6,7 +6,7 @@ separate places.
 
 The running conditions (load from other processes, GPU clocks, throttling) are kept apart: nobody chose
 them, so they do not count as a second change, but they are printed under the verdict so that a reader
-can weigh it (the drift guard is what catches a machine that changed speed during the comparison).
+can weigh it (a historical verdict admits the machine's between-run noise; an interleaved one cancels it).
 """
 
 from __future__ import annotations

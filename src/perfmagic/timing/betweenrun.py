@@ -1,0 +1,113 @@
+"""How far two runs of identical code stray apart on this machine: the evidence a historical
+comparison is calibrated with.
+
+Runs measured at different times differ by more than their within-run intervals show: the machine
+drifts (frequency, other tenants, memory layout). A historical verdict must admit that drift, and the
+honest size of it is what *this* machine showed for code that did not change. perfmagic records such
+A/A evidence as a side effect of its default comparison: every ``%perf compare`` that re-measures run A
+in this process stores the re-measurement as ``rerun-of #A`` — the same code, the same functions, data
+checked unchanged — so ``|log(median(re-run) / median(A))|`` is one draw of the between-run noise.
+
+:func:`between_run_noise` takes the most recent ``EVIDENCE_MAX`` such pairs measured on this machine
+(same CPU model, usable cores and host), pooled over every workload (so the noisiest code sets the
+quantile: conservative for quiet code), and returns the ``confidence`` quantile of their absolute log
+ratios (order statistic ``ceil(confidence * (n + 1))``, the largest when there are fewer than
+``1 / (1 - confidence)`` pairs). With fewer than ``EVIDENCE_MIN`` pairs it does not trust them alone and
+uses at least ``PRIOR``, and never less than ``FLOOR`` (2%: the evidence pairs are minutes apart, runs
+compared historically may be hours apart). The prior is the between-run noise measured on the 2-core reference VM (historical A/A
+pairs of ``benchmarks/bench_ab.py``: 90th–95th percentile ±16–32%, so ±20%). Each evidence ratio also
+holds both runs' within-run noise, so combining it with the within-run interval errs on the wide side.
+
+The drift guard (a fixed pure-Python workload timed with every run, ``env["reference_s"]``) is *not*
+used here: ``benchmarks/bench_verdicts.py`` measured whether it makes historical verdicts more right
+(docs/benchmarks.md, "Verdicts"); the reference workload does not track the measured code.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+PRIOR = 0.20
+FLOOR = 0.02  # evidence pairs are minutes apart; runs compared historically may be hours apart
+EVIDENCE_MIN = 5
+EVIDENCE_MAX = 50
+
+
+@dataclass(frozen=True)
+class BetweenRun:
+    """The between-run noise a historical comparison admits: ``noise`` (0.08 = ±8% at the comparison's
+    confidence), from ``n`` A/A pairs of this machine; ``source`` says where it came from."""
+
+    noise: float
+    n: int
+    source: str
+
+
+def _machine(env: dict[str, Any] | None) -> tuple[Any, ...]:
+    env = env or {}
+    return env.get("cpu_model"), env.get("usable_cores"), env.get("hostname")
+
+
+def _median_per_call(row: dict[str, Any]) -> float | None:
+    from ..core.stats import median
+
+    s = row.get("samples") or {}
+    raw, number = s.get("raw") or [], s.get("number") or 1
+    xs = [t / number for t in raw if t and t > 0]
+    return median(xs) if len(xs) >= 3 else None
+
+
+def evidence(rows: list[dict[str, Any]], machine_env: dict[str, Any] | None = None) -> list[float]:
+    """Absolute log ratios of every A/A pair in ``rows`` (a re-measurement and the run it re-measured,
+    same code, both complete), newest first; only pairs measured on ``machine_env``'s machine when given."""
+    from ..storage.codec import rerun_of
+    from .whatchanged import cell_body
+
+    by_id = {r.get("id"): r for r in rows}
+    want = _machine(machine_env) if machine_env is not None else None
+    out: list[tuple[int, float]] = []
+    for r in rows:
+        src = rerun_of(r)
+        orig = by_id.get(src) if src is not None else None
+        if orig is None or r.get("magic") != "gpubench" or \
+                cell_body(orig.get("code") or "") != cell_body(r.get("code") or ""):
+            continue
+        if r.get("status") != "ok" or orig.get("status") != "ok":
+            continue
+        if want is not None and (_machine(r.get("env")) != want or _machine(orig.get("env")) != want):
+            continue
+        m0, m1 = _median_per_call(orig), _median_per_call(r)
+        if m0 and m1:
+            out.append((int(r.get("id") or 0), abs(math.log(m1 / m0))))
+    out.sort(key=lambda t: -t[0])
+    return [d for _, d in out[:EVIDENCE_MAX]]
+
+
+def between_run_noise(ledger: Any, env: dict[str, Any] | None = None, *,
+                      confidence: float = 0.95) -> BetweenRun:
+    """The between-run noise for a historical comparison of runs measured on ``env``'s machine, from
+    the A/A evidence in ``ledger`` (see the module docstring); :data:`PRIOR` when there is too little."""
+    ds: list[float] = []
+    if ledger is not None:
+        try:
+            ds = evidence(ledger.rows(notebook=None), env)
+        except Exception:  # an unreadable ledger: no evidence, the prior stands
+            ds = []
+    n = len(ds)
+    if n == 0:
+        return BetweenRun(PRIOR, 0, f"assumed ±{PRIOR:.0%}: no A/A re-measurements on this machine yet (the "
+                                    "reference VM's between-run noise; each %perf compare that re-measures adds one)")
+    s = sorted(ds)
+    k = min(n, math.ceil(confidence * (n + 1)))
+    q = math.expm1(s[k - 1])
+    if n < EVIDENCE_MIN:
+        q = max(q, PRIOR)
+        return BetweenRun(q, n, f"±{q:.0%}: only {n} A/A re-measurement(s) on this machine (largest "
+                                f"±{math.expm1(s[-1]):.1%}), so at least the reference VM's ±{PRIOR:.0%}")
+    which = "largest" if k == n else f"{confidence:.0%} quantile"
+    seen = f"the {which} of {n} A/A re-measurements on this machine (median ±{math.expm1(s[(n - 1) // 2]):.1%})"
+    if q < FLOOR:
+        return BetweenRun(FLOOR, n, f"±{FLOOR:.0%}, the least admitted ({seen} is ±{q:.1%})")
+    return BetweenRun(q, n, f"±{q:.1%}: {seen}")

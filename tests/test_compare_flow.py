@@ -1,0 +1,142 @@
+"""`%perf compare` as a user meets it: labels per cell, budgets sized to the calls, errors that name the
+fix, an exception or Ctrl-C inside the re-measurement."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+
+def _usage(res) -> str:
+    assert type(res.error_in_exec).__name__ == "UsageError", res.error_in_exec
+    return str(res.error_in_exec)
+
+
+# ---- default labels: one history per cell -----------------------------------------------------------
+
+def test_default_labels_are_unique_per_cell_and_survive_an_edit(shell) -> None:
+    import perfmagic
+
+    ip = shell.ip
+    ip.run_cell("%%gpubench -b 0.1 -q\nsum(range(50))\n", cell_id="cell-aaaa-1111")
+    ip.run_cell("%%gpubench -b 0.1 -q\nsum(range(50))\n", cell_id="cell-bbbb-2222")  # another cell, same line
+    ip.run_cell("%%gpubench -b 0.1 -q\nsum(range(50))\nsum(range(9))\n", cell_id="cell-aaaa-1111")  # edited
+    labels = list(perfmagic.ledger().sort_values("id")["label"])
+    assert labels == ["sum(range(50)) [cell cell-aaa]", "sum(range(50)) [cell cell-bbb]",
+                      "sum(range(50)) [cell cell-aaa]"]
+    shell.run("%%gpubench -b 0.1 -q\nsum(range(50))\n")  # no cell id (a terminal, nbclient): the first line
+    assert perfmagic.ledger().sort_values("id")["label"].iloc[-1] == "sum(range(50))"
+
+
+# ---- the budget sized to the calls ------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_a_slow_step_gets_enough_pairs_under_the_default_budget() -> None:
+    import time
+
+    from perfmagic.timing.pair import AUTO_PAIRS, DEFAULT_PAIR_BUDGET, bench_pair
+
+    # 0.2 s pairs: the fixed 2 s budget gave 5-6 pairs after warmup; sized to the calls it gives 12
+    pr = bench_pair("time.sleep(0.09)", "time.sleep(0.11)", globals={"time": time}, memory=False)
+    assert pr.a.n_samples >= AUTO_PAIRS - 2 and pr.a.policy["budget_s"] > DEFAULT_PAIR_BUDGET
+    assert pr.comparison.verdict == "slower"
+    fixed = bench_pair("time.sleep(0.09)", "time.sleep(0.11)", globals={"time": time}, memory=False, budget=1.0)
+    assert fixed.a.policy["budget_s"] == 1.0 and fixed.a.n_samples < AUTO_PAIRS  # a given budget is kept
+
+
+def test_an_undecided_budget_says_how_long_a_decision_takes() -> None:
+    import random
+    import time
+
+    from perfmagic.timing.pair import bench_pair
+
+    ns = {"time": time, "random": random}
+    noisy = "time.sleep(0.002 * random.lognormvariate(0, 0.6))"
+    pr = bench_pair(noisy, noisy.replace("0.002", "0.0024"), globals=ns, budget=0.06, memory=False)
+    if pr.comparison.verdict != "inconclusive":  # a lucky draw decided it: then there is nothing to advise
+        assert pr.advice() is None
+        return
+    advice = pr.advice()
+    m = re.search(r"it needs ~(\d+) s \(about (\d+) pairs of ([\d.]+) ms\); run with -b (\d+)s", advice or "")
+    assert m, advice
+    assert int(m.group(4)) == int(m.group(1)) and int(m.group(2)) > pr.a.n_samples
+    assert advice in pr.text()
+
+
+# ---- bad input: one line, naming the fix -----------------------------------------------------------
+
+def test_runs_of_different_magics(shell, roofs) -> None:
+    shell.run("%%gpubench -l s -b 0.1 -q\nsum(range(100))\n")
+    shell.run("%%roofline -l s --flops 100 --bytes 800 -b 0.2 --no-plot\nsum(range(100))\n")
+    msg = _usage(shell.run("%perf compare 1 2"))
+    assert "run #1 is a %%gpubench run and run #2 a %%roofline run" in msg and "%perf compare A 2" in msg
+
+
+def test_a_deleted_run_and_a_run_kept_in_memory_only(shell) -> None:
+    shell.run("%%gpubench -l s -b 0.1 -q\nsum(range(100))\n")
+    shell.run("%%gpubench -l s -b 0.1 -q\nsum(range(100))\n")
+    shell.run("%%gpubench -l s -b 0.1 -q\nsum(range(100))\n")
+    shell.run("%perf forget 1")
+    msg = _usage(shell.run("%perf compare 1 3"))
+    assert "no run with id 1" in msg and "removed with %perf forget" in msg and "%perf lists the runs" in msg
+    msg = _usage(shell.run("%perf compare -1 3"))
+    assert "kept in memory only" in msg and "negative ids" in msg
+    assert "\n" not in msg
+
+
+def test_a_run_from_another_notebook(shell, ledger_dir) -> None:
+    from perfmagic.storage.ledger import Ledger
+
+    shell.run("%%gpubench -l s -b 0.1 -q\nsum(range(100))\n")
+    other = Ledger(ledger_dir, notebook="other.ipynb")
+    row = other.get(1)
+    row = {k: row[k] for k in ("magic", "label", "options", "metrics", "samples", "env", "status", "primary_metric")}
+    ref = other.record(code="%%gpubench -l s\nsum(range(100))", **row)
+    msg = _usage(shell.run(f"%perf compare {ref.id} 1"))
+    assert "was measured in notebook 'other.ipynb'" in msg and f"%perf compare {ref.id} 1 --historical" in msg
+    res = shell.run(f"%perf compare {ref.id} 1 --historical")  # the fix works
+    assert res.error_in_exec is None and "historical comparison" in shell.text()
+
+
+# ---- the user's exception, and Ctrl-C, inside the re-measurement -------------------------------------
+
+TICK = ("import random, time\ndef tick(f=1.0):\n    time.sleep(random.random() * 0.002 * f)\n    tick.n += 1\n    if tick.n == tick.stop:\n"
+        "        raise tick.error\ntick.n, tick.stop, tick.error = 0, -1, None\n")
+
+
+def _two_runs(shell) -> None:
+    shell.run(TICK)
+    shell.run("%%gpubench -l t -b 0.1 -q\ntick()\n")
+    shell.run("%%gpubench -l t -b 0.1 -q\ntick(1.1)\n")  # on the 10% bar, noisy: no early stop
+
+
+def test_an_exception_while_re_measuring_is_the_users(shell, capsys) -> None:
+    _two_runs(shell)
+    shell.run("tick.stop, tick.error = tick.n + 12, ValueError('boom while re-measuring')")
+    capsys.readouterr()
+    res = shell.run("%perf compare 1 2 --rerun -b 20")
+    assert isinstance(res.error_in_exec, ValueError) and "boom while re-measuring" in str(res.error_in_exec)
+    import perfmagic
+
+    assert len(perfmagic.ledger()) == 2  # nothing half-measured was recorded as a comparison
+
+
+def test_ctrl_c_while_re_measuring_ends_in_one_line(shell, capsys) -> None:
+    _two_runs(shell)
+    shell.run("tick.stop, tick.error = tick.n + 1500, KeyboardInterrupt")  # usually past the warmup
+    capsys.readouterr()
+    res = shell.run("%perf compare 1 2 --rerun -b 6")
+    assert isinstance(res.error_in_exec, KeyboardInterrupt)
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    shown = [ln for ln in out.splitlines() if "KeyboardInterrupt" in ln]
+    assert len(shown) == 1 and "perf compare interrupted" in shown[0], out
+    assert "Traceback" not in out
+    import perfmagic
+
+    statuses = list(perfmagic.ledger()["status"])
+    if "before one A/B pair" in shown[0]:  # a loaded machine: still warming up at the 1500th call
+        assert statuses == ["ok", "ok"] and "nothing recorded" in shown[0]
+    else:  # the pairs measured are shown and kept
+        assert statuses == ["ok", "ok", "interrupted", "interrupted"] and "recorded as interrupted" in shown[0]
+        assert "A/B interleaved in one process" in shell.text()
