@@ -21,6 +21,40 @@ def test_the_rule_on_planted_numbers() -> None:
     one = {"blas": [{"internal_api": "openblas", "num_threads": 1}], "torch_threads": 1}
     assert oversubscription(one, others_cores=1.0, own_cores=1.2, usable_cores=2) is None  # limited already
     assert oversubscription(ENV2, others_cores=1.0, own_cores=1.4, usable_cores=8) is None  # cores to spare
+    # a pool that fights mostly waits: half a core busy, but two threads took CPU time
+    assert oversubscription(ENV2, others_cores=1.5, own_cores=0.5, usable_cores=2, active_threads=2)
+    assert oversubscription(ENV2, others_cores=1.5, own_cores=0.5, usable_cores=2, active_threads=1) is None
+
+
+def test_the_probe_counts_the_threads_that_ran() -> None:
+    import threading
+    import time
+
+    from perfmagic.core.env import LoadProbe
+
+    def spin(t: float) -> None:
+        end = time.perf_counter() + t
+        while time.perf_counter() < end:
+            pass
+
+    p = LoadProbe().start()
+    spin(0.15)
+    p.stop()
+    assert p.active_threads == 1
+    done = threading.Event()
+
+    def worker() -> None:  # a pool thread: it works, then waits for the next task (alive at stop())
+        spin(0.15)
+        done.wait()
+
+    th = threading.Thread(target=worker)
+    p = LoadProbe().start()
+    th.start()
+    spin(0.15)
+    p.stop()
+    done.set()
+    th.join()
+    assert p.active_threads == 2
 
 
 def _alive(pid: int) -> bool:

@@ -50,6 +50,7 @@ def test_compare_re_measures_a_redefined_function_interleaved(shell, capsys) -> 
     assert "re-measured A #1 and B #2 interleaved in this process" in out
     head = shell.text().splitlines()[0]
     assert head.startswith("B #4 work vs A #3 work: slower"), head
+    assert sum(ln.startswith("B #") for ln in shell.text().splitlines()) == 1  # one verdict, not two
     df = perfmagic.ledger()
     assert list(df["role"].fillna("")) == ["", "", "rerun-of #1", "rerun-of #2"]
     assert "interleaved" in shell.text()

@@ -265,10 +265,29 @@ def _proc_stat_busy() -> float | None:
         return None
 
 
+def _thread_cpu() -> dict[int, float] | None:
+    """CPU seconds used so far by each thread of this process (``/proc/self/task/*/stat``), or None."""
+    try:
+        tck = os.sysconf("SC_CLK_TCK")
+        out = {}
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except FileNotFoundError:  # the thread ended meanwhile
+                continue
+            out[int(tid)] = (int(fields[11]) + int(fields[12])) / tck  # utime, stime
+        return out
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
 class LoadProbe:
     """CPU used by *other* processes during an interval: busy time from ``/proc/stat`` minus this
     process's CPU time (``time.process_time``), divided by wall time. Resolution is one clock tick
     (usually 10 ms), so intervals under 20 ms give None. Children of this process count as others.
+    ``active_threads``: this process's threads that each used at least 5% of a core (and a clock tick)
+    meanwhile — a BLAS or torch pool at work shows as more than one, even when its threads mostly wait.
     """
 
     def __init__(self) -> None:
@@ -276,9 +295,12 @@ class LoadProbe:
         self._cpu0 = self._wall0 = 0.0
         self.others_cores: float | None = None
         self.own_cores: float | None = None
+        self.active_threads: int | None = None
+        self._threads0: dict[int, float] | None = None
 
     def start(self) -> LoadProbe:
         """Take the starting readings; returns self."""
+        self._threads0 = _thread_cpu()
         self._busy0, self._cpu0, self._wall0 = _proc_stat_busy(), time.process_time(), time.perf_counter()
         return self
 
@@ -287,6 +309,10 @@ class LoadProbe:
         wall, own = time.perf_counter() - self._wall0, time.process_time() - self._cpu0
         busy1 = _proc_stat_busy()
         self.own_cores = own / wall if wall > 0 else None
+        t1 = _thread_cpu()
+        if t1 is not None and self._threads0 is not None and wall > 0:
+            least = max(0.05 * wall, 1.0 / os.sysconf("SC_CLK_TCK"))
+            self.active_threads = sum(1 for tid, c in t1.items() if c - self._threads0.get(tid, 0.0) >= least)
         if self._busy0 is None or busy1 is None or wall < 0.02:
             self.others_cores = None
         else:
@@ -295,21 +321,24 @@ class LoadProbe:
 
 
 def oversubscription(env: dict[str, Any], others_cores: float | None, own_cores: float | None,
-                     usable_cores: int | None) -> str | None:
+                     usable_cores: int | None, active_threads: int | None = None) -> str | None:
     """The warning for thread oversubscription, or None.
 
     A cell whose BLAS/OpenMP (threadpoolctl) or torch intra-op pool runs more threads than the cores
     left free by other processes makes its threads wait for each other at every barrier: a 4 µs dot
     product can take milliseconds. Named when other processes kept at least half a core busy, the
-    pool has at least 2 threads and more than the free cores, and the cell itself ran on more than
-    one core (its threads were really used)."""
+    pool has at least 2 threads and more than the free cores, and the pool was really used: the cell
+    ran on more than one core, or at least two of its threads each took CPU time (a fighting pool
+    mostly waits: a 20,000-element ``np.dot`` beside two spinning neighbours used half a core and
+    took 17 ms a call)."""
     if not usable_cores or others_cores is None or others_cores < 0.5:
         return None
     pools = [int(p.get("num_threads") or 0) for p in env.get("blas") or []]
     torch_threads = env.get("torch_threads") or 0
     threads = max(pools + [int(torch_threads)])
     free = max(usable_cores - others_cores, 1.0)
-    if threads < 2 or threads <= free + 0.25 or own_cores is None or own_cores <= 1.05:
+    used = (own_cores is not None and own_cores > 1.05) or (active_threads or 0) >= 2
+    if threads < 2 or threads <= free + 0.25 or not used:
         return None
     n = max(1, int(free))
     what = ", ".join(x for x in (f"BLAS/OpenMP {max(pools)}" if pools and max(pools) else "",
@@ -322,10 +351,10 @@ def oversubscription(env: dict[str, Any], others_cores: float | None, own_cores:
 
 def doubt_warnings(env_before: dict[str, Any], env_after: dict[str, Any] | None,
                    others_cores: float | None, usable_cores: int | None,
-                   own_cores: float | None = None) -> list[str]:
+                   own_cores: float | None = None, active_threads: int | None = None) -> list[str]:
     """Short, concrete warnings about conditions that make a measurement slow or noisy."""
     out: list[str] = []
-    over = oversubscription(env_before, others_cores, own_cores, usable_cores)
+    over = oversubscription(env_before, others_cores, own_cores, usable_cores, active_threads)
     if over:
         out.append(over)
     if others_cores is not None and others_cores > 0.25 and (not usable_cores or others_cores > 0.1 * usable_cores):

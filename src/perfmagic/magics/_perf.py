@@ -134,9 +134,9 @@ class PerfMagics(Magics):
             raise UsageError("%perf compare: --rerun and --historical exclude each other; give one")
         self._comparable(led, led.get(a), led.get(b), args)
         if not args.historical:
-            done = self._rerun(led, a, b, args)
-            if done is not None:
-                return done
+            done, value = self._rerun(led, a, b, args)
+            if done:
+                return value
         try:
             rc = compare(a, b, min_effect=args.min_effect, ledger=led)
         except CompareError as exc:
@@ -158,15 +158,15 @@ class PerfMagics(Magics):
                                      f"the recorded samples with %perf compare {a} {b} --historical, or measure it "
                                      "again in this notebook")
 
-    def _rerun(self, led: Any, a: int, b: int, args: Any) -> Any:
-        """Re-measure runs A and B interleaved in this process (A with the callables it used then) and
-        return what ``finish`` returns, or ``None``, after one line saying why, when they cannot both
-        run here (``--rerun``: a UsageError)."""
+    def _rerun(self, led: Any, a: int, b: int, args: Any) -> tuple[bool, Any]:
+        """Re-measure runs A and B interleaved in this process (A with the callables it used then):
+        ``(True, what finish returns)``; ``(False, None)``, after one line saying why, when they cannot
+        both run here (``--rerun``: a UsageError)."""
         from ..timing.rerun import check
 
         ra, rb = led.get(a), led.get(b)
         if (rb.get("options") or {}).get("interleaved_with") == ra["id"]:
-            return None  # already a same-process pair: its own samples are the paired evidence
+            return False, None  # already a same-process pair: its own samples are the paired evidence
         caps = self.state.get("captures", {})
         why = []
         if ra.get("magic") != "gpubench" or rb.get("magic") != "gpubench":
@@ -189,8 +189,8 @@ class PerfMagics(Magics):
                                  + "; ".join(why) + ". Compare the recorded samples with --historical")
             print("perfmagic: historical comparison (recorded samples) because A and B cannot be re-measured here: "
                   + "; ".join(why))
-            return None
-        return self._remeasure(led, ra, rb, caps[ra["id"]], caps[rb["id"]], args)
+            return False, None
+        return True, self._remeasure(led, ra, rb, caps[ra["id"]], caps[rb["id"]], args)
 
     def _remeasure(self, led: Any, ra: dict[str, Any], rb: dict[str, Any], cap_a: Any, cap_b: Any,
                    args: Any) -> Any:

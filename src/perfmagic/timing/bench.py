@@ -253,7 +253,7 @@ def bench(
             interrupted, stop = True, "interrupted"
     t_tail = clock()
     others = probe.stop()
-    env = _environment(subj.device, others, warnings, probe.own_cores) if capture_env else {}
+    env = _environment(subj.device, others, warnings, probe.own_cores, probe.active_threads) if capture_env else {}
     if probe.own_cores is not None:  # cores this process kept busy over the measurement (not the GC before it)
         env["own_cores"] = round(probe.own_cores, 4)
     if capture_env:
@@ -278,14 +278,15 @@ def bench(
 
 
 def _environment(device: str, others: float | None, warnings: list[str],
-                 own_cores: float | None = None) -> dict[str, Any]:
+                 own_cores: float | None = None, active_threads: int | None = None) -> dict[str, Any]:
     """Capture the environment, add the load and drift-guard fields, append doubt warnings."""
     from ..core.env import capture, doubt_warnings
     from ..core.reference import reference_time, slow_phase
 
     env = capture(device)
-    warnings += doubt_warnings(env, None, others, env.get("usable_cores"), own_cores)
+    warnings += doubt_warnings(env, None, others, env.get("usable_cores"), own_cores, active_threads)
     env["others_cores"] = others
+    env["active_threads"] = active_threads
     env["reference_s"] = reference_time()  # the drift guard: this machine's speed right now
     excess = slow_phase(env["reference_s"])
     if excess is not None:

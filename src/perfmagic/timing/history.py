@@ -201,9 +201,24 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
             comp = replace(comp, sentence=comp.sentence.replace("measure longer", "cannot tell from runs taken apart"))
             notes.append(f"cannot tell, because runs of identical code on this machine differ by up to ±{q:.0%} and "
                          "measuring longer does not shrink that: re-measure A and B together")
+    notes += _oversubscribed(ra, rb)
     what = what_changed(ra.get("code") or "", rb.get("code") or "", ra.get("options"), rb.get("options"),
                         ra.get("env"), rb.get("env"))
     return RunComparison(ra, rb, comp, what, kind, drift, tuple(notes), noise)
+
+
+def _oversubscribed(ra: dict[str, Any], rb: dict[str, Any]) -> list[str]:
+    """Thread oversubscription in either run, named in the comparison it takes part in."""
+    from ..core.env import oversubscription
+
+    found: dict[str, list[str]] = {}
+    for side, r in (("A", ra), ("B", rb)):
+        env = r.get("env") or {}
+        w = oversubscription(env, env.get("others_cores"), env.get("own_cores"), env.get("usable_cores"),
+                             env.get("active_threads"))
+        if w:
+            found.setdefault(w, []).append(f"{side} #{r.get('id')}" if r.get("id") is not None else side)
+    return [f"{' and '.join(sides)}: {w}" for w, sides in found.items()]
 
 
 def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[str, Any]], *,

@@ -230,7 +230,9 @@ def bench_pair(
         for k, s in enumerate(both):
             mems[k] = measure(lambda s=s: s.cell.run(1), s.sync.finish, s.device)
     others = probe.stop()
-    env = _environment(sb.device, others, warnings, probe.own_cores) if capture_env else {}
+    env = _environment(sb.device, others, warnings, probe.own_cores, probe.active_threads) if capture_env else {}
+    if capture_env and probe.own_cores is not None:
+        env["own_cores"] = round(probe.own_cores, 4)
     wall = clock() - t_start
     results = []
     for k, s in enumerate(both):
