@@ -92,11 +92,10 @@ CELLS = [
       minimum effect (10% by default, `--min-effect`).
     - **The numbers**: both medians, the time ratio B/A with its interval, and how many samples each side
       had. The interval comes from a block bootstrap of the raw samples of both runs.
-    - **The drift guard**, when it saw something: every run also times a small fixed workload; if the
-      machine itself ran slower or faster between A and B, the interval is widened by that much.
     - **Same-process A/B**: A and B were re-measured interleaved, so machine drift cancels. A
       *historical* comparison (runs from another kernel, or data changed since) cannot see how the
-      machine drifted in between: it widens the interval by a between-run noise floor and says so.
+      machine drifted in between: it admits the between-run noise this machine has shown for identical
+      code (its earlier re-measurements), says how much, and answers *cannot tell* rather than guess.
     - **What changed**: the code diff between the two cells, and any option or environment difference.
       One change is what makes the verdict mean something. On a shared machine a large difference in
       the load from other processes is listed as well: it is a difference in the conditions of the two
