@@ -173,3 +173,12 @@ def test_vs_remeasurement_is_marked_and_kept_out_of_the_history(shell) -> None:
     assert "A re-run of #1" in row2 and "slower" not in row2 and "faster" not in row2
     shell.run("%perf plot nap")
     assert "#2" not in shell.text().split("\n", 1)[1]  # the history lists runs 1 and 3 only
+
+
+def test_an_in_place_data_change_is_named_as_the_change() -> None:
+    moved = "`L` was changed in place since (its length or contents moved)"
+    w = what_changed("%%gpubench\nsum(L)\n", "%%gpubench -l x\nsum(L)\n", {}, {}, {}, {}, data=(moved,))
+    assert w.summary() == "what changed: the data A read (L)" and w.isolated
+    assert f"data: {moved}" in w.text() and "data: " in w.html()
+    both = what_changed("sum(L)\n", "sum(L) + 1\n", {}, {}, {}, {}, data=(moved,))
+    assert not both.isolated and "no longer isolates one change" in both.summary()

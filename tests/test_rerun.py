@@ -67,6 +67,8 @@ def test_compare_falls_back_and_says_why(shell, capsys) -> None:
     out = capsys.readouterr().out
     assert "historical comparison (recorded samples)" in out and "`data` was changed in place" in out
     assert "historical comparison" in shell.text()
+    # the in-place change is named under "what changed", not "nothing changed but time"
+    assert "what changed: the data A read (data)" in shell.text() and "nothing changed" not in shell.text()
     res = shell.run("%perf compare 1 2 --rerun")
     assert type(res.error_in_exec).__name__ == "UsageError" and "changed in place" in str(res.error_in_exec)
     res = shell.run("%perf compare 1 2 --rerun --historical")

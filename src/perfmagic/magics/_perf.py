@@ -133,12 +133,14 @@ class PerfMagics(Magics):
         if args.rerun and args.historical:
             raise UsageError("%perf compare: --rerun and --historical exclude each other; give one")
         self._comparable(led, led.get(a), led.get(b), args)
+        data: tuple[str, ...] = ()
         if not args.historical:
             done, value = self._rerun(led, a, b, args)
             if done:
                 return value
+            data = value
         try:
-            rc = compare(a, b, min_effect=args.min_effect, ledger=led)
+            rc = compare(a, b, min_effect=args.min_effect, ledger=led, data_changes=data)
         except CompareError as exc:
             raise UsageError(f"%perf compare: {exc}") from None
         return finish(self.shell, rc, args, None if args.quiet else comparison_bundle(rc))
@@ -160,13 +162,13 @@ class PerfMagics(Magics):
 
     def _rerun(self, led: Any, a: int, b: int, args: Any) -> tuple[bool, Any]:
         """Re-measure runs A and B interleaved in this process (A with the callables it used then):
-        ``(True, what finish returns)``; ``(False, None)``, after one line saying why, when they cannot
-        both run here (``--rerun``: a UsageError)."""
+        ``(True, what finish returns)``; ``(False, what A read that changed since)``, after one line
+        saying why, when they cannot both run here (``--rerun``: a UsageError)."""
         from ..timing.rerun import check
 
         ra, rb = led.get(a), led.get(b)
         if (rb.get("options") or {}).get("interleaved_with") == ra["id"]:
-            return False, None  # already a same-process pair: its own samples are the paired evidence
+            return False, ()  # already a same-process pair: its own samples are the paired evidence
         caps = self.state.get("captures", {})
         why = []
         if ra.get("magic") != "gpubench" or rb.get("magic") != "gpubench":
@@ -176,20 +178,27 @@ class PerfMagics(Magics):
         if differ:
             why.append(f"A and B were measured with different options ({', '.join(differ)}); an interleaved "
                        "re-measurement runs both sides one way")
+        data: tuple[str, ...] = ()
         for side, r in (("A", ra), ("B", rb)):
             cap = caps.get(r["id"])
             if cap is None:
                 why.append(f"{side} #{r['id']} was measured in another kernel (or before this one recorded it), "
                            "so the functions it called are not held here")
             else:
-                why += [f"{side} #{r['id']}: {x}" for x in check(cap, self.shell.user_ns)]
+                moved = check(cap, self.shell.user_ns)
+                why += [f"{side} #{r['id']}: {x}" for x in moved]
+                names = {x.split("`")[1] for x in moved if x.count("`") >= 2}
+                if side == "A":
+                    data = tuple(moved)
+                else:  # changed after B ran too: not a difference between A and B
+                    data = tuple(x for x in data if not (x.count("`") >= 2 and x.split("`")[1] in names))
         if why:
             if args.rerun:
                 raise UsageError("%perf compare --rerun: A and B cannot be re-measured in this process: "
                                  + "; ".join(why) + ". Compare the recorded samples with --historical")
             print("perfmagic: historical comparison (recorded samples) because A and B cannot be re-measured here: "
                   + "; ".join(why))
-            return False, None
+            return False, data
         return True, self._remeasure(led, ra, rb, caps[ra["id"]], caps[rb["id"]], args)
 
     def _remeasure(self, led: Any, ra: dict[str, Any], rb: dict[str, Any], cap_a: Any, cap_b: Any,

@@ -135,7 +135,7 @@ def _median(xs: list[float]) -> float:
 
 def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.95, ledger: Any = None,
             between_run: float | None = None, n_boot: int = 2000, paired: bool | None = None,
-            drift_guard: bool = False) -> RunComparison:
+            drift_guard: bool = False, data_changes: tuple[str, ...] = ()) -> RunComparison:
     """Compare run A (before) with run B (after); never changes the stored rows.
 
     Runs measured interleaved (one recorded with ``interleaved_with`` the other) are judged on their
@@ -143,7 +143,8 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
     the between-run noise to admit; ``None`` takes it from this machine's A/A evidence in the ledger
     (:func:`perfmagic.timing.betweenrun.between_run_noise`). ``drift_guard=True`` also adds the drift
     guard's reference-workload ratio in quadrature (kept for ``benchmarks/bench_verdicts.py``, which
-    measures whether it helps)."""
+    measures whether it helps). ``data_changes``: what A read that has changed since (named under
+    "what changed"; ``%perf compare`` passes what stopped it from re-measuring A)."""
     from .betweenrun import BetweenRun, between_run_noise
     from .compare import compare_samples
 
@@ -203,7 +204,7 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
                          "measuring longer does not shrink that: re-measure A and B together")
     notes += _oversubscribed(ra, rb)
     what = what_changed(ra.get("code") or "", rb.get("code") or "", ra.get("options"), rb.get("options"),
-                        ra.get("env"), rb.get("env"))
+                        ra.get("env"), rb.get("env"), tuple(data_changes))
     return RunComparison(ra, rb, comp, what, kind, drift, tuple(notes), noise)
 
 

@@ -39,12 +39,16 @@ class WhatChanged:
     options: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     env: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     conditions: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    data: tuple[str, ...] = ()          # what A read that changed since: "`L` was changed in place since ..."
 
     @property
     def things(self) -> list[str]:
         out = []
         if self.code_places:
             out.append(f"the code ({self.code_places} place{'s' if self.code_places != 1 else ''})")
+        if self.data:
+            out.append("the data A read (" + ", ".join(d.split("`")[1] if d.count("`") >= 2 else d
+                                                      for d in self.data) + ")")
         if self.options:
             out.append("options " + ", ".join(self.options))
         if self.env:
@@ -54,7 +58,7 @@ class WhatChanged:
     @property
     def isolated(self) -> bool:
         """True when at most one thing changed (one code place, or only options, or only environment)."""
-        kinds = sum(bool(x) for x in (self.code_places, self.options, self.env))
+        kinds = sum(bool(x) for x in (self.code_places, self.options, self.env, self.data))
         return kinds <= 1 and self.code_places <= 1
 
     def summary(self) -> str:
@@ -70,6 +74,7 @@ class WhatChanged:
         lines = [self.summary()]
         if self.diff:
             lines += ["  " + ln for ln in self.diff]
+        lines += [f"  data: {d}" for d in self.data]
         for k, (a, b) in self.options.items():
             lines.append(f"  option {k}: {a!r} -> {b!r}")
         for k, (a, b) in self.env.items():
@@ -90,7 +95,8 @@ class WhatChanged:
             elif ln.startswith("@@"):
                 style = "color:#6e7781"
             rows.append(f"<div style='{style}'>{html.escape(ln) or '&nbsp;'}</div>")
-        extra = "".join(f"<div>option <b>{html.escape(k)}</b>: {html.escape(repr(a))} → {html.escape(repr(b))}</div>"
+        extra = "".join(f"<div>data: {html.escape(d)}</div>" for d in self.data)
+        extra += "".join(f"<div>option <b>{html.escape(k)}</b>: {html.escape(repr(a))} → {html.escape(repr(b))}</div>"
                         for k, (a, b) in self.options.items())
         extra += "".join(f"<div>env <b>{html.escape(k)}</b>: {html.escape(str(a))} → {html.escape(str(b))}</div>"
                          for k, (a, b) in self.env.items())
@@ -146,7 +152,8 @@ def conditions_diff(ea: dict[str, Any], eb: dict[str, Any]) -> dict[str, tuple[A
 
 
 def what_changed(code_a: str, code_b: str, options_a: dict[str, Any] | None, options_b: dict[str, Any] | None,
-                 env_a: dict[str, Any] | None, env_b: dict[str, Any] | None) -> WhatChanged:
+                 env_a: dict[str, Any] | None, env_b: dict[str, Any] | None,
+                 data: tuple[str, ...] = ()) -> WhatChanged:
     a, b = cell_body(code_a).splitlines(), cell_body(code_b).splitlines()
     sm = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
     places = sum(1 for tag, *_ in sm.get_opcodes() if tag != "equal")
@@ -155,4 +162,4 @@ def what_changed(code_a: str, code_b: str, options_a: dict[str, Any] | None, opt
     opts = {k: (oa.get(k), ob.get(k)) for k in sorted(set(oa) | set(ob))
             if k not in _IGNORED_OPTIONS and oa.get(k) != ob.get(k)}
     ea, eb = env_a or {}, env_b or {}
-    return WhatChanged(diff, places, opts, env_diff(ea, eb), conditions_diff(ea, eb))
+    return WhatChanged(diff, places, opts, env_diff(ea, eb), conditions_diff(ea, eb), tuple(data))
