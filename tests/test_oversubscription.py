@@ -111,3 +111,69 @@ def test_oversubscribed_dot_is_named_beside_a_busy_neighbour() -> None:
         others = quiet.env.get("others_cores") or 0.0
         if others < 0.5:  # no neighbour of ours, and the machine is quiet: nothing to name
             assert not any("thread oversubscription" in w for w in quiet.warnings), quiet.warnings
+
+
+def test_thread_limits_limit_and_restore_the_pools() -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    torch = pytest.importorskip("torch")
+    np = pytest.importorskip("numpy")
+    from perfmagic.core.env import thread_limits
+
+    np.dot(np.ones(10), np.ones(10))  # BLAS loaded
+    before = [p["num_threads"] for p in threadpoolctl.threadpool_info()]
+    t_before = torch.get_num_threads()
+    with thread_limits(1):
+        assert all(p["num_threads"] == 1 for p in threadpoolctl.threadpool_info())
+        assert torch.get_num_threads() == 1
+    assert [p["num_threads"] for p in threadpoolctl.threadpool_info()] == before
+    assert torch.get_num_threads() == t_before
+
+
+def test_a_comparison_with_an_oversubscribed_run_cannot_tell() -> None:
+    from perfmagic.timing.history import compare
+
+    def row(rid: int, t: float, others: float) -> dict:
+        env = {**ENV2, "usable_cores": 2, "others_cores": others, "own_cores": 0.5, "active_threads": 2}
+        return {"id": rid, "magic": "gpubench", "label": "d", "code": "float(np.dot(a, a))", "options": {},
+                "samples": {"raw": [t * (1 + 0.001 * k) for k in range(30)], "number": 1}, "env": env,
+                "status": "ok", "created_utc": "2026-11-23T10:00:00Z", "primary_metric": "median_s"}
+
+    # A quiet at 4 µs, B beside a neighbour at 8 ms: 2000× "slower" is the pools waiting, not the code
+    rc = compare(row(1, 4e-6, 0.0), row(2, 8e-3, 1.5), between_run=0.05)
+    assert rc.verdict == "inconclusive", rc.text()
+    assert rc.comparison.sentence.startswith("inconclusive — cannot tell, because of thread oversubscription")
+    assert any(n.startswith("B #2: thread oversubscription") and "threadpool_limits(1)" in n for n in rc.notes)
+    calm = compare(row(1, 4e-6, 0.0), row(2, 8e-3, 0.0), between_run=0.05)
+    assert calm.verdict == "slower"  # without the neighbour the same numbers are a verdict
+
+
+@pytest.mark.slow
+def test_perf_compare_re_measures_under_thread_limits_beside_a_neighbour(shell, capsys) -> None:
+    """The planted case through %perf compare: the re-measurement is oversubscribed, so A and B are
+    measured again with the pools limited to the free core, and the verdict says for how many threads."""
+    np = pytest.importorskip("numpy")
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    if len(os.sched_getaffinity(0)) != 2:
+        pytest.skip("the planted case is for a 2-core machine")
+    shell.run("import numpy as np\na = np.ones(4_000_000)\nb = np.ones(4_800_000)")
+    with threadpoolctl.threadpool_limits(2, user_api="blas"):
+        pools = [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+        if not pools or max(pools) < 2:
+            pytest.skip("no BLAS pool with 2 threads here")
+        shell.run("%%gpubench -l dot -b 0.5 -q\nfloat(np.dot(a, a))\n")
+        shell.run("%%gpubench -l dot -b 0.5 -q\nfloat(np.dot(b, b))\n")  # +20% work
+        limited = False
+        for _ in range(3):  # the best of three: the neighbour must actually oversubscribe the pool
+            capsys.readouterr()
+            with busy_neighbours(1):
+                res = shell.run("%perf compare 1 2 -b 2")
+            assert res.error_in_exec is None, res.error_in_exec
+            out = capsys.readouterr().out
+            if "limited to 1 thread(s)" in out:
+                limited = True
+                break
+        assert limited, out
+        text = shell.text()
+        assert "measured with BLAS/OpenMP and torch limited to 1 thread(s)" in text
+        assert "cannot tell" not in text.splitlines()[0]  # limited, the pools no longer wait: a verdict
+        assert [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"] == pools

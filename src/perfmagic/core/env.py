@@ -349,6 +349,48 @@ def oversubscription(env: dict[str, Any], others_cores: float | None, own_cores:
             f"neighbour; judge a change with %%gpubench --vs under the same limits")
 
 
+def env_oversubscription(env: dict[str, Any] | None) -> str | None:
+    """:func:`oversubscription` from what a run recorded in its environment (its pools, the load of
+    other processes, its own cores and the threads that took CPU)."""
+    env = env or {}
+    return oversubscription(env, env.get("others_cores"), env.get("own_cores"), env.get("usable_cores"),
+                            env.get("active_threads"))
+
+
+def free_cores(env: dict[str, Any] | None) -> int:
+    """Whole cores other processes left free during a run (at least 1)."""
+    env = env or {}
+    usable, others = env.get("usable_cores") or os.cpu_count() or 1, env.get("others_cores") or 0.0
+    return max(1, int(usable - others + 0.25))
+
+
+class thread_limits:
+    """Limit BLAS/OpenMP pools (threadpoolctl) and torch's intra-op pool to ``n`` threads for a block,
+    and restore them after: the honest A/B while a neighbour holds cores."""
+
+    def __init__(self, n: int) -> None:
+        self.n = max(1, int(n))
+        self._pools: Any = None
+        self._torch: tuple[Any, int] | None = None
+
+    def __enter__(self) -> "thread_limits":
+        from threadpoolctl import threadpool_limits
+
+        self._pools = threadpool_limits(limits=self.n)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            self._torch = (torch, torch.get_num_threads())
+            torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._torch is not None:
+            torch, old = self._torch
+            torch.set_num_threads(old)
+        if self._pools is not None:
+            self._pools.restore_original_limits()
+
+
 def doubt_warnings(env_before: dict[str, Any], env_after: dict[str, Any] | None,
                    others_cores: float | None, usable_cores: int | None,
                    own_cores: float | None = None, active_threads: int | None = None) -> list[str]:

@@ -135,15 +135,13 @@ def _median(xs: list[float]) -> float:
 
 def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.95, ledger: Any = None,
             between_run: float | None = None, n_boot: int = 2000, paired: bool | None = None,
-            drift_guard: bool = False, data_changes: tuple[str, ...] = ()) -> RunComparison:
+            data_changes: tuple[str, ...] = ()) -> RunComparison:
     """Compare run A (before) with run B (after); never changes the stored rows.
 
     Runs measured interleaved (one recorded with ``interleaved_with`` the other) are judged on their
     paired samples. Otherwise the comparison is *historical*: ``between_run`` (e.g. 0.08 for ±8%) is
     the between-run noise to admit; ``None`` takes it from this machine's A/A evidence in the ledger
-    (:func:`perfmagic.timing.betweenrun.between_run_noise`). ``drift_guard=True`` also adds the drift
-    guard's reference-workload ratio in quadrature (kept for ``benchmarks/bench_verdicts.py``, which
-    measures whether it helps). ``data_changes``: what A read that has changed since (named under
+    (:func:`perfmagic.timing.betweenrun.between_run_noise`). ``data_changes``: what A read that has changed since (named under
     "what changed"; ``%perf compare`` passes what stopped it from re-measuring A)."""
     from .betweenrun import BetweenRun, between_run_noise
     from .compare import compare_samples
@@ -185,8 +183,6 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
         else:
             noise = BetweenRun(float(between_run), 0, f"±{between_run:.1%}, as given")
         q = noise.noise
-        if drift_guard and drift is not None:
-            q = math.expm1(math.hypot(math.log1p(q), math.log1p(abs(drift))))
         comp = compare_samples(xa, xb, paired=False, min_effect=min_effect, confidence=confidence,
                                between_run=q, n_boot=n_boot)
         apart = _minutes_apart(ra, rb)
@@ -195,14 +191,24 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
         notes.append(f"historical comparison ({when}): between-run noise {noise.source}; combined with the "
                      f"within-run interval. A same-process A/B cancels it: %perf compare re-measures A and B "
                      f"when A can still run here, or run the B cell with {vs}")
-        if drift_guard and drift is not None:
-            notes.append(f"drift guard: the reference workload ran {abs(drift):.0%} "
-                         f"{'slower' if drift > 0 else 'faster'} in B than in A; added in quadrature")
         if comp.verdict == "inconclusive":  # measuring longer would not help: say what would
             comp = replace(comp, sentence=comp.sentence.replace("measure longer", "cannot tell from runs taken apart"))
             notes.append(f"cannot tell, because runs of identical code on this machine differ by up to ±{q:.0%} and "
                          "measuring longer does not shrink that: re-measure A and B together")
-    notes += _oversubscribed(ra, rb)
+    over = _oversubscribed(ra, rb)
+    if over and comp.verdict != "inconclusive":  # the pools waited for cores: the ratio is not the code's
+        from .compare import _signed
+
+        comp = replace(comp, verdict="inconclusive", sentence=(
+            f"inconclusive — cannot tell, because of thread oversubscription ({comp.confidence * 100:g}% CI "
+            f"{_signed(comp.ci_low)}…{_signed(comp.ci_high)} measured while the thread pools waited for cores)"))
+    notes += over
+    limit = {(r.get("options") or {}).get("thread_limit") for r in (ra, rb)}
+    if len(limit) == 1 and None not in limit:
+        n = limit.pop()
+        notes.append(f"measured with BLAS/OpenMP and torch limited to {n} thread(s), because the thread pools "
+                     f"were oversubscribed at their full size: the verdict holds for {n} thread(s); measure again "
+                     "without the neighbour for the full-size answer")
     what = what_changed(ra.get("code") or "", rb.get("code") or "", ra.get("options"), rb.get("options"),
                         ra.get("env"), rb.get("env"), tuple(data_changes))
     return RunComparison(ra, rb, comp, what, kind, drift, tuple(notes), noise)
@@ -210,13 +216,11 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
 
 def _oversubscribed(ra: dict[str, Any], rb: dict[str, Any]) -> list[str]:
     """Thread oversubscription in either run, named in the comparison it takes part in."""
-    from ..core.env import oversubscription
+    from ..core.env import env_oversubscription
 
     found: dict[str, list[str]] = {}
     for side, r in (("A", ra), ("B", rb)):
-        env = r.get("env") or {}
-        w = oversubscription(env, env.get("others_cores"), env.get("own_cores"), env.get("usable_cores"),
-                             env.get("active_threads"))
+        w = env_oversubscription(r.get("env"))
         if w:
             found.setdefault(w, []).append(f"{side} #{r.get('id')}" if r.get("id") is not None else side)
     return [f"{' and '.join(sides)}: {w}" for w, sides in found.items()]
