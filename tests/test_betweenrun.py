@@ -69,7 +69,13 @@ def test_only_same_code_same_machine_complete_pairs_count() -> None:
         r["id"] += 80
     broken[1]["options"]["remeasured_from"] = broken[0]["id"]
     broken[1]["status"] = "interrupted"
-    assert B.evidence(rows + other + broken, ENV) == []
+    over = _evidence_rows([0.5])
+    for r in over:
+        r["id"] += 120
+    over[1]["options"]["remeasured_from"] = over[0]["id"]
+    over[1]["env"] = {**ENV, "blas": [{"num_threads": 2}], "others_cores": 1.5, "own_cores": 0.5,
+                      "active_threads": 2}  # its threads waited for cores: a named distortion, not drift
+    assert B.evidence(rows + other + broken + over, ENV) == []
     # the magic line differs (re-measurements record the bare magic): still the same code
     good = _evidence_rows([0.1])
     good[1]["code"] = "%%gpubench\nf()"

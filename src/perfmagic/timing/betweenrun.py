@@ -7,6 +7,8 @@ honest size of it is what *this* machine showed for code that did not change. pe
 A/A evidence as a side effect of its default comparison: every ``%perf compare`` that re-measures run A
 in this process stores the re-measurement as ``rerun-of #A`` — the same code, the same functions, data
 checked unchanged — so ``|log(median(re-run) / median(A))|`` is one draw of the between-run noise.
+Pairs in which either run was thread-oversubscribed are left out: that distortion is named on its own
+(its pools waited for cores: a 0.5 ms call took 8 ms) and is not the machine's drift.
 
 :func:`between_run_noise` takes the most recent ``EVIDENCE_MAX`` such pairs measured on this machine
 (same CPU model, usable cores and host), pooled over every workload (so the noisiest code sets the
@@ -61,7 +63,9 @@ def _median_per_call(row: dict[str, Any]) -> float | None:
 
 def evidence(rows: list[dict[str, Any]], machine_env: dict[str, Any] | None = None) -> list[float]:
     """Absolute log ratios of every A/A pair in ``rows`` (a re-measurement and the run it re-measured,
-    same code, both complete), newest first; only pairs measured on ``machine_env``'s machine when given."""
+    same code, both complete, neither oversubscribed), newest first; only pairs measured on
+    ``machine_env``'s machine when given."""
+    from ..core.env import env_oversubscription
     from ..storage.codec import rerun_of
     from .whatchanged import cell_body
 
@@ -78,6 +82,8 @@ def evidence(rows: list[dict[str, Any]], machine_env: dict[str, Any] | None = No
             continue
         if want is not None and (_machine(r.get("env")) != want or _machine(orig.get("env")) != want):
             continue
+        if env_oversubscription(r.get("env")) or env_oversubscription(orig.get("env")):
+            continue  # a named distortion (threads waiting for cores), not the machine's drift
         m0, m1 = _median_per_call(orig), _median_per_call(r)
         if m0 and m1:
             out.append((int(r.get("id") or 0), abs(math.log(m1 / m0))))
