@@ -177,3 +177,32 @@ def test_perf_compare_re_measures_under_thread_limits_beside_a_neighbour(shell, 
         assert "measured with BLAS/OpenMP and torch limited to 1 thread(s)" in text
         assert "cannot tell" not in text.splitlines()[0]  # limited, the pools no longer wait: a verdict
         assert [p["num_threads"] for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"] == pools
+
+
+def test_neighbours_of_a_killed_process_stop_by_themselves(tmp_path) -> None:
+    """A benchmark killed inside the block (SIGKILL: no cleanup runs) leaves no spinning orphan."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pids_file = tmp_path / "pids"
+    script = ("import sys, time\nfrom perfmagic.core.neighbours import busy_neighbours\n"
+              "with busy_neighbours(2) as nb:\n"
+              f"    open({str(pids_file)!r}, 'w').write(' '.join(map(str, nb.pids)))\n"
+              "    time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 20
+        while not (pids_file.exists() and pids_file.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pids = [int(p) for p in pids_file.read_text().split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 5
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(p) for p in pids), "orphaned neighbours still spinning"
+    finally:
+        parent.kill()

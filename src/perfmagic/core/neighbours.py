@@ -11,7 +11,8 @@ Verdicts must hold on a shared 2-core box, so tests, benchmarks and workshops pl
 Each neighbour is a separate Python process (``subprocess``, no fork of this one) that spins in a
 loop, or with ``memory=True`` streams through a 64 MiB buffer (a memory-bandwidth hog). They are
 stopped by PID when the block ends, also after an exception or Ctrl-C, and waited for, so none
-outlives the block.
+outlives the block; and should this process be killed inside the block, each neighbour sees its
+parent gone (within a few ms) and stops, so none spins on as an orphan.
 """
 
 from __future__ import annotations
@@ -23,9 +24,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-_SPIN = "while True:\n    pass\n"
-_STREAM = ("b = bytearray(64 * 2**20)\nm = memoryview(b)\n"
-           "while True:\n    m[:] = b'\\x01' * len(b)\n    bytes(m)\n")
+# each neighbour also watches its parent: when the process that started it is gone (killed, so the
+# block never ended) it is re-parented, and it stops instead of spinning on as an orphan
+_WATCH = "import os\nparent = os.getppid()\n"
+_SPIN = _WATCH + "while os.getppid() == parent:\n    for _ in range(200_000):\n        pass\n"
+_STREAM = (_WATCH + "b = bytearray(64 * 2**20)\nm = memoryview(b)\n"
+           "while os.getppid() == parent:\n    m[:] = b'\\x01' * len(b)\n    bytes(m)\n")
 
 
 @dataclass

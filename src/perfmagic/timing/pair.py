@@ -1,8 +1,10 @@
 """Same-process A/B: measure two pieces of code interleaved (A B, B A, A B, …) and compare them.
 
 Runs taken minutes apart mix the change with the machine's drift. Here both sides are timed in one
-process, block after block, alternating which goes first (ABBA order cancels a systematic
-first-or-second effect). Pair *i* is (A's block *i*, B's block *i*), measured back to back, so a slow
+process, block after block; which side goes first in a pair is a coin flip (seeded). That cancels a
+systematic first-or-second effect, as the A B B A order does, without a fixed period: under load the
+scheduler's time slices can fall on the same slots of a repeating pattern (a re-measured pair beside
+1.5 busy cores once came out 2.5× "faster" for a B 20% slower, with A in the pattern's outer slots). Pair *i* is (A's block *i*, B's block *i*), measured back to back, so a slow
 second of the machine slows both members of the pair and cancels in their ratio. The comparison is
 the paired one of :mod:`perfmagic._compare` (bootstrap over blocks of per-pair log ratios).
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import gc as _gc
 import math
+import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -193,8 +196,9 @@ def bench_pair(
                     and wt >= warmup_min_s(total)) or wt >= WARMUP_MAX_FRACTION * total:
                 break
         i = 0
+        coin = random.Random(20261123)  # seeded: the same order for the same run
         while True:
-            order = both if i % 2 == 0 else both[::-1]
+            order = both if coin.random() < 0.5 else both[::-1]
             for s in order:
                 s.sample()
             i += 1
