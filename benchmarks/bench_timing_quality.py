@@ -1,30 +1,34 @@
-"""Timing quality: perfmagic vs `%timeit` and `torch.utils.benchmark` on three CPU workloads.
+"""Timing quality: perfmagic vs `%timeit` and `torch.utils.benchmark` on three CPU workloads, as a Pareto front.
 
 Question: when the same code is measured again and again, how much does each tool's answer move
-(spread over rounds), and how long does one answer take (wall time per answer)?
+(spread over rounds), and how long does one answer take (wall time per answer)? Every tool at every
+setting is one point (wall s per answer, spread); perfmagic's points should not be dominated by
+(slower *and* noisier than) any other tool's point.
 
-Workloads (sizes chosen on the 2-core reference VM; the measured times are in the table):
+Workloads (sizes chosen on the 2-core reference VM; the measured times are in the tables):
 
 * ``py_call``  — ``f()`` where ``f`` is ``sum(range(125))``: a ~1 µs Python call
 * ``np_sort``  — ``np.sort(a)`` on 130 000 float64: a ~1 ms numpy op
-* ``torch_mm`` — ``x @ y``, fp32 1700×1700 matmul: ~30 ms on this CPU
+* ``torch_mm`` — ``x @ y``, fp32 1700×1700 matmul: ~30 ms on the Xeon VM, ~55 ms on the AMD EPYC one
 
-Tools, each giving one "central value" per answer:
+Tools, each giving one "central value" per answer (B runs over ``--budgets``, default 0.1, 0.3, 1, 3 s):
 
 * ``%timeit -o -q`` through an IPython ``InteractiveShell`` — ``TimeitResult.average`` (``.best`` is
-  shown too, from the same runs)
-* ``torch.utils.benchmark.Timer(...).blocked_autorange()`` — ``Measurement.median``
-* ``torch.utils.benchmark.Timer(...).adaptive_autorange()`` — ``Measurement.median``
-* ``perfmagic.bench(stmt, globals=ns)`` with defaults — ``BenchResult.median``
-* ``%%gpubench -q -o --no-plot`` through the same shell — ``BenchResult.median``
+  shown too, from the same runs); and ``%timeit -r 7 -n N`` with N sized from a calibration so that
+  the 7 repeats take about B (anchor sweep)
+* ``torch.utils.benchmark.Timer(...).blocked_autorange()`` (default ``min_run_time=0.2``, and
+  ``min_run_time=B``: torch's own knob) and ``.adaptive_autorange()`` — ``Measurement.median``
+* ``perfmagic.bench(stmt, globals=ns)`` with defaults and with ``budget=B`` — ``BenchResult.median``
+* ``%%gpubench -q -o --no-plot`` (and ``-b B``) through the same shell — ``BenchResult.median``
 
 torch uses ``len(os.sched_getaffinity(0))`` threads for every tool. For every workload there are
-``--rounds`` rounds; in each round every tool runs once, in an order rotated by one every round
-(interleaved, same process), so drift of the machine hits every tool equally. One untimed warm-up
-pass of every tool runs first (imports, first compilations).
+``--rounds`` rounds; in each round every tool runs once, in an order rotated every round by
+len(tools)/rounds places (interleaved, same process), so drift of the machine hits every tool alike.
+One untimed warm-up pass of the default tools runs first (imports, first compilations).
 
-    .venv/bin/python benchmarks/bench_timing_quality.py           # 7 rounds
-    .venv/bin/python benchmarks/bench_timing_quality.py --quick   # 3 rounds (smoke test)
+    .venv/bin/python benchmarks/bench_timing_quality.py           # 7 rounds (~7–9 min on 2 cores)
+    .venv/bin/python benchmarks/bench_timing_quality.py --quick   # 3 rounds, budgets 0.1,0.3 (smoke test)
+    .venv/bin/python benchmarks/bench_timing_quality.py --from-json benchmarks/results/timing_quality.json  # re-render only
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import statistics
 import sys
 import tempfile
 import time
+import timeit as _timeit_mod
 from pathlib import Path
 from typing import Any, Callable
 
@@ -50,8 +55,9 @@ MM_N = 1700         # fp32 MM_N^3 matmul ~ 30 ms on 2 cores
 WORKLOADS = [
     ("py_call", f"~1 µs Python call: `f()`, f = `sum(range({PY_N}))`", "f()"),
     ("np_sort", f"~1 ms numpy: `np.sort(a)`, a = {NP_N:,} float64", "np.sort(a)"),
-    ("torch_mm", f"~30 ms torch: `x @ y`, fp32 {MM_N}×{MM_N}", "x @ y"),
+    ("torch_mm", f"~30–60 ms torch (CPU-dependent): `x @ y`, fp32 {MM_N}×{MM_N}", "x @ y"),
 ]
+TITLE = "Timing quality (CPU)"
 
 PM_BENCH = "perfmagic.bench()"
 PM_MAGIC = "%%gpubench"
@@ -59,12 +65,23 @@ TIMEIT = "%timeit"
 TIMEIT_BEST = "%timeit .best"
 BLOCKED = "torch blocked_autorange"
 ADAPTIVE = "torch adaptive_autorange"
-TOOLS = [TIMEIT, BLOCKED, ADAPTIVE, PM_BENCH, PM_MAGIC]
-CORR = " ÷ drift guard"  # suffix of the informational drift-corrected perfmagic rows
-PERFMAGIC_TOOLS = (PM_BENCH, PM_MAGIC)
-CENTRAL = {TIMEIT: "TimeitResult.average", TIMEIT_BEST: "TimeitResult.best (same runs as %timeit)",
-           BLOCKED: "Measurement.median", ADAPTIVE: "Measurement.median",
-           PM_BENCH: "BenchResult.median", PM_MAGIC: "BenchResult.median"}
+DEFAULT_TOOLS = [TIMEIT, BLOCKED, ADAPTIVE, PM_BENCH, PM_MAGIC]
+
+
+def pm_b(b: float) -> str:
+    return f"{PM_BENCH} b={b:g} s"
+
+
+def magic_b(b: float) -> str:
+    return f"{PM_MAGIC} -b {b:g}"
+
+
+def timeit_b(b: float) -> str:
+    return f"{TIMEIT} -r 7 -n ≈{b:g} s"
+
+
+def blocked_b(b: float) -> str:
+    return f"{BLOCKED}({b:g} s)"
 
 
 def make_namespace() -> dict[str, Any]:
@@ -80,13 +97,16 @@ def make_namespace() -> dict[str, Any]:
     return ns
 
 
-def _timeit(ip: Any, stmt: str) -> Any:
+def _timeit(ip: Any, args: str) -> Any:
     # %timeit merges the *caller's* locals into the user namespace: keep this frame's locals
-    # (ip, stmt) free of workload names.
-    return ip.run_line_magic("timeit", "-o -q " + stmt)
+    # (ip, args) free of workload names.
+    return ip.run_line_magic("timeit", args)
 
 
-def make_tools(ip: Any, ns: dict[str, Any]) -> dict[str, Callable[[str], dict[str, Any]]]:
+def make_tools(ip: Any, ns: dict[str, Any], budgets: list[float], sweep_anchors: bool,
+               pm_precision: float | None, timeit_n: dict[str, dict[float, int]]
+               ) -> tuple[dict[str, Callable[[str], dict[str, Any]]], set[str]]:
+    """All tools by name, and the set of perfmagic tool names."""
     import torch
     import torch.utils.benchmark as tb
 
@@ -94,45 +114,63 @@ def make_tools(ip: Any, ns: dict[str, Any]) -> dict[str, Callable[[str], dict[st
 
     threads = torch.get_num_threads()
 
-    def t_timeit(stmt: str) -> dict[str, Any]:
-        r = _timeit(ip, stmt)
-        return {"central_s": r.average, "best_s": r.best, "loops": r.loops, "repeat": r.repeat,
-                "all_runs_s": list(r.all_runs)}
+    def ti(extra: str = "", n_for: float | None = None) -> Callable[[str], dict[str, Any]]:
+        def run(stmt: str) -> dict[str, Any]:
+            opts = extra if n_for is None else f"-r 7 -n {timeit_n[stmt][n_for]}"
+            r = _timeit(ip, f"-o -q {opts} {stmt}")
+            return {"central_s": r.average, "best_s": r.best, "loops": r.loops, "repeat": r.repeat,
+                    "all_runs_s": list(r.all_runs)}
+        return run
 
-    def t_blocked(stmt: str) -> dict[str, Any]:
-        m = tb.Timer(stmt, globals=ns, num_threads=threads).blocked_autorange()
-        return {"central_s": m.median, "mean_s": m.mean, "number_per_run": m.number_per_run,
-                "n_times": len(m.times), "times_s": list(m.times)}
-
-    def t_adaptive(stmt: str) -> dict[str, Any]:
-        m = tb.Timer(stmt, globals=ns, num_threads=threads).adaptive_autorange()
-        return {"central_s": m.median, "mean_s": m.mean, "number_per_run": m.number_per_run,
-                "n_times": len(m.times), "times_s": list(m.times)}
+    def tm(kind: str, **kw: Any) -> Callable[[str], dict[str, Any]]:
+        def run(stmt: str) -> dict[str, Any]:
+            m = getattr(tb.Timer(stmt, globals=ns, num_threads=threads), kind)(**kw)
+            return {"central_s": m.median, "mean_s": m.mean, "number_per_run": m.number_per_run,
+                    "n_times": len(m.times), "times_s": list(m.times)}
+        return run
 
     def pm_info(r: Any) -> dict[str, Any]:
         lo, hi = r.ci
         return {"central_s": r.median, "ci_s": [lo, hi], "min_s": r.min, "n_samples": r.n_samples,
                 "number": r.number, "stop_reason": r.stop_reason, "tool_wall_s": r.wall_s, "cold_s": r.cold_s,
-                "warmup_calls": r.policy.get("warmup_calls"), "warnings": list(r.warnings),
-                "notes": list(r.notes), "reference_s": r.env.get("reference_s")}
+                "warmup_calls": r.policy.get("warmup_calls"), "budget_s": r.policy.get("budget_s"),
+                "warnings": list(r.warnings), "notes": list(r.notes), "reference_s": r.env.get("reference_s"),
+                "samples_s": [x / r.number for x in r.raw]}
 
-    def t_bench(stmt: str) -> dict[str, Any]:
-        return pm_info(perfmagic.bench(stmt, globals=ns))
+    def pb(budget: float | None) -> Callable[[str], dict[str, Any]]:
+        kw = {} if budget is None else {"budget": budget, **({"precision": pm_precision} if pm_precision else {})}
+        return lambda stmt: pm_info(perfmagic.bench(stmt, globals=ns, **kw))
 
-    def t_magic(stmt: str) -> dict[str, Any]:
-        r = ip.run_cell_magic("gpubench", "-q -o --no-plot", stmt)
-        if r is None:
-            raise RuntimeError("%%gpubench -q -o returned None")
-        return pm_info(r)
+    def pg(budget: float | None) -> Callable[[str], dict[str, Any]]:
+        line = "-q -o --no-plot" + ("" if budget is None else f" -b {budget:g}"
+                                   + (f" -p {pm_precision:g}" if pm_precision else ""))
 
-    return {TIMEIT: t_timeit, BLOCKED: t_blocked, ADAPTIVE: t_adaptive, PM_BENCH: t_bench, PM_MAGIC: t_magic}
+        def run(stmt: str) -> dict[str, Any]:
+            r = ip.run_cell_magic("gpubench", line, stmt)
+            if r is None:
+                raise RuntimeError(f"%%gpubench {line} returned None")
+            return pm_info(r)
+        return run
+
+    tools = {TIMEIT: ti(), BLOCKED: tm("blocked_autorange"), ADAPTIVE: tm("adaptive_autorange"),
+             PM_BENCH: pb(None), PM_MAGIC: pg(None)}
+    pm = {PM_BENCH, PM_MAGIC}
+    for b in budgets:
+        if sweep_anchors:
+            tools[timeit_b(b)] = ti(n_for=b)
+            tools[blocked_b(b)] = tm("blocked_autorange", min_run_time=b)
+        tools[pm_b(b)] = pb(b)
+        tools[magic_b(b)] = pg(b)
+        pm |= {pm_b(b), magic_b(b)}
+    return tools, pm
 
 
-def timed(fn: Callable[[str], dict[str, Any]], stmt: str) -> dict[str, Any]:
+def timed(fn: Callable[[str], dict[str, Any]], stmt: str, t0_run: float) -> dict[str, Any]:
     meter = C.LoadMeter().start()
     t0 = time.perf_counter()
     out = fn(stmt)
     out["wall_s"] = time.perf_counter() - t0
+    out["t_s"] = t0 - t0_run  # start, seconds since the start of the run
     out.update(meter.stop())
     return out
 
@@ -149,75 +187,132 @@ def wait_quiet(max_wait: float, threshold: float = 0.3) -> float:
         time.sleep(1.5)
 
 
-def summarize(rounds: list[dict[str, dict[str, Any]]], tool: str) -> dict[str, float]:
-    if tool == TIMEIT_BEST:
-        xs = [r[TIMEIT]["best_s"] for r in rounds]
-        walls = [r[TIMEIT]["wall_s"] for r in rounds]
-    elif tool.endswith(CORR):
-        # perfmagic's drift guard: each answer rescaled by (median reference time / this run's reference
-        # time), i.e. expressed at the machine's typical speed during this benchmark
-        pm = tool[: -len(CORR)]
-        refs = [r[pm]["reference_s"] for r in rounds]
-        if any(not ref for ref in refs):
-            nan = float("nan")
-            return {"central_s": nan, "spread_pct": nan, "cv_pct": nan, "wall_s": nan, "min_s": nan, "max_s": nan,
-                    "others_median": nan, "others_max": nan}
-        mref = statistics.median(refs)
-        xs = [r[pm]["central_s"] * mref / ref for r, ref in zip(rounds, refs)]
-        walls = [r[pm]["wall_s"] for r in rounds]
-    else:
-        xs = [r[tool]["central_s"] for r in rounds]
-        walls = [r[tool]["wall_s"] for r in rounds]
-    key = TIMEIT if tool == TIMEIT_BEST else (tool[: -len(CORR)] if tool.endswith(CORR) else tool)
+def summarize(rounds: list[dict[str, Any]], tool: str) -> dict[str, float]:
+    key = TIMEIT if tool == TIMEIT_BEST else tool
+    xs = [r[key]["best_s" if tool == TIMEIT_BEST else "central_s"] for r in rounds]
+    walls = [r[key]["wall_s"] for r in rounds]
     others = [r[key]["others_cores"] for r in rounds]
     return {"central_s": statistics.median(xs), "spread_pct": C.spread_pct(xs), "cv_pct": C.cv_pct(xs),
             "wall_s": statistics.median(walls), "min_s": min(xs), "max_s": max(xs),
             "others_median": statistics.median(others), "others_max": max(others)}
 
 
-def verdicts(name: str, summ: dict[str, dict[str, float]]) -> list[str]:
-    others = [t for t in (TIMEIT, BLOCKED, ADAPTIVE)]
-    best_spread = min(others, key=lambda t: summ[t]["spread_pct"])
-    best_cv = min(others, key=lambda t: summ[t]["cv_pct"])
-    fastest = min(others, key=lambda t: summ[t]["wall_s"])
-    out = []
-    for pm in PERFMAGIC_TOOLS:
+def dominators(summ: dict[str, dict[str, float]], tool: str, among: list[str]) -> list[str]:
+    """Tools of ``among`` with both a lower wall time per answer and a lower spread than ``tool`` (lowest spread first)."""
+    s = summ[tool]
+    out = [u for u in among if u != tool and summ[u]["wall_s"] < s["wall_s"] and summ[u]["spread_pct"] < s["spread_pct"]]
+    return sorted(out, key=lambda u: summ[u]["spread_pct"])
+
+
+def episode(rounds: list[dict[str, Any]], tool: str, pm_refs: list[float], anchors: list[str]) -> dict[str, Any]:
+    """The round whose answer sits farthest from the tool's median, and what else happened then.
+
+    Neighbours are the nearest anchors run before and after it in that round (perfmagic's own other
+    points are skipped: an effect of perfmagic's code would hit them too).
+    """
+    med = {t: statistics.median(r[t]["central_s"] for r in rounds) for t in rounds[0]["order"]}
+    xs = [r[tool]["central_s"] for r in rounds]
+    dev = [x / med[tool] - 1 for x in xs]
+    i = max(range(len(xs)), key=lambda k: abs(dev[k]))
+    rd = rounds[i]
+    order = rd["order"]
+    j = order.index(tool)
+    before = [u for u in order[:j] if u in anchors][-1:]
+    after = [u for u in order[j + 1:] if u in anchors][:1]
+    nbs = before + after
+    nb_dev = {u: rd[u]["central_s"] / med[u] - 1 for u in nbs}
+    round_dev = statistics.median(rd[u]["central_s"] / med[u] - 1 for u in order)
+    a = rd[tool]
+    ref_dev = a["reference_s"] / statistics.median(pm_refs) - 1 if a.get("reference_s") and pm_refs else None
+    rest = xs[:i] + xs[i + 1:]
+    d = dev[i]
+    same = [v for v in nb_dev.values() if v * d > 0 and abs(v) >= 0.5 * abs(d)]
+    if abs(d) < 0.02:
+        kind = "no episode (scatter under 2%)"
+    elif d > 0 and a["others_cores"] >= 0.25:
+        kind = "other processes busy"  # measured on /proc/stat during this very answer
+    elif same:
+        kind = "machine episode"   # the anchors run just before/after it were off the same way
+    elif round_dev * d > 0 and abs(round_dev) >= 0.5 * abs(d):
+        kind = "slow round"
+    elif ref_dev is not None and ref_dev * d > 0 and abs(ref_dev) >= 0.5 * abs(d):
+        kind = "machine episode (drift guard)"
+    else:
+        kind = "this answer alone"
+    return {"round": i + 1, "dev_pct": 100 * d, "kind": kind, "neighbours_dev_pct": {u: 100 * v for u, v in nb_dev.items()},
+            "round_median_dev_pct": 100 * round_dev, "reference_dev_pct": None if ref_dev is None else 100 * ref_dev,
+            "stop_reason": a.get("stop_reason"), "n_samples": a.get("n_samples"), "number": a.get("number"),
+            "warnings": a.get("warnings", []), "others_cores": a["others_cores"], "steal_cores": a.get("steal_cores", 0.0),
+            "wall_s": a["wall_s"], "spread_without_pct": C.spread_pct(rest)}
+
+
+def _short_warn(w: str) -> str:
+    return re.sub(r"\d+(\.\d+)?", "N", w.split(":")[0].split(" (")[0])
+
+
+def episode_text(e: dict[str, Any]) -> str:
+    nb = ", ".join(f"`{u}` {v:+.0f}%" for u, v in e["neighbours_dev_pct"].items())
+    ref = "" if e["reference_dev_pct"] is None else f", drift-guard reference {e['reference_dev_pct']:+.0f}%"
+    own = ""
+    if e["stop_reason"] is not None:
+        n = e["n_samples"]
+        own = (f"; that run stopped by {e['stop_reason']} after {n} sample{'s' * (n != 1)} of {e['number']} call"
+               f"{'s' * (e['number'] != 1)}"
+               + (f", warnings: {'; '.join(sorted({_short_warn(w) for w in e['warnings']}))}" if e["warnings"] else ""))
+    busy = f"; other processes used {e['others_cores']:.2f} cores during it" if e["others_cores"] >= 0.1 else ""
+    busy += f"; steal {e['steal_cores']:.2f} cores" if e["steal_cores"] >= 0.05 else ""
+    return (f"round {e['round']} is {e['dev_pct']:+.0f}% from its median — **{e['kind']}** (nearest anchors in that round: "
+            f"{nb}; median of all tools in that round {e['round_median_dev_pct']:+.0f}%{ref}){own}{busy}; "
+            f"without that round its spread is {e['spread_without_pct']:.1f}%")
+
+
+def verdicts(name: str, summ: dict[str, dict[str, float]], rounds: list[dict[str, Any]],
+             anchors: list[str], pm_tools: list[str]) -> tuple[list[str], dict[str, Any]]:
+    out: list[str] = []
+    info: dict[str, Any] = {}
+    dominated = {pm: dominators(summ, pm, anchors) for pm in pm_tools}
+    bad = [pm for pm in pm_tools if dominated[pm]]
+    front = sorted((a for a in anchors if not dominators(summ, a, anchors)), key=lambda a: summ[a]["wall_s"])
+    fr = ", ".join(f"`{a}` ({summ[a]['wall_s']:.2f} s, {summ[a]['spread_pct']:.1f}%)" for a in front)
+    out.append(f"- **{name}: every perfmagic point on or below the anchors' front? {'yes' if not bad else 'no'}** "
+               f"({len(pm_tools) - len(bad)} of {len(pm_tools)} not dominated by an anchor; anchors' front: {fr}).")
+    pm_refs = [r[t]["reference_s"] for r in rounds for t in pm_tools if r[t].get("reference_s")]
+    eps = {pm: episode(rounds, pm, pm_refs, anchors) for pm in pm_tools}
+    info.update({pm: {"dominated_by": dominated[pm], "episode": eps[pm]} for pm in pm_tools})
+    for pm in bad:
+        a, e = dominated[pm][0], eps[pm]
         s = summ[pm]
-        sp_ok = s["spread_pct"] <= summ[best_spread]["spread_pct"]
-        cv_ok = s["cv_pct"] <= summ[best_cv]["cv_pct"]
-        wall_ok = s["wall_s"] <= summ[fastest]["wall_s"]
-        out.append(
-            f"- **{name}, `{pm}`**: smallest spread? **{'yes' if sp_ok else 'no'}** "
-            f"({s['spread_pct']:.1f}% vs best other {summ[best_spread]['spread_pct']:.1f}% from `{best_spread}`; "
-            f"CV {s['cv_pct']:.2f}% vs best other {summ[best_cv]['cv_pct']:.2f}% from `{best_cv}`"
-            f"{'' if cv_ok == sp_ok else ', i.e. by CV: ' + ('yes' if cv_ok else 'no')}). "
-            f"Wall time per answer <= fastest other? **{'yes' if wall_ok else 'no'}** "
-            f"({s['wall_s']:.2f} s vs {summ[fastest]['wall_s']:.2f} s for `{fastest}`, "
-            f"{s['wall_s'] / summ[fastest]['wall_s']:.1f}×).")
-    b = summ[TIMEIT_BEST]
-    if b["spread_pct"] < min(summ[pm]["spread_pct"] for pm in PERFMAGIC_TOOLS):
-        out.append(f"- {name}: note `%timeit`'s `.best` (a minimum, not a central value) moved less "
-                   f"({b['spread_pct']:.1f}%) than either perfmagic median.")
-    corr = {pm: summ[pm + CORR]["spread_pct"] for pm in PERFMAGIC_TOOLS}
-    out.append(f"- {name}: rescaled by perfmagic's drift-guard reference time (informational rows), the perfmagic "
-               f"spreads become {corr[PM_BENCH]:.1f}% (`{PM_BENCH}`) and {corr[PM_MAGIC]:.1f}% (`{PM_MAGIC}`), vs "
-               f"{summ[PM_BENCH]['spread_pct']:.1f}% and {summ[PM_MAGIC]['spread_pct']:.1f}% raw.")
-    return out
+        w, sp = s["wall_s"], e["spread_without_pct"]
+        loo = ("still dominated then" if any(summ[u]["wall_s"] < w and summ[u]["spread_pct"] < sp for u in anchors)
+               else "on or below the front then")
+        out.append(f"  - `{pm}` ({s['wall_s']:.2f} s, {s['spread_pct']:.1f}%) is dominated by `{a}` "
+                   f"({summ[a]['wall_s']:.2f} s, {summ[a]['spread_pct']:.1f}%)"
+                   + (f" and {len(dominated[pm]) - 1} more" if len(dominated[pm]) > 1 else "")
+                   + f"; {episode_text(e)} ({loo}).")
+    if bad:
+        kinds = statistics.multimode(eps[pm]["kind"] for pm in bad)
+        tally = ", ".join(f"{k} ×{sum(eps[pm]['kind'] == k for pm in bad)}" for k in sorted({eps[pm]["kind"] for pm in bad}))
+        out.append(f"  - {name}: the dominated perfmagic points' spread is set by: {tally} (most often: {' / '.join(kinds)}).")
+    return out, info
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="3 rounds instead of 7 (smoke test)")
-    ap.add_argument("--rounds", type=int, default=None, help="rounds per workload (default 7, --quick 3; >= 2)")
-    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
-                    help="before each round wait up to S seconds until other processes use < 0.3 cores (default 0: no wait)")
-    ap.add_argument("--no-docs", action="store_true", help="print only; do not write docs/benchmarks.md")
-    ap.add_argument("--json", default=str(C.RESULTS / "timing_quality.json"), help="where to write per-round data")
-    args = ap.parse_args()
-    n_rounds = args.rounds or (3 if args.quick else 7)
-    if n_rounds < 2:
-        ap.error("--rounds must be at least 2 (spread needs several answers)")
+def keep_prefix() -> str:
+    """Hand-written text kept at the top of this section (before the generated ``## Timing quality (CPU)``)."""
+    try:
+        text = C.DOCS.read_text(encoding="utf-8")
+    except OSError:
+        return ""
+    b, e = "<!-- BEGIN timing_quality -->", "<!-- END timing_quality -->"
+    i, j = text.find(b), text.find(e)
+    if i < 0 or j < 0:
+        return ""
+    sec = text[i + len(b):j]
+    k = sec.find(f"## {TITLE}")
+    return sec[:k].strip() + "\n\n" if k > 0 else ""
 
+
+def measure(args: argparse.Namespace, n_rounds: int, budgets: list[float]) -> dict[str, Any]:
+    """Run every tool on every workload, in rotated rounds; returns the per-round data."""
     import torch
 
     cores = C.usable_cores()
@@ -235,107 +330,174 @@ def main() -> int:
     ip.run_line_magic("load_ext", "perfmagic")
     ns = make_namespace()
     ip.user_ns.update(ns)
-    tools = make_tools(ip, ns)
-    head = C.header("Timing quality (CPU)")  # date, machine and code state at the start of the run
+    head = C.header(TITLE)  # date, machine and code state at the start of the run
     t_start = time.perf_counter()
     load_start = C.loadavg()
     run_meter = C.LoadMeter().start()
 
-    print(f"torch threads: {torch.get_num_threads()} (usable cores {cores}); rounds per workload: {n_rounds}", flush=True)
-    print("warm-up: every tool once on torch_mm (untimed)", flush=True)
-    for t in TOOLS:
+    # calibration for the sized %timeit: calls per loop so that 7 loops take about B
+    per_call = {}
+    for _, _, stmt in WORKLOADS:
+        n, t = _timeit_mod.Timer(stmt, globals=ns).autorange()
+        per_call[stmt] = t / n
+    timeit_n = {stmt: {b: max(1, round(b / 7 / pc)) for b in budgets} for stmt, pc in per_call.items()}
+    tools, pm_set = make_tools(ip, ns, budgets, not args.no_anchor_sweep, args.pm_precision, timeit_n)
+    names = list(tools)
+    anchors = [t for t in names if t not in pm_set]
+    pm_tools = [t for t in names if t in pm_set]
+
+    print(f"torch threads: {torch.get_num_threads()} (usable cores {cores}); rounds per workload: {n_rounds}; "
+          f"{len(names)} tools; budgets {budgets}", flush=True)
+    print("warm-up: every default tool once on torch_mm (untimed)", flush=True)
+    for t in DEFAULT_TOOLS:
         tools[t](WORKLOADS[-1][2])
 
-    data: dict[str, Any] = {"header": head, "command": C.command(),
-                            "torch_threads": torch.get_num_threads(), "rounds": n_rounds,
-                            "central_value": CENTRAL, "workloads": {}}
-    summaries: dict[str, dict[str, dict[str, float]]] = {}
+    data: dict[str, Any] = {"header": head, "command": C.command(), "torch_threads": torch.get_num_threads(),
+                            "rounds": n_rounds, "budgets_s": budgets, "pm_precision": args.pm_precision,
+                            "tools": names, "anchors": anchors, "perfmagic_tools": pm_tools, "workloads": {}}
     for name, desc, stmt in WORKLOADS:
         rounds: list[dict[str, Any]] = []
         for r in range(n_rounds):
-            k = r % len(TOOLS)
-            order = TOOLS[k:] + TOOLS[:k]
+            k = (r * len(names)) // n_rounds
+            order = names[k:] + names[:k]
             res: dict[str, Any] = {"order": order}
             if args.wait_quiet > 0:
                 res["load_before_round"] = wait_quiet(args.wait_quiet)
             for t in order:
-                res[t] = timed(tools[t], stmt)
+                res[t] = timed(tools[t], stmt, t_start)
             rounds.append(res)
-            print(f"{name} round {r + 1}/{n_rounds}: " + ", ".join(
+            print(f"{name} round {r + 1}/{n_rounds} ({time.perf_counter() - t_start:.0f} s): " + ", ".join(
                 f"{t} {C.fmt_time(res[t]['central_s'])} ({res[t]['wall_s']:.2f} s)" for t in order), flush=True)
-        summ = {t: summarize(rounds, t) for t in TOOLS + [TIMEIT_BEST] + [pm + CORR for pm in PERFMAGIC_TOOLS]}
-        summaries[name] = summ
-        data["workloads"][name] = {"description": desc, "stmt": stmt, "rounds": rounds, "summary": summ}
+        summ = {t: summarize(rounds, t) for t in names + [TIMEIT_BEST]}
+        data["workloads"][name] = {"description": desc, "stmt": stmt, "per_call_calibration_s": per_call[stmt],
+                                   "timeit_n": {f"{b:g}": n for b, n in timeit_n[stmt].items()},
+                                   "rounds": rounds, "summary": summ}
 
     total = time.perf_counter() - t_start
     run_load = run_meter.stop()
     data["total_wall_s"] = total
     data["others_cores_whole_run"] = run_load["others_cores"]
     data["loadavg"] = {"start": load_start, "end": C.loadavg()}
-    out = Path(args.json)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
 
-    rows = []
+    data["wait_quiet_s"] = args.wait_quiet
+    data["anchor_sweep"] = not args.no_anchor_sweep
+    tmp.cleanup()
+    return data
+
+
+def render(data: dict[str, Any], out: Path) -> str:
+    """The docs section (and each workload's Pareto analysis, added to ``data``)."""
+    names = data.get("tools") or data["anchors"] + data["perfmagic_tools"]
+    anchors, pm_tools = data["anchors"], data["perfmagic_tools"]
+    pm_set = set(pm_tools)
+    budgets, n_rounds, sweep = data["budgets_s"], data["rounds"], data.get("anchor_sweep", True)
+    summaries = {w: W["summary"] for w, W in data["workloads"].items()}
+    headers = ["tool", "wall s per answer (median)", "spread max−min %", "CV %", "central value (median)",
+               "÷ perfmagic.bench()", "dominated by", "others' CPU, cores (median / max)"]
+    parts: list[str] = []
     lines: list[str] = []
     for name, desc, stmt in WORKLOADS:
         summ = summaries[name]
         ref = summ[PM_BENCH]["central_s"]
-        for t in TOOLS[:1] + [TIMEIT_BEST] + TOOLS[1:] + [pm + CORR for pm in PERFMAGIC_TOOLS]:
+        rows = []
+        for t in sorted(names, key=lambda u: summ[u]["wall_s"]) + [TIMEIT_BEST]:
             s = summ[t]
-            info = t == TIMEIT_BEST or t.endswith(CORR)
-            wall = f"{s['wall_s']:.2f}" if not info else f"({s['wall_s']:.2f}, same runs)"
-            tool = f"**`{t}`**" if t in PERFMAGIC_TOOLS else (f"_`{t}`_" if info else f"`{t}`")
-            load = f"{s['others_median']:.2f} / {s['others_max']:.2f}" if not info else ""
-            rows.append([f"`{name}`", tool, C.fmt_time(s["central_s"]), f"{s['central_s'] / ref:.3f}",
-                         f"{s['spread_pct']:.1f}", f"{s['cv_pct']:.2f}", wall, load])
-        lines += verdicts(name, summ)
-    table = C.md_table(["workload", "tool", "central value (median over rounds)", "÷ perfmagic.bench()",
-                        "spread max−min %", "CV %", "wall s per answer", "others' CPU, cores (median / max)"], rows)
+            info = t == TIMEIT_BEST
+            dom = [] if info else dominators(summ, t, names)
+            tool = f"**`{t}`**" if t in pm_set else (f"_`{t}`_" if info else f"`{t}`")
+            rows.append([tool, f"({s['wall_s']:.2f}, same runs)" if info else f"{s['wall_s']:.2f}",
+                         f"{s['spread_pct']:.1f}", f"{s['cv_pct']:.2f}", C.fmt_time(s["central_s"]),
+                         f"{s['central_s'] / ref:.3f}",
+                         "" if info else (f"`{dom[0]}`" + (f" +{len(dom) - 1}" if len(dom) > 1 else "") if dom else "—"),
+                         "" if info else f"{s['others_median']:.2f} / {s['others_max']:.2f}"])
+        ns_ = ", ".join(f"{b} s → `-n {n}`" for b, n in data["workloads"][name]["timeit_n"].items())
+        parts.append(f"### `{name}`: {desc}\n\n" + C.md_table(headers, rows)
+                     + ("" if not sweep else f"\nSized `%timeit -r 7 -n N`: {ns_}.\n"))
+        v, info = verdicts(name, summ, data["workloads"][name]["rounds"], anchors, pm_tools)
+        data["workloads"][name]["pareto"] = info
+        lines += v
 
     pm_notes = []
     for name, _, _ in WORKLOADS:
-        for pm in PERFMAGIC_TOOLS:
-            rs = data["workloads"][name]["rounds"]
+        rs = data["workloads"][name]["rounds"]
+        for pm in pm_tools:
             stops = sorted({r[pm]["stop_reason"] for r in rs})
-            ns_ = [r[pm]["n_samples"] for r in rs]
-            nb = [r[pm]["number"] for r in rs]
-            warns = sorted({re.sub(r"\d+(\.\d+)?", "N", w.split(":")[0].split(" (")[0])
-                            for r in rs for w in r[pm]["warnings"]})
-            pm_notes.append(f"- `{name}` `{pm}`: stopped by {', '.join(stops)}; {min(ns_)}–{max(ns_)} samples of "
-                            f"{min(nb)}–{max(nb)} calls each"
-                            + (f"; warnings seen: {'; '.join(warns)}" if warns else "; no warnings"))
+            n_s = [r[pm]["n_samples"] for r in rs]
+            warns = sorted({_short_warn(w) for r in rs for w in r[pm]["warnings"]})
+            own = statistics.median(r[pm]["tool_wall_s"] for r in rs)
+            samp = statistics.median(sum(r[pm]["samples_s"]) * r[pm]["number"] for r in rs)
+            pm_notes.append(f"- `{name}` `{pm}`: stopped by {', '.join(stops)}; {min(n_s)}–{max(n_s)} samples; "
+                            f"{own:.3f} s by its own clock (`wall_s`), {samp * 1e3:.1f} ms of it sampling (medians)"
+                            + (f"; warnings: {'; '.join(warns)}" if warns else ""))
+    bl = ", ".join(f"{b:g}" for b in budgets)
+    body = (data["header"] + "\n"
+            f"{len(names)} tools per workload, as points (wall s per answer, spread): the anchors `%timeit`, "
+            f"`blocked_autorange()` and `adaptive_autorange()` at their defaults"
+            + ("" if not sweep else ", plus `%timeit -r 7 -n N` with N sized (from a `timeit` calibration) "
+               "so that the 7 loops take about B, and `blocked_autorange(min_run_time=B)`")
+            + "; perfmagic's `perfmagic.bench(stmt, globals=ns)` and `%%gpubench -q -o --no-plot` at their defaults "
+            "(~1 s soft budget, ±1% CI target) and with a budget B (`budget=B` / `-b B`, a hard limit"
+            + (f", precision {data['pm_precision']:g}" if data["pm_precision"] else ", precision target ±1% as by default")
+            + f"), B = {bl} s. torch threads = {data['torch_threads']} for every tool. {n_rounds} rounds per "
+            "workload; in each round every tool gives one answer, in an order rotated every round (same process, "
+            "after one untimed warm-up pass). *Central value*: `%timeit` → `.average` (`.best` of the default "
+            "`%timeit` on its own row, from the same runs, informational); torch → `Measurement.median`; perfmagic → "
+            "`BenchResult.median`. *Spread* = (max − min) / median of the central values over the rounds; *CV* = sample "
+            "standard deviation / mean of them. *Wall s per answer* = median over rounds of `time.perf_counter()` "
+            "around the call (for perfmagic this includes its memory measurement, environment capture and drift-guard "
+            "reference workload). *Dominated by*: the tool with the lowest spread among those with both a lower wall "
+            "time and a lower spread (+k: more such tools); — = on the front. *Others' CPU*: cores kept busy by other "
+            f"processes during each answer, median / max over the rounds; over the whole run {data['others_cores_whole_run']:.2f} "
+            f"cores on average (load average {data['loadavg']['start']} at the start, {data['loadavg']['end']} at the end)"
+            + (f"; each round waited up to {data['wait_quiet_s']:g} s for other processes to go below 0.3 cores"
+               if data.get("wait_quiet_s") else "")
+            + f". Per-round data (stop reasons, samples, warnings, drift-guard reference times, start times): "
+            f"`{out.relative_to(C.ROOT) if out.is_relative_to(C.ROOT) else out}`. Total run time {data['total_wall_s']:.0f} s.\n\n"
+            + "\n".join(parts)
+            + "\nVerdicts (a perfmagic point is on or below the anchors' front when no anchor has both a lower wall "
+            "time and a lower spread; for a dominated point, the round farthest from its median and what moved with it: "
+            "*other processes busy* — they used ≥ 0.25 cores during that slow answer; *machine episode* — the nearest "
+            "anchors run before and after it in that round moved the same way (by at least half as much); *slow round* — "
+            "the median of all tools in that round did; *machine episode (drift guard)* — only perfmagic's own reference "
+            "workload did; *this answer alone* — none of these; *no episode* — it is within 2%):\n\n" + "\n".join(lines)
+            + "\n\nperfmagic runs:\n\n" + "\n".join(pm_notes) + "\n")
+    return body
 
-    wl = "\n".join(f"- `{n}`: {d}" for n, d, _ in WORKLOADS)
-    body = (head + "\n"
-            f"Workloads:\n\n{wl}\n\n"
-            f"torch threads = {torch.get_num_threads()} for every tool. {n_rounds} rounds per workload; in each round "
-            "every tool gives one answer, in an order rotated every round (same process, after one untimed warm-up "
-            "pass). *Central value*: `%timeit -o -q` → `.average` (`.best` shown on its own row, from the same runs); "
-            "`torch.utils.benchmark.Timer(..., num_threads=...)` → `.median` of `blocked_autorange()` / "
-            "`adaptive_autorange()`; `perfmagic.bench(stmt, globals=ns)` and `%%gpubench -q -o --no-plot` (defaults: "
-            "~1 s budget, ±1% CI target) → `.median`. *Spread* = (max − min) / median of the central values over "
-            "the rounds; *CV* = sample standard deviation / mean of them. *Wall s per answer* = median over rounds of "
-            "`time.perf_counter()` around the call (for perfmagic this includes its memory measurement, "
-            "environment capture and drift-guard reference workload). Rows in _italics_ are informational and take "
-            "no part in the verdicts: `%timeit .best` is the minimum of `%timeit`'s own runs; `… ÷ drift guard` "
-            "rescales each perfmagic answer by the median of its `env[\"reference_s\"]` (a fixed pure-Python "
-            "workload timed beside every run) over this run's reference time: the correction for machine drift that "
-            "the drift guard (`perfmagic/core/reference.py`) is designed for. Per-round data: "
-            f"`benchmarks/results/timing_quality.json`. Total run time {total:.0f} s. *Others' CPU*: cores kept busy "
-            "by other processes during each answer (`/proc/stat` busy time minus this process's), median / max over "
-            f"the rounds; over the whole run other processes used {run_load['others_cores']:.2f} cores on average "
-            f"(load average {load_start} at the start, {data['loadavg']['end']} at the end)"
-            + (f"; each round waited up to {args.wait_quiet:g} s for other processes to go below 0.3 cores"
-               if args.wait_quiet > 0 else "") + ".\n\n"
-            + table + "\nVerdicts (perfmagic compared with the best of `%timeit` average, `blocked_autorange`, "
-            "`adaptive_autorange`):\n\n" + "\n".join(lines) + "\n\nperfmagic runs:\n\n" + "\n".join(pm_notes) + "\n")
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="3 rounds and budgets 0.1,0.3 (smoke test)")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds per workload (default 7, --quick 3; >= 2)")
+    ap.add_argument("--budgets", default=None, help="perfmagic budgets in s, comma-separated (default 0.1,0.3,1,3)")
+    ap.add_argument("--no-anchor-sweep", action="store_true",
+                    help="anchors only at their defaults (no sized %%timeit, no blocked_autorange(min_run_time=B))")
+    ap.add_argument("--pm-precision", type=float, default=None,
+                    help="precision for the budgeted perfmagic tools (default: perfmagic's own, 0.01)")
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                    help="before each round wait up to S seconds until other processes use < 0.3 cores (default 0: no wait)")
+    ap.add_argument("--no-docs", action="store_true", help="print only; do not write docs/benchmarks.md")
+    ap.add_argument("--json", default=str(C.RESULTS / "timing_quality.json"), help="where to write per-round data")
+    ap.add_argument("--from-json", metavar="PATH", help="measure nothing: render the tables again from a saved --json file")
+    args = ap.parse_args()
+    n_rounds = args.rounds or (3 if args.quick else 7)
+    if n_rounds < 2:
+        ap.error("--rounds must be at least 2 (spread needs several answers)")
+    budgets = [float(b) for b in (args.budgets or ("0.1,0.3" if args.quick else "0.1,0.3,1,3")).split(",") if b.strip()]
+
+    out = Path(args.json)
+    if args.from_json:
+        data = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
+        out = Path(args.from_json)
+    else:
+        data = measure(args, n_rounds, budgets)
+    body = render(data, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
     print()
     print(body)
     print(f"per-round data written to {out}")
     if not args.no_docs:
-        print(f"written to {C.replace_section('timing_quality', body)}")
-    tmp.cleanup()
+        print(f"written to {C.replace_section('timing_quality', keep_prefix() + body)}")
     return 0
 
 
