@@ -12,9 +12,12 @@ Pairs in which either run was thread-oversubscribed are left out: that distortio
 
 :func:`between_run_noise` takes the most recent ``EVIDENCE_MAX`` such pairs measured on this machine
 (same CPU model, usable cores and host), pooled over every workload (so the noisiest code sets the
-quantile: conservative for quiet code), and returns the ``confidence`` quantile of their absolute log
-ratios (order statistic ``ceil(confidence * (n + 1))``, the largest when there are fewer than
-``1 / (1 - confidence)`` pairs). With fewer than ``EVIDENCE_MIN`` pairs it does not trust them alone and
+quantile: conservative for quiet code), and returns the 99% quantile (``LEVEL``) of their absolute
+log ratios: order statistic ``ceil(0.99 * (n + 1))``, which for up to 98 pairs is the largest. The
+noise is heavy-tailed (on the 2-core VM: median 1%, 95% quantile 7–8%, largest 40–50% at no load) and
+a historical verdict must be confidently wrong at most 1% of the time: with the 95% quantile, 2 of 20
+historical verdicts on a planted +20% in-place change beside one busy neighbour said "faster"; with
+the largest of 50, none did (``benchmarks/bench_verdicts.py``, docs/benchmarks.md). With fewer than ``EVIDENCE_MIN`` pairs it does not trust them alone and
 uses at least ``PRIOR``, and never less than ``FLOOR`` (2%: the evidence pairs are minutes apart, runs
 compared historically may be hours apart). The prior is the between-run noise measured on the 2-core reference VM (historical A/A
 pairs of ``benchmarks/bench_ab.py``: 90th–95th percentile ±16–32%, so ±20%). Each evidence ratio also
@@ -33,14 +36,15 @@ from typing import Any
 
 PRIOR = 0.20
 FLOOR = 0.02  # evidence pairs are minutes apart; runs compared historically may be hours apart
+LEVEL = 0.99  # quantile of the evidence: historical verdicts must be wrong at most 1% of the time
 EVIDENCE_MIN = 5
 EVIDENCE_MAX = 50
 
 
 @dataclass(frozen=True)
 class BetweenRun:
-    """The between-run noise a historical comparison admits: ``noise`` (0.08 = ±8% at the comparison's
-    confidence), from ``n`` A/A pairs of this machine; ``source`` says where it came from."""
+    """The between-run noise a historical comparison admits: ``noise`` (0.08 = ±8%, the 99% quantile
+    of this machine's A/A pairs), from ``n`` of them; ``source`` says where it came from."""
 
     noise: float
     n: int
@@ -91,8 +95,7 @@ def evidence(rows: list[dict[str, Any]], machine_env: dict[str, Any] | None = No
     return [d for _, d in out[:EVIDENCE_MAX]]
 
 
-def between_run_noise(ledger: Any, env: dict[str, Any] | None = None, *,
-                      confidence: float = 0.95) -> BetweenRun:
+def between_run_noise(ledger: Any, env: dict[str, Any] | None = None) -> BetweenRun:
     """The between-run noise for a historical comparison of runs measured on ``env``'s machine, from
     the A/A evidence in ``ledger`` (see the module docstring); :data:`PRIOR` when there is too little."""
     ds: list[float] = []
@@ -106,13 +109,13 @@ def between_run_noise(ledger: Any, env: dict[str, Any] | None = None, *,
         return BetweenRun(PRIOR, 0, f"assumed ±{PRIOR:.0%}: no A/A re-measurements on this machine yet (the "
                                     "reference VM's between-run noise; each %perf compare that re-measures adds one)")
     s = sorted(ds)
-    k = min(n, math.ceil(confidence * (n + 1)))
+    k = min(n, math.ceil(LEVEL * (n + 1)))
     q = math.expm1(s[k - 1])
     if n < EVIDENCE_MIN:
         q = max(q, PRIOR)
         return BetweenRun(q, n, f"±{q:.0%}: only {n} A/A re-measurement(s) on this machine (largest "
                                 f"±{math.expm1(s[-1]):.1%}), so at least the reference VM's ±{PRIOR:.0%}")
-    which = "largest" if k == n else f"{confidence:.0%} quantile"
+    which = "largest" if k == n else f"{LEVEL:.0%} quantile"
     seen = f"the {which} of {n} A/A re-measurements on this machine (median ±{math.expm1(s[(n - 1) // 2]):.1%})"
     if q < FLOOR:
         return BetweenRun(FLOOR, n, f"±{FLOOR:.0%}, the least admitted ({seen} is ±{q:.1%})")

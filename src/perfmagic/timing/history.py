@@ -179,7 +179,7 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
                 from ..storage.session import current_ledger
 
                 ledger = current_ledger()
-            noise = between_run_noise(ledger, rb.get("env"), confidence=confidence)
+            noise = between_run_noise(ledger, rb.get("env"))
         else:
             noise = BetweenRun(float(between_run), 0, f"±{between_run:.1%}, as given")
         q = noise.noise
