@@ -132,15 +132,16 @@ class PerfMagics(Magics):
                       f"comparing with its previous run #{a}")
         if args.rerun and args.historical:
             raise UsageError("%perf compare: --rerun and --historical exclude each other; give one")
-        self._comparable(led, led.get(a), led.get(b), args)
+        ra, rb = led.get(a), led.get(b)
+        self._comparable(led, ra, rb, args)
         data: tuple[str, ...] = ()
         if not args.historical:
-            done, value = self._rerun(led, a, b, args)
+            done, value = self._rerun(led, ra, rb, args)
             if done:
                 return value
             data = value
         try:
-            rc = compare(a, b, min_effect=args.min_effect, ledger=led, data_changes=data)
+            rc = compare(ra, rb, min_effect=args.min_effect, ledger=led, data_changes=data)
         except CompareError as exc:
             raise UsageError(f"%perf compare: {exc}") from None
         return finish(self.shell, rc, args, None if args.quiet else comparison_bundle(rc))
@@ -160,13 +161,12 @@ class PerfMagics(Magics):
                                      f"the recorded samples with %perf compare {a} {b} --historical, or measure it "
                                      "again in this notebook")
 
-    def _rerun(self, led: Any, a: int, b: int, args: Any) -> tuple[bool, Any]:
+    def _rerun(self, led: Any, ra: dict[str, Any], rb: dict[str, Any], args: Any) -> tuple[bool, Any]:
         """Re-measure runs A and B interleaved in this process (A with the callables it used then):
         ``(True, what finish returns)``; ``(False, what A read that changed since)``, after one line
         saying why, when they cannot both run here (``--rerun``: a UsageError)."""
-        from ..timing.rerun import check
+        from ..timing.rerun import check, moved_name
 
-        ra, rb = led.get(a), led.get(b)
         if (rb.get("options") or {}).get("interleaved_with") == ra["id"]:
             return False, ()  # already a same-process pair: its own samples are the paired evidence
         caps = self.state.get("captures", {})
@@ -187,11 +187,11 @@ class PerfMagics(Magics):
             else:
                 moved = check(cap, self.shell.user_ns)
                 why += [f"{side} #{r['id']}: {x}" for x in moved]
-                names = {x.split("`")[1] for x in moved if x.count("`") >= 2}
                 if side == "A":
                     data = tuple(moved)
                 else:  # changed after B ran too: not a difference between A and B
-                    data = tuple(x for x in data if not (x.count("`") >= 2 and x.split("`")[1] in names))
+                    names = {moved_name(x) for x in moved} - {None}
+                    data = tuple(x for x in data if moved_name(x) not in names)
         if why:
             if args.rerun:
                 raise UsageError("%perf compare --rerun: A and B cannot be re-measured in this process: "

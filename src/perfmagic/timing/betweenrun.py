@@ -58,10 +58,9 @@ def _machine(env: dict[str, Any] | None) -> tuple[Any, ...]:
 
 def _median_per_call(row: dict[str, Any]) -> float | None:
     from ..core.stats import median
+    from .history import per_call
 
-    s = row.get("samples") or {}
-    raw, number = s.get("raw") or [], s.get("number") or 1
-    xs = [t / number for t in raw if t and t > 0]
+    xs = [t for t in per_call(row) if t > 0]
     return median(xs) if len(xs) >= 3 else None
 
 

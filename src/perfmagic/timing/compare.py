@@ -270,13 +270,14 @@ def _signed(r: float) -> str:
 
 
 def decide(ratio: float, lo: float, hi: float, min_effect: float = 0.10, *,
-           confidence: float = 0.95) -> tuple[str, str]:
+           confidence: float = 0.95, undecided: str = "measure longer") -> tuple[str, str]:
     """The verdict on a time ratio ``r = B/A`` with CI ``[lo, hi]``: ``(verdict, sentence)``.
 
     With ``m = min_effect`` (a fraction strictly between 0 and 1) the bar is symmetric on the log
     scale: ``"faster"`` if ``hi < 1/(1+m)``, ``"slower"`` if ``lo > 1+m``, ``"no real change"`` if
     ``1/(1+m) <= lo`` and ``hi <= 1+m``, else ``"inconclusive"``. "Faster by x%" means ``A/B = 1+x``;
-    "slower by x%" means ``B/A = 1+x``. ``confidence`` only labels the interval in the sentence.
+    "slower by x%" means ``B/A = 1+x``. ``confidence`` only labels the interval in the sentence;
+    ``undecided`` is what an inconclusive sentence advises.
     """
     _check_min_effect(min_effect)
     _check_confidence(confidence)
@@ -303,7 +304,7 @@ def decide(ratio: float, lo: float, hi: float, min_effect: float = 0.10, *,
                           f"reject the change — the whole interval is past the {bar} bar")
     if down <= lo and hi <= up:
         return "no real change", f"no real change: within ±{bar} ({ci} {_signed(lo)}…{_signed(hi)})"
-    return "inconclusive", (f"inconclusive — measure longer ({ci} {_signed(lo)}…{_signed(hi)} "
+    return "inconclusive", (f"inconclusive — {undecided} ({ci} {_signed(lo)}…{_signed(hi)} "
                             f"straddles the {bar} bar)")
 
 
@@ -366,7 +367,9 @@ def compare_samples(a: Sequence[float], b: Sequence[float], *, min_effect: float
     if between_run != 0.0:  # widen() rejects negative and non-finite values
         lo, hi = widen(r, lo, hi, between_run)
         method += f"; combined in quadrature (log scale) with a between-run noise of ±{between_run:.1%}"
-    verdict, sentence = decide(r, lo, hi, min_effect, confidence=confidence)
+    # with between-run noise admitted, more samples of the same runs would not settle it
+    undecided = "cannot tell from runs taken apart" if between_run else "measure longer"
+    verdict, sentence = decide(r, lo, hi, min_effect, confidence=confidence, undecided=undecided)
     return Comparison(ratio=r, ci_low=lo, ci_high=hi, confidence=confidence, min_effect=min_effect,
                       verdict=verdict, sentence=sentence, method=method, n_a=len(a), n_b=len(b),
                       between_run=float(between_run))

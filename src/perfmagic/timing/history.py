@@ -192,7 +192,6 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
                      f"within-run interval. A same-process A/B cancels it: %perf compare re-measures A and B "
                      f"when A can still run here, or run the B cell with {vs}")
         if comp.verdict == "inconclusive":  # measuring longer would not help: say what would
-            comp = replace(comp, sentence=comp.sentence.replace("measure longer", "cannot tell from runs taken apart"))
             notes.append(f"cannot tell, because runs of identical code on this machine differ by up to ±{q:.0%} and "
                          "measuring longer does not shrink that: re-measure A and B together")
     over = _oversubscribed(ra, rb)

@@ -115,6 +115,12 @@ def capture(code: str, setup: str, ns: Mapping[str, Any]) -> Capture:
     return cap
 
 
+def moved_name(reason: str) -> str | None:
+    """The notebook name a :func:`check` reason is about: ``"`L` was changed in place ..."`` -> ``"L"``."""
+    parts = reason.split("`")
+    return parts[1] if len(parts) >= 3 else None
+
+
 def check(cap: Capture, ns: Mapping[str, Any]) -> list[str]:
     """Why the run can no longer be re-run as it was: one reason per name (empty: it can)."""
     out = []

@@ -47,8 +47,9 @@ class WhatChanged:
         if self.code_places:
             out.append(f"the code ({self.code_places} place{'s' if self.code_places != 1 else ''})")
         if self.data:
-            out.append("the data A read (" + ", ".join(d.split("`")[1] if d.count("`") >= 2 else d
-                                                      for d in self.data) + ")")
+            from .rerun import moved_name
+
+            out.append("the data A read (" + ", ".join(moved_name(d) or d for d in self.data) + ")")
         if self.options:
             out.append("options " + ", ".join(self.options))
         if self.env:
