@@ -8,7 +8,7 @@
 # about 17 nvidia-* packages, several GB). For the CPU-only build, name PyTorch's CPU index:
 #   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
 # Empty (the default): pip uses whatever index this machine's pip is configured with.
-# Finer targets: make unit | notebooks | docs | browser | bench
+# Finer targets: make unit | unit-busy | notebooks | docs | browser | bench
 
 PY       ?= python3
 VENV     ?= .venv
@@ -20,7 +20,7 @@ STAGES   := unit notebooks docs browser
 STAMP    := $(VENV)/.perfmagic-installed
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 
-.PHONY: tour test unit notebooks docs browser bench venv clean
+.PHONY: tour test unit unit-busy notebooks docs browser bench venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -47,6 +47,10 @@ test: $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest -q --ignore=tests/browser
+
+# the unit tests beside one busy-loop process we start and stop ourselves (a planted noisy neighbour)
+unit-busy: $(STAMP)
+	$(BIN)/python -m perfmagic.core.neighbours 1 -- $(BIN)/python -m pytest -q --ignore=tests/browser
 
 notebooks: $(STAMP)
 	$(BIN)/python notebooks/run.py --check $(NOTEBOOKS)

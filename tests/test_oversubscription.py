@@ -206,3 +206,25 @@ def test_neighbours_of_a_killed_process_stop_by_themselves(tmp_path) -> None:
         assert not any(_alive(p) for p in pids), "orphaned neighbours still spinning"
     finally:
         parent.kill()
+
+
+def test_neighbours_cli_runs_a_command_beside_a_busy_process(tmp_path) -> None:
+    """`python -m perfmagic.core.neighbours 1 -- CMD`: CMD sees the neighbour running, its exit status
+    comes back, and the neighbour is gone afterwards."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "pids"
+    probe = ("import os, sys; kids = [p for p in os.listdir('/proc') if p.isdigit() and "
+             "open(f'/proc/{p}/stat').read().split(') ')[1].split()[1] == str(os.getppid())]; "
+             f"open({str(out)!r}, 'w').write(' '.join(kids)); sys.exit(3)")
+    r = subprocess.run([sys.executable, "-m", "perfmagic.core.neighbours", "1", "--", sys.executable,
+                        "-c", probe], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3, r.stderr
+    assert "1 busy neighbour(s)" in r.stderr and "exit status 3" in r.stderr, r.stderr
+    siblings = [int(p) for p in out.read_text().split()]
+    assert len(siblings) == 2, siblings  # the neighbour and the command itself, both children of the CLI
+    assert not any(_alive(p) for p in siblings)
+    bad = subprocess.run([sys.executable, "-m", "perfmagic.core.neighbours", "1"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "no command given" in bad.stderr, bad.stderr

@@ -13,6 +13,11 @@ loop, or with ``memory=True`` streams through a 64 MiB buffer (a memory-bandwidt
 stopped by PID when the block ends, also after an exception or Ctrl-C, and waited for, so none
 outlives the block; and should this process be killed inside the block, each neighbour sees its
 parent gone (within a few ms) and stops, so none spins on as an orphan.
+
+From a shell, the same harness runs any command beside busy neighbours, e.g. the unit tests beside
+one (``make unit-busy``)::
+
+    python -m perfmagic.core.neighbours 1 -- python -m pytest -q
 """
 
 from __future__ import annotations
@@ -78,4 +83,36 @@ def busy_neighbours(n: int = 1, *, memory: bool = False, settle_s: float = 0.2) 
                 pass
 
 
-__all__ = ["Neighbours", "busy_neighbours"]
+def main(argv: list[str] | None = None) -> int:
+    """``python -m perfmagic.core.neighbours N [--memory] -- COMMAND ...``: run COMMAND beside N busy
+    processes; exit with COMMAND's status and say how much load the neighbours put on the machine."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m perfmagic.core.neighbours",
+        description="Run a command beside N busy-loop processes (a planted noisy neighbour).")
+    parser.add_argument("n", type=int, help="number of busy processes, e.g. 1")
+    parser.add_argument("--memory", action="store_true",
+                        help="neighbours stream through 64 MiB buffers (bandwidth hogs) instead of spinning")
+    parser.add_argument("command", nargs=argparse.REMAINDER,
+                        help="the command to run, after --, e.g. -- python -m pytest -q")
+    args = parser.parse_args(argv)
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not cmd:
+        parser.error("no command given: put it after --, e.g. -- python -m pytest -q")
+    if args.n < 0:
+        parser.error(f"n: got {args.n}; expected a number of processes >= 0, e.g. 1")
+    with busy_neighbours(args.n, memory=args.memory) as nb:
+        rc = subprocess.call(cmd)
+    others = "unknown" if nb.others_cores is None else f"{nb.others_cores:.2f}"
+    print(f"perfmagic.core.neighbours: {args.n} busy neighbour(s) ran beside `{' '.join(cmd)}` for "
+          f"{nb.seconds:.0f} s; other processes kept {others} cores busy on average; exit status {rc}",
+          file=sys.stderr)
+    return rc
+
+
+__all__ = ["Neighbours", "busy_neighbours", "main"]
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through the CLI test
+    sys.exit(main())
