@@ -258,11 +258,154 @@ def test_speedscope_parsing_cuts_ipython_frames_and_groups_threads() -> None:
     ]}
     doc["shared"]["frames"] += [{"name": "inner_thread", "file": "/x/libopenblas.so", "line": 0},
                                 {"name": "dgemm_kernel", "file": "/x/libopenblas.so", "line": 0}]
-    raw, outside = _flame.parse_speedscope(doc, pid=7, tid=11)
+    raw, outside = _flame.parse_speedscope(doc, pid=7, tid=11, all_threads=True)
     assert outside == 1
     stacks = [[f[0] for f in st] for st, _ in raw]
     assert stacks == [["<module>", "hot"], ["<module>"], ["thread Thread-1", "worker"],
                       ['process 99:"python -c work"', "worker"], ["thread blas", "inner_thread", "dgemm_kernel"]]
+    # by default only the cell's thread (and child processes, which only --subprocesses records) is graphed
+    others: dict[str, list[int]] = {}
+    raw, outside = _flame.parse_speedscope(doc, pid=7, tid=11, others=others)
+    assert [[f[0] for f in st] for st, _ in raw] == [["<module>", "hot"], ["<module>"],
+                                                     ['process 99:"python -c work"', "worker"]]
+    assert others == {"Thread-1": [1, 1], "blas": [1, 0]}  # [busy, waiting]: the selectors.select sample waits
+
+
+def _kernel_doc(cell_tid: int = 11, n: int = 40) -> dict[str, Any]:
+    """A planted py-spy --native profile of a kernel: the cell thread busy in a native conv for ``n``
+    samples; IOPub (tornado/asyncio in epoll_wait), heartbeat (zmq poll), a pipe watcher (read) and a
+    native-only thread in epoll_wait for ``n`` samples each; a pool thread the cell started busy for 10."""
+    me = _flame._THIS_FILE
+    fr = [("run_cell", "/x/site-packages/IPython/core/interactiveshell.py", 3000), ("_flame_cell_root", me, 10),
+          ("<module>", "/tmp/ipykernel_1/abc.py", 2), ("conv", "/x/torch/nn/conv.py", 560),
+          ("at::native::conv2d", "/x/torch/lib/libtorch_cpu.so", 0),
+          ("_thread_main", "/x/site-packages/ipykernel/iostream.py", 90),
+          ("run_forever", "/usr/lib/python3.11/asyncio/base_events.py", 600),
+          ("select", "/usr/lib/python3.11/selectors.py", 468), ("epoll_wait", "/usr/lib/x86_64-linux-gnu/libc.so.6", 0),
+          ("run", "/x/site-packages/ipykernel/heartbeat.py", 100), ("zmq_poll", "/x/site-packages/zmq/libzmq.so", 0),
+          ("poll", "/usr/lib/x86_64-linux-gnu/libc.so.6", 0),
+          ("_watch_pipe_fd", "/x/site-packages/ipykernel/iostream.py", 200), ("read", "/usr/lib/libc.so.6", 0),
+          ("start_thread", "/usr/lib/libc.so.6", 0),
+          ("_worker", "/usr/lib/python3.11/concurrent/futures/thread.py", 80), ("crunch", "/home/u/job.py", 5)]
+    idx = {f: i for i, f in enumerate(fr)}
+
+    def st(*names: str) -> list[int]:
+        return [next(i for f, i in idx.items() if f[0] == nm) for nm in names]
+
+    return {"shared": {"frames": [{"name": a, "file": b, "line": c} for a, b, c in fr]}, "profiles": [
+        {"type": "sampled", "name": f'Thread {cell_tid} "MainThread"',
+         "samples": [st("run_cell", "_flame_cell_root", "<module>", "conv", "at::native::conv2d")] * n},
+        {"type": "sampled", "name": 'Thread 12 "IOPub"',
+         "samples": [st("_thread_main", "run_forever", "select", "epoll_wait")] * n},
+        {"type": "sampled", "name": 'Thread 13 "Heartbeat"', "samples": [st("run", "zmq_poll", "poll")] * n},
+        {"type": "sampled", "name": 'Thread 14 "Thread-2 (_watch_pipe_fd)"', "samples": [st("_watch_pipe_fd", "read")] * n},
+        {"type": "sampled", "name": 'Thread 15 "zmq-io"', "samples": [st("start_thread", "epoll_wait")] * n},
+        {"type": "sampled", "name": 'Thread 16 "ThreadPoolExecutor-0_0"',
+         "samples": [st("_worker", "crunch")] * 10},
+    ]}
+
+
+def test_native_profile_graphs_the_cell_thread_not_the_kernels_waiting_threads() -> None:
+    """The issue: %%flame --native gave 26% of the self time to epoll_wait (the kernel's idle threads)."""
+    others: dict[str, list[int]] = {}
+    raw, outside = _flame.parse_speedscope(_kernel_doc(), pid=7, tid=11, others=others)
+    leaves = {st[-1][0] for st, _ in raw}
+    assert leaves == {"at::native::conv2d"} and len(raw) == 40 and outside == 0
+    assert others == {"IOPub": [0, 40], "Heartbeat": [0, 40], "Thread-2 (_watch_pipe_fd)": [0, 40],
+                      "zmq-io": [0, 40], "ThreadPoolExecutor-0_0": [10, 0]}
+    # --all-threads: the busy pool thread joins the graph; the waiting kernel threads still do not
+    raw, _ = _flame.parse_speedscope(_kernel_doc(), pid=7, tid=11, all_threads=True)
+    heads = sorted({st[0][0] for st, _ in raw})
+    assert heads == ["<module>", "thread ThreadPoolExecutor-0_0"]
+    assert not any(fr[0] in ("epoll_wait", "poll", "read") for st, _ in raw for fr in st)
+    # --all-threads --idle: the waits are what was asked for (the all-infrastructure IOPub/heartbeat stacks
+    # are kernel machinery and stay out; a native-only thread waiting is shown)
+    raw, _ = _flame.parse_speedscope(_kernel_doc(), pid=7, tid=11, all_threads=True, idle=True)
+    assert any(st[-1][0] == "epoll_wait" for st, _ in raw)
+    # a different cell thread id: nothing of the main thread is the cell
+    raw, outside = _flame.parse_speedscope(_kernel_doc(cell_tid=11), pid=7, tid=99)
+    assert raw == [] and outside == 0
+
+
+@pytest.mark.parametrize("stack, waiting", [
+    ([("select", "/usr/lib/python3.11/selectors.py", 1), ("epoll_wait", "/lib/libc.so.6", 0)], True),
+    ([("epoll_wait", "/lib/libc.so.6", 0)], True),
+    ([("__futex_abstimed_wait_common", "/lib/libc.so.6", 0)], True),
+    ([("dgemm_kernel", "/x/libopenblas.so", 0)], False),
+    ([("crunch", "/home/u/job.py", 3), ("read", "/lib/libc.so.6", 0)], True),  # a user thread blocked in read
+    ([("crunch", "/home/u/job.py", 3)], False),
+    ([("crunch", "/home/u/job.py", 3), ("pthread_cond_timedwait", "/lib/libc.so.6", 0), ("0x7f", "/lib/libc.so.6", 0)], True),
+    ([("_worker", "/usr/lib/python3.11/concurrent/futures/thread.py", 80)], True),
+    ([], True),
+])
+def test_idle_stack_classifier(stack: list[Any], waiting: bool) -> None:
+    assert _flame.idle_stack(stack) is waiting
+
+
+def test_other_threads_are_counted_and_said_in_the_text() -> None:
+    from perfmagic.profile.flameresult import FlameResult
+
+    base = dict(frames=(("hot", "/tmp/ipykernel_1/a.py", 3),), stacks=((0,),) * 40, weights=(0.04,) * 40,
+                sampler="py-spy", rate_hz=25.0, wall_s=1.6, native=True)
+    r = FlameResult(**base, other_threads=(("IOPub", 0, 40), ("Heartbeat", 0, 40)))
+    t = r.text()
+    assert t.startswith("flame: hot (a.py:3) has 100% of the self time")
+    assert "other threads: 2, all waiting: 80 samples of waiting threads" in t and "left out" in t
+    assert "the cell thread only" in t and "py-spy 25 Hz" in t
+    r = FlameResult(**base, other_threads=(("pool-0", 10, 0), ("IOPub", 0, 40)))
+    t = r.text()
+    assert "1 busy for 10 samples (20% of all busy samples: pool-0)" in t and "--all-threads adds them" in t
+    assert max(len(ln) for ln in t.splitlines()) <= 100
+    assert r.metrics()["other_thread_busy_samples"] == 10 and r.metrics()["other_thread_waiting_samples"] == 40
+
+
+def test_native_default_rate_and_all_threads_options() -> None:
+    with pytest.raises(PerfmagicError, match="all_threads.*py-spy"):
+        _flame.flame("1", sampler="inprocess", all_threads=True)
+    r = _flame.flame(planted_work, sampler="inprocess")
+    assert r.rate_hz == _flame.DEFAULT_RATE == 100 and r.other_threads == ()
+
+
+def test_pyspy_native_samples_only_the_cell_thread() -> None:
+    """Real py-spy --native with busy and waiting threads beside the cell: only the cell is graphed."""
+    pyspy_or_skip()
+    import selectors
+    import socket
+
+    stop = threading.Event()
+    a, b = socket.socketpair()
+
+    def waiter() -> None:  # like the kernel's IOPub thread: an event loop in epoll_wait
+        sel = selectors.DefaultSelector()
+        sel.register(a, selectors.EVENT_READ)
+        while not stop.is_set():
+            sel.select(0.05)
+
+    def busy_thread_fn() -> None:
+        while not stop.is_set():
+            _spin(0.01)
+
+    ts = [threading.Thread(target=waiter, name="waiter", daemon=True),
+          threading.Thread(target=busy_thread_fn, name="busy-helper", daemon=True)]
+    for t in ts:
+        t.start()
+    try:
+        r = _flame.flame(planted_work, sampler="py-spy", native=True)
+        r_all = _flame.flame(planted_work, sampler="py-spy", native=True, all_threads=True)
+    finally:
+        stop.set()
+        for t in ts:
+            t.join(2)
+        a.close()
+        b.close()
+    assert r.rate_hz == _flame.NATIVE_RATE and r.native and not r.all_threads
+    assert r.n_samples >= 3, r.text()
+    assert not any(r.frames[st[0]][0].startswith("thread ") for st in r.stacks)
+    names = {r.frames[i][0] for st in r.stacks for i in st}
+    assert "planted_hot" in names and "busy_thread_fn" not in names
+    assert dict((n, b_) for n, b_, _ in r.other_threads).get("busy-helper", 0) > 0, r.other_threads
+    heads = {r_all.frames[st[0]][0] for st in r_all.stacks}
+    assert "thread busy-helper" in heads and "thread waiter" not in heads, heads
 
 
 def test_pyspy_subprocesses_are_sampled() -> None:

@@ -10,10 +10,15 @@ Samplers, in the order ``sampler="auto"`` tries them:
   it. The code starts only once py-spy says it is sampling (its start-up time is ``startup_s``), so the
   first sample lands within one interval of the cell's start. It reads the interpreter's memory from
   outside (``--nonblocking``: the process is never paused, the overhead on the cell is ~0; ``--native``
-  needs the blocking mode, which pauses the process for each sample). Where Yama's
+  needs the blocking mode, which pauses the whole process for each sample, so its default rate is
+  25 Hz, not 100). Where Yama's
   ``ptrace_scope=1`` forbids a child to read its parent, the kernel names py-spy as its tracer with
   ``prctl(PR_SET_PTRACER, pid)`` for the duration and clears it afterwards. Without ``--idle`` py-spy
   drops samples of threads that wait (sleep, I/O, locks): the graph shows where the CPU went.
+  Only the thread running the cell goes into the graph: with ``--native`` py-spy reports the kernel's
+  own threads (IOPub, heartbeat, shell, control) as busy in ``epoll_wait``/``poll``/``read``, which
+  took 27% of the self time of a torch cell. Other threads are counted (busy or waiting, see
+  :func:`idle_stack`) and, with ``all_threads=True``, the busy ones are drawn as ``thread NAME``.
 * **in-process**: a daemon thread that wakes ``rate`` times a second and reads the cell thread's frame
   via ``sys._current_frames()``. It needs no permission (containers without ``SYS_PTRACE``, macOS)
   but it is a *wall-clock* sampler of Python frames only: waits are included, native frames are not,
@@ -55,6 +60,11 @@ from .samplers import InProcessSampler, PySpy, SamplerUnavailable, find_py_spy
 
 SAMPLERS = ("auto", "py-spy", "inprocess")
 MAX_RATE = 1000
+DEFAULT_RATE = 100
+# --native pauses the whole process at every sample (all its threads, ~5-10 ms each with a kernel's 15
+# threads and torch's OpenMP pool, measured): at 100 Hz a torch cell ran 1.7-1.8x slower, at 20 Hz
+# 1.15-1.25x (docs/benchmarks.md, %%flame --native)
+NATIVE_RATE = 25
 MAX_DEPTH = 256            # deeper stacks keep their first and last 128 frames
 _THIS_FILE = __file__
 _INFRA = ("/ipykernel/", "/IPython/", "/zmq/", "/tornado/", "/asyncio/", "/jupyter_client/", "/traitlets/",
@@ -103,13 +113,44 @@ def cut_to_cell(stack: tuple[Frame, ...] | list[Frame]) -> list[Frame] | None:
     return rest
 
 
-def parse_speedscope(doc: dict[str, Any], pid: int, tid: int) -> tuple[list[tuple[list[Frame], float]], int]:
+# native leaf functions of a thread that waits (a kernel's IOPub/heartbeat/shell threads sit in these)
+_IDLE_CALLS = ("epoll_wait", "epoll_pwait2?", "poll", "ppoll", "select", "pselect6?", "read", "recv", "recvfrom",
+               "recvmsg", "accept4?", "nanosleep", "clock_nanosleep", "futex_wait", "futex", "do_futex_wait",
+               "futex_abstimed_wait_common(64)?", "pthread_cond_wait", "pthread_cond_timedwait", "sem_wait",
+               "sem_timedwait", "wait4", "waitpid", "pause", "sleep", "usleep", "zmq_poll", "take_gil",
+               "PyThread_acquire_lock_timed")
+_IDLE_NATIVE = re.compile(r"^_*(?:GI_+|libc_)?(" + "|".join(_IDLE_CALLS) + r")(@@.*|(\.\w+)*)$")
+
+
+def idle_stack(stack: tuple[Frame, ...] | list[Frame]) -> bool:
+    """Whether a stack of a thread other than the cell's is a thread waiting, not working.
+
+    True when its innermost frame is a native blocking call (``epoll_wait``, ``poll``, ``read``, a
+    futex wait, ...: py-spy ``--native`` reports such threads as active), or when every Python frame in
+    it is kernel/IPython machinery (the IOPub, heartbeat, shell and control threads of ipykernel,
+    IPython's history thread).
+    """
+    if not stack:
+        return True
+    k = len(stack)
+    while k > 0 and _native(stack[k - 1]):
+        k -= 1
+    if any(_IDLE_NATIVE.match(fr[0]) for fr in stack[k:]):  # the native frames under the last Python one
+        return True
+    py = [fr for fr in stack if not _native(fr)]
+    return bool(py) and all(_infra(fr) for fr in py)
+
+
+def parse_speedscope(doc: dict[str, Any], pid: int, tid: int, *, all_threads: bool = False, idle: bool = False,
+                     others: dict[str, list[int]] | None = None) -> tuple[list[tuple[list[Frame], float]], int]:
     """py-spy's speedscope file -> (cell-rooted stacks with weights, samples outside the cell).
 
-    The cell's thread (native id ``tid`` of process ``pid``) is cut at the entry frame; other busy
-    threads of this process go under ``thread NAME``, child processes under ``process PID: cmd``.
-    Threads whose every frame is kernel/IPython machinery are dropped (with ``--idle`` they would
-    show the kernel waiting on its sockets).
+    The cell's thread (native id ``tid`` of process ``pid``) is cut at the entry frame. Other threads
+    of this process are left out unless ``all_threads``: then the busy ones go under ``thread NAME``
+    and the waiting ones (:func:`idle_stack`: the kernel's own threads in ``epoll_wait``) are dropped
+    unless ``idle``. ``others`` (when given) receives ``{thread name: [busy samples, waiting samples]}``
+    for every other thread seen, shown or not. Child processes (``--subprocesses``) go under
+    ``process PID: cmd``.
     """
     frames = [(str(f.get("name") or "?"), str(f.get("file") or ""), int(f.get("line") or 0))
               for f in doc.get("shared", {}).get("frames", [])]
@@ -132,7 +173,10 @@ def parse_speedscope(doc: dict[str, Any], pid: int, tid: int) -> tuple[list[tupl
                     continue
                 out.append((cut, float(w)))
             elif ppid == pid:
-                if not stack or all(_infra(fr) for fr in stack):
+                waiting = idle_stack(stack)
+                if others is not None:
+                    others.setdefault(tname, [0, 0])[1 if waiting else 0] += 1
+                if not all_threads or (waiting and not idle) or not stack or all(_infra(fr) for fr in stack):
                     continue
                 k = next((j for j, fr in enumerate(stack) if not (_native(fr) or "/threading.py" in fr[1])), 0)
                 stack = stack[k:]  # drop thread start-up frames, unless the thread is native only
@@ -164,29 +208,35 @@ def _compile(code: str, filename: str) -> Any:
         raise  # the user's own SyntaxError
 
 
-def _check(rate: Any, sampler: str, native: bool, subprocesses: bool, on_error: str) -> None:
+def _check(rate: Any, sampler: str, native: bool, subprocesses: bool, on_error: str,
+           all_threads: bool = False) -> None:
     if sampler not in SAMPLERS:
         raise BadOptionError("sampler", sampler, " | ".join(SAMPLERS), "auto tries py-spy and falls back to inprocess")
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 1 <= rate <= MAX_RATE:
         raise BadOptionError("rate", rate, f"samples per second between 1 and {MAX_RATE}",
                              "e.g. rate=100 (the default); higher rates see shorter calls but cost more")
-    if sampler == "inprocess" and (native or subprocesses):
-        opt = "native" if native else "subprocesses"
+    if sampler == "inprocess" and (native or subprocesses or all_threads):
+        opt = "native" if native else "subprocesses" if subprocesses else "all_threads"
         raise BadOptionError(opt, True, "py-spy (the in-process sampler sees only this process's Python frames)",
                              "use sampler='auto' or 'py-spy', or drop this option")
     if on_error not in ("raise", "return"):
         raise BadOptionError("on_error", on_error, "'raise' or 'return'")
 
 
-def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = None, rate: float = 100,
+def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = None, rate: float | None = None,
           sampler: str = "auto", native: bool = False, idle: bool = False, subprocesses: bool = False,
+          all_threads: bool = False,
           label: str | None = None, filename: str | None = None, file_labels: Mapping[str, str] | None = None,
           py_spy: str | None = None, on_error: str = "raise") -> FlameResult:
     """Run ``code`` (code or a no-argument callable) once under a sampling profiler.
 
     ``sampler``: ``"auto"`` (py-spy, else the in-process sampler, saying why), ``"py-spy"`` (raise
-    :class:`PerfmagicError` if it cannot attach) or ``"inprocess"``. ``rate`` in samples per second.
+    :class:`PerfmagicError` if it cannot attach) or ``"inprocess"``. ``rate`` in samples per second
+    (default 100; 25 with ``native``, which pauses the process at every sample).
     ``native``/``idle``/``subprocesses`` are py-spy's ``--native``, ``--idle``, ``--subprocesses``.
+    Only the thread running the code is sampled into the graph; ``all_threads=True`` (py-spy) adds the
+    other busy threads of this process (``thread NAME``). What the others did is counted either way
+    (``FlameResult.other_threads``: busy and waiting samples per thread).
     ``filename`` names the code for tracebacks (register it in ``linecache`` for source lines);
     ``file_labels`` maps file names to display names (``{"/tmp/ipykernel_1/ab.py": "In [3]"}``).
     ``on_error="raise"`` re-raises an exception of the code unchanged; ``"return"`` returns the
@@ -194,7 +244,10 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
     :class:`BenchInterrupted` whose ``.result`` is the profile so far.
     """
     __tracebackhide__ = True
-    _check(rate, sampler, native, subprocesses, on_error)
+    rate_default = rate is None
+    if rate is None:
+        rate = NATIVE_RATE if native and sampler != "inprocess" else DEFAULT_RATE
+    _check(rate, sampler, native, subprocesses, on_error, all_threads)
     fn: Callable[[], Any] | None = None
     code_obj = None
     if callable(code):
@@ -229,9 +282,12 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
                 if sampler == "py-spy":
                     raise PerfmagicError(f"{exc}. Use sampler 'inprocess' (or 'auto' to fall back by itself)") from None
                 fallback = str(exc)
-                ignored = [o for o, on in (("native", native), ("subprocesses", subprocesses)) if on]
+                ignored = [o for o, on in (("native", native), ("subprocesses", subprocesses),
+                                           ("all_threads", all_threads)) if on]
                 if ignored:
                     notes.append(f"{' and '.join(ignored)} ignored: {'they need' if len(ignored) > 1 else 'needs'} py-spy")
+                if native and rate_default:
+                    rate = DEFAULT_RATE
         if spy is None:
             used = "inprocess"
             if idle:
@@ -248,13 +304,15 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
             status, exc_caught = "failed", exc
             err = f"{type(exc).__name__}: {exc}"[:200]
         wall = time.perf_counter() - t0
+        others: dict[str, list[int]] = {}
         if spy is not None:
             doc = spy.stop()
             if doc is None:
                 raw, outside = [], 0
                 notes.append("py-spy wrote no profile: " + (spy._log().strip().splitlines() or ["no message"])[-1][:160])
             else:
-                raw, outside = parse_speedscope(doc, os.getpid(), tid)
+                raw, outside = parse_speedscope(doc, os.getpid(), tid, all_threads=all_threads, idle=idle,
+                                                others=others)
             startup = spy.startup_s
         else:
             assert inproc is not None
@@ -293,6 +351,8 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
         rate_hz=float(rate), wall_s=wall, label=label or "", code=code_text, status=status, error=err,
         fallback_reason=fallback, startup_s=startup, outside_samples=outside, native=native and used == "py-spy",
         idle=idle, subprocesses=subprocesses and used == "py-spy", file_labels=tuple(labels.items()),
+        all_threads=all_threads and used == "py-spy",
+        other_threads=tuple((n, b, i) for n, (b, i) in sorted(others.items(), key=lambda kv: -sum(kv[1]))),
         notes=tuple(notes), exception=exc_caught)
     if status == "interrupted":
         raise BenchInterrupted(result)
@@ -301,5 +361,5 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
     return result
 
 
-__all__ = ["MAX_DEPTH", "MAX_RATE", "SAMPLERS", "FlameResult", "Frame", "FuncStat", "InProcessSampler", "PySpy",
-           "SamplerUnavailable", "cut_to_cell", "find_py_spy", "flame", "parse_speedscope"]
+__all__ = ["DEFAULT_RATE", "MAX_DEPTH", "MAX_RATE", "NATIVE_RATE", "SAMPLERS", "FlameResult", "Frame", "FuncStat", "InProcessSampler", "PySpy",
+           "SamplerUnavailable", "cut_to_cell", "find_py_spy", "flame", "idle_stack", "parse_speedscope"]

@@ -65,6 +65,8 @@ class FlameResult(Displayed):
     subprocesses: bool = False
     file_labels: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
+    all_threads: bool = False             # other busy threads of the process shown (py-spy)
+    other_threads: tuple[tuple[str, int, int], ...] = ()  # (thread, busy samples, waiting samples), py-spy
     exception: BaseException | None = field(default=None, repr=False, compare=False)
 
     # ---- derived ------------------------------------------------------------------------------
@@ -235,6 +237,8 @@ class FlameResult(Displayed):
             "n_samples": self.n_samples, "sampled_s": self.sampled_s, "wall_s": self.wall_s,
             "sampler": self.sampler, "rate_hz": self.rate_hz, "startup_s": self.startup_s,
             "outside_samples": self.outside_samples, "fallback_reason": self.fallback_reason,
+            "other_thread_busy_samples": sum(b for _, b, _ in self.other_threads) if self.other_threads else None,
+            "other_thread_waiting_samples": sum(i for _, _, i in self.other_threads) if self.other_threads else None,
         }
         for k in range(3):
             f = top[k] if k < len(top) else None

@@ -16,6 +16,7 @@ then the result's ``html_sections()`` folded in ``<details>`` as everywhere else
 from __future__ import annotations
 
 import html as _html
+import textwrap
 from typing import Any
 
 from .bundle import bundle_of, table_html
@@ -27,7 +28,8 @@ def sampler_line(r: Any) -> str:
     if r.sampler == "py-spy":
         mode = "native+Python, pauses the process per sample" if r.native else "non-blocking"
         s = f"py-spy {r.rate_hz:g} Hz ({mode}{', idle threads included' if r.idle else ''}" \
-            f"{', child processes' if r.subprocesses else ''})"
+            f"{', child processes' if r.subprocesses else ''}" \
+            f"{', all threads' if getattr(r, 'all_threads', False) else ', the cell thread only'})"
     else:
         s = f"in-process sampler {r.rate_hz:g} Hz (wall-clock, Python frames of the cell's thread)"
         got = r.n_samples / r.wall_s if r.wall_s > 0 else 0.0
@@ -37,6 +39,30 @@ def sampler_line(r: Any) -> str:
     if r.fallback_reason:
         s += f" — py-spy not used: {r.fallback_reason}"
     return s
+
+
+def other_threads_line(r: Any) -> str | None:
+    """What the process's other threads did while the cell ran (py-spy): shown, or left out and why."""
+    ot = list(getattr(r, "other_threads", ()) or ())
+    if not ot:
+        return None
+    busy = [(n, b) for n, b, _ in ot if b]
+    n_busy, n_wait = sum(b for _, b in busy), sum(i for _, _, i in ot)
+    fate = "shown (--idle)" if r.idle and r.all_threads else "left out"
+    waiting = (f"{n_wait} samples of waiting threads (the kernel's I/O, heartbeat, shell: epoll_wait, poll, "
+               f"read) {fate}") if n_wait else ""
+    if not busy:
+        out = f"other threads: {len(ot)}, all waiting: {waiting}"
+    else:
+        names = ", ".join(n for n, _ in busy[:3]) + (", …" if len(busy) > 3 else "")
+        if r.all_threads:
+            shown = f"{len(busy)} busy, shown as 'thread NAME' ({names})"
+        else:
+            share = n_busy / (n_busy + len(r.stacks)) if n_busy + len(r.stacks) else 0.0
+            shown = (f"{len(busy)} busy for {n_busy} samples ({share:.0%} of all busy samples: {names}), not "
+                     "shown: only the cell's thread is graphed, --all-threads adds them")
+        out = "other threads: " + shown + (f"; {waiting}" if waiting else "")
+    return textwrap.fill(out, 98, subsequent_indent="    ", break_on_hyphens=False)
 
 
 def verdict(r: Any) -> str:
@@ -78,6 +104,9 @@ def text(r: Any, n: int = 10) -> str:
         lines.append(f"  sampler start-up: {fmt_time(r.startup_s)} (before the cell started)")
     if r.outside_samples:
         lines.append(f"  {r.outside_samples} samples outside the cell (perfmagic, IPython) not shown")
+    other = other_threads_line(r)
+    if other:
+        lines += ["  " + ln for ln in other.splitlines()]
     lines += [f"  note: {x}" for x in r.notes]
     return "\n".join(lines)
 
