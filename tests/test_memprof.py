@@ -127,10 +127,10 @@ def test_default_charges_growth_to_the_line_that_ran_without_tracemalloc() -> No
     assert r.sampled_growth_bytes >= 40 * MiB and in_fill >= 0.6 * r.sampled_growth_bytes, r.text()
     assert all(s.text for s in grown)  # the source lines are this cell's, not a stale cache's
     assert len(r.where) == len(r.rss_bytes) == len(r.t_s)
-    assert "where RSS grew (sampled every 10 ms" in r.text()
+    assert "where RSS grew (gross; every 10 ms" in r.text()
     m = r.metrics()
     assert "in fill()" in m["top_site"] and "(sampled growth)" in m["top_site"] and m["top_site_bytes"] > 0
-    assert "where RSS grew (sampled)" in r.sites_html()
+    assert "where RSS grew (sampled;" in r.sites_html()
     png = r.figure_png()
     assert png is not None and png[:4] == b"\x89PNG"
 
@@ -375,3 +375,59 @@ def test_cuda_path_with_a_fake_allocator(monkeypatch) -> None:
     assert cuda.recording is False  # history switched off again
     assert len(r.cuda_allocated_bytes) == len(r.t_s) and "CUDA" in r.text() and r.figure_png() is not None
     assert r.metrics()["cuda_peak_bytes"] == 256 * MiB
+
+
+# ---- net peak vs gross growth (the issue: "where RSS grew" listed +240 MiB under a +58.9 MiB headline) ----
+CHURN = """\
+import time
+for i in range(5):
+    tmp = b"x" * (40 * 2**20)   # 40 MiB written, held a few samples, then freed: gross, not net
+    time.sleep(0.06)
+    del tmp
+    time.sleep(0.06)
+"""
+KEEP = """\
+import time
+keep = []
+for i in range(5):
+    keep.append(b"x" * (16 * 2**20))   # 16 MiB written and kept: gross = net
+    time.sleep(0.06)
+"""
+
+
+def _reconciles(r) -> None:
+    # the identity the sentence prints: risen - freed = the end increment (same samples, exactly)
+    assert r.sampled_growth_bytes - r.sampled_freed_bytes == r.rss_end - r.rss_start
+    m = r.metrics()
+    assert m["rss_gross_growth_bytes"] - m["rss_freed_bytes"] == r.increment_bytes
+
+
+def test_allocate_and_free_in_a_loop_is_gross_growth_not_the_peak() -> None:
+    from perfmagic.render.units import fmt_bytes
+
+    r = memory(CHURN, globals={})
+    _reconciles(r)
+    # planted: 5 x 40 MiB risen and freed; the peak is one block, the end is back near the start
+    assert r.sampled_growth_bytes >= 150 * MiB, r.text()
+    assert 35 * MiB <= r.peak_bytes <= 60 * MiB, r.text()
+    assert abs(r.increment_bytes) < 10 * MiB, r.text()
+    t = r.text()
+    assert f"net vs gross: peak +{fmt_bytes(r.peak_bytes)} above the start (net: the most held at once)" in t
+    flat = " ".join(t.split())
+    assert f"RSS rose +{fmt_bytes(r.sampled_growth_bytes)} in total between samples (gross" in flat, t
+    assert "most of it freed again" in flat and f"− {fmt_bytes(r.sampled_freed_bytes)} freed" in flat, t
+    assert "where RSS grew (gross;" in t
+    assert max(len(ln) for ln in t.splitlines()) <= 100, t
+    # the growth lines share the gross total, and their sum is above the headline: the sentence says why
+    assert sum(s.size_bytes for s in r.main_growth_sites) > 2 * r.peak_bytes
+    htm = r._repr_mimebundle_()["text/html"]
+    assert "net vs gross" in htm and "gross: rises between samples, drops not subtracted" in htm
+
+
+def test_kept_allocations_are_net_growth() -> None:
+    r = memory(KEEP, globals={})
+    _reconciles(r)
+    assert r.increment_bytes >= 70 * MiB and r.sampled_growth_bytes >= 70 * MiB, r.text()
+    flat = " ".join(r.text().split())
+    assert "most of it freed again" not in flat, r.text()
+    assert r.sampled_freed_bytes <= 0.1 * r.sampled_growth_bytes, r.text()

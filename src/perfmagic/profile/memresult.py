@@ -223,6 +223,11 @@ class MemoryResult(Displayed):
         return sum(max(b - a, 0) for a, b in zip(self.rss_bytes, self.rss_bytes[1:]))
 
     @property
+    def sampled_freed_bytes(self) -> int:
+        """All drops between consecutive samples: gross growth − freed = the sampled end increment."""
+        return sum(max(a - b, 0) for a, b in zip(self.rss_bytes, self.rss_bytes[1:]))
+
+    @property
     def peak_statement(self) -> StatementMemory | None:
         def key(s: StatementMemory) -> float:
             if self.device.startswith("cuda") and s.cuda_peak_bytes is not None:
@@ -288,6 +293,8 @@ class MemoryResult(Displayed):
             "peak_at": st.label if st is not None else None,
             "wall_s": self.wall_s, "n_samples": len(self.t_s), "interval_s": self.interval_s,
             "first_sample_s": self.first_sample_s, "device": self.device, "tracing": self.tracing,
+            "rss_gross_growth_bytes": self.sampled_growth_bytes if len(self.rss_bytes) > 1 else None,
+            "rss_freed_bytes": self.sampled_freed_bytes if len(self.rss_bytes) > 1 else None,
         }
 
     def samples(self) -> dict[str, list[float]]:

@@ -8,6 +8,7 @@ Reads the result's attributes and imports no analysis module; matplotlib is impo
 from __future__ import annotations
 
 import html
+import textwrap
 from typing import Any
 
 from .bundle import table_html
@@ -79,11 +80,14 @@ def text(r: Any, top: int | None = None) -> str:
     shown = r.main_growth_sites if r.tracing != "on" else ()
     if shown:
         total = r.sampled_growth_bytes
-        lines.append(f"  where RSS grew (sampled every {fmt_time(r.interval_s)}: the growth between two samples "
-                     "is charged to the line running at the second; --trace on names every allocation):")
+        nb = net_vs_gross(r, nbsp=True)  # a size is never split across two lines
+        lines += ["  " + ln.replace("\xa0", " ") for ln in textwrap.wrap(nb, 96, subsequent_indent="  ")]
+        lines.append(f"  where RSS grew (gross; every {fmt_time(r.interval_s)} the rise since the last sample is "
+                     "charged to the line")
+        lines.append("    running; --trace on names every allocation):")
         for s in shown[: min(n, 5)]:
             lines.append(f"    +{fmt_bytes(s.size_bytes):>9} {100 * s.size_bytes / total:3.0f}%  {s.count:>5} samples  "
-                         f"{s.label:<24} {_clip(s.text, 50)}")
+                         f"{s.label:<24} {_clip(s.text, 40)}")
     elif r.tracing == "sample" and len(r.t_s) > 2:
         lines.append("  where RSS grew: no growth between samples in the cell's code (--trace on names "
                      "every allocation)")
@@ -95,6 +99,29 @@ def text(r: Any, top: int | None = None) -> str:
         lines.append(f"  stopped by {r.error}; the profile covers the run up to there")
     lines += [f"  note: {n_}" for n_ in r.notes]
     return "\n".join(lines)
+
+
+def net_vs_gross(r: Any, nbsp: bool = False) -> str:
+    """One sentence reconciling the headline peak (net: the most held at once) with the sampled growth
+    the "where RSS grew" lines share (gross: every rise between two samples, drops not subtracted):
+    gross − freed = the end increment, exactly (both are sums over the same samples)."""
+    def b(n: int) -> str:
+        t = fmt_bytes(n)
+        return t.replace(" ", "\xa0") if nbsp else t
+
+    gross, freed = r.sampled_growth_bytes, r.sampled_freed_bytes
+    end = gross - freed  # = last sample - first sample
+    peak = r.peak_bytes
+    head = f"peak +{b(peak)} above the start (net: the most held at once)" if peak is not None else \
+        "no peak measured"
+    if freed <= 0.02 * gross:
+        return (f"net vs gross: {head}; RSS rose +{b(gross)} in total between samples (gross, shared by "
+                "the lines below) and almost none of it was freed before the end")
+    most = "most of it" if freed >= 0.5 * gross else "part of it"
+    sign = "+" if end >= 0 else "-"
+    return (f"net vs gross: {head}; RSS rose +{b(gross)} in total between samples (gross, shared by the "
+            f"lines below), {most} freed again: RSS ended {sign}{b(abs(end))} above the start "
+            f"(+{b(gross)} risen − {b(freed)} freed)")
 
 
 def figure_png(r: Any) -> bytes | None:
@@ -162,7 +189,9 @@ def sites_html(r: Any) -> str:
         out += ("<table style='font-size:12px'><tr><th>size</th><th>blocks</th><th>where</th><th>line</th></tr>"
                 f"{rows}</table>")
     if grown:
-        out += ("<div style='font-size:12px'>where RSS grew (sampled)</div><table style='font-size:12px'>"
+        out += (f"<div style='font-size:12px'>{html.escape(net_vs_gross(r))}</div>"
+                "<div style='font-size:12px'>where RSS grew (sampled; gross: rises between samples, drops not "
+                "subtracted)</div><table style='font-size:12px'>"
                 f"<tr><th>growth</th><th>samples</th><th>where</th><th>line</th></tr>{grown}</table>")
     return out
 
