@@ -400,3 +400,102 @@ def test_magic_in_a_real_kernel(tmp_path: Any) -> None:
     assert "data:image/png;base64," in html and "<summary" in html and "Sweep (2 settings)" in html
     assert "Audit (" in html
     assert _texts(cells[3]).strip() == "[]"  # no worker left running in the kernel
+
+
+# ---- workers competing with the step (the issue: "✓ 2 workers on 2 cores keep up" while the step
+# slowed 474 → 838 ms; and "0.89× faster") ------------------------------------------------------------
+
+def _planted_result(compute: float, alone: float, workers: int = 2, torch_threads: int | None = 2,
+                    cores: int = 2) -> DataLoaderResult:
+    return DataLoaderResult(
+        wait_s=(0.002,) * 10, compute_s=(compute,) * 10, compute_only_s=(alone,) * 5,
+        config=(("num_workers", workers), ("batch_size", 64), ("pin_memory", False),
+                ("persistent_workers", False), ("prefetch_factor", 2)),
+        is_dataloader=True, cores=cores, torch_threads=torch_threads, loader_s=(0.2,) * 10)
+
+
+def test_planted_issue_numbers_flag_oversubscription_not_a_tick() -> None:
+    r = _planted_result(0.838, 0.474)
+    assert r.step_slowed and abs(r.step_slowdown - 0.838 / 0.474) < 1e-9 and r.threads_wanted == 4
+    fs = r.findings()
+    assert not [f for f in fs if f.level == "ok" and f.topic == "num_workers"], [f.text() for f in fs]
+    (th,) = [f for f in fs if f.topic == "threads"]
+    assert th.level == "warn"
+    assert th.message == ("2 workers + 2 torch threads on 2 usable cores: the step slowed 474 ms → 838 ms with "
+                          "workers (1.77× its time alone, medians)"), th.message
+    assert th.effect.startswith("torch.set_num_threads(1) and num_workers=1 (2 threads on 2 cores), or compare "
+                                "--sweep num_workers=0,1,2"), th.effect
+    t = r.text()
+    assert "the step itself slowed 474 ms → 838 ms" in t and "✓ num_workers" not in t, t
+    assert max(len(ln) for ln in t.splitlines()[1:]) <= 100, t
+    assert r.metrics()["step_slowed_by_workers"] is True and r.metrics()["torch_threads"] == 2
+    # the same loop whose step did not slow keeps its tick (and says the thread count is over the cores)
+    r = _planted_result(0.480, 0.474)
+    fs = r.findings()
+    assert [f for f in fs if f.level == "ok" and f.topic == "num_workers"]
+    assert [f.level for f in fs if f.topic == "threads"] == ["info"]
+    assert not r.step_slowed
+    # no workers: nothing to blame on them
+    r = _planted_result(0.838, 0.474, workers=0)
+    assert r.step_slowdown is None and not r.step_slowed
+
+
+@pytest.mark.parametrize("ratio, words", [(1.77, "1.77× faster"), (0.89, "1.12× slower"), (1.0, "no gain (within 5%)"),
+                                          (1.03, "no gain (within 5%)"), (0.0, "no measurable change")])
+def test_speed_change_never_calls_a_loss_faster(ratio: float, words: str) -> None:
+    from perfmagic.render.dataloader import speed_change
+
+    assert speed_change(ratio) == words
+
+
+def test_compute_alone_slower_than_the_loop_is_not_faster() -> None:
+    # the step alone (0.53 s) took longer than the loop's step (0.47 s): faster data gains nothing
+    r = _planted_result(0.468, 0.53, workers=0)
+    t = r.text()
+    line = " ".join(t.split("compute alone", 1)[1].split("headroom", 1)[0].split())
+    assert "× faster" not in line and "no gain from infinitely fast data (alone it ran 1.13× slower)" in line, t
+
+
+def _two_cores() -> Any:
+    import os
+
+    if not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two cores and sched_setaffinity")
+    old = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, sorted(old)[:2])  # workers (forked) inherit it: a planted 2-core machine
+    return old
+
+
+def test_cpu_workers_slow_the_step_flagged_on_two_cores() -> None:
+    """Planted: 2 workers burning CPU non-stop (4 items × 20 ms per batch, slower than the step) and a
+    40 ms-of-CPU step, all on 2 cores: the step shares its core with them. Alone it takes its CPU time;
+    in the loop ~1.5× longer (3 busy threads on 2 cores; ~1.75× beside one busy neighbour)."""
+    import os
+
+    old = _two_cores()
+    try:
+        dl = DataLoader(SpinDataset(400, 0.020), batch_size=4, num_workers=2)
+        r = dataloader_check(dl, lambda b: spin(0.040), steps=12)
+    finally:
+        os.sched_setaffinity(0, old)
+    assert r.cores == 2
+    assert r.step_slowdown is not None and r.step_slowed, r.text()
+    fs = r.findings()
+    assert [f for f in fs if f.topic == "threads" and f.level == "warn"], r.text()
+    assert not [f for f in fs if f.level == "ok" and f.topic == "num_workers"], r.text()
+    assert "the step itself slowed" in r.text()
+
+
+def test_io_workers_do_not_slow_the_step_on_two_cores() -> None:
+    """Control: workers that sleep (I/O) leave the cores to the step: no slowdown flagged."""
+    import os
+
+    old = _two_cores()
+    try:
+        dl = DataLoader(SleepDataset(400, 0.005), batch_size=4, num_workers=2)
+        r = dataloader_check(dl, lambda b: spin(0.040), steps=12)
+    finally:
+        os.sched_setaffinity(0, old)
+    assert r.step_slowdown is not None and not r.step_slowed, r.text()
+    assert r.step_slowdown < 1.2, r.text()
+    assert not [f for f in r.findings() if f.topic == "threads" and f.level == "warn"], r.text()

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..core import stats as _stats
 from ..errors import BadOptionError, PerfmagicError
+from ..render.dataloader import speed_change
 from ..render.units import fmt_time
 from .probe import _mean
 from ..core.env import usable_cores
@@ -67,13 +68,34 @@ def audit(r: Any) -> list[Finding]:
             est = max(comp, cost / k)
             eff = (f"{eff}: about {need} worker{'s' if need > 1 else ''} would hide the wait ({fmt_time(cost)} "
                    f"per batch ÷ {fmt_time(comp)} compute); with {k}: step ≈ {fmt_time(est)}, "
-                   f"{step / est:.2g}× faster ({cores} usable cores)")
+                   f"{speed_change(step / est)} ({cores} usable cores)")
         out.append(Finding("num_workers", "warn", f"0: batches load in the main process, in series with the "
                            f"step ({fmt_time(wait)} of each {fmt_time(step)} step)", eff))
     elif w == 0:
         out.append(Finding("num_workers", "info", f"0: loading costs {fmt_time(wait)} per step ({frac:.0%})",
                            f"workers would save at most that ({fmt_time(wait)} per step)"))
     else:
+        slowed, x, tt = r.step_slowed, r.step_slowdown, r.torch_threads
+        threads = f"{_n(w, 'worker')} + {_n(tt, 'torch thread')}" if tt else _n(w, "worker")
+        if slowed and x is not None:
+            alone = _stats.median(r.compute_only_s)
+            t_fix = max(1, cores - w)
+            w_fix = w if w + t_fix <= cores else max(1, cores - t_fix)
+            fix = ([f"torch.set_num_threads({t_fix})"] if tt and tt > t_fix else []) + \
+                  ([f"num_workers={w_fix}"] if w_fix < w else [])
+            sweep = ",".join(str(k) for k in range(0, w + 1)) if w <= 4 else f"0,1,{cores},{w}"
+            out.append(Finding("threads", "warn",
+                               f"{threads} on {cores} usable cores: the step slowed {fmt_time(alone)} → "
+                               f"{fmt_time(alone * x)} with workers ({x:.2f}× its time alone, medians)",
+                               (" and ".join(fix) + f" ({w_fix + t_fix} threads on {cores} cores), or "
+                                if fix else "") + f"compare --sweep num_workers={sweep}: the workers and the "
+                               "step's threads compete for the same cores"))
+        elif tt and w + tt > cores:
+            out.append(Finding("threads", "info", f"{threads} on {cores} usable cores (oversubscribed), but the "
+                               f"step did not slow with workers (×{x:.2f})" if x is not None else
+                               f"{threads} on {cores} usable cores (oversubscribed)",
+                               "fine while the workers mostly wait (I/O); if loading gets CPU-heavy, "
+                               f"torch.set_num_threads({max(1, cores - w)})"))
         if w > cores:
             out.append(Finding("num_workers", "warn", f"{w} workers > {cores} usable cores",
                                "CPU-bound loading gains nothing beyond the cores and contends with the main "
@@ -84,9 +106,13 @@ def audit(r: Any) -> list[Finding]:
             out.append(Finding("num_workers", "warn", f"{_n(w, 'worker')} deliver {1 / (cost / max(w, 1)):.3g} "
                                f"batches/s, the step takes {1 / comp:.3g}/s",
                                f"about {need} workers needed to keep up{more}"))
-        elif w <= cores:
+        elif w <= cores and not slowed:
             out.append(Finding("num_workers", "ok", f"{_n(w, 'worker')} on {cores} usable cores keep up "
                                f"(data wait {frac:.0%})"))
+        elif w <= cores:
+            out.append(Finding("num_workers", "warn", f"{_n(w, 'worker')} keep up with the step (data wait "
+                               f"{frac:.0%}) only because they slowed it (see threads)",
+                               "the loop's step time is not the step's own: fix the threads first"))
     pin, nb = bool(c.get("pin_memory")), r.copies_non_blocking
     h2d = f" (one batch's copy: {fmt_time(r.h2d_s)})" if r.h2d_s is not None else ""
     if r.cuda and not pin:

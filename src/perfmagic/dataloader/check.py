@@ -15,7 +15,9 @@ happens). The method, in order:
    own batches per second. For a non-persistent DataLoader the first-batch latency of this second pass is
    the *re-spawn cost per epoch*.
 4. **Compute alone.** The step on one cached batch (the last one fetched: same shapes, same device),
-   one warm call then up to 20 timed calls: the step time with infinitely fast data.
+   one warm call then up to 20 timed calls, after the workers have stopped: the step time with
+   infinitely fast data. The step in the loop ≥ 1.25× slower than alone means the workers took cores
+   from it (workers + torch's intra-op threads > usable cores): the audit then says so, never ✓.
 5. **Audit** (DataLoader only): num_workers vs usable cores, pin_memory and non_blocking copies,
    persistent_workers, prefetch_factor, batch size, collate cost (timed on ``batch_size`` items of a
    map-style dataset), each with its expected effect computed from the numbers above.
@@ -103,6 +105,13 @@ def dataloader_check(loader: Any, step_fn: Callable[[Any], Any], *, steps: int =
         n_len: int | None = len(loader)
     except Exception:
         n_len = None
+    torch_mod = sys.modules.get("torch")
+    torch_threads = None
+    if torch_mod is not None:
+        try:
+            torch_threads = int(torch_mod.get_num_threads())
+        except Exception:  # a torch stub without the thread API
+            torch_threads = None
     iters = _Iters()
     main, alone = _Loop(), _Loop()
     co: list[float] = []
@@ -217,7 +226,8 @@ def dataloader_check(loader: Any, step_fn: Callable[[Any], Any], *, steps: int =
         loader_first_batch_s=alone.first_batch_s, compute_only_s=tuple(co), gpu_busy_s=gpu,
         h2d_s=extras.get("h2d_s"), batch_pinned=extras.get("batch_pinned"), copies_non_blocking=nb,
         item_s=extras.get("item_s", ()), collate_s=extras.get("collate_s"), sweep=tuple(points), config=cfg,
-        is_dataloader=is_dl, cuda=main.cuda, cores=usable_cores(), warmup=w_main, steps_requested=steps,
+        is_dataloader=is_dl, cuda=main.cuda, cores=usable_cores(), torch_threads=torch_threads, warmup=w_main,
+        steps_requested=steps,
         loader_len=n_len, status=status, notes=tuple(notes), wall_s=time.perf_counter() - t_start)
     if status == "interrupted":
         raise BenchInterrupted(result if result.n_steps else None)

@@ -19,6 +19,7 @@ from .audit import INPUT_BOUND, Finding, _jsonable, audit
 from .probe import _fraction, _mean
 
 PLATEAU = 0.90             # a sweep setting within 10% of the best throughput is on the plateau
+SLOWED = 1.25              # the step with workers running this much slower than alone: they compete for cores
 DEFAULT_STEPS = 20
 
 
@@ -84,6 +85,7 @@ class DataLoaderResult(Displayed):
     is_dataloader: bool = False
     cuda: bool = False
     cores: int = 1
+    torch_threads: int | None = None          # torch.get_num_threads() in the main process (intra-op pool)
     warmup: int = 0
     steps_requested: int = DEFAULT_STEPS
     loader_len: int | None = None
@@ -120,6 +122,33 @@ class DataLoaderResult(Displayed):
     @property
     def compute_only_step_s(self) -> float | None:
         return _stats.median(self.compute_only_s) if self.compute_only_s else None
+
+    @property
+    def step_slowdown(self) -> float | None:
+        """Median step in the loop ÷ median step alone (cached batch, after the workers stopped).
+
+        Above :data:`SLOWED` with workers on, the workers took cores from the step (its intra-op threads):
+        the loop's compute is not the step's own cost. None without workers or without the step alone."""
+        w = self.cfg.get("num_workers", 0) or 0
+        if not w or not self.compute_only_s or not self.compute_s:
+            return None
+        alone = _stats.median(self.compute_only_s)
+        return _stats.median(self.compute_s) / alone if alone > 0 else None
+
+    @property
+    def step_slowed(self) -> bool:
+        """The step ran materially slower while the workers ran (≥ 1.25× and ≥ 1 ms)."""
+        x = self.step_slowdown
+        if x is None:
+            return False
+        alone = _stats.median(self.compute_only_s)
+        return x >= SLOWED and (x - 1) * alone >= 1e-3
+
+    @property
+    def threads_wanted(self) -> int | None:
+        """Workers + the main process's torch intra-op threads (1 without torch): the cores the loop asks for."""
+        w = self.cfg.get("num_workers", 0) or 0
+        return w + (self.torch_threads or 1) if self.is_dataloader else None
 
     @property
     def speedup_if_data_free(self) -> float | None:
@@ -191,6 +220,8 @@ class DataLoaderResult(Displayed):
             "respawn_s": self.respawn_s, "gpu_idle_fraction": self.gpu_idle_fraction, "h2d_s": self.h2d_s,
             "collate_s": self.collate_s, "steps_measured": n, "warmup_steps": self.warmup,
             "num_workers": c.get("num_workers"), "batch_size": c.get("batch_size"), "cores": self.cores,
+            "torch_threads": self.torch_threads, "step_slowdown_with_workers": self.step_slowdown,
+            "step_slowed_by_workers": self.step_slowed if self.step_slowdown is not None else None,
             "best_setting": b.label if b else None,
             "best_num_workers": dict(b.setting).get("num_workers") if b else None,
             "best_throughput": b.throughput if b else None,
@@ -211,4 +242,4 @@ class DataLoaderResult(Displayed):
                 "findings": [f.__dict__ for f in self.findings()], "notes": list(self.notes)}
 
 
-__all__ = ["DataLoaderResult", "SweepPoint", "PLATEAU", "DEFAULT_STEPS"]
+__all__ = ["DataLoaderResult", "SweepPoint", "PLATEAU", "SLOWED", "DEFAULT_STEPS"]

@@ -8,6 +8,7 @@ audit and the ``PLATEAU`` threshold); imports no analysis module. matplotlib is 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,18 @@ from .units import fmt_time
 
 def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
+
+
+def speed_change(ratio: float, tol: float = 0.05) -> str:
+    """``old / new`` as words: "1.77× faster", "1.12× slower", or "no gain (within 5%)" — a ratio below
+    1 is never printed as "faster"."""
+    if not ratio or ratio != ratio or ratio <= 0:
+        return "no measurable change"
+    if ratio >= 1 + tol:
+        return f"{ratio:.2f}× faster"
+    if ratio <= 1 / (1 + tol):
+        return f"{1 / ratio:.2f}× slower"
+    return f"no gain (within {tol:.0%})"
 
 
 def _n(k: int, word: str) -> str:
@@ -40,8 +53,22 @@ def text(r: Any) -> str:
                      + (f", {bps * bs:.4g} samples/s)" if bs else ")"))
     if co is not None and r.n_steps:
         sp = r.step_s / co
-        lines.append(f"  compute alone (cached batch): {fmt_time(co)} per step → with infinitely fast data the "
-                     f"loop would be {sp:.2f}× faster")
+        if r.step_slowed:
+            lines.append(f"  compute alone (cached batch, workers stopped): {fmt_time(co)} per step; in the loop "
+                         f"{fmt_time(r.step_s)}, mostly the step's own compute slowed by the workers (below), "
+                         "not waiting for data")
+        elif sp >= 1.05:
+            lines.append(f"  compute alone (cached batch): {fmt_time(co)} per step → with infinitely fast data the "
+                         f"loop would be {speed_change(sp)}")
+        else:
+            lines.append(f"  compute alone (cached batch): {fmt_time(co)} per step vs {fmt_time(r.step_s)} in the "
+                         "loop → no gain from infinitely fast data"
+                         + (f" (alone it ran {speed_change(sp)})" if sp <= 1 / 1.05 else ""))
+        x = r.step_slowdown
+        if x is not None and r.step_slowed:
+            w = r.cfg.get("num_workers", 0)
+            lines.append(f"  the step itself slowed {fmt_time(co)} → {fmt_time(co * x)} (median, {x:.2f}×) while "
+                         f"{_n(w, 'worker')} ran: they compete for the {r.cores} usable cores")
     if bps is not None and co:
         lim = "the loader" if 1 / bps > co else "the compute"
         lines.append(f"  headroom: loader {fmt_time(1 / bps)}/batch vs compute {fmt_time(co)}/step: {lim} sets "
@@ -59,7 +86,9 @@ def text(r: Any) -> str:
     fs = r.findings()
     if fs:
         lines.append("  configuration:")
-        lines += [f"    {f.text()}" for f in fs]
+        for f in fs:  # wrapped: text/plain stays within 100 columns
+            lines += textwrap.wrap(f.text(), 100, initial_indent="    ", subsequent_indent="      ",
+                                   break_on_hyphens=False)
     if r.sweep:
         lines += ["  sweep:"] + ["    " + ln for ln in sweep_table(r).splitlines()]
         b, p = r.best, r.plateau
@@ -76,7 +105,15 @@ def text(r: Any) -> str:
                         "computes")
             lines.append(msg)
     lines += [f"  note: {n}" for n in r.notes]
-    return "\n".join(lines)
+    return "\n".join(lines[:1] + [_wrap(ln) for ln in lines[1:]])  # the verdict is the headline: one line
+
+
+def _wrap(line: str, width: int = 100) -> str:
+    """A line longer than ``width`` wrapped, its continuation indented two more spaces."""
+    if len(line) <= width:
+        return line
+    ind = " " * (len(line) - len(line.lstrip(" ")) + 2)
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent=ind, break_on_hyphens=False))
 
 def sweep_table(r: Any) -> str:
     """One row per sweep setting: first batch, step, data wait, throughput."""
