@@ -20,7 +20,7 @@ def test_amdahl_sweep_reports_and_records(shell) -> None:
     assert res.error_in_exec is None, res.error_in_exec
     (bundle,) = shell.bundles
     text = bundle["text/plain"]
-    assert text.startswith("best speedup") and "Amdahl" in text and "USL" in text and "run #1" in text
+    assert "best speedup" in text.splitlines()[0] and "Amdahl" in text and "USL" in text and "run #1" in text
     assert "image/png" in bundle and "application/vnd.jupyter.widget-view+json" not in bundle
     assert "run #1" in bundle["text/html"] and "Points (4 worker counts, 2 rounds)" in bundle["text/html"]
     import perfmagic
@@ -29,6 +29,21 @@ def test_amdahl_sweep_reports_and_records(shell) -> None:
     assert list(df["magic"]) == ["amdahl"] and abs(df.iloc[0]["S"] - 0.3) < 0.06
     shell.run("%perf")
     assert "S=0." in shell.text() and "amdahl" in shell.text()
+
+
+def test_two_counts_show_speedups_only(shell) -> None:
+    shell.run(SETUP)
+    res = shell.run("%%amdahl workers=1,2 -b 0.2 --rounds 2 --no-plot\njob(workers)\n")
+    assert res.error_in_exec is None, res.error_in_exec
+    text = shell.bundles[-1]["text/plain"]
+    flat = " ".join(x.strip() for x in text.splitlines())
+    assert "2 counts: no model fitted" in flat and "measure at ≥ 3 counts, e.g. workers=1,2,4" in flat, text
+    assert "S =" not in text and "σ" not in text and "AICc" not in text and "inf" not in text.replace("infinite", "")
+    assert all(len(line) <= 100 for line in text.splitlines()), text
+    import perfmagic
+
+    row = perfmagic.ledger(magic="amdahl").iloc[-1]
+    assert row["S"] is None or row["S"] != row["S"]  # no serial fraction recorded from 2 points
 
 
 @pytest.mark.parametrize("cell, needle", [

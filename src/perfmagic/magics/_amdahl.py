@@ -51,7 +51,10 @@ class ScalingMagics(Magics):
         ``%%amdahl workers=1,2,4,8`` injects ``workers`` into the cell; ``%%amdahl --threads 1,2,4`` sets
         torch and BLAS thread counts around it (restored afterwards). Reports speedup, efficiency and the
         Karp–Flatt serial fraction per point, the serial fraction S and ceiling 1/S, USL's σ, κ and peak,
-        the better-supported model, and how many workers are worth it.
+        the better-supported model, and how many workers are worth it. Other processes' load is named
+        first (and, when it leaves under 1.5 cores free, the answer is "cannot tell"); the GIL is blamed
+        only on evidence sampled while the threads run; with fewer than 3 counts no model is fitted, and
+        a fit at a bound or without degrees of freedom is marked unreliable, not reported.
         """
         __tracebackhide__ = True
         from ..errors import BenchInterrupted, PerfmagicError

@@ -6,6 +6,7 @@ imports no analysis module. matplotlib is imported inside :func:`figure_png` onl
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from .bundle import table_html
@@ -13,9 +14,20 @@ from .figures import new_figure, png_bytes
 from .units import fmt_time
 
 
+WIDTH = 100
+
+
+def _wrap(first: str, line: str) -> list[str]:
+    """One note or advice item as lines of at most WIDTH columns, continuation lines indented."""
+    return textwrap.wrap(line, WIDTH, initial_indent=first, subsequent_indent=" " * max(len(first), 4),
+                         break_on_hyphens=False) or [first.rstrip()]
+
+
 def text(r: Any) -> str:
-    """The verdict, one row per worker count, the advice, the model choice, notes and warnings."""
-    lines = [r.verdict()]
+    """The verdict, one row per worker count, the advice, the model choice, notes and warnings; every line
+    after the verdict fits in 100 columns (long items wrap, indented)."""
+    verdict = r.verdict()
+    lines = _wrap("", verdict) if len(verdict) > WIDTH else [verdict]
     b = r.base_n
     sp, ef, kf = r.speedups, r.efficiencies, r.karp_flatt
     lines.append(f"  {'N':>4}  {'median':>10}  {'95% CI':>23}  {'speedup':>8}  {'effic.':>7}  {'Karp–Flatt':>10}")
@@ -32,12 +44,15 @@ def text(r: Any) -> str:
             lines.append(f"  {p.n:>4}  failed: {p.error or 'not measured'}")
     if b is not None and b != 1:
         lines.append(f"  note: no N = 1 measured: speedups are relative to N = {b}, not to a serial run")
-    lines += [f"  {a}" for a in r.advice()]
-    if r.best_model and not r.weak and r.amdahl_fit and r.usl_fit:
+    for a in r.advice():
+        lines += _wrap("  ", a)
+    if r.best_model and not r.weak and r.reliable("amdahl") and r.reliable("usl"):
         lines.append(f"  model choice (AICc): {r.best_model} "
                      f"(Amdahl {r.amdahl_fit.aicc:.1f}, USL {r.usl_fit.aicc:.1f}; lower is better)")
-    lines += [f"  note: {n}" for n in r.notes]
-    lines += [f"  ! {w}" for w in r.warnings]
+    for w in r.warnings:   # other processes' load, when present, is the first warning: named before the notes
+        lines += _wrap("  ! ", w)
+    for n in r.notes:
+        lines += _wrap("  note: ", n)
     return "\n".join(lines)
 
 
@@ -55,14 +70,14 @@ def figure_png(r: Any) -> bytes | None:
         top_n = max(top_n, pk * 1.2)
     xs = [b + (top_n - b) * i / 200 for i in range(201)]
     ax.plot(xs, [x / b for x in xs], "--", color="0.6", lw=1, label="ideal")
-    if r.weak and r.gustafson_fit:
-        ax.plot(xs, [r.gustafson_fit.predict(x) for x in xs], color="tab:green", lw=1.5,
-                label=f"Gustafson S={r.gustafson_fit.params['S']:.3f}")
-    if r.amdahl_fit and not r.weak:
-        ax.plot(xs, [r.amdahl_fit.predict(x) for x in xs], color="tab:orange",
-                lw=2 if r.best_model == "amdahl" else 1, label=f"Amdahl S={r.amdahl_fit.params['S']:.3f}")
-    if r.usl_fit and not r.weak:
-        u = r.usl_fit
+    gf, af, uf = r.reliable("gustafson"), r.reliable("amdahl"), r.reliable("usl")  # unreliable fits: not drawn
+    if r.weak and gf:
+        ax.plot(xs, [gf.predict(x) for x in xs], color="tab:green", lw=1.5, label=f"Gustafson S={gf.params['S']:.3f}")
+    if af and not r.weak:
+        ax.plot(xs, [af.predict(x) for x in xs], color="tab:orange",
+                lw=2 if r.best_model == "amdahl" else 1, label=f"Amdahl S={af.params['S']:.3f}")
+    if uf and not r.weak:
+        u = uf
         ax.plot(xs, [u.predict(x) for x in xs], color="tab:purple", lw=2 if r.best_model == "usl" else 1,
                 label=f"USL σ={u.params['sigma']:.3f} κ={u.params['kappa']:.2g}")
         if pk is not None and xs[0] <= pk <= xs[-1]:
@@ -86,14 +101,23 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
     for p in r.points:
         rounds = ", ".join(fmt_time(b.median) for b in p.results)
         cores = f"{p.own_cores:.2f}" if p.own_cores is not None else ""
-        rows.append((p.n, fmt_time(p.median) if p.ok else "", rounds, len(p.times), cores, p.error or ""))
+        others = f"{p.others_cores:.2f}" if p.others_cores is not None else ""
+        ev = p.threads
+        held = f"{ev.held_share:.0%}" if ev is not None and ev.held_share is not None else ""
+        py = str(ev.working) if ev is not None else ""
+        rows.append((p.n, fmt_time(p.median) if p.ok else "", rounds, len(p.times), cores, others, py, held,
+                     p.error or ""))
     out = [(f"Points ({len(r.points)} worker counts, {r.rounds} rounds)",
-            table_html(rows, ("N", "median", "median per round", "samples", "busy cores", "error"), scroll=True))]
+            table_html(rows, ("N", "median", "median per round", "samples", "busy cores", "others' cores",
+                              "Python threads working", "GIL held at sampler wake-ups", "error"), scroll=True))]
     fits = []
-    for name, f in (("Amdahl", r.amdahl_fit), ("USL", r.usl_fit), ("Gustafson", r.gustafson_fit)):
+    why = dict(r.unreliable)
+    for key, name, f in (("amdahl", "Amdahl", r.amdahl_fit), ("usl", "USL", r.usl_fit),
+                         ("gustafson", "Gustafson", r.gustafson_fit)):
         if f is not None:
-            fits += [(name, k, f"{v:.4g}", f"{f.stderr.get(k, float('nan')):.2g}") for k, v in f.params.items()]
-            fits.append((name, "AICc", f"{f.aicc:.4g}", ""))
+            mark = f" (unreliable: {why[key]})" if key in why else ""
+            fits += [(name + mark, k, f"{v:.4g}", f"{f.stderr.get(k, float('nan')):.2g}") for k, v in f.params.items()]
+            fits.append((name + mark, "AICc", f"{f.aicc:.4g}", ""))
     if fits:
         out.append(("Fits", table_html(fits, ("model", "parameter", "value", "std. error"))))
     return out

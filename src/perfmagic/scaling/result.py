@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from . import models as _scaling
+from .gilprobe import ThreadEvidence
 from ..core import stats as _stats
 from ..render.units import fmt_time
 from ..result import Displayed
 from ..timing.results import BenchResult
 
 DEFAULT_BUDGET_PER_POINT = 1.0
+LOAD_NAME_CORES = 0.3   # other processes' load from here on is named, first, in the verdict
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class ScalingPoint:
     error: str | None = None
     own_cores: float | None = None     # CPU cores this process used while timing (process_time / wall)
     others_cores: float | None = None  # cores other processes kept busy meanwhile
+    threads: ThreadEvidence | None = None  # what the Python threads did meanwhile (gilprobe), its rounds merged
 
     @property
     def times(self) -> tuple[float, ...]:
@@ -75,6 +78,14 @@ class AmdahlResult(Displayed):
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     wall_s: float = 0.0
+    others_cores: float | None = None   # cores other processes kept busy during the sweep (median)
+    cores: int | None = None            # usable cores of this process
+    # gil | load | native | one-thread | cannot-tell | flat | speedups-only | fit | fit-unreliable | none
+    diagnosis: str | None = None
+    unreliable: tuple[tuple[str, str], ...] = ()  # (model, why its fit is not a finding)
+
+    DIAGNOSES: ClassVar[tuple[str, ...]] = ("gil", "load", "native", "one-thread", "cannot-tell", "flat",
+                                            "speedups-only", "fit", "fit-unreliable", "none")
 
     # ---- derived per point --------------------------------------------------------------------
     @property
@@ -127,7 +138,9 @@ class AmdahlResult(Displayed):
     def recommended_workers(self) -> int | None:
         """The largest measured N before efficiency drops under 50% or the speedup stops rising."""
         ns, sp, ef = self.ns, self.speedups, self.efficiencies
-        if not ns or self.flat or self.gil:
+        if self.diagnosis in ("load", "cannot-tell"):
+            return None
+        if not ns or self.flat or self.gil or self.diagnosis in ("native", "one-thread"):
             return ns[0] if ns else None
         if self.weak:
             ok = [n for n, e in zip(ns, ef) if e >= 0.5]
@@ -139,17 +152,24 @@ class AmdahlResult(Displayed):
             best_n, best_s = n, s
         return best_n
 
+    def reliable(self, model: str) -> _scaling.Fit | None:
+        """The fit of ``model`` ("amdahl", "usl", "gustafson") when it may be reported as a finding, else None."""
+        f = {"amdahl": self.amdahl_fit, "usl": self.usl_fit, "gustafson": self.gustafson_fit}[model]
+        return None if f is None or model in dict(self.unreliable) else f
+
     @property
     def ceiling(self) -> float | None:
-        return self.amdahl_fit.ceiling if self.amdahl_fit else None
+        a = self.reliable("amdahl")
+        return a.ceiling if a else None
 
     @property
     def peak_n(self) -> float | None:
-        return self.usl_fit.peak_n if self.usl_fit else None
+        u = self.reliable("usl")
+        return u.peak_n if u else None
 
     @property
     def serial_fraction(self) -> float | None:
-        f = self.gustafson_fit if self.weak else self.amdahl_fit
+        f = self.reliable("gustafson" if self.weak else "amdahl")
         return f.params["S"] if f else None
 
     def advice(self) -> list[str]:
@@ -158,7 +178,10 @@ class AmdahlResult(Displayed):
         if rec is not None and not self.flat and len(self.ns) >= 2:
             out.append(f"worth it up to {rec} workers (measured: beyond that efficiency < 50% or the speedup "
                        "stops rising)")
-        a = self.amdahl_fit
+        for model, why in self.unreliable:
+            name = {"amdahl": "Amdahl", "usl": "USL", "gustafson": "Gustafson"}[model]
+            out.append(f"{name}: fit unreliable, not a finding: {why}")
+        a = self.reliable("amdahl")
         if a is not None and not self.weak:
             s = a.params["S"]
             if s > 0:
@@ -168,7 +191,7 @@ class AmdahlResult(Displayed):
                            "part before adding workers")
             else:
                 out.append("Amdahl: no serial fraction detected (S ≈ 0): scaling is ideal over the range measured")
-        u = self.usl_fit
+        u = self.reliable("usl")
         if u is not None and not self.weak:
             sg, kp = u.params["sigma"], u.params["kappa"]
             line = f"USL: contention σ = {_pm(sg, u.stderr['sigma'])}, coherency κ = {_pm(kp, u.stderr['kappa'], 3)}"
@@ -178,7 +201,7 @@ class AmdahlResult(Displayed):
             elif pk is not None:
                 line += f"; its peak N* ≈ {pk:.3g} is not supported over Amdahl (AICc)"
             out.append(line)
-        g = self.gustafson_fit
+        g = self.reliable("gustafson")
         if g is not None:
             out.append(f"Gustafson (weak scaling): serial fraction S = {_pm(g.params['S'], g.stderr['S'])}; "
                        f"scaled speedup at N = {max(self.ns)}: {_scaling.gustafson(g.params['S'], max(self.ns)):.3g}×")
@@ -190,24 +213,49 @@ class AmdahlResult(Displayed):
         tag = "  [INTERRUPTED]" if self.status != "ok" else ""
         if len(g) < 2:
             return f"scaling: fewer than two worker counts measured successfully — nothing to fit{tag}"
-        if self.gil:
-            return f"no speedup from threads: the workers serialize on the GIL — use processes{tag}"
-        if self.flat:
-            lo, hi = min(p.median for p in g), max(p.median for p in g)
-            return (f"the time does not change with {self.var if self.mode == 'variable' else 'threads'} "
-                    f"({fmt_time(lo)} – {fmt_time(hi)}, within noise): the cell ignores the worker count or "
-                    f"does not run in parallel; nothing to fit{tag}")
         ns, sp, ef = self.ns, self.speedups, self.efficiencies
         i = max(range(len(sp)), key=lambda j: sp[j])
+        what = self.var if self.mode == "variable" else "threads"
+        d = self.diagnosis
+        load = ""
+        if self.others_cores is not None and self.others_cores >= LOAD_NAME_CORES:
+            load = f"others kept {self.others_cores:.1f} of {self.cores or '?'} cores busy"
+        if d == "load":
+            return (f"cannot tell: {load}, which caps the speedup (best {sp[i]:.2f}×) whatever the code — rerun on "
+                    f"a quiet machine{tag}")
+        pre = f"{load} · " if load else ""
+        if self.gil:
+            return f"{pre}no speedup from threads: the workers serialize on the GIL — use processes{tag}"
+        if d == "native":
+            return (f"{pre}no speedup from {what}, and not the GIL: it stayed free (native code, I/O or waits)"
+                    f"{tag}")
+        if d == "one-thread":
+            return (f"{pre}no speedup from threads: the cell runs Python bytecode in one thread, which torch/BLAS "
+                    f"threads cannot split{tag}")
+        if d == "cannot-tell":
+            return (f"{pre}no speedup from {what} (best {sp[i]:.2f}×); cannot tell why: no evidence that Python "
+                    f"code held the GIL{tag}")
+        if self.flat:
+            lo, hi = min(p.median for p in g), max(p.median for p in g)
+            return (f"{pre}the time does not change with {what} "
+                    f"({fmt_time(lo)} – {fmt_time(hi)}, within noise): the cell ignores the worker count or "
+                    f"does not run in parallel; nothing to fit{tag}")
         rel = "" if self.base_n == 1 else f" relative to N = {self.base_n}"
         kind = "scaled speedup" if self.weak else "speedup"
-        head = f"best {kind} {sp[i]:.2f}×{rel} at N = {ns[i]} ({ef[i]:.0%} efficient)"
-        if self.weak and self.gustafson_fit:
-            return f"{head} · Gustafson S = {self.gustafson_fit.params['S']:.3f}{tag}"
-        if self.best_model == "usl" and self.usl_fit and self.usl_fit.peak_n is not None:
-            return f"{head} · USL fits best: peak at N* ≈ {self.usl_fit.peak_n:.3g}, slower beyond{tag}"
-        if self.amdahl_fit:
-            s = self.amdahl_fit.params["S"]
+        head = f"{pre}best {kind} {sp[i]:.2f}×{rel} at N = {ns[i]} ({ef[i]:.0%} efficient)"
+        if d == "speedups-only":
+            return f"{head} · {len(g)} counts: no model fitted{tag}"
+        if d == "fit-unreliable":
+            return f"{head} · no model fits reliably (see below){tag}"
+        gf = self.reliable("gustafson")
+        if self.weak and gf:
+            return f"{head} · Gustafson S = {gf.params['S']:.3f}{tag}"
+        u = self.reliable("usl")
+        if self.best_model == "usl" and u and u.peak_n is not None:
+            return f"{head} · USL fits best: peak at N* ≈ {u.peak_n:.3g}, slower beyond{tag}"
+        a = self.reliable("amdahl")
+        if a:
+            s = a.params["S"]
             ceil = f", ceiling {1 / s:.3g}×" if s > 0 else ", no ceiling in sight"
             return f"{head} · Amdahl S = {s:.3f}{ceil} · worth it up to {self.recommended_workers} workers{tag}"
         return head + tag
@@ -217,20 +265,24 @@ class AmdahlResult(Displayed):
 
     # ---- serialisation ------------------------------------------------------------------------
     def metrics(self) -> dict[str, float | int | str | None]:
-        a, u = self.amdahl_fit, self.usl_fit
+        a, u = self.reliable("amdahl"), self.reliable("usl")
         s = self.serial_fraction
-        f = self.gustafson_fit if self.weak else a
+        f = self.reliable("gustafson") if self.weak else a
         return {
             "S": s, "S_stderr": f.stderr["S"] if f else None,
             "sigma": u.params["sigma"] if u else None, "kappa": u.params["kappa"] if u else None,
             "peak_n": self.peak_n, "ceiling": (1 / s if s else None) if not self.weak else None,
             "best_model": self.best_model, "recommended_workers": self.recommended_workers,
             "n_points": len(self.good), "max_speedup": max(self.speedups) if self.speedups else None,
-            "base_n": self.base_n, "wall_s": self.wall_s,
+            "base_n": self.base_n, "wall_s": self.wall_s, "diagnosis": self.diagnosis,
+            "others_cores": self.others_cores,
         }
 
     def samples(self) -> dict[str, Any]:
-        return {"points": [{"n": p.n, "error": p.error, "rounds": [r.samples() for r in p.results]}
+        return {"points": [{"n": p.n, "error": p.error, "rounds": [r.samples() for r in p.results],
+                            "own_cores": p.own_cores, "others_cores": p.others_cores,
+                            "gil_waits_s": list(p.threads.gil_waits) if p.threads else None,
+                            "working_threads": p.threads.working if p.threads else None}
                            for p in self.points]}
 
     def to_dict(self) -> dict[str, Any]:
@@ -245,4 +297,4 @@ def _pm(x: float, se: float | None, digits: int = 3) -> str:
     return f"{x:.{digits}g} ± {se:.2g}"
 
 
-__all__ = ["AmdahlResult", "ScalingPoint", "DEFAULT_BUDGET_PER_POINT"]
+__all__ = ["AmdahlResult", "ScalingPoint", "DEFAULT_BUDGET_PER_POINT", "LOAD_NAME_CORES"]

@@ -22,6 +22,7 @@ import contextlib
 import inspect
 import math
 import numbers
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,7 +33,8 @@ from ..core import stats as _stats
 from ..errors import BadOptionError, BenchInterrupted
 from ..render.units import fmt_time
 from ..timing.results import BenchResult
-from .result import DEFAULT_BUDGET_PER_POINT, AmdahlResult, ScalingPoint
+from .gilprobe import ThreadEvidence, ThreadSampler
+from .result import DEFAULT_BUDGET_PER_POINT, LOAD_NAME_CORES, AmdahlResult, ScalingPoint
 from ..core.env import usable_cores
 
 MODES = ("variable", "threads")
@@ -41,10 +43,14 @@ FLAT_RATIO_SURE = 1.05
 GIL_SPEEDUP = 1.15
 GIL_SPEEDUP_ONE_CORE = 1.5  # below this, and never more than ~1 core busy, threads are still serialized
 LOAD_WARN_CORES = 0.5
+LOAD_CAP_FREE = 1.5         # fewer free cores than this: no parallel speedup is possible, whatever the code
+MIN_COUNTS_TO_FIT = 3
 KF_RISE_NOTE = "the serial fraction grows with N: overhead or oversubscription, not serial code"
 GIL_NOTE = ("threads serialize on the GIL: Python-bound work gets no speedup from threads "
             "(at most {x:.2f}× at N ≥ 2 while the process kept only about one core busy); use processes "
             "(ProcessPoolExecutor, multiprocessing) or code that releases the GIL (NumPy, torch, native code)")
+FEW_COUNTS_NOTE = ("{k} worker counts: a model with 1–2 parameters fitted to {k} points says nothing, so none is "
+                   "fitted; measure at ≥ 3 counts, e.g. {eg}")
 _THREADY = re.compile(r"Thread|threading|concurrent\.futures|\.map\(|submit\(")
 
 
@@ -150,6 +156,8 @@ def amdahl(
     first_exc: BaseException | None = None
     own: dict[int, list[float]] = {n: [] for n in ns}
     others: list[float] = []
+    others_at: dict[int, list[float]] = {n: [] for n in ns}
+    evidence: dict[int, list[ThreadEvidence]] = {n: [] for n in ns}
     interrupted = False
     done = 0
     t_start = time.perf_counter()
@@ -167,6 +175,8 @@ def amdahl(
                 if results[n] and results[n][-1].raw and results[n][-1].median > 5e-3:
                     warm = 1
                 probe = LoadProbe().start()
+                kids0, t_kids = _descendants_cpu(), time.perf_counter()
+                sampler = ThreadSampler().start()
                 try:
                     ctx = thread_limits(n) if mode == "threads" else contextlib.nullcontext()
                     with ctx:
@@ -183,14 +193,20 @@ def amdahl(
                         first_exc = exc
                     continue
                 finally:
+                    ev = sampler.stop()
                     o = probe.stop()
+                    kids1 = _descendants_cpu()
+                    if o is not None and kids0 is not None and kids1 is not None:  # children are not others
+                        o = max(0.0, o - (kids1 - kids0) / max(time.perf_counter() - t_kids, 1e-9))
                     if o is not None:
                         others.append(o)
+                        others_at[n].append(o)
                 # the engine's own figure covers its measurement only: the full GC collection before
                 # it (~0.3 s of one core on a big heap) would make sleeping threads look CPU-bound
                 busy = res.env.get("own_cores", probe.own_cores)
                 if busy is not None:
                     own[n].append(busy)
+                evidence[n].append(ev)
                 results[n].append(res)
                 done += 1
                 if progress is not None:
@@ -199,7 +215,9 @@ def amdahl(
     except KeyboardInterrupt:
         interrupted = True
     points = tuple(ScalingPoint(n, tuple(results[n]), errors.get(n),
-                                _stats.median(own[n]) if own[n] else None) for n in ns)
+                                _stats.median(own[n]) if own[n] else None,
+                                _stats.median(others_at[n]) if others_at[n] else None,
+                                ThreadEvidence.merge(evidence[n])) for n in ns)
     if not interrupted and first_exc is not None and not any(p.ok for p in points):
         raise first_exc
     result = analyse(points, mode=mode, var=var, weak=weak, code=_source(code), rounds=rounds,
@@ -214,33 +232,43 @@ def analyse(points: Sequence[ScalingPoint], *, mode: str = "variable", var: str 
             code: str = "", rounds: int = 0, budget_per_point_s: float = DEFAULT_BUDGET_PER_POINT,
             status: str = "ok", others_cores: float | None = None, wall_s: float = 0.0,
             cores: int | None = None) -> AmdahlResult:
-    """Fit and diagnose measured points (also usable on points built by hand, e.g. from a ledger)."""
+    """Fit and diagnose measured points (also usable on points built by hand, e.g. from a ledger).
+
+    The order of the diagnosis: other processes' load first (when it leaves fewer than 1.5 cores free, no
+    speedup can be expected whatever the code: "cannot tell"); then, for threads that gave no speedup, the
+    evidence of :mod:`perfmagic.scaling.gilprobe` (the GIL verdict needs two or more Python threads working,
+    the GIL found held by them, and about one busy core); then the fits, only on 3 or more worker counts,
+    and a fit whose parameters sit at a bound, whose AICc is infinite or that misses the points is marked
+    unreliable instead of being reported as a finding."""
     points = tuple(sorted(points, key=lambda p: p.n))
     warnings: list[str] = []
     notes: list[str] = []
     good = [p for p in points if p.ok]
+    cores = usable_cores() if cores is None else cores
+    load_named = others_cores is not None and others_cores >= LOAD_NAME_CORES
+    load_caps = load_named and others_cores is not None and cores - others_cores < LOAD_CAP_FREE
+    if load_named:
+        warnings.append(f"other processes kept {others_cores:.1f} of {cores} cores busy during the sweep: "
+                        + ("at most one core was left free, so no parallel speedup could show, whatever the code"
+                           if load_caps else "the speedups at high N are pessimistic") + "; rerun on a quiet machine")
     for p in points:
         if p.error is not None:
             warnings.append(f"N = {p.n} failed ({p.error}); the other worker counts are kept")
-    cores = usable_cores() if cores is None else cores
     over = [p.n for p in points if p.n > cores]
     if over:
         warnings.append(f"worker counts {', '.join(map(str, over))} exceed the {cores} usable cores: CPU-bound "
                         "workers beyond that oversubscribe and can only slow down")
-    if others_cores is not None and others_cores > LOAD_WARN_CORES:
-        warnings.append(f"other processes kept {others_cores:.1f} cores busy during the sweep: the speedups at "
-                        "high N are pessimistic; rerun on a quiet machine")
     base = AmdahlResult(points=points, mode=mode, var=var, weak=weak, code=code, rounds=rounds,
-                        budget_per_point_s=budget_per_point_s, status=status, wall_s=wall_s)
+                        budget_per_point_s=budget_per_point_s, status=status, wall_s=wall_s,
+                        others_cores=others_cores, cores=cores)
     if len(good) < 2:
-        return _replace(base, warnings=tuple(warnings), notes=tuple(notes))
+        return _replace(base, warnings=tuple(warnings), notes=tuple(notes), diagnosis="none")
     ns, sp = base.ns, base.speedups
     meds = [p.median for p in good]
     cis = [p.ci for p in good]
     ratio = max(meds) / min(meds)
     overlap = max(c[0] for c in cis) <= min(c[1] for c in cis)
     flat = not weak and (ratio < FLAT_RATIO_SURE or (ratio < FLAT_RATIO and overlap))
-    # GIL: threads used, no speedup at N >= 2, and about one core busy (Python-bound, not waiting)
     thready = mode == "threads" or bool(_THREADY.search(code or ""))
     hi_own = [p.own_cores for p in good if p.n >= 2 and p.own_cores is not None]
     one_core = bool(hi_own) and 0.6 <= _stats.median(hi_own) <= 1.35
@@ -253,34 +281,137 @@ def analyse(points: Sequence[ScalingPoint], *, mode: str = "variable", var: str 
     busy_flat = bool(hi_own) and own1 is not None and own1 >= 0.6 and max(hi_own) <= 1.2 * own1 + 0.1
     capped = (bool(hi_own) and max(hi_own) <= 1.35 and cores >= 2
               and (best_hi < GIL_SPEEDUP_ONE_CORE or busy_flat))
-    gil = not weak and thready and one_core and (best_hi <= GIL_SPEEDUP or capped)
-    if gil:
-        notes.append(GIL_NOTE.format(x=best_hi) + (" — or the cell does not use torch/BLAS threads at all"
-                                                  if mode == "threads" else ""))
-        if best_hi >= GIL_SPEEDUP_ONE_CORE:
-            warnings.append(f"the {best_hi:.2f}× measured at N ≥ 2 cannot come from the threads (the busy cores "
-                            "stayed at one): the machine changed speed between the points; rerun on a quiet "
-                            "machine for clean numbers")
-    if flat or gil:
-        return _replace(base, flat=flat, gil=gil, warnings=tuple(warnings), notes=tuple(notes))
+    no_speedup = flat or best_hi <= GIL_SPEEDUP or capped
+    # beside a load that leaves at most one core free, a process that never used more than about one core
+    # cannot show parallel speedup; whatever "speedup" was measured is the load moving between the points
+    # (only for a process that needs cores: threads that sleep or wait on I/O are not held back by a load)
+    load_explains = load_caps and bool(hi_own) and _stats.median(hi_own) >= 0.4
+    load_bound = load_explains and max(hi_own) <= 1.35
+    if not weak and thready and (no_speedup or load_bound):
+        ev = ThreadEvidence.merge(p.threads for p in good if p.n >= 2)
+        own_hi = _stats.median(hi_own) if hi_own else None
+        seen = (f"evidence at N ≥ 2: the process kept {own_hi:.2f} cores busy" if own_hi is not None
+                else "evidence at N ≥ 2: busy cores not measured") + (f"; {ev.describe()}" if ev else "; no samples")
+        if others_cores is not None:
+            seen += f"; other processes kept {others_cores:.2f} cores busy"
+        if load_explains:
+            diag = "load"
+            if ev is not None and ev.gil_bound():
+                notes.append("the samples also show Python threads holding the GIL: on a quiet machine they would "
+                             "likely serialize on it too")
+        elif ev is not None and ev.gil_bound() and one_core:
+            diag = "gil"
+            notes.append(GIL_NOTE.format(x=best_hi))
+            if best_hi >= GIL_SPEEDUP_ONE_CORE:
+                warnings.append(f"the {best_hi:.2f}× measured at N ≥ 2 cannot come from the threads (the busy cores "
+                                "stayed at one): the machine changed speed between the points; rerun on a quiet "
+                                "machine for clean numbers")
+        elif (ev is not None and ev.working <= 1 and mode == "threads" and ev.held_share is not None
+              and ev.held_share >= 0.4 and one_core):
+            diag = "one-thread"
+        elif ev is not None and ev.gil_free():
+            diag = "native"
+            notes.append("the threads spent their time where the GIL is released (native kernels, I/O, waits): "
+                         + ("more torch/BLAS threads did not help: the ops are too small to split, or the cell does "
+                            "not use those pools" if mode == "threads" else
+                            "the work inside those calls is serial (a lock, a single-threaded library) or too small "
+                            "to split"))
+        else:
+            diag = "cannot-tell"
+        notes.append(seen)
+        return _replace(base, flat=flat, gil=diag == "gil", diagnosis=diag, warnings=tuple(warnings),
+                        notes=tuple(notes))
+    if flat:
+        return _replace(base, flat=True, diagnosis="flat", warnings=tuple(warnings), notes=tuple(notes))
+    if len(good) < MIN_COUNTS_TO_FIT:
+        eg = (f"{var}=1,2,4" if mode == "variable" else "--threads 1,2,4")
+        notes.append(FEW_COUNTS_NOTE.format(k=len(good), eg=eg))
+        return _replace(base, diagnosis="speedups-only", warnings=tuple(warnings), notes=tuple(notes))
     b = ns[0]
     fits: dict[str, Any] = {}
+    unreliable: dict[str, str] = {}
     if weak:
-        fits["gustafson_fit"] = _scaling.fit_gustafson(ns, sp, base_n=b)
-        best = "gustafson"
+        fg = _scaling.fit_gustafson(ns, sp, base_n=b)
+        fits["gustafson_fit"] = fg
+        if (why := _unreliable(fg, ns, sp)) is not None:
+            unreliable["gustafson"] = why
+        best = None if unreliable else "gustafson"
     else:
         fa = _scaling.fit_amdahl(ns, sp, base_n=b)
         fu = _scaling.fit_usl(ns, sp, base_n=b)
-        best, choice_notes = _scaling.choose_model(fa, fu, max(ns))
-        notes += choice_notes
         fits.update(amdahl_fit=fa, usl_fit=fu)
+        for f in (fa, fu):
+            if (why := _unreliable(f, ns, sp)) is not None:
+                unreliable[f.model] = why
+        best, choice_notes = _scaling.choose_model(fa if "amdahl" not in unreliable else None,
+                                                   fu if "usl" not in unreliable else None, max(ns))
+        if not unreliable:
+            notes += choice_notes
         kf = [e for n, e in zip(ns, base.karp_flatt) if n > b and e == e]
         kn = [n for n, e in zip(ns, base.karp_flatt) if n > b and e == e]
-        if len(kf) >= 2 and _rising(kn, kf):
+        if len(kf) >= 2 and kf[-1] > 0.05 and _rising(kn, kf):
             notes.append(KF_RISE_NOTE)
     if any(s < 1 / 1.15 for n, s in zip(ns, sp) if n > b):
         notes.append("some worker counts are slower than the baseline: parallel overhead exceeds the work split")
-    return _replace(base, best_model=best, warnings=tuple(warnings), notes=tuple(notes), **fits)
+    return _replace(base, best_model=best, warnings=tuple(warnings), notes=tuple(notes),
+                    diagnosis="fit" if best is not None else "fit-unreliable",
+                    unreliable=tuple(unreliable.items()), **fits)
+
+
+def _unreliable(fit: _scaling.Fit, ns: Sequence[int], sp: Sequence[float]) -> str | None:
+    """Why a fit must not be reported as a finding, or None: AICc infinite, a parameter at an upper bound
+    (S = 1, σ = 1, κ = 1), at its lower bound 0 while the data lie beyond what the model can bend to
+    (super-linear speedups), or predictions that miss the points by more than 15% (RMS, relative)."""
+    names = {"S": "S", "sigma": "σ", "kappa": "κ"}
+    if math.isinf(fit.aicc):
+        return (f"{fit.n} points leave no degrees of freedom for its {len(fit.params)} parameter(s) (AICc "
+                "infinite); measure more worker counts")
+    for k, v in fit.params.items():
+        if v >= 0.999:
+            return f"{names[k]} = {v:.3g} sits at its bound: the model cannot describe these points"
+    b = ns[0]
+    superlinear = any(s > 1.05 * n / b for n, s in zip(ns, sp) if n > b)
+    if superlinear and all(v <= 1e-9 for k, v in fit.params.items() if k in ("S", "sigma")):
+        what = "S" if "S" in fit.params else "σ"
+        return (f"{what} sits at its bound 0 because the speedups exceed the ideal (super-linear: caches, or "
+                "a slow baseline), which no serial fraction explains")
+    rel = [(fit.predict(n) - s) / s for n, s in zip(ns, sp)]
+    rms = math.sqrt(sum(r * r for r in rel) / len(rel))
+    if rms > 0.15:
+        return f"it misses the measured speedups by {rms:.0%} (RMS): the model does not describe them"
+    return None
+
+
+def _descendants_cpu() -> float | None:
+    """CPU seconds used so far by the live child processes of this process and theirs (``/proc``), or None.
+
+    A cell that runs a process pool makes its children busy: without this they would count as "other
+    processes' load" and the sweep would blame the load for the speedup the children bring."""
+    try:
+        tck = os.sysconf("SC_CLK_TCK")
+        todo, seen, total = [os.getpid()], set(), 0.0
+        while todo:
+            pid = todo.pop()
+            for tdir in os.listdir(f"/proc/{pid}/task"):
+                try:
+                    with open(f"/proc/{pid}/task/{tdir}/children") as f:
+                        kids = [int(x) for x in f.read().split()]
+                except OSError:
+                    continue
+                for k in kids:
+                    if k in seen:
+                        continue
+                    seen.add(k)
+                    todo.append(k)
+                    try:
+                        with open(f"/proc/{k}/stat") as f:
+                            fields = f.read().rsplit(")", 1)[1].split()
+                        total += (int(fields[11]) + int(fields[12])) / tck
+                    except (OSError, ValueError, IndexError):
+                        continue
+        return total
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _rising(ns: list[int], es: list[float]) -> bool:
