@@ -178,9 +178,6 @@ class AmdahlResult(Displayed):
         if rec is not None and not self.flat and len(self.ns) >= 2:
             out.append(f"worth it up to {rec} workers (measured: beyond that efficiency < 50% or the speedup "
                        "stops rising)")
-        for model, why in self.unreliable:
-            name = {"amdahl": "Amdahl", "usl": "USL", "gustafson": "Gustafson"}[model]
-            out.append(f"{name}: fit unreliable, not a finding: {why}")
         a = self.reliable("amdahl")
         if a is not None and not self.weak:
             s = a.params["S"]
@@ -205,6 +202,9 @@ class AmdahlResult(Displayed):
         if g is not None:
             out.append(f"Gustafson (weak scaling): serial fraction S = {_pm(g.params['S'], g.stderr['S'])}; "
                        f"scaled speedup at N = {max(self.ns)}: {_scaling.gustafson(g.params['S'], max(self.ns)):.3g}×")
+        for model, why in self.unreliable:
+            name = {"amdahl": "Amdahl", "usl": "USL", "gustafson": "Gustafson"}[model]
+            out.append(f"{name}: fit unreliable, not a finding: {why}")
         return out
 
     # ---- text -----------------------------------------------------------------------------------
@@ -221,8 +221,8 @@ class AmdahlResult(Displayed):
         if self.others_cores is not None and self.others_cores >= LOAD_NAME_CORES:
             load = f"others kept {self.others_cores:.1f} of {self.cores or '?'} cores busy"
         if d == "load":
-            return (f"cannot tell: {load}, which caps the speedup (best {sp[i]:.2f}×) whatever the code — rerun on "
-                    f"a quiet machine{tag}")
+            return (f"cannot tell: {load}, at most one left free — the speedups measured (best {sp[i]:.2f}×) say "
+                    f"nothing about the code; rerun on a quiet machine{tag}")
         pre = f"{load} · " if load else ""
         if self.gil:
             return f"{pre}no speedup from threads: the workers serialize on the GIL — use processes{tag}"
