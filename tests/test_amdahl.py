@@ -367,3 +367,27 @@ def test_analyse_synthetic_points_and_warnings() -> None:
     weak = analyse([pt(n, n / gustafson(0.2, n)) for n in (1, 2, 4)], weak=True, cores=8)
     assert weak.metrics()["S"] == pytest.approx(0.2, abs=1e-3) and weak.gustafson_fit is not None
     assert "Gustafson" in weak.text() and weak.figure_png()[:4] == b"\x89PNG"
+
+
+def test_children_are_the_cells_work_planted_neighbours_are_others() -> None:
+    # planted: a spinning child process (a process pool's worker) and a planted neighbour (other users)
+    import subprocess
+    import sys
+
+    from perfmagic.core.neighbours import busy_neighbours
+    from perfmagic.scaling.sweep import _descendants_cpu
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 5: pass"])
+    try:
+        time.sleep(0.2)
+        a, t0 = _descendants_cpu(), time.perf_counter()
+        time.sleep(0.6)
+        mine = (_descendants_cpu() - a) / (time.perf_counter() - t0)
+    finally:
+        child.kill()
+        child.wait()
+    with busy_neighbours(1):
+        a, t0 = _descendants_cpu(), time.perf_counter()
+        time.sleep(0.6)
+        planted = (_descendants_cpu() - a) / (time.perf_counter() - t0)
+    assert mine > 0.2 and planted == 0.0, (mine, planted)

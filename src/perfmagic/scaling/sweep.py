@@ -386,7 +386,21 @@ def _descendants_cpu() -> float | None:
     """CPU seconds used so far by the live child processes of this process and theirs (``/proc``), or None.
 
     A cell that runs a process pool makes its children busy: without this they would count as "other
-    processes' load" and the sweep would blame the load for the speedup the children bring."""
+    processes' load" and the sweep would blame the load for the speedup the children bring. Planted
+    noisy neighbours (:func:`perfmagic.core.neighbours.busy_neighbours`, recognised by their command
+    line) stand for other users' work: they, and anything under them, stay "others"."""
+    from ..core import neighbours as _nb
+
+    planted = {_nb._SPIN, _nb._STREAM}
+
+    def is_planted(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            return False
+        return any(a in planted for a in args)
+
     try:
         tck = os.sysconf("SC_CLK_TCK")
         todo, seen, total = [os.getpid()], set(), 0.0
@@ -399,7 +413,7 @@ def _descendants_cpu() -> float | None:
                 except OSError:
                     continue
                 for k in kids:
-                    if k in seen:
+                    if k in seen or is_planted(k):
                         continue
                     seen.add(k)
                     todo.append(k)
