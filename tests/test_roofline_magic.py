@@ -41,6 +41,37 @@ def test_roofline_line_shows_the_roofs(shell, roofs) -> None:
     assert "float32" in shell.text() and "bandwidth" in shell.text()
 
 
+def test_loaded_roofs_are_held_marked_and_not_cached(shell, tmp_path, monkeypatch) -> None:
+    """A calibration taken beside busy processes: %roofline and %%roofline say LOADED, nothing is cached,
+    and while the machine stays busy the held roofs are reused instead of re-measured each cell."""
+    from perfmagic.roofs import ceilings as cm
+
+    monkeypatch.setenv("PERFMAGIC_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cm, "_HELD", {})
+    fp, _ = cm.machine_fingerprint("cpu")
+    calls = []
+
+    def loaded_measure(dev, **kw):
+        calls.append(dev)
+        return cm.Ceilings(device="cpu", fingerprint=fp, measured_utc="2026-11-24T00:00:00Z",
+                           compute={"float32": 120e9, "float64": 60e9, "bfloat16": 200e9}, bandwidth_Bps=9e9, load_before=1.2,
+                           load_after=0.9, warnings=("loaded: other processes kept 1.2 cores busy",))
+
+    monkeypatch.setattr(cm, "measure", loaded_measure)
+    monkeypatch.setattr(cm, "_idle_load", lambda seconds=0.15: 1.0)
+    res = shell.run("%roofline --no-plot")
+    assert res.error_in_exec is None, res.error_in_exec
+    assert "LOADED: others kept 1.2 cores busy" in shell.text() and "not cached" in shell.text()
+    assert not (tmp_path / "cache").exists() or not list((tmp_path / "cache").iterdir())
+    shell.run("import torch\nx = torch.randn(256, 256)")
+    res = shell.run("%%roofline --no-plot\nx @ x\n")
+    assert res.error_in_exec is None, res.error_in_exec
+    text = shell.text()
+    assert "LOADED: others kept 1.2 cores busy" in text
+    assert "the roofs were measured while other processes kept 1.2 cores busy" in " ".join(text.split())
+    assert calls == ["cpu"]  # reused, not re-measured, while the machine stays busy
+
+
 @pytest.mark.parametrize("cell, needle", [
     ("%%roofline\nsum(range(10))\n", "--flops"),
     ("%%roofline --flops nope*2 --bytes 8\n1\n", "NameError"),

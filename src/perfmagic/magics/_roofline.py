@@ -33,7 +33,7 @@ class RooflineMagics(Magics):
                               "(default: the dominant dtype of the counted ops)")
     @argument("-d", "--device", default="auto", help="auto, cpu, cuda, cuda:N (default auto)")
     @argument("-b", "--budget", type=_args.positive_duration, default=None, help="timing budget, as for %%gpubench")
-    @argument("--calibrate", action="store_true", help="re-measure this machine's roofs first (about 15 s on a CPU)")
+    @argument("--calibrate", action="store_true", help="re-measure this machine's roofs first (about 10 s on a CPU)")
     @argument("--no-plot", action="store_true", help="text only, no chart")
     @argument("-o", "--output", action="store_true", help="return the RooflineResult (or the Ceilings)")
     @argument("-q", "--quiet", action="store_true", help="display nothing (use with -o)")

@@ -118,15 +118,31 @@ def ceilings_sections(c: Any) -> list[tuple[str, str]]:
                 rows.append((d, m, size, fmt_rate(rate, "FLOP") if rate else "", "best" if size == x.get("size") else ""))
     if rows:
         out.append(("compute sweep", table_html(rows, ("dtype", "method", "n", "rate", ""), scroll=True)))
+    trials = []
+    for d, methods in (c.details.get("compute") or {}).items():
+        for m, x in methods.items():
+            for size, rates in (x.get("trials") or {}).items():
+                trials.append((d, m, size, ", ".join(fmt_rate(v, "FLOP") for v in rates),
+                               "kept" if str(size) == str(x.get("size")) else "",
+                               ("agree" if x.get("agreed") else "DISAGREE") if str(size) == str(x.get("size")) else ""))
+    if trials:  # only calibrations that kept their trials (cache version 2)
+        out.append(("compute trials", table_html(trials, ("dtype", "method", "n", "trials (fastest call each)", "",
+                                                          "two best"), scroll=True)
+                    + "<p style='font-size:12px'>the roof is the second-highest trial of the kept size: a rate "
+                      "reached in two separate trials</p>"))
     bw = (c.details.get("bandwidth") or {})
     if bw.get("methods"):
         out.append(("bandwidth kernels", table_html(
-            [(m, fmt_rate(x["bytes_per_s"], "B"), x.get("bytes_per_element"), x.get("passes"), x.get("reps", ""))
-             for m, x in bw["methods"].items()], ("method", "rate", "bytes/elt", "passes", "reps"))
+            [(m, fmt_rate(x["bytes_per_s"], "B"), x.get("bytes_per_element"), x.get("passes"), x.get("reps", ""),
+              ", ".join(fmt_rate(v, "B") for v in x.get("trials") or []))
+             for m, x in bw["methods"].items()], ("method", "rate", "bytes/elt", "passes", "trials", "trial rates"))
             + (f"<p style='font-size:12px'>{_esc(bw['counting'])}</p>" if bw.get("counting") else "")))
     unsupported = c.details.get("unsupported") or {}
     if unsupported:
         out.append(("dtypes not measured", table_html(list(unsupported.items()), ("dtype", "why"))))
+    emulated = c.details.get("emulated") or {}
+    if emulated:
+        out.append(("dtypes emulated", table_html(list(emulated.items()), ("dtype", "why"))))
     return out
 
 

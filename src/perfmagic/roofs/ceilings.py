@@ -7,8 +7,16 @@ The method (every figure and its method are kept in :attr:`Ceilings.details`):
   is not absurdly slow) and ``numpy.matmul`` for float32 / float64. GPU: cuBLAS through torch for
   float32 (TF32 off), tf32 (``torch.backends.cuda.matmul.allow_tf32``), float16, bfloat16 and
   fp8_e4m3 (``torch._scaled_mm``, compute capability >= 8.9), timed with CUDA events.
-  Each (method, size) runs a few reps after one warm call; the ceiling is the **maximum** rate over
-  all reps, sizes and methods (a ceiling is what the machine *can* do, so max, not median).
+  A short sweep (one warm call and two timed calls per size) finds the best size; then **trials** at
+  that size (and the second best when within 15%), interleaved, each at least 0.1 s and two calls, its
+  rate from its fastest call, until the two best trials agree within 5%
+  (:func:`perfmagic.roofs.kernels.confirm`). The roof is the **second-highest trial**: a rate reached
+  in two separate trials, never one lucky call. When the trials did not agree before the time ran out
+  the roof says so (``details["status"]``, a warning) instead of passing for a measured ceiling.
+  The 128×128 probe of each torch dtype only picks the sizes (a slow dtype gets small ones): no dtype
+  is dropped for being slow. bfloat16/float16 on a CPU whose ``/proc/cpuinfo`` flags lack native
+  units (avx512_bf16/amx_bf16, avx512_fp16/amx_fp16) are measured and labelled **emulated**
+  (``details["emulated"]``); roofline advice never suggests them.
 * **Bandwidth**: the best of several streaming kernels over working sets far larger than the last-level
   cache (LLC size read from sysfs via :func:`perfmagic._env.cache_sizes`; the GPU's L2 from torch), each
   counted with the bytes it *moves by algorithm* (STREAM convention: every array read once and written
@@ -24,10 +32,14 @@ The method (every figure and its method are kept in :attr:`Ceilings.details`):
   numpy_triad           ``np.multiply(c, s, out=a); a += b``      5 (2 passes)
   ====================  =======================================  ===========
 
-  The ceiling is the maximum over methods and trials.
-* **Load**: other processes' CPU use (:class:`perfmagic._env.LoadProbe`) is read for a short idle
-  window before and after, and over the whole calibration; a loaded machine can halve these numbers,
-  so a warning says so and offers ``ceilings(recalibrate=True)``.
+  Interleaved trials of every kernel (each ≥ 0.05 s and two passes) until the best kernel's two best
+  trials agree within 5%; the ceiling is that kernel's second-highest trial.
+* **Load**: other processes' CPU use (:class:`perfmagic.core.env.LoadProbe`) is read for a short idle
+  window before and after, and over the whole calibration. A calibration during which others kept more
+  than :data:`LOADED_CORES` cores busy is **loaded**: it says so, is kept for this process only (never
+  written to the cache as the machine's roofs), and the next ``ceilings()`` call re-measures when the
+  machine is quiet again (a 0.15 s look at the load; still busy: the loaded roofs are reused, marked).
+  A quiet calibration replaces it and is cached.
 * **Cache**: one JSON file per machine fingerprint (:func:`perfmagic._env.fingerprint`) under
   ``$PERFMAGIC_CACHE_DIR`` or ``~/.cache/perfmagic/ceilings/``, written to a temporary file and moved
   into place with ``os.replace``: an interrupted calibration leaves no file, never half of one. A
@@ -46,15 +58,16 @@ import os
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
 from ..errors import BadOptionError
 from ..result import Displayed
-from .kernels import LLC_FACTOR, ProgressFn, _Clock, _cpu_bandwidth, _cpu_compute, _gpu_bandwidth, _gpu_compute
+from .kernels import (LLC_FACTOR, ProgressFn, _Clock, _cpu_bandwidth, _cpu_compute, _gpu_bandwidth, _gpu_compute,
+                      combine_bandwidth, emulated_dtype)
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: roofs confirmed by agreeing trials, loaded calibrations never cached
 CPU_DTYPES = ("float32", "float64", "bfloat16", "float16")
 CPU_DEFAULT_DTYPES = ("float32", "float64", "bfloat16")
 GPU_DTYPES = ("float32", "tf32", "float16", "bfloat16", "fp8_e4m3")
@@ -62,7 +75,8 @@ ALL_DTYPES = tuple(dict.fromkeys(CPU_DTYPES + GPU_DTYPES))
 DTYPE_ALIASES = {"fp32": "float32", "float": "float32", "fp64": "float64", "double": "float64",
                  "bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp8": "fp8_e4m3",
                  "float8_e4m3fn": "fp8_e4m3"}
-LOAD_WARN_CORES = 0.25
+LOADED_CORES = 0.3  # others' busy cores above which a calibration is "loaded"
+LOAD_WARN_CORES = LOADED_CORES  # the old name
 
 
 def normalize_dtype(name: Any) -> str:
@@ -89,7 +103,7 @@ class Ceilings(Displayed):
     load_after: float | None = None
     warnings: tuple[str, ...] = ()
     calibration_s: float = 0.0
-    source: str = "measured"  # "measured" | "cache" | "given"
+    source: str = "measured"  # "measured" | "cache" | "kernel" (a loaded calibration held in memory) | "given"
 
     def ridge(self, dtype: str = "float32") -> float:
         """Ridge point in FLOP/byte: ``compute[dtype] / bandwidth_Bps``."""
@@ -100,8 +114,27 @@ class Ceilings(Displayed):
         return self.compute[d] / self.bandwidth_Bps
 
     @property
+    def others_cores(self) -> float | None:
+        """The most cores other processes kept busy before, during or after the calibration."""
+        xs = [x for x in (self.load_before, (self.details or {}).get("load_during"), self.load_after)
+              if isinstance(x, (int, float))]
+        return max(xs) if xs else None
+
+    @property
     def loaded(self) -> bool:
-        return any(x is not None and x > LOAD_WARN_CORES for x in (self.load_before, self.load_after))
+        """Measured while other processes kept more than :data:`LOADED_CORES` cores busy."""
+        x = self.others_cores
+        return x is not None and x > LOADED_CORES
+
+    @property
+    def unreliable(self) -> dict[str, str]:
+        """Roofs (a dtype or ``"bandwidth"``) whose trials did not agree -> why."""
+        return {k: v for k, v in ((self.details or {}).get("status") or {}).items() if v and v != "ok"}
+
+    @property
+    def emulated(self) -> dict[str, str]:
+        """Dtypes this CPU runs without native units -> why (never offered as 'lower precision')."""
+        return dict((self.details or {}).get("emulated") or {})
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -124,17 +157,37 @@ class Ceilings(Displayed):
                    warnings=tuple(d.get("warnings") or ()), calibration_s=float(d.get("calibration_s") or 0.0),
                    source=source)
 
+    def _trust(self, roof: str, spread: Any) -> str:
+        if roof in self.unreliable:
+            return "UNRELIABLE: trials disagree"
+        if isinstance(spread, (int, float)):
+            return f"2 trials within {max(spread, 0.0):.0%}"
+        return ""
+
     def text(self) -> str:
         lines = [f"ceilings of {self.device} (fingerprint {self.fingerprint}, measured {self.measured_utc}, "
                  f"{self.source}; calibration {self.calibration_s:.1f} s)"]
+        if self.loaded:
+            lines.append(f"  LOADED: others kept {self.others_cores:.1f} cores busy while measuring; these roofs may be "
+                         "too low")
+            lines.append("  held for this kernel, not cached; re-measured on the next use when the machine is quiet")
         for d, v in self.compute.items():
-            best = (self.details.get("compute") or {}).get(d, {})
-            how = ", ".join(f"{m} {x['flops_per_s'] / 1e9:.4g} @ n={x['size']}" for m, x in best.items())
-            lines.append(f"  {d:9s} {v / 1e9:10.4g} GFLOP/s   ridge {self.ridge(d):8.3g} FLOP/B   ({how})")
-        bwd = (self.details.get("bandwidth") or {}).get("methods", {})
-        how = ", ".join(f"{m} {x['bytes_per_s'] / 1e9:.4g}" for m, x in bwd.items())
-        lines.append(f"  bandwidth {self.bandwidth_Bps / 1e9:10.4g} GB/s   ({how})")
-        lines += [f"  ! {w}" for w in self.warnings]
+            per = (self.details.get("compute") or {}).get(d, {})
+            best = max(per.values(), key=lambda x: x.get("flops_per_s", 0.0), default={})
+            how = f"n={best['size']}" if best.get("size") else ""
+            trust = self._trust(d, best.get("spread"))
+            emu = " EMULATED (no native units)" if d in self.emulated else ""
+            lines.append(f"  {d:9s} {v / 1e9:9.4g} GFLOP/s  ridge {self.ridge(d):7.3g} FLOP/B  "
+                         + "; ".join(x for x in (how, trust) if x) + emu)
+        bw = self.details.get("bandwidth") or {}
+        bwm = (bw.get("methods") or {}).get(bw.get("best"), {})
+        trust = self._trust("bandwidth", settled_spread(bwm.get("trials")))
+        lines.append(f"  bandwidth {self.bandwidth_Bps / 1e9:9.4g} GB/s   "
+                     + "; ".join(x for x in (bw.get("best") or "", trust) if x))
+        import textwrap
+
+        lines += [textwrap.fill(w, width=100, initial_indent="  ! ", subsequent_indent="    ", break_long_words=False,
+                                break_on_hyphens=False) for w in self.warnings]
         return "\n".join(lines)
 
     def metrics(self) -> dict[str, Any]:
@@ -169,6 +222,16 @@ class Ceilings(Displayed):
 
 
 # ---- cache ------------------------------------------------------------------------------------
+def settled_spread(rates: Any) -> float | None:
+    """1 - lower / higher of the agreeing pair of trial rates (None with fewer than two)."""
+    if not rates or len(rates) < 2:
+        return None
+    from .kernels import agreeing_pair
+
+    hi, lo, _ = agreeing_pair(list(rates))
+    return 1.0 - lo / hi if hi > 0 else None
+
+
 def cache_dir(path: str | os.PathLike[str] | None = None) -> str:
     """The ceilings cache folder: ``path``, else ``$PERFMAGIC_CACHE_DIR``, else ``~/.cache/perfmagic/ceilings``."""
     if path is not None:
@@ -259,7 +322,11 @@ def ceilings(device: str = "cpu", *, dtypes: Iterable[Any] | None = None, recali
              cache_dir: str | os.PathLike[str] | None = None, progress: ProgressFn | None = None,
              budget_s: float = 15.0, save_cache: bool = True) -> Ceilings:
     """The measured ceilings of ``device`` ("cpu", "cuda", "cuda:N" or "auto"), from the cache when it
-    holds every requested dtype for this machine fingerprint, else measured (and cached).
+    holds every requested dtype for this machine fingerprint, else measured (and cached when quiet).
+
+    A calibration taken while other processes kept more than :data:`LOADED_CORES` cores busy is not
+    cached: it is held for this process (``source="kernel"`` when reused) and re-measured by the next
+    call that finds the machine quiet; a quiet calibration replaces it and is cached.
 
     ``progress(fraction, message)`` is called as the calibration goes; an exception it raises (or
     Ctrl-C) aborts the calibration and leaves the cache untouched. ``budget_s`` bounds the calibration
@@ -270,15 +337,68 @@ def ceilings(device: str = "cpu", *, dtypes: Iterable[Any] | None = None, recali
     dev = _resolve_device(device)
     want = _check_dtypes(dev, dtypes)
     fp, env = machine_fingerprint(dev)
+    key = (fp, os.path.abspath(globals()["cache_dir"](cache_dir)))
+    held = _HELD.get(key)
+    if held is not None and not _covers(held, want):
+        held = None
     if not recalibrate:
         cached = load_cached(fp, cache_dir)
-        if cached is not None and all(d in cached.compute or d in cached.details.get("unsupported", {})
-                                      for d in want):
+        if cached is not None and _covers(cached, want):
             return cached
+        if held is not None:
+            now = _idle_load()
+            if now is None or now > LOADED_CORES:  # still busy: the held (loaded) roofs, not a re-measure per cell
+                return replace(held, source="kernel")
+    previous = load_cached(fp, cache_dir) if recalibrate else None
     c = measure(dev, dtypes=want, progress=progress, budget_s=float(budget_s), fp=fp, env=env)
-    if save_cache:
-        save(c, cache_dir)
+    if previous is not None and not previous.loaded and not c.loaded:
+        c = _against(c, previous)
+    if not save_cache:
+        return c
+    if c.loaded:
+        _HELD[key] = c
+        return c
+    _HELD.pop(key, None)
+    if held is not None:  # say what the quiet calibration replaces
+        was = held.compute.get("float32") or next(iter(held.compute.values()), 0.0)
+        now_v = c.compute.get("float32") or next(iter(c.compute.values()), 0.0)
+        c = replace(c, warnings=c.warnings + (
+            f"replaces the loaded calibration of {held.measured_utc} (others kept {held.others_cores or 0:.1f} cores "
+            f"busy): {'float32' if 'float32' in c.compute else 'compute'} {was / 1e9:.4g} -> {now_v / 1e9:.4g} "
+            f"GFLOP/s, bandwidth {held.bandwidth_Bps / 1e9:.4g} -> {c.bandwidth_Bps / 1e9:.4g} GB/s",))
+    save(c, cache_dir)
     return c
+
+
+DISAGREE = 0.25  # a quiet recalibration this far from the cached quiet one says so
+
+
+def _against(c: Ceilings, prev: Ceilings) -> Ceilings:
+    """``c`` with every roof that differs by more than :data:`DISAGREE` from the previous quiet
+    calibration of this machine marked unreliable: one of the two was disturbed by something the load
+    probe cannot see (memory traffic of other tenants of a VM host, a frequency cap)."""
+    status = dict((c.details or {}).get("status") or {})
+    warns = list(c.warnings)
+    pairs = [(d, c.compute[d], prev.compute[d], "GFLOP/s") for d in c.compute if d in prev.compute]
+    pairs.append(("bandwidth", c.bandwidth_Bps, prev.bandwidth_Bps, "GB/s"))
+    for roof, now, was, unit in pairs:
+        if now > 0 and was > 0 and abs(now / was - 1) > DISAGREE:
+            why = (f"{now / 1e9:.4g} {unit} is {now / was - 1:+.0%} from the quiet calibration of {prev.measured_utc} "
+                   f"({was / 1e9:.4g} {unit}) on this machine: one of them was disturbed by what the load probe cannot "
+                   "see (other tenants' memory traffic, a clock cap); recalibrate to settle it")
+            status[roof] = why
+            warns.append(f"{roof} roof unreliable: {why}")
+    if warns == list(c.warnings):
+        return c
+    return replace(c, details={**c.details, "status": status}, warnings=tuple(warns))
+
+
+# loaded calibrations of this process, per (fingerprint, cache folder): never written to the cache
+_HELD: dict[tuple[str, str], Ceilings] = {}
+
+
+def _covers(c: Ceilings, want: Iterable[str]) -> bool:
+    return all(d in c.compute or d in (c.details or {}).get("unsupported", {}) for d in want)
 
 
 # ---- measurement ---------------------------------------------------------------------------------
@@ -306,13 +426,16 @@ def measure(dev: str, *, dtypes: Iterable[str] = CPU_DEFAULT_DTYPES, progress: P
     dtypes = tuple(dtypes)
     load_before = _idle_load()
     probe = LoadProbe().start()
-    steps = (sum(2 if d in ("float32", "float64") else 1 for d in dtypes) + 5) if dev == "cpu" else len(dtypes) + 2
+    steps = (sum(2 if d in ("float32", "float64") else 1 for d in dtypes) + 10) if dev == "cpu" else len(dtypes) + 2
     clock = _Clock(budget_s, progress, steps=steps)
     if progress is not None:
         progress(0.0, f"calibrating {dev} ceilings")
-    if dev == "cpu":
+    bw_note = None
+    if dev == "cpu":  # bandwidth before and after the compute sweep: a slow phase of the host shows as a move
+        _, first = _cpu_bandwidth(clock, budget_s, share=0.15, min_trials=2)
         compute, cdetails, unsupported = _cpu_compute(dtypes, clock, 0.6 * budget_s)
-        bw, bdetails = _cpu_bandwidth(clock, budget_s)
+        _, second = _cpu_bandwidth(clock, budget_s, share=0.15, min_trials=2)
+        bw, bdetails, bw_note = combine_bandwidth(first, second)
     else:
         compute, cdetails, unsupported = _gpu_compute(dev, dtypes, clock, 0.7 * budget_s)
         bw, bdetails = _gpu_bandwidth(dev, clock, budget_s)
@@ -320,19 +443,46 @@ def measure(dev: str, *, dtypes: Iterable[str] = CPU_DEFAULT_DTYPES, progress: P
     load_after = _idle_load()
     warnings: list[str] = []
     worst = max((x for x in (load_before, load_after, during) if x is not None), default=None)
-    if worst is not None and worst > LOAD_WARN_CORES:
-        warnings.append(f"other processes kept {worst:.1f} cores busy around the calibration (before "
-                        f"{_f(load_before)}, during {_f(during)}, after {_f(load_after)}): a loaded machine can "
-                        "halve these ceilings; re-measure on a quiet machine with ceilings(recalibrate=True)")
+    if worst is not None and worst > LOADED_CORES:
+        warnings.append(f"loaded: other processes kept {worst:.1f} cores busy (before {_f(load_before)}, during "
+                        f"{_f(during)}, after {_f(load_after)}): a loaded machine can halve these roofs")
+    status: dict[str, str] = {}
+    for d, per in cdetails.items():
+        best = max(per.values(), key=lambda x: x.get("flops_per_s", 0.0))
+        top = sorted(best.get("trials", {}).get(str(best.get("size")), []), reverse=True)[:2]
+        if best.get("agreed", True):
+            status[d] = "ok"
+        else:
+            status[d] = (f"trials did not agree ({top[0] / 1e9:.4g} vs {top[1] / 1e9:.4g} GFLOP/s at n="
+                         f"{best.get('size')}); the lower is kept" if len(top) >= 2 else "fewer than two trials")
+            warnings.append(f"{d} roof unreliable: {status[d]}")
+    bbest = (bdetails.get("methods") or {}).get(bdetails.get("best"), {})
+    if bdetails.get("agreed", True):
+        status["bandwidth"] = "ok"
+    else:
+        top = sorted(bbest.get("trials") or [], reverse=True)
+        status["bandwidth"] = (f"trials did not agree ({top[0] / 1e9:.4g} vs {top[1] / 1e9:.4g} GB/s, "
+                               f"{bdetails.get('best')}); the lower is kept" if len(top) >= 2 else
+                               "fewer than two trials")
+        warnings.append(f"bandwidth roof unreliable: {status['bandwidth']}")
+    emulated = {d: why for d in compute if dev == "cpu" and (why := emulated_dtype(d))}
+    for d, why in emulated.items():
+        warnings.append(f"{d}: {why}; its roof is not a reason to use {d} here")
     if bdetails.get("working_set_over_cache", LLC_FACTOR) < LLC_FACTOR:
         warnings.append(f"bandwidth working set is {bdetails['working_set_over_cache']:.1f}× the reported "
                         f"last-level cache (wanted {LLC_FACTOR}×, memory cap reached); on a VM the reported LLC is "
                         "often the whole socket's, shared with other tenants")
     for d, why in unsupported.items():
         warnings.append(f"{d}: not measured ({why})")
+    if bw_note:  # without load from other processes, a slow phase of the host (memory bandwidth of a
+        # shared VM host halved for tens of seconds with no process to show for it here)
+        warnings.append(bw_note + (" (other processes were busy)" if worst is not None and worst > LOADED_CORES else
+                                   ": no process here to show for it — a slow phase of the host (another tenant's "
+                                   "memory traffic, a clock cap)"))
     if progress is not None:
         progress(1.0, "done")
     details = {"compute": cdetails, "bandwidth": bdetails, "unsupported": unsupported, "load_during": during,
+               "status": status, "emulated": emulated,
                "budget_s": budget_s, "env": {k: env.get(k) for k in ("cpu_model", "usable_cores", "torch_threads",
                                                                       "llc_bytes", "gpu", "versions")}}
     return Ceilings(device=dev, fingerprint=fp or fingerprint(env), measured_utc=_now_utc(), compute=compute,

@@ -44,47 +44,144 @@ class _Clock:
             self.progress(min(1.0, self.done / self.steps), message)
 
 
+TRIAL_AGREE = 0.05     # two trials agree when within 5% of each other
+TRIAL_MIN_S = 0.1      # a trial is at least this long (and at least TRIAL_MIN_CALLS calls)
+TRIAL_MIN_CALLS = 2
+MAX_TRIALS = 8         # per candidate, before giving up on agreement
+MIN_TRIALS = 3         # per candidate while time remains (two at least, always)
+NEAR_BEST = 0.85       # the second-best sweep size is confirmed too when within 15% of the best
+
+
+def trial(fn: Callable[[], Any], timer: Callable[[Callable[[], Any]], float], min_s: float = TRIAL_MIN_S,
+          min_calls: int = TRIAL_MIN_CALLS, max_calls: int = 60) -> tuple[float, int]:
+    """One trial: calls of ``fn`` until it has lasted ``min_s`` and made ``min_calls`` calls; returns
+    ``(fastest call time, calls)``. A trial is never a single short call."""
+    times: list[float] = []
+    t_end = time.perf_counter() + min_s
+    while len(times) < min_calls or (time.perf_counter() < t_end and len(times) < max_calls):
+        times.append(timer(fn))
+    good = [t for t in times if t > 0]
+    return (min(good) if good else float("inf")), len(times)
+
+
+def agreeing_pair(rates: list[float], tol: float = TRIAL_AGREE) -> tuple[float, float, bool]:
+    """``(higher, lower, agreed)``: the highest two neighbouring trial rates within ``tol`` of each
+    other (a lone lucky trial above them is passed over), else the two highest with ``agreed`` False.
+    Fewer than two trials: ``(0.0, 0.0, False)``."""
+    if len(rates) < 2:
+        return 0.0, 0.0, False
+    top = sorted(rates, reverse=True)
+    for hi, lo in zip(top, top[1:]):
+        if lo >= (1.0 - tol) * hi:
+            return hi, lo, True
+    return top[0], top[1], False
+
+
+def settled(rates: list[float], tol: float = TRIAL_AGREE) -> tuple[float, bool]:
+    """``(value, agreed)`` of a list of trial rates: the value is the lower of the highest two trials
+    that agree within ``tol`` (:func:`agreeing_pair`): a rate reached in two separate trials, never
+    one lucky trial; when no two agree, the second-highest, with ``agreed`` False. Fewer than two
+    trials: ``(0.0, False)``."""
+    _, lo, agreed = agreeing_pair(rates, tol)
+    return lo, agreed
+
+
+def confirm(cands: dict[Any, tuple[Callable[[], Any], float]], timer: Callable[[Callable[[], Any]], float],
+            deadline: float, min_s: float = TRIAL_MIN_S, max_trials: int = MAX_TRIALS,
+            min_trials: int = MIN_TRIALS) -> dict[Any, list[float]]:
+    """Interleaved trials (A B A B ...) of each candidate ``key -> (fn, work per call)`` until every
+    candidate has ``min_trials`` trials and the best candidate has two agreeing trials (:func:`settled`).
+    Past ``deadline`` (perf_counter) two trials each are enough; disagreeing trials go on for a grace
+    of half the time given (0.5 s at least), then it stops; at most ``max_trials`` rounds. Returns ``key -> [work / fastest call time per trial]`` (work per second)."""
+    trials: dict[Any, list[float]] = {k: [] for k in cands}
+    start = time.perf_counter()
+    # past the deadline, trials that still disagree get a grace (half the time given, 0.5 s at least)
+    # before the roof is given up as unreliable: a stall under load should not decide the roof
+    grace = deadline + max(0.5, 0.5 * (deadline - start))
+    for _ in range(max_trials):
+        for k, (fn, work) in cands.items():
+            t, _calls = trial(fn, timer, min_s)
+            trials[k].append(work / t if t > 0 else 0.0)
+        now = time.perf_counter()
+        need = 2 if now > deadline else min_trials
+        if any(len(v) < need for v in trials.values()):
+            continue
+        best = max(trials, key=lambda k: settled(trials[k])[0])
+        if settled(trials[best])[1] or now > grace:
+            break
+    return trials
+
+
 def _sweep(run_one: Callable[[int], Callable[[], Any]], sizes: Iterable[int], deadline: float,
-           timer: Callable[[Callable[[], Any]], float], reps: int = 3) -> tuple[float, int, list[list[float]]]:
-    """Best ``2n³/t`` over ``sizes``; stops when the next size would pass ``deadline`` (perf_counter).
-    Returns ``(best FLOP/s, its size, [[n, best rate at n], ...])``."""
-    best, best_n, table = 0.0, 0, []
+           timer: Callable[[Callable[[], Any]], float], reps: int = 2) -> dict[str, Any]:
+    """The matmul rate over ``sizes`` (a short look: one warm call and ``reps`` timed calls each; the
+    sweep stops when the next size would pass ``deadline``), then repeated trials at the best size
+    (and the second best when it is within 15%) until two trials agree (:func:`confirm`).
+    Returns ``{"flops_per_s", "size", "sweep": [[n, rate], ...], "trials": {n: [...]}, "agreed",
+    "spread"}``; ``flops_per_s`` is the second-highest trial of the best confirmed size."""
+    table: list[list[float]] = []
     last_t, last_n = None, None
+    sizes = list(sizes)
+    # the sweep gets at most ~40% of the time; the trials that confirm the best size the rest
+    sweep_deadline = time.perf_counter() + 0.4 * max(0.0, deadline - time.perf_counter())
     for n in sizes:
-        if last_t is not None and last_n:
+        if last_t is not None and last_n and table:
             predicted = last_t * (n / last_n) ** 3 * (reps + 1)
-            if time.perf_counter() + predicted > deadline:
+            if time.perf_counter() + predicted > sweep_deadline:
                 break
         fn = run_one(n)
         t_warm = timer(fn)  # warm call (allocation, packing, thread pool wake-up)
-        rate_n = 0.0
-        for _ in range(reps):
-            t = timer(fn)
-            last_t, last_n = t, n
-            rate_n = max(rate_n, 2.0 * n ** 3 / t if t > 0 else 0.0)
-            if time.perf_counter() > deadline:
-                break
-        if last_t is None:
-            last_t, last_n = t_warm, n
-        table.append([n, rate_n])
-        if rate_n > best:
-            best, best_n = rate_n, n
-        if time.perf_counter() > deadline:
-            break
-    if best_n:  # spend what is left on more trials at the best size: a max over more trials resists slow phases
-        fn = run_one(best_n)
-        per_call = 2.0 * best_n ** 3 / best
-        while time.perf_counter() + 1.5 * per_call < deadline:
-            t = timer(fn)
-            if t > 0:
-                best = max(best, 2.0 * best_n ** 3 / t)
-    return best, best_n, table
+        t = min([timer(fn) for _ in range(reps)] or [t_warm])
+        last_t, last_n = t, n
+        table.append([n, 2.0 * n ** 3 / t if t > 0 else 0.0])
+    ranked = sorted(table, key=lambda x: -x[1])
+    picks = [int(ranked[0][0])] + [int(n) for n, r in ranked[1:2] if r >= NEAR_BEST * ranked[0][1]]
+    cands = {n: (run_one(n), 2.0 * n ** 3) for n in picks}
+    for fn, _ in cands.values():
+        timer(fn)  # warm again: the sweep moved on to other sizes
+    trials = confirm(cands, timer, deadline)
+    best_n = max(trials, key=lambda n: settled(trials[n])[0])
+    value, agreed = settled(trials[best_n])
+    hi, lo, _ = agreeing_pair(trials[best_n])
+    return {"flops_per_s": value, "size": best_n, "sweep": table, "trials": {str(n): v for n, v in trials.items()},
+            "agreed": agreed, "spread": (1.0 - lo / hi) if hi > 0 else None}
 
 
 def _wall(fn: Callable[[], Any]) -> float:
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
+
+
+def cpu_flags() -> set[str] | None:
+    """The CPU feature flags of ``/proc/cpuinfo`` (x86 ``flags``, Arm ``Features``), or None where
+    there is no such file."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        return None
+    return None
+
+
+# the CPU flags that give a dtype native matrix arithmetic (x86 and Arm names)
+NATIVE_FLAGS = {"bfloat16": ("avx512_bf16", "amx_bf16", "bf16", "sve_bf16"),
+                "float16": ("avx512_fp16", "amx_fp16", "fphp", "asimdhp")}
+
+
+def emulated_dtype(d: str, flags: set[str] | None = None) -> str | None:
+    """Why dtype ``d`` is emulated on this CPU (no native units: the flags lack every one of
+    :data:`NATIVE_FLAGS`), or None (native, or the flags cannot be read)."""
+    if d not in NATIVE_FLAGS:
+        return None
+    flags = cpu_flags() if flags is None else flags
+    if not flags:
+        return None
+    if any(f in flags for f in NATIVE_FLAGS[d]):
+        return None
+    return f"emulated: this CPU has none of {'/'.join(NATIVE_FLAGS[d][:2])} (/proc/cpuinfo), so {d} runs on float32 units"
 
 
 def _cpu_compute(dtypes: tuple[str, ...], clock: _Clock, share_s: float
@@ -104,20 +201,19 @@ def _cpu_compute(dtypes: tuple[str, ...], clock: _Clock, share_s: float
     g = torch.Generator().manual_seed(0)
     for d, lib in methods:
         deadline = time.perf_counter() + per
+        sizes = CPU_MATMUL_SIZES
         if lib == "torch":
             tdt = getattr(torch, d)
-            try:  # does it run at all, and not absurdly slowly (no native kernel)?
+            try:  # does it run at all? (its speed only chooses the sizes: a slow dtype is never dropped)
                 a = torch.randn(128, 128, generator=g).to(tdt)
-                t = _wall(lambda: a @ a)
-                t = _wall(lambda: a @ a)
+                _wall(lambda: a @ a)
+                t128 = min(_wall(lambda: a @ a) for _ in range(3))
             except Exception as exc:
                 unsupported[d] = f"torch.matmul raised {type(exc).__name__}"
                 clock.step(f"{d} torch matmul: unsupported")
                 continue
-            if t > 0.05:
-                unsupported[d] = f"torch {d} matmul runs at {2 * 128 ** 3 / t / 1e9:.2g} GFLOP/s (no fast kernel)"
-                clock.step(f"{d} torch matmul: too slow")
-                continue
+            # keep one call under ~0.3 s (an emulated dtype runs 10-100x slower)
+            sizes = tuple(n for n in CPU_MATMUL_SIZES if t128 * (n / 128) ** 3 < 0.3) or (128,)
 
             def make(n: int, tdt: Any = tdt) -> Callable[[], Any]:
                 x = torch.randn(n, n, generator=g).to(tdt)
@@ -134,15 +230,16 @@ def _cpu_compute(dtypes: tuple[str, ...], clock: _Clock, share_s: float
                 out = np.empty((n, n), dtype=ndt)
                 return lambda: np.matmul(x, y, out=out)
 
-        best, n, table = _sweep(make, CPU_MATMUL_SIZES, deadline, _wall)
-        if best > 0:
-            details.setdefault(d, {})[f"{lib}_matmul"] = {"flops_per_s": best, "size": n, "sweep": table}
-            compute[d] = max(compute.get(d, 0.0), best)
-        clock.step(f"{d} {lib} matmul: {best / 1e9:.4g} GFLOP/s")
+        res = _sweep(make, sizes, deadline, _wall)
+        if res["flops_per_s"] > 0:
+            details.setdefault(d, {})[f"{lib}_matmul"] = res
+            compute[d] = max(compute.get(d, 0.0), res["flops_per_s"])
+        clock.step(f"{d} {lib} matmul: {res['flops_per_s'] / 1e9:.4g} GFLOP/s")
     return compute, details, unsupported
 
 
-def _cpu_bandwidth(clock: _Clock, budget_s: float) -> tuple[float, dict[str, Any]]:
+def _cpu_bandwidth(clock: _Clock, budget_s: float, share: float = 0.3, min_trials: int = MIN_TRIALS,
+                   min_s: float = 0.25) -> tuple[float, dict[str, Any]]:
     import numpy as np
     import torch
 
@@ -170,30 +267,57 @@ def _cpu_bandwidth(clock: _Clock, budget_s: float) -> tuple[float, dict[str, Any
         "numpy_triad": lambda: (np.multiply(yn, s, out=zn), np.add(zn, xn, out=zn)),
     }
     elt = 4
-    remaining = max(0.5, min(budget_s - clock.spent(), 0.3 * budget_s))
-    per = remaining / len(kernels)
+    for fn in kernels.values():
+        fn()  # warm: thread pools, page tables
+    remaining = max(1.0, min(budget_s - clock.spent(), share * budget_s))
+    # interleaved trials (a burst of noise cannot hit every method), until the best method's two best
+    # trials agree
+    trials = confirm({k: (fn, BYTES_PER_ELT[k] * elt * n) for k, fn in kernels.items()}, _wall,
+                     time.perf_counter() + remaining, min_s=min_s, min_trials=min_trials)
     methods: dict[str, Any] = {}
-    best = 0.0
-    for trial in range(2):  # two interleaved rounds: a burst of noise cannot hit every method
-        for name, fn in kernels.items():
-            deadline = time.perf_counter() + per / 2
-            rate = methods.get(name, {}).get("bytes_per_s", 0.0)
-            fn()
-            reps = 0
-            while reps < 2 or (time.perf_counter() < deadline and reps < 30):
-                t = _wall(fn)
-                reps += 1
-                if t > 0:
-                    rate = max(rate, BYTES_PER_ELT[name] * elt * n / t)
-            methods[name] = {"bytes_per_s": rate, "bytes_per_element": BYTES_PER_ELT[name] * elt,
-                             "passes": 2 if name == "numpy_triad" else 1,
-                             "reps": reps + methods.get(name, {}).get("reps", 0)}
-            best = max(best, rate)
-            if trial == 1:
-                clock.step(f"{name}: {rate / 1e9:.4g} GB/s")
+    for name, rates in trials.items():
+        value, agreed = settled(rates)
+        methods[name] = {"bytes_per_s": value, "bytes_per_element": BYTES_PER_ELT[name] * elt,
+                         "passes": 2 if name == "numpy_triad" else 1, "reps": len(rates), "trials": rates,
+                         "agreed": agreed}
+        clock.step(f"{name}: {value / 1e9:.4g} GB/s")
+    best_name = max(methods, key=lambda k: methods[k]["bytes_per_s"])
     del x, y, z, xn, yn, zn
-    return best, {"methods": methods, "array_bytes": n * elt, "arrays": 3, "llc_bytes": llc,
-                  "working_set_over_cache": 3 * n * elt / llc, "counting": COUNTING, "dtype": "float32"}
+    return methods[best_name]["bytes_per_s"], {
+        "methods": methods, "best": best_name, "agreed": methods[best_name]["agreed"], "array_bytes": n * elt,
+        "arrays": 3, "llc_bytes": llc, "working_set_over_cache": 3 * n * elt / llc, "counting": COUNTING,
+        "dtype": "float32"}
+
+
+PHASES_AGREE = 0.10  # the two bandwidth phases of a CPU calibration are pooled when this close
+
+
+def combine_bandwidth(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, dict[str, Any], str | None]:
+    """The bandwidth roof from two phases of trials (before and after the compute sweep). Phases within
+    :data:`PHASES_AGREE`: every kernel's trials pooled. Otherwise the machine went through a slow phase
+    that the load probe cannot see (on a shared VM host memory bandwidth halved for tens of seconds with
+    no process to show for it): the higher phase is kept, with a note. Returns ``(roof, details, note)``."""
+    def best(d: dict[str, Any]) -> float:
+        return max((m["bytes_per_s"] for m in d["methods"].values()), default=0.0)
+
+    va, vb = best(a), best(b)
+    note = None
+    if min(va, vb) >= (1.0 - PHASES_AGREE) * max(va, vb):
+        methods = {}
+        for name, m in a["methods"].items():
+            rates = list(m["trials"]) + list(b["methods"].get(name, {}).get("trials", []))
+            value, agreed = settled(rates)
+            methods[name] = {**m, "bytes_per_s": value, "reps": len(rates), "trials": rates, "agreed": agreed}
+        base = a
+    else:
+        base = a if va >= vb else b
+        methods = dict(base["methods"])
+        note = (f"bandwidth moved between the two phases of the calibration ({va / 1e9:.4g} then {vb / 1e9:.4g} GB/s)"
+                "; the higher, confirmed by its own trials, is kept")
+    best_name = max(methods, key=lambda k: methods[k]["bytes_per_s"])
+    out = {**base, "methods": methods, "best": best_name, "agreed": methods[best_name]["agreed"],
+           "phases": [va, vb]}
+    return methods[best_name]["bytes_per_s"], out, note
 
 
 # ---- GPU (real, exercised only where a CUDA device exists) ------------------------------------------
@@ -252,15 +376,15 @@ def _gpu_compute(dev: str, dtypes: tuple[str, ...], clock: _Clock, share_s: floa
                     return lambda: torch.matmul(a, b, out=out)
             torch.backends.cuda.matmul.allow_tf32 = d == "tf32"
             try:
-                best, n, table = _sweep(make, GPU_MATMUL_SIZES, deadline, timer, reps=5)
+                res = _sweep(make, GPU_MATMUL_SIZES, deadline, timer, reps=3)
             except Exception as exc:  # e.g. a kernel this device lacks
                 unsupported[d] = f"matmul raised {type(exc).__name__}: {exc}"[:200]
                 clock.step(f"{d}: failed")
                 continue
-            if best > 0:
-                compute[d] = best
-                details[d] = {"cublas_matmul": {"flops_per_s": best, "size": n, "sweep": table}}
-            clock.step(f"{d} cuBLAS matmul: {best / 1e12:.4g} TFLOP/s")
+            if res["flops_per_s"] > 0:
+                compute[d] = res["flops_per_s"]
+                details[d] = {"cublas_matmul": res}
+            clock.step(f"{d} cuBLAS matmul: {res['flops_per_s'] / 1e12:.4g} TFLOP/s")
             torch.cuda.empty_cache()
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32_before
@@ -281,16 +405,21 @@ def _gpu_bandwidth(dev: str, clock: _Clock, budget_s: float) -> tuple[float, dic
     z = torch.empty(n, device=dev)
     timer = _cuda_timer(dev)
     kernels = {"cuda_copy": lambda: z.copy_(x), "cuda_add": lambda: torch.add(x, y, out=z)}
-    methods: dict[str, Any] = {}
-    best = 0.0
-    for name, fn in kernels.items():
+    for fn in kernels.values():
         fn()
-        torch.cuda.synchronize(idx)
-        rate = max(BYTES_PER_ELT[name] * 4 * n / t for t in (timer(fn) for _ in range(20)) if t > 0)
-        methods[name] = {"bytes_per_s": rate, "bytes_per_element": BYTES_PER_ELT[name] * 4, "passes": 1}
-        best = max(best, rate)
-        clock.step(f"{name}: {rate / 1e9:.4g} GB/s")
+    torch.cuda.synchronize(idx)
+    trials = confirm({k: (fn, BYTES_PER_ELT[k] * 4 * n) for k, fn in kernels.items()}, timer,
+                     time.perf_counter() + max(1.0, min(budget_s - clock.spent(), 0.3 * budget_s)), min_s=0.02)
+    methods: dict[str, Any] = {}
+    for name, rates in trials.items():
+        value, agreed = settled(rates)
+        methods[name] = {"bytes_per_s": value, "bytes_per_element": BYTES_PER_ELT[name] * 4, "passes": 1,
+                         "reps": len(rates), "trials": rates, "agreed": agreed}
+        clock.step(f"{name}: {value / 1e9:.4g} GB/s")
+    best_name = max(methods, key=lambda k: methods[k]["bytes_per_s"])
+    best = methods[best_name]["bytes_per_s"]
     del x, y, z
     torch.cuda.empty_cache()
-    return best, {"methods": methods, "array_bytes": n * 4, "arrays": 3, "l2_bytes": l2,
+    return best, {"methods": methods, "best": best_name, "agreed": methods[best_name]["agreed"],
+                  "array_bytes": n * 4, "arrays": 3, "l2_bytes": l2,
                   "working_set_over_cache": 3 * n * 4 / l2, "counting": COUNTING, "dtype": "float32"}

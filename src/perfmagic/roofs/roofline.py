@@ -160,11 +160,13 @@ class RooflineResult(Displayed):
         lines.append(f"  achieved {fmt_rate(self.flops_per_s, 'FLOP')} · {fmt_rate(self.bytes_per_s, 'B')}; "
                      f"attainable {fmt_rate(self.attainable_flops_per_s, 'FLOP')} at this intensity")
         lines.append("  next, in order:")
-        lines += [f"    {i}. {a}" for i, a in enumerate(self.advice, 1)]
+        lines += [_wrap(a, f"    {i}. ", "       ") for i, a in enumerate(self.advice, 1)]
         c = self.ceilings
-        lines.append(f"  roofs: {c.device} measured {c.measured_utc} ({c.source}, fingerprint {c.fingerprint})")
-        lines += [f"  note: {n}" for n in self.notes]
-        lines += [f"  ! {w}" for w in self.warnings]
+        mark = (f"; LOADED: others kept {c.others_cores:.1f} cores busy" if c.loaded else "") + (
+            f"; unreliable: {', '.join(c.unreliable)}" if c.unreliable else "")
+        lines.append(f"  roofs: {c.device} measured {c.measured_utc} ({c.source}, fingerprint {c.fingerprint}{mark})")
+        lines += [_wrap(n, "  note: ", "        ") for n in self.notes]
+        lines += [_wrap(w, "  ! ", "    ") for w in self.warnings]
         return "\n".join(lines)
 
     def headline(self) -> str:
@@ -194,9 +196,89 @@ class RooflineResult(Displayed):
         return figure_png(self, history)
 
 
+def _wrap(text: str, first: str, rest: str, width: int = 100) -> str:
+    import textwrap
+
+    return textwrap.fill(text, width=width, initial_indent=first, subsequent_indent=rest,
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def _kinds(counts: Any) -> dict[str, float]:
+    """FLOPs per kind of op the code ran: conv, attention, matmul, other (from the counted aten ops)."""
+    out: dict[str, float] = {}
+    for name, v in ((counts.ops if counts is not None else None) or {}).items():
+        n = name.lower()
+        kind = ("conv" if "conv" in n else "attention" if "attention" in n else
+                "matmul" if any(k in n for k in ("mm", "matmul", "linear", "einsum", "baddbmm")) else "other")
+        out[kind] = out.get(kind, 0.0) + float(v.get("flops", 0) or 0)
+    return out
+
+
+def _main_kind(r: RooflineResult) -> str:
+    kinds = {k: v for k, v in _kinds(r.counts).items() if v > 0}
+    return max(kinds, key=kinds.__getitem__) if kinds else "unknown"
+
+
+def _faster(r: RooflineResult) -> list[str]:
+    """Measured dtypes at least 1.2× faster than the code's, leaving out emulated and unreliable roofs."""
+    c = r.ceilings
+    skip = set(c.emulated) | set(c.unreliable)
+    return sorted((d for d, v in c.compute.items() if d != r.dtype and d not in skip and v > 1.2 * r.peak_flops_per_s),
+                  key=lambda d: -c.compute[d])
+
+
+def _precision_advice(r: RooflineResult) -> str | None:
+    """One item about arithmetic precision that follows the device and the measured roofs (never an
+    emulated dtype; never 'use X' beside 'nothing is faster')."""
+    c, gpu = r.ceilings, r.ceilings.device.startswith("cuda")
+    faster = _faster(r)
+    rates = ", ".join(f"{d} {c.compute[d] / 1e9:.4g}" for d in faster)
+    if faster:
+        how = []
+        if "tf32" in faster:
+            how.append("TF32 for float32 matmuls (torch.backends.cuda.matmul.allow_tf32 = True)")
+        half = [d for d in faster if d in ("bfloat16", "float16")]
+        if half:
+            how.append(f"torch.autocast('{'cuda' if gpu else 'cpu'}', dtype=torch.{half[0]})")
+        if "fp8_e4m3" in faster:
+            how.append("fp8 (torch._scaled_mm / Transformer Engine) where accuracy allows")
+        if "float32" in faster and r.dtype == "float64":
+            how.append("float32 instead of float64 where accuracy allows")
+        units = " on the tensor cores (dimensions multiples of 8)" if gpu and (half or "tf32" in faster) else ""
+        return (f"lower precision{units}: this {'GPU' if gpu else 'CPU'} measured {rates} GFLOP/s vs {r.dtype} "
+                f"{r.peak_flops_per_s / 1e9:.4g} GFLOP/s — " + "; ".join(how or ["torch.autocast"]))
+    others = [d for d in c.compute if d != r.dtype]
+    if gpu and not any(d in c.compute for d in ("tf32", "bfloat16", "float16")):
+        return ("the tensor-core roofs (tf32, bfloat16, float16) were not measured: "
+                "perfmagic.ceilings('cuda', recalibrate=True) measures them before you choose a precision")
+    if not others:
+        return None
+    emu = [d for d in others if d in c.emulated]
+    return (f"precision is not the lever here: no measured dtype is faster than {r.dtype} on this "
+            f"{'GPU' if gpu else 'CPU'} ({', '.join(f'{d} {c.compute[d] / 1e9:.4g}' for d in others)} GFLOP/s"
+            + (f"; {', '.join(emu)} emulated, no native units" if emu else "") + ")")
+
+
+def _algorithm_advice(r: RooflineResult) -> str:
+    kind, gpu = _main_kind(r), r.ceilings.device.startswith("cuda")
+    if kind == "conv":
+        return ("fewer FLOPs per output: smaller or depthwise-separable kernels, fewer channels or a lower resolution; "
+                "try channels_last (x.to(memory_format=torch.channels_last)) so the convolution library picks "
+                "its fastest kernel")
+    if kind == "attention":
+        return ("fewer FLOPs: the sequence-length² term dominates — shorter or windowed sequences, KV caching when "
+                "generating; torch.nn.functional.scaled_dot_product_attention rather than softmax(QKᵀ)V by hand"
+                + (" (flash kernels on this GPU)" if gpu else ""))
+    if kind == "matmul":
+        return ("fewer FLOPs: avoid recomputation, exploit structure (sparsity, low rank, a smaller hidden size); "
+                "batch many small matmuls into one (torch.bmm)")
+    return "better algorithm: fewer FLOPs (avoid recomputation, exploit structure: sparsity, low rank, FFT)"
+
+
 def _advice(r: RooflineResult) -> list[str]:
     out: list[str] = []
     frac = r.fraction_of_roof
+    c = r.ceilings
     if r.bytes_per_s > CACHE_BW_TOLERANCE * r.bandwidth_Bps:
         out.append("the data stays in cache, so the DRAM roof does not bound this run: measure with the real data "
                    "size, or keep it cache-sized on purpose (blocking) — that is already the best remedy for bandwidth")
@@ -204,7 +286,6 @@ def _advice(r: RooflineResult) -> list[str]:
         out.append(f"only {frac:.0%} of the roof: the limit is not the hardware yet — overheads (Python loops, "
                    "small tensors, many tiny kernels, allocation, threads) dominate; profile and batch before tuning "
                    "for the roof")
-    lower = sorted((d for d, v in r.ceilings.compute.items() if v > 1.2 * r.peak_flops_per_s), key=lambda d: -r.ceilings.compute[d])
     if r.bound == "memory":
         out += [
             "reduce data movement: avoid extra passes and temporaries, reuse data while it is in cache (blocking/tiling), "
@@ -212,26 +293,22 @@ def _advice(r: RooflineResult) -> list[str]:
             "fuse elementwise chains into one pass (torch.compile, in-place/out= ops, a fused kernel): each fused "
             "op saves a full read+write of the tensor",
             "change the layout: contiguous, stride-1 access along the inner loop; batch small tensors",
-            f"lower the storage precision ({r.dtype} -> bfloat16/float16/int8 where accuracy allows): fewer bytes per "
-            "element moves the point right and up",
         ]
+        gpu = c.device.startswith("cuda")
+        smaller = (["float32"] if r.dtype == "float64" else []) + [
+            d for d in ("bfloat16", "float16") if d != r.dtype and r.dtype in ("float32", "float64", "tf32")
+            and d not in c.emulated and (gpu or d in c.compute)]
+        if smaller:
+            out.append(f"lower the storage precision ({r.dtype} -> {'/'.join(smaller)} where accuracy allows): fewer "
+                       "bytes per element moves the point right and up")
         if r.ridge > 0 and r.intensity > 0:
             out.append(f"compute is not the limit: {r.ridge / r.intensity:.3g}× more FLOPs per byte would reach the ridge; "
                        "faster arithmetic will not help here")
     else:
-        if lower:
-            out.append(f"lower precision: this device measured {', '.join(f'{d} {r.ceilings.compute[d] / 1e9:.4g}' for d in lower)} "
-                       f"GFLOP/s vs {r.dtype} {r.peak_flops_per_s / 1e9:.4g} GFLOP/s (torch.autocast)")
-        else:
-            others = [d for d in r.ceilings.compute if d != r.dtype]
-            measured = (f" (measured here: {', '.join(f'{d} {r.ceilings.compute[d] / 1e9:.4g}' for d in others)} GFLOP/s, "
-                        f"none faster than {r.dtype})") if others else ""
-            out.append("lower precision (bfloat16/float16 via torch.autocast, or float32 instead of float64) where "
-                       "the device has faster units for it" + measured)
-        out.append("use the tensor cores / matrix units: on a GPU enable TF32 (torch.backends.cuda.matmul.allow_tf32) or "
-                   "half precision, with dimensions multiples of 8/16; on a CPU bf16 needs AMX/AVX512-BF16")
-        out.append("better algorithm: fewer FLOPs (avoid recomputation, exploit structure: sparsity, low rank, FFT, "
-                   "Strassen-like or fused attention)")
+        p = _precision_advice(r)
+        if p:
+            out.append(p)
+        out.append(_algorithm_advice(r))
     return out
 
 
@@ -298,7 +375,7 @@ def roofline(code: str | Callable[[], Any], setup: str = "", *, globals: Mapping
         return RooflineResult(code=r.code, flops=F, bytes=B, flops_source="given" if flops_v is not None else "counted",
                               bytes_source="given" if bytes_v is not None else "counted", dtype=d, bench=r,
                               ceilings=roofs, counts=counts, label=label,
-                              warnings=tuple(first + _warnings(r, roofs, counts, F, B, r.median)),
+                              warnings=tuple(first + _warnings(r, roofs, counts, F, B, r.median, d)),
                               notes=tuple(notes + dnotes + more))
 
     try:
@@ -321,7 +398,7 @@ def roofline(code: str | Callable[[], Any], setup: str = "", *, globals: Mapping
     return place(r, ceilings, [])
 
 
-def _warnings(r: Any, c: Ceilings, counts: Any, F: float, B: float, t: float) -> list[str]:
+def _warnings(r: Any, c: Ceilings, counts: Any, F: float, B: float, t: float, dtype: str = "") -> list[str]:
     w: list[str] = []
     bps = B / t
     if bps > CACHE_BW_TOLERANCE * c.bandwidth_Bps:
@@ -333,9 +410,16 @@ def _warnings(r: Any, c: Ceilings, counts: Any, F: float, B: float, t: float) ->
                  + ", ".join(counts.zero_flop_compute_ops) + "; give flops= for an exact count")
     if counts is not None and counts.formula_ops:
         pass  # stated in the notes
-    if c.warnings and c.loaded:
-        w.append("the roofs were measured on a loaded machine (they may be too low): re-measure with "
-                 "perfmagic.ceilings(recalibrate=True)")
+    if c.loaded:
+        w.append(f"the roofs were measured while other processes kept {c.others_cores:.1f} cores busy: they may be "
+                 "too low (so the fraction of the roof too high); they are re-measured on the next use when the "
+                 "machine is quiet, or now with perfmagic.ceilings(recalibrate=True)")
+    bad = c.unreliable
+    for roof in ("bandwidth", dtype):
+        if roof in bad:
+            w.append(f"the {roof} roof is unreliable ({bad[roof]}): its fraction of the roof is approximate")
+    if dtype in c.emulated:
+        w.append(f"{dtype} is {c.emulated[dtype]}: its roof is that of emulation, not of {dtype} units")
     w += [x for x in r.warnings if "other processes" in x]
     dev = str(r.device)
     if not (dev == c.device or (dev.startswith("cuda") and c.device.startswith("cuda") and dev.split(":")[-1] == c.device.split(":")[-1])):
