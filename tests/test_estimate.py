@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -394,6 +395,7 @@ def _virtual_scaling(monkeypatch, f, N, seed=0):
     monkeypatch.setattr(_measure, "time", types.SimpleNamespace(perf_counter=lambda: clock[0],
                                                                  process_time=lambda: clock[0]))
     monkeypatch.setattr(_measure, "reference_time", lambda duration: 20e-6)  # a machine of constant speed
+    monkeypatch.setattr(_measure, "_others", lambda probe: None)  # and no other process on it
     return _measure._scaling(_VirtualRunner(f, clock, seed), N, "n", "x", "cpu", 3.0, 0.10, None, False, None, [])
 
 
@@ -408,7 +410,8 @@ def test_size_plan_on_planted_curves(monkeypatch, name, f, N, form) -> None:
         r = _virtual_scaling(monkeypatch, f, N, seed)
         assert r.reliable and abs(r.predicted_s / f(N) - 1) <= 0.10, (name, seed, r.text())
         assert r.time_fit.best.name == form, (name, seed, r.text())
-        assert r.spent_s <= 0.13 * f(N) + 0.3, (name, seed, r.spent_s)  # the 10% cap (its guess can run over)
+        # the 10% cap, more where the prediction stayed uncertain (at most 35%) and the spaced repeats (×1.6)
+        assert r.spent_s <= 0.35 * f(N) + 0.3, (name, seed, r.spent_s)
 
 
 def test_a_step_smaller_than_doubling_fills_the_top(monkeypatch) -> None:
@@ -483,3 +486,112 @@ def test_only_the_cpu_part_of_a_run_is_corrected() -> None:
     typ = sorted(20e-6 * swing.get(n, 1.0) for n in (256, 512, 1024, 2048, 2896))[2]
     assert half.speed_factors[2] == pytest.approx(1 + 0.5 * (typ / (20e-6 * 1.45) - 1))
     assert "45% slower at n=1,024 and 15% faster at n=2,048" in half.text()
+
+
+# ---- intervals that mean what they say (issue 18) --------------------------------------------------
+
+def _sort_points(later: dict[int, float]) -> list[Point]:
+    """n log n points (no noise of their own), some sizes re-timed later at a planted factor."""
+    return [Point(n, (2e-8 * n * math.log(n),), later=((2e-8 * n * math.log(n) * later[n]),) if n in later else ())
+            for n in (2**14, 2**15, 2**16, 2**17, 2**18)]
+
+
+def test_the_interval_carries_the_run_to_run_variation_measured() -> None:
+    N = 2**21
+    truth = 2e-8 * N * math.log(N)
+    quiet = analyse_scaling(_sort_points({}), N=N)
+    # no repeat that says otherwise: the floor (the quietest repeat of this machine), ±6.6% at 90%
+    assert quiet.run_noise == pytest.approx(0.04)
+    assert quiet.low_s <= truth / 1.06 and quiet.high_s >= truth * 1.06, quiet.text()
+    # the two largest sizes re-timed later ran 25% slower and 20% faster: that variation is in the interval
+    noisy = analyse_scaling(_sort_points({2**17: 1.25, 2**18: 0.8}), N=N)
+    assert noisy.run_noise > 0.2, noisy.run_noise
+    assert noisy.high_s / noisy.predicted_s >= math.exp(1.645 * noisy.run_noise) * 0.99, noisy.text()
+    assert noisy.predicted_s / noisy.low_s >= math.exp(1.645 * noisy.run_noise) * 0.99
+    assert noisy.reliable and "run-to-run variation ±" in noisy.text() and "re-timed later" in noisy.text()
+
+
+def test_the_sizes_at_the_top_are_re_timed_later(monkeypatch) -> None:
+    r = _virtual_scaling(monkeypatch, lambda n: 1e-5 + 15 * n * math.log(n) / (125e6 * math.log(125e6)), 125_000_000)
+    re = [p for p in r.points if p.later]
+    top2 = sorted(p.n for p in r.points)[-2:]
+    assert re and {p.n for p in re} <= set(top2), [(p.n, p.later) for p in r.points]
+    assert r.run_noise is not None and r.run_noise >= 0.04
+
+
+def test_an_uncertain_prediction_keeps_measuring(monkeypatch) -> None:
+    # a sort whose largest early size ran in a slow phase (2.5× its cost): the sweep's guess of the next
+    # size is far too high and it stops early; the wide interval that follows must buy larger sizes
+    f = lambda n: 1e-4 + 2e-8 * n * math.log(n)  # noqa: E731
+    N = 20_000_000
+    state = {"hit": False}
+
+    def slowed(n):
+        if not state["hit"] and n >= 150_000:
+            state["hit"] = True
+            return f(n) * 2.5
+        return f(n)
+    r = _virtual_scaling(monkeypatch, slowed, N)
+    assert max(p.n for p in r.points) >= 1_000_000, [(p.n, p.times, p.later) for p in r.points]
+    assert r.reliable and r.low_s <= f(N) <= r.high_s, r.text()
+
+
+def test_top_sizes_off_the_model_print_unreliable_with_the_reason() -> None:
+    # n log n below, but the two largest sizes 50% above it (data leaving a cache): no number, the reason,
+    # and how far to measure to tell
+    ns = [1000 * 2**i for i in range(9)]
+    pts = [Point(n, ((1e-3 + 1e-7 * n * math.log(n)) * (1.5 if i >= 7 else 1.0),)) for i, n in enumerate(ns)]
+    r = analyse_scaling(pts, N=8 * ns[-1])
+    assert not r.reliable, r.text()
+    h = r.headline()
+    assert "no estimate" in h and ("the two largest sizes disagree" in h or "changed its growth" in h), h
+    assert "measure up to n=" in h and "to tell" in h, h
+    assert gate(r, limit=60).verdict == "unknown"
+
+
+def test_load_by_others_is_named_first_and_the_low_end_allows_for_it(monkeypatch) -> None:
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)  # a 2-core machine
+    pts = [replace(p, cpu_share=1.0) for p in _sort_points({})]
+    quiet = analyse_scaling(pts, N=2**21, others_cores=0.0)
+    beside = analyse_scaling(pts, N=2**21, others_cores=1.0)  # one busy neighbour: a core each
+    crowded = analyse_scaling(pts, N=2**21, others_cores=1.5)  # more than the free core: time-sharing
+    assert not any("other processes" in w for w in quiet.warnings)
+    assert beside.warnings and beside.warnings[0].startswith("other processes kept 1.0 of"), beside.warnings
+    assert quiet.low_s * 0.9 < beside.low_s <= quiet.low_s
+    # 1.5 others + 1 own on 2 cores: a fifth of the CPU time could go
+    assert crowded.low_s == pytest.approx(0.8 * crowded.predicted_s) and crowded.high_s == pytest.approx(quiet.high_s)
+
+
+def _blocks(paces: list[float]) -> list[Point]:
+    return [Point(1, (t,)) for t in paces]
+
+
+def test_a_slow_phase_across_units_is_named_and_the_later_pace_assumed() -> None:
+    from perfmagic.estimation.fit import analyse_iteration
+
+    rng = random.Random(2)
+    per = [0.012 * (1 + rng.gauss(0, 0.03)) for _ in range(40)] + [0.025 * (1 + rng.gauss(0, 0.03)) for _ in range(20)]
+    r = analyse_iteration(_blocks(per), T=938)
+    w = " ".join(r.warnings)
+    assert "units 1–40 took 11." in w and "units 41–60 24." in w and "slow phase" in w, r.warnings
+    assert r.predicted_s == pytest.approx(938 * 0.025, rel=0.03)
+    assert r.low_s <= 938 * sum(per) / len(per) * 1.01 and r.high_s >= 938 * 0.025 * 1.05, r.text()
+    # a steady job: no phase, and the interval still carries at least the floor
+    steady = analyse_iteration(_blocks([0.012 * (1 + rng.gauss(0, 0.03)) for _ in range(60)]), T=938)
+    assert not steady.warnings and steady.run_noise >= 0.04
+    assert steady.high_s / steady.predicted_s >= math.exp(1.645 * 0.04) * 0.99
+
+
+def test_per_iteration_keeps_measuring_past_a_slow_phase_and_covers_the_job() -> None:
+    # planted with sleep (a busy neighbour cannot move it): units 3 ms until unit 25, 6 ms after; the
+    # measuring (10% of ~1 s) would stop near unit 30, just after the step, and keeps going to confirm it
+    import itertools
+
+    ns = {"time": time, "unit": itertools.count()}
+    r = estimate("i = next(unit)\ntime.sleep(0.003 if i < 25 else 0.006)", total=300, globals=ns, run=True)
+    assert any("slow phase" in w for w in r.warnings), r.text()
+    assert sum(p.n for p in r.points) >= 20, r.text()
+    assert r.low_s <= r.actual.seconds <= r.high_s, r.text()
+    assert abs(r.time_error()) <= 0.15, r.text()

@@ -22,6 +22,8 @@ def test_scaling_form_reports_predicts_and_records(shell) -> None:
     (bundle,) = shell.bundles
     text = bundle["text/plain"]
     assert text.startswith("estimate for n=3,000,000:") and "WILL FIT" in text and "actual full run" in text
+    # the interval says what run-to-run variation it carries, and where it was measured
+    assert "run-to-run variation ±" in text and "(1 sd, in the interval)" in text
     assert "run #1" in text and "image/png" in bundle
     page = bundle["text/html"]  # self-contained: the text, the figure inline, the measured points folded
     assert "run #1" in page and "data:image/png;base64," in page and "<details" in page and "Measured points" in page
@@ -47,6 +49,19 @@ def test_per_iteration_form_and_the_gate(shell) -> None:
 
     row = perfmagic.ledger("estimate").iloc[0]
     assert row["verdict"] == "will not fit" and row["limit_s"] == 2.0
+
+
+def test_a_slow_phase_in_the_units_is_shown(shell) -> None:
+    # planted with sleep: units 2 ms until the 15th, 5 ms after; the text names the step and the pace assumed
+    shell.run(SETUP + "import itertools\nunit = itertools.count()\n")
+    res = shell.run("%%estimate --total 400 --no-plot\ntime.sleep(0.002 if next(unit) < 15 else 0.005)\n")
+    assert res.error_in_exec is None, res.error_in_exec
+    text = shell.text()
+    assert "a slow phase" in text and "the total assumes the later pace goes on" in text, text
+    import perfmagic
+
+    row = perfmagic.ledger("estimate").iloc[0]
+    assert row["predicted_s"] == pytest.approx(400 * 0.005, rel=0.2), text
 
 
 def test_output_returns_the_result(shell) -> None:

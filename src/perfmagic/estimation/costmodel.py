@@ -234,8 +234,13 @@ class Selection:
 
 def select(n: Sequence[float], y: Sequence[float], target: float, *, floor: float = 0.0,
            forms: Sequence[str] | None = None, boot: int = 200, level: float = 0.90, seed: int = 0,
-           robust: bool = True) -> Selection:
-    """Fit every form that the number of points supports, pick by AICc, predict ``target`` with an interval."""
+           robust: bool = True, noise: float = 0.0) -> Selection:
+    """Fit every form that the number of points supports, pick by AICc, predict ``target`` with an interval.
+
+    ``noise``: the points' run-to-run variation measured apart from the fit (relative sd); where the
+    residuals are smaller than that (a few points that happened to line up), the bootstrap draws
+    relative noise of that size instead, so the interval carries what the points' noise does to the
+    extrapolation."""
     import numpy as np
 
     m = len(y)
@@ -250,7 +255,7 @@ def select(n: Sequence[float], y: Sequence[float], target: float, *, floor: floa
         if bad and m - len(bad) >= 5 and len(bad) <= max(1, m // 5):
             keep = [i for i in range(m) if i not in bad]
             sub = select([n[i] for i in keep], [y[i] for i in keep], target, floor=floor, forms=forms, boot=boot,
-                         level=level, seed=seed, robust=False)
+                         level=level, seed=seed, robust=False, noise=noise)
             return replace(sub, dropped=tuple(float(n[i]) for i in bad))
     names = [f for f in (forms or FORMS) if FORMS[f][1] + 2 <= m or (m < 4 and FORMS[f][1] <= 2)]
     fits = [fit_form(f, n, y, floor) for f in names]
@@ -289,8 +294,9 @@ def select(n: Sequence[float], y: Sequence[float], target: float, *, floor: floa
     infl = math.sqrt(m / max(m - best.params, 1))
     rng = np.random.default_rng(seed)
     preds = []
+    parametric = noise > 0 and float(np.sqrt(np.mean(rel * rel))) * infl < noise
     for _ in range(boot if m >= 3 else 0):
-        r = rng.choice(rel, size=m, replace=True) * infl
+        r = rng.normal(0.0, noise, size=m) if parametric else rng.choice(rel, size=m, replace=True) * infl
         yb = fitted + r * scale_y
         fb = fit_form(best.name, n_arr, yb, floor)
         preds.append(float(fb.predict(target)))

@@ -20,6 +20,7 @@ from typing import Any
 from ..core import stats as _stats
 from ..render.units import fmt_bytes, fmt_time
 from .costmodel import local_slopes, select
+from .noise import LOAD_WARN, NOISE_FLOOR, load_text, load_widening, phases, run_noise, slope_range, top_trend, widen
 from .result import MEM_FLOOR, EstimateResult, Point
 
 DEFAULT_BUDGET_S = 3.0  # the measuring budget (``budget=``, ``-b``)
@@ -32,6 +33,43 @@ SPEED_WARN = 0.15  # without the correction, a speed change beyond ±15% while m
 TOP_SPAN = 3.0   # the top of the curve: the largest sizes, at least 3 of them, spanning at least this factor
 TOP_SLOPE_MISMATCH = 0.5  # the model's slope there differs from the points' by more: a regime change
 LAST_STEP_MISMATCH = 1.0  # the model's slope over the last step exceeds the points' by more, just past a jump
+DRIFT_PER_DECADE = 0.10  # relative sd added per tenfold of the full run's length over the largest run measured
+NOISY_RUNS = 0.25  # measured run-to-run variation beyond which an unreliable fit says so as its reason
+TOP_DISAGREE = 0.15  # the two largest sizes off the fit by more than this (and 2.5× the noise), same side: unreliable
+
+
+def measured_noise(points: Sequence[Point]) -> float:
+    """The run-to-run variation (relative sd, log scale) the points show: spaced repeats against their
+    first timing, and consecutive runs of one size, at least ``noise.NOISE_FLOOR``."""
+    # runs as long as a tenth of the largest: a burst of a few ms (a preemption) that doubles a 10 ms run
+    # is noise of that run, not of a run of seconds
+    longest = max((p.time for p in points), default=0.0)
+    spaced = [(_stats.median(list(p.times)), t) for p in points for t in p.later if p.times]
+    adjacent = [(p.times[0], p.times[1]) for p in points
+                if len(p.times) >= 2 and p.time >= max(1e-3, 0.1 * longest)]
+    return run_noise(spaced + adjacent)
+
+
+def _suggest(ns: Sequence[float], ts: Sequence[float], N: float, var: str) -> str:
+    """'measure up to n=… (≈ x s) to tell': four times the largest size, timed by the top points' slope."""
+    top, t = ns[-1], ts[-1]
+    n2 = min(float(N), top * 4)
+    k = 1.0
+    if len(ns) >= 2 and ts[-2] > 0 and ns[-1] > ns[-2]:
+        k = max(1.0, math.log(t / ts[-2]) / math.log(ns[-1] / ns[-2]))
+    return f"measure up to {var}={n2:,.0f} (≈ {fmt_time(t * (n2 / top) ** k)}) to tell, e.g. with a longer --budget"
+
+
+def _top_disagreement(ns: Sequence[float], ts: Sequence[float], model: Any, sigma: float) -> tuple[float, float] | None:
+    """The relative misfits of the two largest sizes when both lie on the same side of the model, beyond
+    ``TOP_DISAGREE`` and 2.5× the measured noise (the fit follows the sizes below, not the top)."""
+    if len(ns) < 4:
+        return None
+    e = [t / float(model.predict(n)) - 1 for n, t in zip(ns[-2:], ts[-2:]) if float(model.predict(n)) > 0]
+    if len(e) < 2 or e[0] * e[1] <= 0:
+        return None
+    bar = max(TOP_DISAGREE, 2.5 * sigma)
+    return (e[0], e[1]) if min(abs(e[0]), abs(e[1])) > bar else None
 
 
 def speed_factors(points: Sequence[Point], device: str = "cpu") -> tuple[float, ...]:
@@ -106,7 +144,8 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
                     spent_s: float = 0.0, budget_s: float = DEFAULT_BUDGET_S,
                     max_fraction: float = DEFAULT_MAX_FRACTION, failures: Sequence[tuple[int, str]] = (),
                     notes: Sequence[str] = (), memory_source: str = "rss",
-                    correct_speed: bool = False) -> EstimateResult:
+                    correct_speed: bool = False, others_cores: float | None = None,
+                    load: tuple[float | None, int | None] | None = None) -> EstimateResult:
     """Fit the measured points and predict size ``N`` (public so that saved points can be re-analysed).
 
     ``correct_speed=True`` scales each time to the machine's typical speed while measuring (see
@@ -114,12 +153,23 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     reference before and after a run tracked the speed during the run too loosely, and the corrected
     fits were no better than the raw ones (docs/benchmarks.md). Without it, a speed change beyond 15%
     is reported as a warning.
+
+    The interval carries the run-to-run variation the points themselves show (:mod:`.noise`): the
+    spaced repeats (``Point.later``) and consecutive runs of one size give its relative sd, the
+    bootstrap draws the points' noise at least that large (so the extrapolation's leverage on a
+    noisy top is in the interval), and the full run's own variation is added in quadrature.
+    ``others_cores`` (cores kept busy by other processes while measuring) above ``LOAD_WARN`` is
+    named first among the warnings, and the interval's low end then reaches the pace the code would
+    have without them.
     """
+    others_cores, threads = load if load is not None else (others_cores, None)
     pts = sorted(points, key=lambda p: p.n)
     warnings: list[str] = []
     base = dict(mode="scaling", var=var, full=float(N), code=code, device=device, points=tuple(pts), warmup=(),
                 failures=tuple(failures), spent_s=spent_s, measure_budget_s=budget_s, max_fraction=max_fraction,
                 notes=tuple(notes), memory_source=memory_source)
+    if others_cores is not None and others_cores > LOAD_WARN:
+        warnings.append(load_text(others_cores, threads))
     factors = speed_factors(pts, device)
     if factors:
         typ = _stats.median([p.ref_s for p in pts if p.guarded])
@@ -148,12 +198,15 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
         if not c or abs(math.log(all_t[-1] / all_t[0]) / math.log(pts[-1].n / pts[0].n)) < 0.05:
             warnings.append(f"the time does not change with {var} ({fmt_time(min(all_t))} – {fmt_time(max(all_t))} "
                             f"over sizes {pts[0].n:,} – {pts[-1].n:,}): does the cell use {var}?")
-    if pts and pts[-1].n >= N:  # the full size itself was measured
+    if pts and pts[-1].n >= N:  # the full size itself was measured: another run lands within its variation
         p = raw_pts[-1]
         mem = p.memory()
-        return EstimateResult(predicted_s=p.time, low_s=min(p.times), high_s=max(p.times), peak_bytes=mem,
-                              peak_low=mem, peak_high=mem, reliable=True, measured_full=True,
-                              fit_sizes=(p.n,), warnings=tuple(warnings), **base)  # type: ignore[arg-type]
+        sigma = measured_noise(raw_pts)
+        lo, hi = widen(p.time, min(p.times), max(p.times), sigma)
+        return EstimateResult(predicted_s=p.time, low_s=lo, high_s=hi, peak_bytes=mem,
+                              peak_low=mem, peak_high=mem, reliable=True, measured_full=True, run_noise=sigma,
+                              others_cores=others_cores, fit_sizes=(p.n,), warnings=tuple(warnings),
+                              **base)  # type: ignore[arg-type]
     if len(pts) < 3:
         return EstimateResult(predicted_s=None, low_s=None, high_s=None, peak_bytes=None, peak_low=None,
                               peak_high=None, reliable=False,
@@ -165,10 +218,29 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
         use = pts[-max(5, len(use)):]
     ns = [float(p.n) for p in use]
     ts = [p.time for p in use]
-    sel = select(ns, ts, float(N))
+    sigma = measured_noise(raw_pts)
+    sel = select(ns, ts, float(N), noise=sigma)
     pred, lo, hi = sel.predicted, sel.low, sel.high
+    # the top sizes' own trend (the cost above the fitted overhead, continued at their local slope) is
+    # a plausible extrapolation too: a fit across sizes that leave a cache bends more than its top does
+    for local in (top_trend(ns, ts, sel.best.a, float(N), TOP_SPAN), *slope_range(ns, ts, sel.best.a, float(N))):
+        if local is not None:
+            lo, hi = min(lo, local), max(hi, local)
+    # the full run lasts far longer than any run measured: this machine's speed over seconds varies
+    # more than between two runs of tens of ms (calibrated on benchmarks/bench_estimate.py)
+    span = max(math.log10(max(pred, 1e-12) / max(ts[-1], 1e-12)), 0.0) if pred > 0 else 0.0
+    sigma_full = math.sqrt(sigma * sigma + (DRIFT_PER_DECADE * span) ** 2)
+    lo, hi = widen(pred, lo, hi, sigma_full)
+    lo, hi = load_widening(pred, lo, hi, others_cores, raw_pts, threads)
     reliable = (all(math.isfinite(x) for x in (pred, lo, hi)) and pred > 0 and lo > 0
                 and hi / lo <= UNRELIABLE_SPREAD and hi <= PLAUSIBLE_MAX_S)
+    why = ""
+    if sigma > NOISY_RUNS and not reliable:
+        rep = max((p for p in raw_pts if p.later), key=lambda p: p.n, default=None)
+        seen = (f" ({var}={rep.n:,}: {', '.join(fmt_time(t) for t in rep.times)}, later {fmt_time(rep.later[0])})"
+                if rep is not None else "")
+        why = (f"runs of the same size differ by ±{sigma:.0%} here{seen}, too much to extrapolate "
+               f"{N / top:,.0f}× in size; {_suggest(ns, ts, N, var)}")
     if N / top > 1e4:
         reliable = False
         warnings.append(f"the full size is {N / top:,.0f}× the largest measured: no model can be trusted that far; "
@@ -186,7 +258,6 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
         said_last = local_slopes(ns[-2:], [float(sel.best.predict(x)) for x in ns[-2:]])
         if said_last and said_last[0] - steps[1] > LAST_STEP_MISMATCH and steps[0] > said_last[0]:
             off = (steps[1], said_last[0], int(ns[-2]))
-    why = ""
     if off is not None:
         reliable = False
         got, said, lo_n = off
@@ -196,7 +267,14 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
         if jump is not None:
             why += (f"; the time jumped {jump[2]:.1f}× between {var}={jump[0]:,} and {jump[1]:,} "
                     f"({jump[1] / jump[0]:.1f}× the size): a garbage collector, cache or memory regime change")
-        why += ". Measure further past the change (a longer --budget, or --sizes above it)"
+        why += f". Measure further past the change: {_suggest(ns, ts, N, var)}"
+    if off is None:
+        disagree = _top_disagreement(ns, ts, sel.best, sigma)
+        if disagree is not None:
+            reliable = False
+            why = (f"the two largest sizes disagree with the {sel.best.describe()} fit by {disagree[0]:+.0%} and "
+                   f"{disagree[1]:+.0%} (this machine's run-to-run variation, measured: ±{sigma:.0%}); "
+                   f"{_suggest(ns, ts, N, var)}")
     # local slope still rising at the largest size?
     allns, allts = [p.n for p in pts], all_t
     if len(pts) >= 5:
@@ -244,7 +322,8 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
             peak, plo, phi = mem_sel.predicted, mem_sel.low, mem_sel.high
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,
                           reliable=reliable, time_fit=sel, mem_fit=mem_sel, fit_sizes=tuple(int(x) for x in ns),
-                          warnings=tuple(warnings), unreliable_why=why, **base)  # type: ignore[arg-type]
+                          warnings=tuple(warnings), unreliable_why=why, run_noise=sigma, others_cores=others_cores,
+                          **base)  # type: ignore[arg-type]
 
 
 def _stats_sd(xs: Sequence[float]) -> float:
@@ -255,8 +334,17 @@ def _stats_sd(xs: Sequence[float]) -> float:
 def analyse_iteration(points: Sequence[Point], *, T: float, cold_s: float | None = None,
                       warmup: Sequence[float] = (), code: str = "", device: str = "cpu", spent_s: float = 0.0,
                       budget_s: float = DEFAULT_BUDGET_S, max_fraction: float = DEFAULT_MAX_FRACTION,
-                      notes: Sequence[str] = ()) -> EstimateResult:
-    """Predict a job of ``T`` units from timed blocks of units."""
+                      notes: Sequence[str] = (), others_cores: float | None = None,
+                      load: tuple[float | None, int | None] | None = None) -> EstimateResult:
+    """Predict a job of ``T`` units from timed blocks of units.
+
+    The total is ``cold extra + T × pace``; the interval is the standard error of the mean pace widened
+    by the spread of the paces of consecutive segments of units (:func:`.noise.phases`), at least
+    ``noise.NOISE_FLOOR``: a long job meets the machine's and the job's phases, not the mean of a few
+    seconds. A step in pace while measuring (a slow phase) is named, the later pace is assumed to go
+    on, and the interval reaches back to the mean of all units.
+    """
+    others_cores, threads = load if load is not None else (others_cores, None)
     base = dict(mode="iteration", var=None, full=float(T), code=code, device=device, points=tuple(points),
                 warmup=tuple(warmup), failures=(), spent_s=spent_s, measure_budget_s=budget_s,
                 max_fraction=max_fraction, notes=tuple(notes), cold_s=cold_s)
@@ -272,13 +360,31 @@ def analyse_iteration(points: Sequence[Point], *, T: float, cold_s: float | None
     sd = _stats_sd(per) if m > 1 else mean
     half = 1.645 * sd / math.sqrt(m)
     extra = max((cold_s or 0.0) - mean, 0.0)  # the job's own first unit is cold too
-    pred = extra + T * mean
-    # a floor of 3% on the interval: the machine's own drift over a long job
-    lo = extra + T * max(mean - half, 0.0)
-    hi = extra + T * (mean + half)
-    lo, hi = min(lo, pred * 0.97), max(hi, pred * 1.03)
     warnings: list[str] = []
-    if m >= 8:  # is the unit time trending (a growing cost per unit)?
+    if others_cores is not None and others_cores > LOAD_WARN:
+        warnings.append(load_text(others_cores, threads))
+    # the pace of consecutive segments of units: their spread is the variation a long job meets (phases
+    # of the machine or of the job), and a step between them is a slow (or fast) phase
+    blocks = [(p.n, t) for p in points for t in p.times]
+    ph = phases(blocks)
+    sigma = max(NOISE_FLOOR, ph.spread)
+    pace, lo_pace, hi_pace = mean, max(mean - half, 0.0), mean + half
+    if ph.change_at is not None and ph.before and ph.after:
+        # the job (or the machine) changed pace while measuring: the total assumes the later pace goes
+        # on (what slowed it is still there), and the interval reaches back to the mean of all units
+        pace = ph.after
+        lo_pace, hi_pace = min(ph.after, mean), max(ph.after, mean)
+        sigma = max(NOISE_FLOOR, ph.within)
+        done = sum(p.n for p in points)
+        kind = "slow" if ph.after > ph.before else "fast"
+        warnings.append(f"units 1–{ph.change_at - 1} took {fmt_time(ph.before)} each, units {ph.change_at}–{done} "
+                        f"{fmt_time(ph.after)}: a {kind} phase (the job, or the machine, changed pace at unit "
+                        f"{ph.change_at} of those timed); the total assumes the later pace goes on, and the interval "
+                        f"reaches the mean of all units ({fmt_time(mean)})")
+    pred = extra + T * pace
+    lo, hi = widen(pred, extra + T * lo_pace if lo_pace > 0 else pred, extra + T * hi_pace, sigma)
+    lo, hi = load_widening(pred, lo, hi, others_cores, points, threads)
+    if m >= 8 and ph.change_at is None:  # is the unit time trending (a growing cost per unit)?
         import numpy as np
 
         x = np.arange(m, dtype=float)
@@ -287,6 +393,7 @@ def analyse_iteration(points: Sequence[Point], *, T: float, cold_s: float | None
         if r > 0.7 and slope * m > 0.2 * mean:
             warnings.append(f"the time per unit grows as the job goes on ({fmt_time(per[0])} → {fmt_time(per[-1])} over "
                             f"{m} blocks): the total assumes the mean; the real job may take longer")
+            hi = max(hi, extra + T * float(per[-1]) * math.exp(1.645 * sigma))
     # memory: the peak of one unit, plus any steady growth from unit to unit
     peaks = [p.rss_peaks[0] for p in points if p.rss_peaks]
     after = [(i, p.rss_after[0]) for i, p in enumerate(points) if p.rss_after]
@@ -308,8 +415,8 @@ def analyse_iteration(points: Sequence[Point], *, T: float, cold_s: float | None
                 warnings.append(f"memory grows {fmt_bytes(growth)} per unit (r={rr:.2f}): over {T:,.0f} units that "
                                 f"is +{fmt_bytes(growth * T)}")
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,
-                          reliable=True, mem_growth_per_unit=growth, warnings=tuple(warnings),
-                          **base)  # type: ignore[arg-type]
+                          reliable=True, mem_growth_per_unit=growth, warnings=tuple(warnings), run_noise=sigma,
+                          others_cores=others_cores, **base)  # type: ignore[arg-type]
 
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_MAX_FRACTION", "analyse_iteration", "analyse_scaling", "speed_factors",

@@ -21,17 +21,95 @@ from dataclasses import replace
 from typing import Any
 
 from ..core import stats as _stats
+from ..core.env import LoadProbe
 from ..core.reference import reference_time
 from ..errors import BenchInterrupted
 from ..render.units import fmt_time
 from .costmodel import local_slopes
 from .fit import _stats_sd, analyse_iteration, analyse_scaling
+from .noise import phases
 from .result import EstimateResult, Point
 from .runner import _Runner
 
 GROWTH = 2.0
 MIN_BUDGET_S = 0.3  # the fraction cap never stops the measuring before this much time
 SPEED_GUARD_MIN_S = 0.02  # points expected to take at least this long are timed beside the reference workload
+REPEAT_ALLOWANCE = 1.6  # spaced repeats may take the measuring to this multiple of the fraction cap (within the budget)
+UNCERTAIN_HIGH = 1.3  # an interval reaching this far above the prediction keeps the measuring going at larger sizes
+UNCERTAIN_FRACTION = 0.35  # ... up to this fraction of the predicted full run (within the budget)
+PHASE_CONFIRM = 10  # units timed after a step in pace before the measuring may stop
+
+
+def _others(probe: LoadProbe) -> tuple[float | None, int | None]:
+    """Cores kept busy by other processes since the probe started, and this process's busy threads
+    meanwhile (a copy is stopped: the probe keeps running)."""
+    import copy
+
+    p = copy.copy(probe)
+    try:
+        return p.stop(), p.active_threads
+    except Exception:  # pragma: no cover - /proc unreadable
+        return None, None
+
+
+def _after_sweep(points: list[Point], N: int, budget_s: float, cap: float, elapsed: Any, measure_at: Any,
+                 runner: _Runner, memory: bool, progress: Any, var: str, analyse: Any) -> None:
+    """Larger sizes while the prediction is uncertain, then spaced repeats of the largest sizes.
+
+    1. While the interval reaches more than ``UNCERTAIN_HIGH`` × the prediction or the model does not follow
+       the largest sizes, a larger size is measured (×2, ×1.41 or ×1.19 of the largest: the largest
+       that the model's high end says fits), up to ``UNCERTAIN_FRACTION`` of the predicted full run and
+       within the budget: an uncertain prediction is worth more measuring than a sure one.
+    2. The second-largest size, then the largest, are timed once more (never right after their first
+       run): each re-time against the first timing is one draw of this machine's run-to-run variation,
+       drift included, which the interval then carries (:mod:`.noise`). They may take the measuring to
+       ``REPEAT_ALLOWANCE`` × what it had spent (or × the fraction cap), within the budget.
+    """
+    for _ in range(6):
+        if len(points) < 3:
+            break
+        r = analyse(points)
+        if r.predicted_s is None or r.measured_full:
+            return
+        # the high side (the low side also carries the allowance for other processes' load, which more
+        # sizes would not narrow)
+        wide = not r.reliable or not r.high_s or r.high_s / r.predicted_s > UNCERTAIN_HIGH
+        if not wide:
+            break
+        # an unreliable prediction says nothing of the full run's length: the budget alone limits the measuring
+        room = (budget_s if not r.reliable else min(budget_s, max(UNCERTAIN_FRACTION * r.predicted_s, MIN_BUDGET_S))
+                ) - elapsed()
+        top = points[-1]
+        tf = r.time_fit
+        step = None
+        for g in (2.0, 1.41, 1.19):
+            s = int(min(N, round(top.n * g)))
+            if s <= top.n:
+                continue
+            if s > N / 1.5:
+                s = N
+            guess = top.time * (s / top.n) ** 2.0
+            if tf is not None:  # the model's high end at that size (at least linear growth from the top)
+                guess = max(float(tf.best.predict(s)) * (r.high_s / r.predicted_s), top.time * s / top.n)
+            if 1.3 * guess <= room:
+                step = (s, guess)
+                break
+        if step is None:
+            break
+        points.append(measure_at(step[0], step[1]))
+        if progress is not None:
+            progress(min(elapsed() / budget_s, 1.0), f"{var}={step[0]:,}: {fmt_time(points[-1].time, 3)} (uncertain)")
+        if step[0] >= N:
+            return
+    allow = min(budget_s, max(REPEAT_ALLOWANCE * cap, REPEAT_ALLOWANCE * elapsed(), MIN_BUDGET_S))
+    for i in [i for i in (len(points) - 2, len(points) - 1) if i >= 0]:
+        p = points[i]
+        if elapsed() + 1.2 * p.time > allow:
+            continue
+        t, _r, _, _c = runner.once(p.n, memory=False, clean=p.time > 5e-4)
+        points[i] = replace(p, later=p.later + (t,))
+        if progress is not None:
+            progress(min(elapsed() / budget_s, 1.0), f"{var}={p.n:,} again: {fmt_time(t, 3)}")
 
 
 def _source(fn_or_code: Any) -> str:
@@ -90,6 +168,14 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
             tt, _, traced, _ = runner.once(s, memory=False, trace=True, clean=False)
             traced_spent[0] += tt
         return Point(s, tuple(times), tuple(rss), traced, c, ref_s=ref, cpu_share=cpu_share)
+
+    probe = LoadProbe().start()
+
+    def analyse(pts: list[Point]) -> EstimateResult:
+        return analyse_scaling(pts, N=N, var=var, code=_source(fn_or_code), device=dev, spent_s=elapsed(),
+                               budget_s=budget_s, max_fraction=max_fraction, failures=failures, notes=notes,
+                               memory_source="cuda" if dev.startswith("cuda") else "rss",
+                               load=_others(probe))
 
     plan = list(sizes) if sizes is not None else None
     s = plan[0] if plan else max(1, N // 2**16)
@@ -169,14 +255,14 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
                 else:
                     break
             s, est = nxt, t_next
+        if points and not failures and points[-1].n < N and first_exc is None:
+            _after_sweep(points, N, budget_s, budget_now[0], elapsed, measure_at, runner, memory, progress, var,
+                         analyse)
     except KeyboardInterrupt:
         interrupted = True
     if first_exc is not None:
         raise first_exc
-    spent = elapsed()
-    res = analyse_scaling(points, N=N, var=var, code=_source(fn_or_code), device=dev, spent_s=spent,
-                          budget_s=budget_s, max_fraction=max_fraction, failures=failures, notes=notes,
-                          memory_source="cuda" if dev.startswith("cuda") else "rss")
+    res = analyse(points)
     return replace(res, status="interrupted" if interrupted else "ok")
 
 
@@ -188,8 +274,9 @@ def _iteration(runner: _Runner, T: float, fn_or_code: Any, dev: str, budget_s: f
     if memory:  # pages an earlier cell freed and the heap kept would absorb the units' growth unseen
         malloc_trim()
     t_start = time.perf_counter()
+    probe = LoadProbe().start()
     warm: list[float] = []
-    blocks: list[tuple[int, float, int | None, int | None]] = []  # (units, seconds, rss peak, rss after)
+    blocks: list[tuple[int, float, int | None, int | None, float]] = []  # (units, s, rss peak, rss after, cpu s)
     cold = None
     interrupted = False
     try:
@@ -204,18 +291,26 @@ def _iteration(runner: _Runner, T: float, fn_or_code: Any, dev: str, budget_s: f
         unit = _stats.median(warm) if warm else cold
         per_block = max(1, math.ceil(2e-4 / max(unit, 1e-9)))
         done_units = 1 + len(warm)
+        checked = 0.0
         while True:
             el = time.perf_counter() - t_start
             m = len(blocks)
             if m >= 5:
                 per = [b[1] / b[0] for b in blocks]
                 mean = sum(per) / m
-                if el >= budget_s or el >= max_fraction * mean * T:
-                    break
-                if m >= 30:
+                stop = el >= budget_s or el >= max_fraction * mean * T
+                if not stop and m >= 30:
                     sd = _stats_sd(per)
-                    if 1.645 * sd / math.sqrt(m) <= 0.01 * mean:
-                        break
+                    stop = 1.645 * sd / math.sqrt(m) <= 0.01 * mean
+                # a step in pace near the end of what was timed (a slow phase starting): keep measuring, within
+                # the budget and the units of the job, until the new pace has PHASE_CONFIRM units of its own
+                if stop and el < budget_s and el - checked > 0.02:
+                    checked = el
+                    ph = phases([(b[0], b[1]) for b in blocks])
+                    if ph.change_at is not None and ph.after_units < PHASE_CONFIRM and done_units + per_block <= T:
+                        stop = False
+                if stop:
+                    break
             if done_units + per_block > T and m >= 1:
                 break
             if memory:
@@ -223,19 +318,21 @@ def _iteration(runner: _Runner, T: float, fn_or_code: Any, dev: str, budget_s: f
 
                 r0 = current_rss()
                 hw = _reset_hwm() and r0 is not None
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 for _ in range(per_block):
                     v = runner.call(None)
                 runner._sync_after(v)
                 dt = time.perf_counter() - t0
+                cpu = time.process_time() - c0
                 peak = max((_status_kib("VmHWM") or 0) - r0, 0) if hw else None
-                blocks.append((per_block, dt, peak, current_rss()))
+                blocks.append((per_block, dt, peak, current_rss(), cpu))
             else:
-                t0 = time.perf_counter()
+                c0, t0 = time.process_time(), time.perf_counter()
                 for _ in range(per_block):
                     v = runner.call(None)
                 runner._sync_after(v)
-                blocks.append((per_block, time.perf_counter() - t0, None, None))
+                dt = time.perf_counter() - t0
+                blocks.append((per_block, dt, None, None, time.process_time() - c0))
             done_units += per_block
             if progress is not None:
                 progress(min((time.perf_counter() - t_start) / budget_s, 1.0), f"{len(blocks)} blocks")
@@ -245,9 +342,11 @@ def _iteration(runner: _Runner, T: float, fn_or_code: Any, dev: str, budget_s: f
     if cold is None:
         raise BenchInterrupted(None)
     pts = tuple(Point(b[0], (b[1],), (b[2],) if b[2] is not None else (), None, None,
-                      (b[3],) if b[3] is not None else ()) for b in blocks)
+                      (b[3],) if b[3] is not None else (), cpu_share=min(b[4] / b[1], 4.0) if b[1] > 0 else None)
+                for b in blocks)
     res = analyse_iteration(pts, T=T, cold_s=cold, warmup=tuple(warm), code=_source(fn_or_code), device=dev,
-                            spent_s=spent, budget_s=budget_s, max_fraction=max_fraction, notes=notes)
+                            spent_s=spent, budget_s=budget_s, max_fraction=max_fraction, notes=notes,
+                            load=_others(probe))
     return replace(res, status="interrupted" if interrupted else "ok")
 
 

@@ -28,10 +28,11 @@ class Point:
     rss_after: tuple[int, ...] = ()
     ref_s: float | None = None      # the drift guard's reference workload timed around this point
     cpu_share: float | None = None  # this process's CPU time / wall time over the point's runs
+    later: tuple[float, ...] = ()  # re-timed after the sweep, spaced in time from ``times`` (run-to-run variation)
 
     @property
     def time(self) -> float:
-        return _stats.median(list(self.times))
+        return _stats.median(list(self.times) + list(self.later))
 
     @property
     def guarded(self) -> bool:
@@ -110,6 +111,8 @@ class EstimateResult(Displayed):
     notes: tuple[str, ...] = field(default=())
     speed_factors: tuple[float, ...] = ()  # per point, where the times were corrected for the machine's speed
     unreliable_why: str = ""  # why the prediction is not printed, where it is not the width of the interval
+    run_noise: float | None = None  # run-to-run variation measured while estimating (relative sd), in the interval
+    others_cores: float | None = None  # cores kept busy by other processes while measuring
 
     # ---- derived --------------------------------------------------------------------------
     @property
@@ -182,6 +185,7 @@ class EstimateResult(Displayed):
             "peak_high_bytes": self.peak_high, "reliable": self.reliable, "verdict": self.verdict,
             "limit_s": self.limit_s, "available_bytes": self.available_bytes, "largest_fit": self.largest_fit,
             "spent_s": self.spent_s, "measured_fraction": self.measured_fraction, "n_points": len(self.points),
+            "run_noise": self.run_noise, "others_cores": self.others_cores,
         }
         if self.time_fit is not None:
             b = self.time_fit.best
@@ -204,6 +208,7 @@ class EstimateResult(Displayed):
             out["size"] = [float(p.n) for p in self.points]
             out["time_s"] = [p.time for p in self.points]
             out["all_times_s"] = [t for p in self.points for t in p.times]
+            out["later_times_s"] = [t for p in self.points for t in p.later]
             out["runs_per_size"] = [float(len(p.times)) for p in self.points]
             out["memory_bytes"] = [float(p.memory() or 0) for p in self.points]
         return out
@@ -215,7 +220,7 @@ class EstimateResult(Displayed):
             "status": self.status, "points": [{"n": p.n, "times": list(p.times), "rss_peaks": list(p.rss_peaks),
                                                "traced_peak": p.traced_peak, "cuda_peak": p.cuda_peak,
                                                "rss_after": list(p.rss_after), "ref_s": p.ref_s,
-                                               "cpu_share": p.cpu_share} for p in self.points],
+                                               "cpu_share": p.cpu_share, "later": list(p.later)} for p in self.points],
             "warmup": list(self.warmup), "cold_s": self.cold_s, "failures": [list(f) for f in self.failures],
             "spent_s": self.spent_s, "measure_budget_s": self.measure_budget_s, "max_fraction": self.max_fraction,
             "time_fit": self.time_fit.to_dict() if self.time_fit is not None else None,
@@ -225,7 +230,8 @@ class EstimateResult(Displayed):
             "available_kind": self.available_kind, "verdict_reasons": list(self.verdict_reasons),
             "largest_fit_time": self.largest_fit_time, "largest_fit_memory": self.largest_fit_memory,
             "measured_full": self.measured_full, "warnings": list(self.warnings), "notes": list(self.notes),
-            "unreliable_why": self.unreliable_why, "metrics": self.metrics(), "samples": self.samples(),
+            "unreliable_why": self.unreliable_why, "run_noise": self.run_noise, "others_cores": self.others_cores,
+            "metrics": self.metrics(), "samples": self.samples(),
             "actual": self.actual.to_dict() if self.actual is not None else None,
         }
 

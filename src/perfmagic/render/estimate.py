@@ -35,7 +35,8 @@ def headline(r: Any) -> str:
                 f"{fmt_time(r.high_s)}); measure larger sizes, e.g. a longer measuring budget")
     t = f"{fmt_time(r.predicted_s, 3)} (90% interval {fmt_time(r.low_s, 3)} – {fmt_time(r.high_s, 3)})"
     if r.measured_full:
-        t = f"{fmt_time(r.predicted_s, 3)} (measured at the full size)"
+        t = (f"{fmt_time(r.predicted_s, 3)} (measured at the full size; another run: {fmt_time(r.low_s, 3)} – "
+             f"{fmt_time(r.high_s, 3)}, 90%)")
     mem = ""
     if r.peak_bytes is not None and r.peak_bytes < r.mem_floor:
         mem = ", peak memory < 1 MiB"
@@ -86,6 +87,8 @@ def text(r: Any, run_id: Any = None) -> str:
             frac = " (the full run was cheap enough to measure rather than predict)"
         L.append(f"  measured {len(r.points)} sizes in {fmt_time(r.spent_s, 3)}{frac}; the largest, "
                  f"{big.n:,}, took {fmt_time(big.time, 3)}")
+    if r.run_noise is not None and r.predicted_s is not None:
+        L.append("  " + _noise_line(r))
     if r.limit_s is not None or r.available_bytes is not None:
         lim = []
         if r.limit_s is not None:
@@ -126,6 +129,18 @@ def text(r: Any, run_id: Any = None) -> str:
     if run_id is not None:
         L.append(f"  run #{run_id}")
     return "\n".join(L)
+
+
+def _noise_line(r: Any) -> str:
+    """What the interval carries besides the fit: the run-to-run variation the estimator measured."""
+    if r.mode == "scaling":
+        rep = [p for p in r.points if p.later]
+        where = (f"{len(rep)} size{'s' if len(rep) != 1 else ''} re-timed later ("
+                 + ", ".join(f"{r.var}={p.n:,}: {', '.join(fmt_time(t) for t in p.times)} → later {fmt_time(p.later[0])}"
+                             for p in rep) + ")") if rep else "no size re-timed (too costly)"
+        return f"run-to-run variation ±{r.run_noise:.0%} (1 sd, in the interval): {where}"
+    return (f"run-to-run variation ±{r.run_noise:.0%} (1 sd of the pace of consecutive stretches of units, "
+            "in the interval)")
 
 
 def figure_png(r: Any) -> bytes | None:

@@ -1,0 +1,212 @@
+"""Run-to-run variation, measured by the estimator itself, and what it does to an interval.
+
+A fit's residuals say how well a curve follows *these* points; they do not say how far one more run
+(the full one, seconds or minutes later) lands from the curve. On a shared 2-core machine the same
+code drifts by 10–30% between seconds, and an interval built from fit residuals alone (±2–3%)
+missed the actual run 8 times in 9 (docs/benchmarks.md). So the estimator measures that variation:
+
+* **spaced repeats** (scaling form): after the sweep, the largest sizes are timed again, never right
+  after their first run. The log ratio of each re-time to its first timing is one draw of the
+  run-to-run variation *including* the drift between the two moments (:func:`run_noise`).
+* **the spread of units and of phases** (per-iteration form): the units are cut into consecutive
+  segments; how much the segments' paces differ is the variation a job of many such segments sees,
+  and a step between segments is a slow (or fast) phase (:func:`phases`).
+
+:func:`widen` adds that variation to a fit's interval in log space (in quadrature with the fit's own
+half-widths). ``NOISE_FLOOR`` is the variation assumed where fewer repeats exist to tell: 4% (the
+quietest runs of this machine repeat within 2–4%).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Z90 = 1.645  # two-sided 90%
+NOISE_FLOOR = 0.04  # relative sd of one run assumed at least (log scale)
+LOAD_WARN = 0.3  # cores kept busy by other processes while measuring: above this, named first
+MAX_BLOCKS = 80  # blocks beyond this are merged (consecutive ones) before looking for a step
+
+
+def run_noise(pairs: Sequence[tuple[float, float]]) -> float:
+    """Relative sd of one run (log scale) from (first, later) timings of the same size, at least NOISE_FLOOR.
+
+    A robust spread of the log ratios (see below), not divided by √2: the full run is one run at another
+    moment, compared with a curve made of runs at other moments, and the phases of this machine
+    last seconds (consecutive runs share them), so the ratio of two spaced runs is the variation a
+    prediction meets, not twice it.
+    """
+    rs = sorted(abs(math.log(b / a)) for a, b in pairs if a > 0 and b > 0)
+    if not rs:
+        return NOISE_FLOOR
+    # from 3 pairs on, the median absolute log ratio × 1.48 (the sd of a normal variation): one run hit by
+    # a preemption does not set it; with fewer, the mean × 1.25. The floor keeps lucky pairs from
+    # narrowing the interval
+    if len(rs) >= 3:
+        k = len(rs)
+        med = rs[k // 2] if k % 2 else (rs[k // 2 - 1] + rs[k // 2]) / 2
+        return max(1.48 * med, NOISE_FLOOR)
+    return max(1.25 * sum(rs) / len(rs), NOISE_FLOOR)
+
+
+def widen(pred: float, lo: float, hi: float, sigma: float, z: float = Z90) -> tuple[float, float]:
+    """The interval (lo, hi) around ``pred`` widened by a run-to-run variation ``sigma`` (relative sd).
+
+    Each side's log half-width is combined in quadrature with ``z·sigma``: the fit's uncertainty and
+    the full run's own variation are independent.
+    """
+    if not (pred > 0 and lo > 0 and hi > 0):
+        return lo, hi
+    dl = math.log(pred / min(lo, pred))
+    dh = math.log(max(hi, pred) / pred)
+    extra = z * sigma
+    return pred * math.exp(-math.sqrt(dl * dl + extra * extra)), pred * math.exp(math.sqrt(dh * dh + extra * extra))
+
+
+@dataclass(frozen=True)
+class Phases:
+    """The units cut into consecutive segments: their paces, and a step between two phases if there is one."""
+
+    paces: tuple[float, ...]  # mean seconds per unit of each segment, in time order
+    sizes: tuple[int, ...]  # units per segment
+    spread: float  # relative sd of the segment paces (log scale)
+    change_at: int | None = None  # the first unit of the later phase (1-based), when the pace stepped
+    before: float | None = None  # mean seconds per unit before the step
+    after: float | None = None  # ... and after it
+    after_units: int = 0  # units timed after the step
+    within: float = 0.0  # with a step: the larger spread of the segment paces on either side of it
+
+
+def phases(units: Sequence[tuple[int, float]], segments: int = 5, min_step: float = 0.25) -> Phases:
+    """Segment paces and the strongest step in pace, from ``(units, seconds)`` blocks in time order.
+
+    A step is reported where splitting the blocks in two (each side at least 3 blocks) gives means
+    that differ by more than ``min_step`` (relative) and by more than 4 standard errors of the
+    blocks around their own side's mean: a slow phase of the job or the machine, not the spread of
+    units.
+    """
+    units = [(n, t) for n, t in units if n > 0]
+    if len(units) > MAX_BLOCKS:  # consecutive blocks merged: the scan below is quadratic
+        k = math.ceil(len(units) / MAX_BLOCKS)
+        units = [(sum(n for n, _ in units[i:i + k]), sum(t for _, t in units[i:i + k])) for i in range(0, len(units), k)]
+    per = [t / n for n, t in units]
+    m = len(per)
+    if m == 0:
+        return Phases((), (), 0.0)
+    k = max(1, min(segments, m // 3 or 1))
+    bounds = [round(i * m / k) for i in range(k + 1)]
+    paces, sizes = [], []
+    for a, b in zip(bounds, bounds[1:]):
+        if b > a:
+            u = sum(n for n, _ in units[a:b])
+            paces.append(sum(t for _, t in units[a:b]) / u)
+            sizes.append(u)
+    logs = [math.log(p) for p in paces if p > 0]
+    spread = 0.0
+    if len(logs) >= 2:
+        mu = sum(logs) / len(logs)
+        spread = math.sqrt(sum((x - mu) ** 2 for x in logs) / (len(logs) - 1))
+    best = None
+    if m >= 6:
+        for cut in range(3, m - 2):
+            left, right = per[:cut], per[cut:]
+            ml, mr = sum(left) / len(left), sum(right) / len(right)
+            ss = sum((x - ml) ** 2 for x in left) + sum((x - mr) ** 2 for x in right)
+            sd = math.sqrt(ss / max(m - 2, 1))
+            se = sd * math.sqrt(1 / len(left) + 1 / len(right))
+            step = abs(mr / ml - 1) if ml > 0 else 0.0
+            score = abs(mr - ml) / se if se > 0 else (math.inf if mr != ml else 0.0)
+            if step > min_step and score > 4 and (best is None or score > best[0]):
+                best = (score, cut, ml, mr)
+    if best is None:
+        return Phases(tuple(paces), tuple(sizes), spread)
+    _, cut, ml, mr = best
+    first_unit = sum(n for n, _ in units[:cut]) + 1
+    within = max(phases(units[:cut], 3, math.inf).spread, phases(units[cut:], 3, math.inf).spread)
+    return Phases(tuple(paces), tuple(sizes), spread, first_unit, ml, mr, sum(n for n, _ in units[cut:]), within)
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    k = len(s)
+    return s[k // 2] if k % 2 else (s[k // 2 - 1] + s[k // 2]) / 2
+
+
+def cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def load_text(others: float, threads: int | None = None) -> str:
+    mine = f" beside this process's {threads} busy threads" if threads and threads > 1 else ""
+    return (f"other processes kept {others:.1f} of this machine's {cores()} usable cores busy while measuring{mine}: "
+            "the times include their interference, and the full run will go at whatever pace they leave it; the "
+            "interval's low end allows for them going away")
+
+
+def load_widening(pred: float, lo: float, hi: float, others: float | None, points: Sequence[Any],
+                   threads: int | None = None) -> tuple[float, float]:
+    """Under load by others, the low end reaches the pace without them: where this process's cores and
+    theirs add up to more than the machine has, the CPU part of the time shrinks by the share they took
+    (at most half); where they fit beside each other, by 5% (caches, memory bandwidth, turbo)."""
+    if others is None or others <= LOAD_WARN or not pred > 0:
+        return lo, hi
+    n_cores = cores()
+    shares = [max(p.cpu_share or 0.0, 0.0) for p in points if p.cpu_share is not None]
+    own = _median(shares) if shares else 1.0
+    # what this process would use alone: its busy threads (a BLAS or torch pool squeezed onto the free
+    # cores shows fewer cores of CPU time than it has threads)
+    demand = max(own, float(threads or 1), 1.0) + others
+    gain = min(own, 1.0) * min(max(0.05, 1 - n_cores / demand), 0.5)
+    return min(lo, pred * (1 - gain)), hi
+
+
+def top_trend(ns: Sequence[float], ts: Sequence[float], a: float, N: float, span: float = 3.0) -> float | None:
+    """The full run as the top sizes' own trend says: the cost above the overhead ``a`` at the largest size,
+    continued at its least-squares log-log slope over the top sizes (at least 3, spanning ``span``)."""
+    k = 3
+    while k <= len(ns) and ns[-1] / ns[-k] < span:
+        k += 1
+    if k > len(ns):
+        return None
+    xs, ys = ns[-k:], [t - a for t in ts[-k:]]
+    if any(y <= 0.2 * t for y, t in zip(ys, ts[-k:])):
+        return None  # still in the overhead regime
+    lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
+    mx, my = sum(lx) / k, sum(ly) / k
+    slope = sum((x - mx) * (y - my) for x, y in zip(lx, ly)) / sum((x - mx) ** 2 for x in lx)
+    slope = min(max(slope, 0.5), 4.0)
+    return a + ys[-1] * (N / xs[-1]) ** slope
+
+
+def slope_range(ns: Sequence[float], ts: Sequence[float], a: float, N: float) -> tuple[float | None, float | None]:
+    """The largest size continued at the shallowest and at the steepest local slope seen over the fitted
+    sizes (the cost above the overhead ``a``, least squares over 3 consecutive sizes at a time; with 4
+    windows or more, the steepest and the shallowest are dropped): a curve still bending at the top
+    (data leaving a cache, 1.1 → 1.6 within 8× the size) may go on at either."""
+    if len(ns) < 4:
+        return None, None
+    clean = [(x, t - a) for x, t in zip(ns, ts) if t - a > 0.2 * t]
+    slopes = []
+    for i in range(len(clean) - 2):
+        w = clean[i:i + 3]
+        lx, ly = [math.log(x) for x, _ in w], [math.log(y) for _, y in w]
+        mx, my = sum(lx) / 3, sum(ly) / 3
+        den = sum((x - mx) ** 2 for x in lx)
+        if den > 0:
+            slopes.append(sum((x - mx) * (y - my) for x, y in zip(lx, ly)) / den)
+    if len(slopes) < 2:
+        return None, None
+    slopes.sort()
+    if len(slopes) >= 4:  # one noisy point is the end of two windows: one too steep, one too shallow
+        slopes = slopes[1:-1]
+    top, cost = clean[-1]
+    lo_k, hi_k = min(max(slopes[0], 0.5), 4.0), min(max(slopes[-1], 0.5), 4.0)
+    return a + cost * (N / top) ** lo_k, a + cost * (N / top) ** hi_k
+
+
+__all__ = ["LOAD_WARN", "NOISE_FLOOR", "Phases", "Z90", "cores", "load_text", "load_widening", "phases", "run_noise",
+           "slope_range", "top_trend", "widen"]
