@@ -4,7 +4,8 @@ from nbbuild import code, magic, md
 
 NAME = "04_amdahl"
 
-VERDICT = r"^(best (scaled )?speedup|no speedup from threads|the time does not change)"
+VERDICT = (r"^((others kept [\d.]+ of \d+ cores busy · )?(best (scaled )?speedup|no speedup from threads"
+           r"|the time does not change)|cannot tell: others kept)")
 
 CELLS = [
     md("""
@@ -140,9 +141,11 @@ CELLS = [
     a @ a
     """, VERDICT, r"Karp–Flatt"),
     md("""
-    torch's own threads do not hold the GIL. When the machine is busy, a sweep of library threads can come
-    out flat or even slower, and the verdict may then name the GIL; the load warning is the better
-    explanation in that case. Measure thread counts on a quiet machine.
+    torch's own threads do not hold the GIL, and `%%amdahl` names the GIL only on evidence: while the
+    threads run, a sampler times how long it waits for the GIL (Python bytecode keeps it for 5 ms at a
+    time, torch and NumPy kernels leave it free). When other processes leave less than about one and a
+    half cores free, the verdict starts with `cannot tell: others kept …`: no speedup could show, whatever
+    the code. Measure thread counts on a quiet machine.
     """),
     md("""
     ## Weak scaling: `--weak`

@@ -133,6 +133,13 @@ class AmdahlResult(Displayed):
     def errors(self) -> dict[int, str]:
         return {p.n: p.error for p in self.points if p.error is not None}
 
+    @property
+    def needs_cores(self) -> bool:
+        """The cell kept at least 0.4 cores busy at N ≥ 2 (median): other processes' load can change its
+        speedups. Cells that sleep or wait do not compete for cores; for them the load is only a warning."""
+        own = [p.own_cores for p in self.good if p.n >= 2 and p.own_cores is not None]
+        return bool(own) and _stats.median(own) >= 0.4
+
     # ---- advice -------------------------------------------------------------------------------
     @property
     def recommended_workers(self) -> int | None:
@@ -218,7 +225,7 @@ class AmdahlResult(Displayed):
         what = self.var if self.mode == "variable" else "threads"
         d = self.diagnosis
         load = ""
-        if self.others_cores is not None and self.others_cores >= LOAD_NAME_CORES:
+        if self.others_cores is not None and self.others_cores >= LOAD_NAME_CORES and self.needs_cores:
             load = f"others kept {self.others_cores:.1f} of {self.cores or '?'} cores busy"
         if d == "load":
             return (f"cannot tell: {load}, at most one left free — the speedups measured (best {sp[i]:.2f}×) say "
