@@ -224,6 +224,7 @@ def _ev(held, working=2, native=0):
 def test_gil_verdict_needs_evidence_and_names_load_first() -> None:
     code = "list(pool.map(f, xs))"
     held, free = _ev(0.9), _ev(0.02, native=70)
+    assert free.gil_free() and not free.gil_bound() and held.gil_bound() and not held.gil_free()
     serial = [_pt(1, 4e-3, 1.0, held), _pt(2, 4.1e-3, 1.0, held), _pt(4, 4.0e-3, 1.0, held)]
     r = analyse(serial, code=code, cores=2, others_cores=0.05)
     assert r.gil and r.diagnosis == "gil" and "GIL held by another thread at 90%" in _t(r)
@@ -231,6 +232,10 @@ def test_gil_verdict_needs_evidence_and_names_load_first() -> None:
     r = analyse(serial, code=code, cores=2, others_cores=1.0)
     assert not r.gil and r.diagnosis == "load" and r.verdict().startswith("cannot tell: others kept 1.0 of 2")
     assert r.recommended_workers is None and "likely serialize" in _t(r)
+    # beside that load, a speedup beyond the ideal is the baseline slowed down, not the code: cannot tell
+    sup = [_pt(1, 10e-3, 1.0, free), _pt(2, 2e-3, 1.6, free)]
+    r = analyse(sup, code="f(workers)", cores=2, others_cores=0.7)
+    assert r.diagnosis == "load" and "beyond the ideal 2×" in _t(r) and "5.00×" in _t(r)
     # some load, one and a half cores free: the GIL verdict stands, the load named first
     r = analyse(serial, code=code, cores=2, others_cores=0.4)
     assert r.gil and r.verdict().startswith("others kept 0.4 of 2 cores busy · no speedup from threads")

@@ -287,7 +287,14 @@ def analyse(points: Sequence[ScalingPoint], *, mode: str = "variable", var: str 
     # (only for a process that needs cores: threads that sleep or wait on I/O are not held back by a load)
     load_explains = load_caps and bool(hi_own) and _stats.median(hi_own) >= 0.4
     load_bound = load_explains and max(hi_own) <= 1.35
-    if not weak and thready and (no_speedup or load_bound):
+    # a speedup well beyond N/N₀ cannot come from the workers: the baseline ran slow (load, oversubscription)
+    superlinear = [(n, s) for n, s in zip(ns[1:], sp[1:]) if not weak and s > 1.3 * n / ns[0]]
+    if superlinear:
+        n_, s_ = max(superlinear, key=lambda x: x[1] * ns[0] / x[0])
+        warnings.append(f"the speedup at N = {n_} ({s_:.2f}×) is beyond the ideal {n_ / ns[0]:g}×: the baseline ran "
+                        "slow (other processes' load, thread oversubscription) or the data fit in cache only when "
+                        "split; rerun on a quiet machine before trusting it")
+    if not weak and ((thready and (no_speedup or load_bound)) or (load_explains and superlinear)):
         ev = ThreadEvidence.merge(p.threads for p in good if p.n >= 2)
         own_hi = _stats.median(hi_own) if hi_own else None
         seen = (f"evidence at N ≥ 2: the process kept {own_hi:.2f} cores busy" if own_hi is not None
