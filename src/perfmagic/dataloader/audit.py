@@ -26,6 +26,8 @@ from .probe import _mean
 from ..core.env import usable_cores
 
 INPUT_BOUND = 0.3          # data-wait fraction above which the loop is input-bound
+LOADED = 0.3               # other processes busier than this (cores) during the loop: the machine is not quiet
+WORKERS_IDLE = 0.25        # workers using fewer cores than this mostly wait (I/O): they cannot take the step's
 _CFG_KEYS = ("num_workers", "batch_size", "pin_memory", "persistent_workers", "prefetch_factor", "drop_last",
              "shuffle", "collate_fn", "multiprocessing_context")
 
@@ -76,8 +78,17 @@ def audit(r: Any) -> list[Finding]:
                            f"workers would save at most that ({fmt_time(wait)} per step)"))
     else:
         slowed, x, tt = r.step_slowed, r.step_slowdown, r.torch_threads
+        wc, oc = r.workers_cores, r.others_cores
+        loaded = oc is not None and oc > LOADED
+        busy_workers = wc is None or wc >= WORKERS_IDLE   # unknown counts as busy: no ✓ on a guess
         threads = f"{_n(w, 'worker')} + {_n(tt, 'torch thread')}" if tt else _n(w, "worker")
-        if slowed and x is not None:
+        if wc is not None:
+            threads += f" (the workers used {wc:.2f} cores)"
+        others = f"; other processes kept {oc:.1f} cores busy meanwhile" if loaded else ""
+        # the ✓ needs evidence that the workers do not take the step's cores: its time did not grow with
+        # them, and either the machine was quiet or the workers barely used a core (they wait on I/O)
+        unsure = False
+        if slowed and x is not None and (busy_workers or not loaded):
             alone = _stats.median(r.compute_only_s)
             t_fix = max(1, cores - w)
             w_fix = w if w + t_fix <= cores else max(1, cores - t_fix)
@@ -86,10 +97,21 @@ def audit(r: Any) -> list[Finding]:
             sweep = ",".join(str(k) for k in range(0, w + 1)) if w <= 4 else f"0,1,{cores},{w}"
             out.append(Finding("threads", "warn",
                                f"{threads} on {cores} usable cores: the step slowed {fmt_time(alone)} → "
-                               f"{fmt_time(alone * x)} with workers ({x:.2f}× its time alone, medians)",
+                               f"{fmt_time(alone * x)} with workers ({x:.2f}× its time alone, medians){others}",
                                (" and ".join(fix) + f" ({w_fix + t_fix} threads on {cores} cores), or "
                                 if fix else "") + f"compare --sweep num_workers={sweep}: the workers and the "
                                "step's threads compete for the same cores"))
+        elif slowed and x is not None:  # loaded, and the workers hardly ran: the others slowed the step
+            unsure = True
+            out.append(Finding("threads", "info", f"the step ran {x:.2f}× its time alone during the loop, but "
+                               f"the {_n(w, 'worker')} used only {wc:.2f} cores{others}",
+                               "the other processes, not the workers, slowed it: re-run on a quiet machine"))
+        elif loaded and busy_workers and x is not None:
+            unsure = True
+            out.append(Finding("threads", "info", f"cannot tell whether the workers slow the step: {threads} on "
+                               f"{cores} usable cores{others}; the step ran {x:.2f}× its time alone with them",
+                               "the others' load can hide the workers' effect (or make it): re-run on a quiet "
+                               "machine, or compare --sweep num_workers"))
         elif tt and w + tt > cores:
             out.append(Finding("threads", "info", f"{threads} on {cores} usable cores (oversubscribed), but the "
                                f"step did not slow with workers (×{x:.2f})" if x is not None else
@@ -106,9 +128,12 @@ def audit(r: Any) -> list[Finding]:
             out.append(Finding("num_workers", "warn", f"{_n(w, 'worker')} deliver {1 / (cost / max(w, 1)):.3g} "
                                f"batches/s, the step takes {1 / comp:.3g}/s",
                                f"about {need} workers needed to keep up{more}"))
-        elif w <= cores and not slowed:
+        elif w <= cores and not slowed and not unsure:
             out.append(Finding("num_workers", "ok", f"{_n(w, 'worker')} on {cores} usable cores keep up "
                                f"(data wait {frac:.0%})"))
+        elif w <= cores and unsure:
+            out.append(Finding("num_workers", "info", f"{_n(w, 'worker')} keep up with the step (data wait "
+                               f"{frac:.0%}); whether they slow it cannot be told under the others' load (see threads)"))
         elif w <= cores:
             out.append(Finding("num_workers", "warn", f"{_n(w, 'worker')} keep up with the step (data wait "
                                f"{frac:.0%}) only because they slowed it (see threads)",

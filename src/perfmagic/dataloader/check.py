@@ -45,8 +45,8 @@ from typing import Any
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
 from .audit import (INPUT_BOUND, Finding, _config, _is_dataloader, _Proxy, _rebuild, check_picklable, parse_sweep,
                     usable_cores)
-from .probe import (COPY, NON_BLOCKING, USES_CUDA, _collate_cost, _h2d, _Iters, _Loop, _run, _split, _step_source,
-                    _tensors)
+from .probe import (COPY, NON_BLOCKING, USES_CUDA, SteadyLoad, _collate_cost, _h2d, _Iters, _Loop, _run, _split,
+                    _step_source, _tensors, worker_pids)
 from .result import DEFAULT_STEPS, DataLoaderResult, SweepPoint
 
 COMPUTE_ALONE_MAX = 20
@@ -135,9 +135,21 @@ def dataloader_check(loader: Any, step_fn: Callable[[Any], Any], *, steps: int =
                 progress((phase + min(i / max(1, warmup + steps), 0.99)) / total_phases, msg)
         return update
 
+    steady = SteadyLoad()
+    told = tell(0, "loop")
+
+    def main_progress(i: int) -> None:
+        if i == warmup:  # the warm-up is done: the steady state's load is measured from here
+            steady.start(worker_pids(iters.items[-1][1]) if iters.items else ())
+        if told is not None:
+            told(i)
+
     try:
         try:
-            _run(loader, step_fn, warmup + steps, iters, main, tell(0, "loop"))
+            if warmup == 0:
+                steady.start()  # no warm-up: the workers are not started yet, their use is not measured
+            _run(loader, step_fn, warmup + steps, iters, main, main_progress)
+            steady.stop()
         finally:
             if not (is_dl and dict(cfg).get("persistent_workers")):
                 iters.close()
@@ -226,7 +238,8 @@ def dataloader_check(loader: Any, step_fn: Callable[[Any], Any], *, steps: int =
         loader_first_batch_s=alone.first_batch_s, compute_only_s=tuple(co), gpu_busy_s=gpu,
         h2d_s=extras.get("h2d_s"), batch_pinned=extras.get("batch_pinned"), copies_non_blocking=nb,
         item_s=extras.get("item_s", ()), collate_s=extras.get("collate_s"), sweep=tuple(points), config=cfg,
-        is_dataloader=is_dl, cuda=main.cuda, cores=usable_cores(), torch_threads=torch_threads, warmup=w_main,
+        is_dataloader=is_dl, cuda=main.cuda, cores=usable_cores(), torch_threads=torch_threads,
+        workers_cores=steady.workers_cores, others_cores=steady.others_cores, warmup=w_main,
         steps_requested=steps,
         loader_len=n_len, status=status, notes=tuple(notes), wall_s=time.perf_counter() - t_start)
     if status == "interrupted":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import os
 import re
 import sys
 import time
@@ -48,6 +49,61 @@ class _Iters:
             if getattr(loader, "_iterator", None) is it:  # persistent workers: next epoch starts afresh
                 loader._iterator = None
         self.items.clear()
+
+
+def worker_pids(it: Any) -> list[int]:
+    """The process ids of a DataLoader iterator's workers (none for other iterables)."""
+    return [p.pid for p in getattr(it, "_workers", None) or () if getattr(p, "pid", None)]
+
+
+def processes_cpu_s(pids: Sequence[int]) -> float | None:
+    """CPU seconds (user + system) used so far by the processes ``pids``, from ``/proc``; None outside
+    Linux or when none can be read."""
+    tck, total, seen = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100, 0.0, 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                f = fh.read().rsplit(")", 1)[1].split()
+            total += (int(f[11]) + int(f[12])) / tck
+            seen += 1
+        except (OSError, IndexError, ValueError):
+            continue
+    return total if seen else None
+
+
+class SteadyLoad:
+    """Cores used during the steady state of the loop: by the DataLoader's worker processes, by this
+    process and by other processes (the machine's busy time minus both): started after the warm-up."""
+
+    def __init__(self) -> None:
+        self.workers_cores: float | None = None
+        self.own_cores: float | None = None
+        self.others_cores: float | None = None
+        self._probe: Any = None
+        self._kids0: float | None = None
+        self._pids: list[int] = []
+        self._t0 = 0.0
+
+    def start(self, pids: Sequence[int] = ()) -> None:
+        from ..core.env import LoadProbe
+
+        self._pids = list(pids)
+        self._kids0, self._t0 = processes_cpu_s(self._pids) if self._pids else None, time.perf_counter()
+        self._probe = LoadProbe().start()
+
+    def stop(self) -> None:
+        if self._probe is None:
+            return
+        others = self._probe.stop()  # children count as others there
+        kids1, wall = processes_cpu_s(self._pids) if self._pids else None, time.perf_counter() - self._t0
+        self.own_cores = self._probe.own_cores
+        if self._kids0 is not None and kids1 is not None and wall > 0:
+            self.workers_cores = max(0.0, kids1 - self._kids0) / wall
+        if not self._pids:
+            self.workers_cores = 0.0  # no worker processes: the loading runs in this process
+        if others is not None:
+            self.others_cores = max(0.0, others - (self.workers_cores or 0.0))
+        self._probe = None
 
 
 @dataclass

@@ -86,6 +86,8 @@ class DataLoaderResult(Displayed):
     cuda: bool = False
     cores: int = 1
     torch_threads: int | None = None          # torch.get_num_threads() in the main process (intra-op pool)
+    workers_cores: float | None = None        # cores the worker processes used in the steady state (measured)
+    others_cores: float | None = None         # cores other processes (not the workers) kept busy meanwhile
     warmup: int = 0
     steps_requested: int = DEFAULT_STEPS
     loader_len: int | None = None
@@ -221,6 +223,7 @@ class DataLoaderResult(Displayed):
             "collate_s": self.collate_s, "steps_measured": n, "warmup_steps": self.warmup,
             "num_workers": c.get("num_workers"), "batch_size": c.get("batch_size"), "cores": self.cores,
             "torch_threads": self.torch_threads, "step_slowdown_with_workers": self.step_slowdown,
+            "workers_cores": self.workers_cores, "others_cores": self.others_cores,
             "step_slowed_by_workers": self.step_slowed if self.step_slowdown is not None else None,
             "best_setting": b.label if b else None,
             "best_num_workers": dict(b.setting).get("num_workers") if b else None,
