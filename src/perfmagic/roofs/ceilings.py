@@ -431,10 +431,11 @@ def measure(dev: str, *, dtypes: Iterable[str] = CPU_DEFAULT_DTYPES, progress: P
     if progress is not None:
         progress(0.0, f"calibrating {dev} ceilings")
     bw_note = None
+    scale = min(1.0, budget_s / 15.0)  # trials shrink with a small budget (each is still >= 2 calls)
     if dev == "cpu":  # bandwidth before and after the compute sweep: a slow phase of the host shows as a move
-        _, first = _cpu_bandwidth(clock, budget_s, share=0.15, min_trials=2)
-        compute, cdetails, unsupported = _cpu_compute(dtypes, clock, 0.6 * budget_s)
-        _, second = _cpu_bandwidth(clock, budget_s, share=0.15, min_trials=2)
+        _, first = _cpu_bandwidth(clock, budget_s, share=0.15, min_trials=2, min_s=0.25 * scale)
+        compute, cdetails, unsupported = _cpu_compute(dtypes, clock, 0.6 * budget_s, trial_s=0.1 * scale)
+        _, second = _cpu_bandwidth(clock, budget_s, share=0.15, min_trials=2, min_s=0.25 * scale)
         bw, bdetails, bw_note = combine_bandwidth(first, second)
     else:
         compute, cdetails, unsupported = _gpu_compute(dev, dtypes, clock, 0.7 * budget_s)

@@ -92,12 +92,12 @@ def confirm(cands: dict[Any, tuple[Callable[[], Any], float]], timer: Callable[[
     """Interleaved trials (A B A B ...) of each candidate ``key -> (fn, work per call)`` until every
     candidate has ``min_trials`` trials and the best candidate has two agreeing trials (:func:`settled`).
     Past ``deadline`` (perf_counter) two trials each are enough; disagreeing trials go on for a grace
-    of half the time given (0.5 s at least), then it stops; at most ``max_trials`` rounds. Returns ``key -> [work / fastest call time per trial]`` (work per second)."""
+    of half the time given (five times ``min_s`` at least), then it stops; at most ``max_trials`` rounds. Returns ``key -> [work / fastest call time per trial]`` (work per second)."""
     trials: dict[Any, list[float]] = {k: [] for k in cands}
     start = time.perf_counter()
-    # past the deadline, trials that still disagree get a grace (half the time given, 0.5 s at least)
+    # past the deadline, trials that still disagree get a grace (half the time given, 5 trials' worth at least)
     # before the roof is given up as unreliable: a stall under load should not decide the roof
-    grace = deadline + max(0.5, 0.5 * (deadline - start))
+    grace = deadline + max(5 * min_s, 0.5 * (deadline - start))
     for _ in range(max_trials):
         for k, (fn, work) in cands.items():
             t, _calls = trial(fn, timer, min_s)
@@ -113,7 +113,7 @@ def confirm(cands: dict[Any, tuple[Callable[[], Any], float]], timer: Callable[[
 
 
 def _sweep(run_one: Callable[[int], Callable[[], Any]], sizes: Iterable[int], deadline: float,
-           timer: Callable[[Callable[[], Any]], float], reps: int = 2) -> dict[str, Any]:
+           timer: Callable[[Callable[[], Any]], float], reps: int = 2, min_s: float = TRIAL_MIN_S) -> dict[str, Any]:
     """The matmul rate over ``sizes`` (a short look: one warm call and ``reps`` timed calls each; the
     sweep stops when the next size would pass ``deadline``), then repeated trials at the best size
     (and the second best when it is within 15%) until two trials agree (:func:`confirm`).
@@ -139,7 +139,7 @@ def _sweep(run_one: Callable[[int], Callable[[], Any]], sizes: Iterable[int], de
     cands = {n: (run_one(n), 2.0 * n ** 3) for n in picks}
     for fn, _ in cands.values():
         timer(fn)  # warm again: the sweep moved on to other sizes
-    trials = confirm(cands, timer, deadline)
+    trials = confirm(cands, timer, deadline, min_s=min_s)
     best_n = max(trials, key=lambda n: settled(trials[n])[0])
     value, agreed = settled(trials[best_n])
     hi, lo, _ = agreeing_pair(trials[best_n])
@@ -184,7 +184,7 @@ def emulated_dtype(d: str, flags: set[str] | None = None) -> str | None:
     return f"emulated: this CPU has none of {'/'.join(NATIVE_FLAGS[d][:2])} (/proc/cpuinfo), so {d} runs on float32 units"
 
 
-def _cpu_compute(dtypes: tuple[str, ...], clock: _Clock, share_s: float
+def _cpu_compute(dtypes: tuple[str, ...], clock: _Clock, share_s: float, trial_s: float = TRIAL_MIN_S
                  ) -> tuple[dict[str, float], dict[str, Any], dict[str, str]]:
     import numpy as np
     import torch
@@ -230,7 +230,7 @@ def _cpu_compute(dtypes: tuple[str, ...], clock: _Clock, share_s: float
                 out = np.empty((n, n), dtype=ndt)
                 return lambda: np.matmul(x, y, out=out)
 
-        res = _sweep(make, sizes, deadline, _wall)
+        res = _sweep(make, sizes, deadline, _wall, min_s=trial_s)
         if res["flops_per_s"] > 0:
             details.setdefault(d, {})[f"{lib}_matmul"] = res
             compute[d] = max(compute.get(d, 0.0), res["flops_per_s"])
@@ -269,7 +269,7 @@ def _cpu_bandwidth(clock: _Clock, budget_s: float, share: float = 0.3, min_trial
     elt = 4
     for fn in kernels.values():
         fn()  # warm: thread pools, page tables
-    remaining = max(1.0, min(budget_s - clock.spent(), share * budget_s))
+    remaining = max(0.3, min(budget_s - clock.spent(), share * budget_s))
     # interleaved trials (a burst of noise cannot hit every method), until the best method's two best
     # trials agree
     trials = confirm({k: (fn, BYTES_PER_ELT[k] * elt * n) for k, fn in kernels.items()}, _wall,
