@@ -480,3 +480,38 @@ def test_advice_follows_device_and_code_without_contradictions() -> None:
     assert any("channels_last" in a for a in by["cpu-no-bf16 conv fp32"].advice)
     assert any(a.startswith("only 10% of the roof") for a in by["cpu-bf16 matmul fp32 slow"].advice)
     assert not any("bfloat16" in a for a in by["cpu-no-bf16 elementwise"].advice)
+
+
+def test_bandwidth_phases_pool_when_they_agree_and_keep_the_higher_when_not() -> None:
+    from perfmagic.roofs.kernels import combine_bandwidth
+
+    def phase(rates: list[float]) -> dict[str, Any]:
+        return {"methods": {"torch_triad": {"bytes_per_s": sorted(rates)[-2], "trials": rates, "agreed": True}},
+                "best": "torch_triad", "agreed": True}
+
+    bw, d, note = combine_bandwidth(phase([80e9, 81e9]), phase([79e9, 82e9]))
+    assert note is None and d["methods"]["torch_triad"]["reps"] == 4 and bw == pytest.approx(81e9)
+    # planted slow phase of the host (82 -> 50 GB/s, no load to show for it): the higher is kept, with a note
+    bw, d, note = combine_bandwidth(phase([50e9, 50.5e9]), phase([82e9, 81.5e9]))
+    assert bw == pytest.approx(81.5e9) and d["phases"] == [50e9, 81.5e9]
+    assert note is not None and "50 then 81.5 GB/s" in note
+
+
+def test_quiet_recalibration_far_from_the_cached_one_is_marked(tmp_path: Any, monkeypatch: Any) -> None:
+    import perfmagic.roofs.ceilings as cm
+
+    fp, _ = _held_setup(tmp_path, monkeypatch)
+    save(_fake(fp, bandwidth_Bps=82e9), tmp_path)
+    monkeypatch.setattr(cm, "measure", lambda dev, **kw: _fake(fp, bandwidth_Bps=50e9, details={"status": {}}))
+    got = ceilings("cpu", dtypes=["float32"], cache_dir=tmp_path, recalibrate=True)
+    assert set(got.unreliable) == {"bandwidth"} and "-39%" in got.unreliable["bandwidth"]
+    assert "UNRELIABLE" in [ln for ln in got.text().splitlines() if ln.strip().startswith("bandwidth")][0]
+    assert load_cached(fp, tmp_path).bandwidth_Bps == 82e9  # the disturbed one is not cached
+    monkeypatch.setattr(cm, "measure", lambda dev, **kw: _fake(fp, bandwidth_Bps=80e9, details={"status": {}}))
+    assert not ceilings("cpu", dtypes=["float32"], cache_dir=tmp_path, recalibrate=True).unreliable
+    # a cached roof far below a new quiet one was the disturbed one: replaced, with a note
+    save(_fake(fp, bandwidth_Bps=50e9), tmp_path)
+    monkeypatch.setattr(cm, "measure", lambda dev, **kw: _fake(fp, bandwidth_Bps=82e9, details={"status": {}}))
+    up = ceilings("cpu", dtypes=["float32"], cache_dir=tmp_path, recalibrate=True)
+    assert not up.unreliable and any("this one replaces it" in w for w in up.warnings)
+    assert load_cached(fp, tmp_path).bandwidth_Bps == 82e9

@@ -351,9 +351,10 @@ def ceilings(device: str = "cpu", *, dtypes: Iterable[Any] | None = None, recali
                 return replace(held, source="kernel")
     previous = load_cached(fp, cache_dir) if recalibrate else None
     c = measure(dev, dtypes=want, progress=progress, budget_s=float(budget_s), fp=fp, env=env)
+    disturbed = False
     if previous is not None and not previous.loaded and not c.loaded:
-        c = _against(c, previous)
-    if not save_cache:
+        c, disturbed = _against(c, previous)
+    if not save_cache or disturbed:
         return c
     if c.loaded:
         _HELD[key] = c
@@ -370,27 +371,35 @@ def ceilings(device: str = "cpu", *, dtypes: Iterable[Any] | None = None, recali
     return c
 
 
-DISAGREE = 0.25  # a quiet recalibration this far from the cached quiet one says so
+DISAGREE = 0.25  # a quiet recalibration this far below the cached quiet one is marked and not cached
 
 
-def _against(c: Ceilings, prev: Ceilings) -> Ceilings:
-    """``c`` with every roof that differs by more than :data:`DISAGREE` from the previous quiet
-    calibration of this machine marked unreliable: one of the two was disturbed by something the load
-    probe cannot see (memory traffic of other tenants of a VM host, a frequency cap)."""
+def _against(c: Ceilings, prev: Ceilings) -> tuple[Ceilings, bool]:
+    """``(c, lower)``: a quiet recalibration against the previous quiet one of this machine. A roof more
+    than :data:`DISAGREE` **below** it is marked unreliable and ``lower`` is True: something the load
+    probe cannot see disturbed it (other tenants' memory traffic on a VM host, a clock cap), so the
+    cached roofs stay. A roof that far **above** it replaces it, with a note (nothing makes a machine
+    faster than it can go; the earlier one was disturbed)."""
     status = dict((c.details or {}).get("status") or {})
     warns = list(c.warnings)
+    lower = False
     pairs = [(d, c.compute[d], prev.compute[d], "GFLOP/s") for d in c.compute if d in prev.compute]
     pairs.append(("bandwidth", c.bandwidth_Bps, prev.bandwidth_Bps, "GB/s"))
     for roof, now, was, unit in pairs:
-        if now > 0 and was > 0 and abs(now / was - 1) > DISAGREE:
-            why = (f"{now / 1e9:.4g} {unit} is {now / was - 1:+.0%} from the quiet calibration of {prev.measured_utc} "
-                   f"({was / 1e9:.4g} {unit}) on this machine: one of them was disturbed by what the load probe cannot "
-                   "see (other tenants' memory traffic, a clock cap); recalibrate to settle it")
-            status[roof] = why
-            warns.append(f"{roof} roof unreliable: {why}")
+        if not (now > 0 and was > 0) or abs(now / was - 1) <= DISAGREE:
+            continue
+        what = (f"{now / 1e9:.4g} {unit} is {now / was - 1:+.0%} from the quiet calibration of {prev.measured_utc} "
+                f"({was / 1e9:.4g} {unit}) on this machine")
+        if now < was:
+            lower = True
+            status[roof] = (what + ": disturbed by what the load probe cannot see (other tenants' memory traffic, a "
+                            "clock cap); the cached roofs stay")
+            warns.append(f"{roof} roof unreliable: {status[roof]}")
+        else:
+            warns.append(f"{roof}: {what}: that one was disturbed; this one replaces it")
     if warns == list(c.warnings):
-        return c
-    return replace(c, details={**c.details, "status": status}, warnings=tuple(warns))
+        return c, False
+    return replace(c, details={**c.details, "status": status}, warnings=tuple(warns)), lower
 
 
 # loaded calibrations of this process, per (fingerprint, cache folder): never written to the cache
