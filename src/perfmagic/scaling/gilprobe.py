@@ -16,9 +16,9 @@
   native call. The frames alone cannot tell bytecode from native work (``a @ b`` is an operator, not a
   call, and a thread hands the GIL over right after a call returns), so they name sites, not verdicts.
 
-When the measurement ends, each thread's CPU time over it says which threads worked (at least 5% of a
-core): only those are counted, so the kernel's own idle threads (heartbeat, IOPub) never enter the
-evidence. The result, :class:`ThreadEvidence`, keeps the raw per-wake-up waits and per-sample counts.
+When the measurement ends, each thread's CPU time over it says which threads worked (at least 1% of a
+core and 10% of the busiest thread): only those are counted, so the kernel's own idle threads
+(heartbeat, IOPub) never enter the evidence. The result, :class:`ThreadEvidence`, keeps the raw per-wake-up waits and per-sample counts.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 INTERVAL_S = 0.004
-WORKING_SHARE = 0.05            # a thread that used less of a core than this did not work
+WORKING_SHARE = 0.01            # a thread that used less of a core than this did not work
 _IDLE_FILES = ("threading.py", "queue.py", "selectors.py", os.path.join("concurrent", "futures", "thread.py"),
                os.path.join("concurrent", "futures", "_base.py"))
 _CALL_OPS = frozenset(i for i, name in enumerate(dis.opname) if name.startswith(("CALL", "PRECALL")))
@@ -61,7 +61,7 @@ class ThreadEvidence:
 
     wall_s: float = 0.0
     gil_waits: tuple[float, ...] = ()  # per sampler wake-up: seconds it waited for the GIL (empty: unknown)
-    working: int = 0                   # Python threads other than the sampler that used >= 5% of a core
+    working: int = 0                   # Python threads other than the sampler that worked (see stop())
     concurrent: tuple[int, ...] = ()   # per sample: working threads seen in user code at once
     bytecode: int = 0                  # observations of working threads running bytecode
     native: int = 0                    # observations of working threads on a call into native code
@@ -203,12 +203,17 @@ class ThreadSampler:
             self._thread.join()
         wall = time.perf_counter() - self._t0
         me = self._thread.ident if self._thread is not None else None
-        working = set()
         alive = self._threads()
+        used = {}
         for ident, nid in alive.items():
             s = _schedstat(nid)
-            if ident != me and s is not None and s[0] - self._cpu0.get(ident, 0.0) >= WORKING_SHARE * wall:
-                working.add(ident)
+            if ident != me and s is not None:
+                used[ident] = s[0] - self._cpu0.get(ident, 0.0)
+        # a pool hands its tasks to any idle thread, so N busy workers may be spread over more threads, each
+        # with a small share: a thread works when it used >= 1% of a core and >= 10% of the busiest one
+        # (the kernel's IOPub or heartbeat threads stay far below)
+        top = max(used.values(), default=0.0)
+        working = {i for i, c in used.items() if c >= max(WORKING_SHARE * wall, 0.1 * top) and c > 0}
         # threads that ended meanwhile (started and joined by the cell): working if seen in user code
         seen = Counter(ident for _, ident, state, _ in self._obs if state != "idle" and ident not in alive)
         working |= {ident for ident, c in seen.items() if c >= 2}
