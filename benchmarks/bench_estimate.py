@@ -348,13 +348,18 @@ def summarise(rows: list[dict]) -> dict:
 def render(runs: list[dict]) -> str:
     """The docs section from the saved runs (before first, then after)."""
     after = runs[-1]
-    lines = [C.header("Estimates (%%estimate): do the 90% intervals cover the actual run?"), "",
+    cmds = "; ".join(f"{run['label']}: `{run['command']}`" for run in runs)
+    lines = ["## Estimates (%%estimate): do the 90% intervals cover the actual run?", "",
+             f"- **date:** {after['date']}", f"- **machine:** {after['machine']}",
+             f"- **commands:** {cmds} (*before* with `PYTHONPATH` at the `src/` of commit e6d45a0, the code "
+             "before issue 18; every run's trials are in `benchmarks/results/estimate*.json`)", "",
              f"Nine planted workloads, full runs calibrated to about {COV_TARGET_S:.0f} s on the quiet machine, each "
              "estimated with the defaults (`estimate(code, n=N, run=True, force=True)`: budget 3 s, at most 10% of the "
              "prediction) and then run in full, at 0 and at 1 busy neighbour (a spinning process). *covered*: the "
              "printed 90% interval holds the actual run; *warned*: outside it, with a warning printed; *confidently "
              "wrong*: outside it, nothing said; *inconclusive*: no number printed (counted as not covered). The median "
-             "|error| counts an inconclusive trial as an infinite error. Targets (issue 18): coverage ≥ 85% at each "
+             "|error| counts an inconclusive trial as an infinite error. *others' cores*: the load other processes put "
+             "on the machine during that phase, the planted neighbour included. Targets (issue 18): coverage ≥ 85% at each "
              "load, median |error| ≤ 10% quiet, confidently wrong ≤ 1% of all trials.", ""]
     head = ["code", "load", "trials", "covered", "warned", "confidently wrong", "inconclusive", "coverage",
             "median \\|error\\|", "others' cores"]

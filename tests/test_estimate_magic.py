@@ -23,7 +23,7 @@ def test_scaling_form_reports_predicts_and_records(shell) -> None:
     text = bundle["text/plain"]
     assert text.startswith("estimate for n=3,000,000:") and "WILL FIT" in text and "actual full run" in text
     # the interval says what run-to-run variation it carries, and where it was measured
-    assert "run-to-run variation ±" in text and "(1 sd, in the interval)" in text
+    assert "run-to-run variation ±" in text and "(1 sd, " in text and "in the interval" in text
     assert "run #1" in text and "image/png" in bundle
     page = bundle["text/html"]  # self-contained: the text, the figure inline, the measured points folded
     assert "run #1" in page and "data:image/png;base64," in page and "<details" in page and "Measured points" in page

@@ -45,7 +45,12 @@ def gate(r: EstimateResult, limit: float | None, available: int | None = ...) ->
     else:
         kind = r.available_kind
     reasons: list[str] = []
-    if r.predicted_s is None or not r.reliable:
+    # too uncertain to print, but an interval all the same: when even its low end is over the limit,
+    # the run will not fit whatever the truth inside it
+    wide_only = r.predicted_s is not None and (not r.unreliable_why or r.unreliable_why.startswith("runs of the same"))
+    over_anyway = (not r.reliable and wide_only and limit is not None and r.low_s is not None and r.low_s > limit
+                   and r.mode == "scaling")
+    if r.predicted_s is None or (not r.reliable and not over_anyway):
         verdict = "unknown"
         reasons.append("no reliable prediction" if r.predicted_s is not None else
                        (r.verdict_reasons[0] if r.verdict_reasons else "no prediction"))

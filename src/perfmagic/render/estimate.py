@@ -133,6 +133,8 @@ def text(r: Any, run_id: Any = None) -> str:
 
 def _noise_line(r: Any) -> str:
     """What the interval carries besides the fit: the run-to-run variation the estimator measured."""
+    if r.mode == "scaling" and r.measured_full:
+        return f"run-to-run variation ±{r.run_noise:.0%} (1 sd, from repeated runs; in the interval for another run)"
     if r.mode == "scaling":
         rep = [p for p in r.points if p.later]
         where = (f"{len(rep)} size{'s' if len(rep) != 1 else ''} re-timed later ("
