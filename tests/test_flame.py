@@ -598,7 +598,8 @@ def test_magic_bad_input(shell: Any) -> None:
 
     for line, msg in (("--rate 0", "must be at least 1"), ("--rate 5000", "at most 1000"),
                       ("--sampler pyspy", "invalid choice"), ("--bogus", "valid options"),
-                      ("--sampler inprocess --native", "native: got True")):
+                      ("--sampler inprocess --native", "native: got True"),
+                      ("--sampler inprocess --all-threads", "all_threads: got True")):
         res = shell.run(f"%%flame {line}\nx = 1\n")
         assert isinstance(res.error_in_exec, UsageError), line
         assert msg in str(res.error_in_exec), (line, str(res.error_in_exec))
@@ -619,6 +620,7 @@ def test_magic_no_plot_and_help(shell: Any) -> None:
     assert bundle["text/plain"].startswith("flame: hot (In [") and "run #" in bundle["text/html"]
     doc = shell.ip.find_cell_magic("flame").__doc__
     assert "--subprocesses" in doc and "--sampler" in doc
+    assert "--all-threads" in doc and "25 with --native" in " ".join(doc.split())
 
 
 def test_yama_ptracer_set_for_pyspy_and_cleared(tmp_path: Any, monkeypatch: Any) -> None:

@@ -34,8 +34,9 @@ class FlameMagics(Magics):
               help="auto (default): py-spy on the kernel's own process, else the in-process sampler; "
                    "py-spy: fail if it cannot attach; inprocess: a thread reading the cell's Python stack")
     @argument("--native", action="store_true", help="py-spy: include native (C/C++/Rust) frames; py-spy then "
-                                                    "pauses the kernel at each sample (default rate 25 Hz): a torch "
-                                                    "cell ran ~1.2x slower at 20-25 Hz, ~1.8x at 100 Hz")
+                                                    "pauses the kernel at each sample (default rate 25 Hz): a 0.65 s "
+                                                    "torch cell ran ~1.2x slower at 25 Hz, ~1.8x at 100 Hz; short "
+                                                    "cells pay ~0.4 s more (py-spy loads libtorch's symbols)")
     @argument("--all-threads", action="store_true",
               help="py-spy: also graph the kernel process's other busy threads (threads the cell started, "
                    "library pools) as 'thread NAME'; by default only the thread running the cell is graphed "

@@ -62,8 +62,9 @@ SAMPLERS = ("auto", "py-spy", "inprocess")
 MAX_RATE = 1000
 DEFAULT_RATE = 100
 # --native pauses the whole process at every sample (all its threads, ~5-10 ms each with a kernel's 15
-# threads and torch's OpenMP pool, measured): at 100 Hz a torch cell ran 1.7-1.8x slower, at 20 Hz
-# 1.15-1.25x (docs/benchmarks.md, %%flame --native)
+# threads and torch's OpenMP pool, measured): at 100 Hz a 0.65 s torch cell ran 1.7-1.8x slower, at 20 Hz
+# 1.15-1.25x; a 0.11 s one 7.9x and 4.1x, as each run's fresh py-spy also loads libtorch's symbols with
+# the process paused (docs/benchmarks.md, %%flame --native)
 NATIVE_RATE = 25
 MAX_DEPTH = 256            # deeper stacks keep their first and last 128 frames
 _THIS_FILE = __file__

@@ -26,7 +26,8 @@ from .units import fmt_time
 def sampler_line(r: Any) -> str:
     """Which sampler ran, at what rate, in which mode; why py-spy was not used."""
     if r.sampler == "py-spy":
-        mode = "native+Python, pauses the process per sample" if r.native else "non-blocking"
+        mode = ("native+Python: pauses the kernel per sample and when it first meets a large library, so "
+                "the cell ran slower; the shares hold" if r.native else "non-blocking")
         s = f"py-spy {r.rate_hz:g} Hz ({mode}{', idle threads included' if r.idle else ''}" \
             f"{', child processes' if r.subprocesses else ''}" \
             f"{', all threads' if getattr(r, 'all_threads', False) else ', the cell thread only'})"
@@ -99,7 +100,8 @@ def text(r: Any, n: int = 10) -> str:
         lines += [row(f) for f in r.top(n, "self")]
         lines += ["  top functions by total time (including what they call):", head]
         lines += [row(f) for f in r.top(min(n, 5), "total")]
-    lines.append(f"  sampler: {sampler_line(r)}")
+    sl = f"  sampler: {sampler_line(r)}"
+    lines += [sl] if len(sl) <= 100 or not r.native else textwrap.wrap(sl, 100, subsequent_indent="    ")
     if r.startup_s is not None:
         lines.append(f"  sampler start-up: {fmt_time(r.startup_s)} (before the cell started)")
     if r.outside_samples:
