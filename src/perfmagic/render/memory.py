@@ -86,8 +86,9 @@ def text(r: Any, top: int | None = None) -> str:
                      "charged to the line")
         lines.append("    running; --trace on names every allocation):")
         for s in shown[: min(n, 5)]:
-            lines.append(f"    +{fmt_bytes(s.size_bytes):>9} {100 * s.size_bytes / total:3.0f}%  {s.count:>5} samples  "
-                         f"{s.label:<24} {_clip(s.text, 40)}")
+            head = (f"    +{fmt_bytes(s.size_bytes):>9} {100 * s.size_bytes / total:3.0f}%  {s.count:>5} samples  "
+                    f"{s.label:<24} ")
+            lines.append(head + _clip(s.text, max(20, 100 - len(head))))
     elif r.tracing == "sample" and len(r.t_s) > 2:
         lines.append("  where RSS grew: no growth between samples in the cell's code (--trace on names "
                      "every allocation)")
