@@ -73,11 +73,14 @@ def test_neighbours_load_the_machine_and_stop_after_the_block() -> None:
     with busy_neighbours(1) as nb:
         pids = list(nb.pids)
         assert len(pids) == 1 and _alive(pids[0])
+        from perfmagic.core.neighbours import planted_pids
+
+        assert planted_pids() == frozenset(pids)  # known as planted load while they run
         import time
 
         time.sleep(0.5)
     assert nb.others_cores is not None and nb.others_cores > 0.6, nb.others_cores
-    assert not _alive(pids[0])
+    assert not _alive(pids[0]) and not planted_pids()
     with pytest.raises(KeyboardInterrupt), busy_neighbours(1) as nb2:
         raise KeyboardInterrupt  # stopped on Ctrl-C too
     assert not _alive(nb2.pids[0])
@@ -215,9 +218,15 @@ def test_neighbours_cli_runs_a_command_beside_a_busy_process(tmp_path) -> None:
     import sys
 
     out = tmp_path / "pids"
-    probe = ("import os, sys; kids = [p for p in os.listdir('/proc') if p.isdigit() and "
-             "open(f'/proc/{p}/stat').read().split(') ')[1].split()[1] == str(os.getppid())]; "
-             f"open({str(out)!r}, 'w').write(' '.join(kids)); sys.exit(3)")
+    probe = ("import os, sys\n"
+             "def parent(p):\n"
+             "    try:\n"
+             "        return open(f'/proc/{p}/stat').read().rsplit(') ', 1)[1].split()[1]\n"
+             "    except OSError:\n"
+             "        return None  # a process that ended while /proc was read\n"
+             "kids = [p for p in os.listdir('/proc') if p.isdigit() and parent(p) == str(os.getppid())]\n"
+             f"open({str(out)!r}, 'w').write(' '.join(kids))\n"
+             "sys.exit(3)\n")
     r = subprocess.run([sys.executable, "-m", "perfmagic.core.neighbours", "1", "--", sys.executable,
                         "-c", probe], capture_output=True, text=True, timeout=60)
     assert r.returncode == 3, r.stderr

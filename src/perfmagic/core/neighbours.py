@@ -37,6 +37,16 @@ _STREAM = (_WATCH + "b = bytearray(64 * 2**20)\nm = memoryview(b)\n"
            "while os.getppid() == parent:\n    m[:] = b'\\x01' * len(b)\n    bytes(m)\n")
 
 
+_PLANTED: set[int] = set()  # PIDs of the neighbours running now, from any busy_neighbours block
+
+
+def planted_pids() -> frozenset[int]:
+    """The PIDs of the busy neighbours running now. They are children of this process but stand for
+    other users' work: an analysis that subtracts its own child processes' CPU (a process pool in the
+    cell) must still count these as other processes' load."""
+    return frozenset(_PLANTED)
+
+
 @dataclass
 class Neighbours:
     """The running neighbours: their PIDs, and after the block the load others put on the machine."""
@@ -63,6 +73,7 @@ def busy_neighbours(n: int = 1, *, memory: bool = False, settle_s: float = 0.2) 
                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL))
         info.pids = [p.pid for p in procs]
+        _PLANTED.update(info.pids)
         if procs:
             time.sleep(settle_s)
         probe = LoadProbe()
@@ -81,6 +92,7 @@ def busy_neighbours(n: int = 1, *, memory: bool = False, settle_s: float = 0.2) 
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:  # pragma: no cover - a kill that did not land
                 pass
+        _PLANTED.difference_update(p.pid for p in procs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     return rc
 
 
-__all__ = ["Neighbours", "busy_neighbours", "main"]
+__all__ = ["Neighbours", "busy_neighbours", "main", "planted_pids"]
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised through the CLI test

@@ -394,19 +394,14 @@ def _descendants_cpu() -> float | None:
 
     A cell that runs a process pool makes its children busy: without this they would count as "other
     processes' load" and the sweep would blame the load for the speedup the children bring. Planted
-    noisy neighbours (:func:`perfmagic.core.neighbours.busy_neighbours`, recognised by their command
-    line) stand for other users' work: they, and anything under them, stay "others"."""
-    from ..core import neighbours as _nb
+    noisy neighbours (:func:`perfmagic.core.neighbours.busy_neighbours`, known by their PIDs) stand
+    for other users' work: they, and anything under them, stay "others"."""
+    from ..core.neighbours import planted_pids
 
-    planted = {_nb._SPIN, _nb._STREAM}
+    planted = planted_pids()
 
     def is_planted(pid: int) -> bool:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                args = f.read().decode(errors="replace").split("\0")
-        except OSError:
-            return False
-        return any(a in planted for a in args)
+        return pid in planted
 
     try:
         tck = os.sysconf("SC_CLK_TCK")
