@@ -138,8 +138,9 @@ CELLS = [
     code("""
     after = _
     print(f"data wait: {after.data_wait_fraction:.0%} of the step (input-bound above 30%: {after.input_bound})")
+    from perfmagic.render.dataloader import speed_change  # "1.3× faster", "1.1× slower" or "no gain"
     print(f"step {after.step_s * 1e3:.1f} ms; loader alone {after.loader_batches_per_s:.0f} batches/s; "
-          f"infinitely fast data would make the loop {after.speedup_if_data_free:.2f}× faster")
+          f"infinitely fast data: {speed_change(after.speedup_if_data_free)}")
     print(f"worker start-up before the first batch: {after.first_batch_s * 1e3:.0f} ms")
     """),
     md("""
