@@ -50,6 +50,12 @@ cells = [
          "    time.sleep(serial)  # the serial part\n"
          "    list(pool.map(lambda _: time.sleep(parallel / workers), range(workers)))"),
     code("%%amdahl workers=1,2,3,4,6,8 -b 0.3 --rounds 2\njob(workers)"),
+    md("`--threads` sweeps torch's and BLAS's thread counts instead of a variable. A verdict needs evidence: "
+       "with two counts no model is fitted (two points cannot back a serial fraction), a GIL diagnosis needs "
+       "sampled proof that Python bytecode held the GIL (a torch conv runs in native code, which releases it), "
+       "and when other processes keep the cores busy the sweep says it cannot tell rather than blame the code:"),
+    code("conv = torch.nn.Conv2d(16, 32, 3)\nimg = torch.randn(8, 16, 64, 64)"),
+    code("%%amdahl --threads 1,2 -b 0.3\nwith torch.no_grad():\n    conv(img)"),
     md("Little's law sizes concurrency: to serve 400 tasks/s when each takes as long as a measured run, how many "
        "workers? For CPU-bound work the answer is capped by the cores this machine has free:"),
     code("%littles throughput=400/s latency=25ms --io"),
@@ -185,6 +191,10 @@ EXPECT = {
         r"^\s+Amdahl: serial fraction S = [\d.]+ ± ",
         r"^\s+USL: contention σ = ",
         r"^\s+model choice \(AICc\): (amdahl|usl)",
+    ],
+    '%%amdahl --threads 1,2 -b 0.3\nwith torch.no_grad():\n    conv(img)': [
+        r"(2 counts: no model fitted|^cannot tell: others kept)",
+        r"note: evidence at N ≥ 2: the process kept [\d.]+ cores busy",
     ],
     '%littles throughput=400/s latency=25ms --io': [
         r"^needed concurrency: 10 tasks in flight",
