@@ -163,8 +163,8 @@ def _figure_scaling(r: Any, fig: Any) -> None:
     ns = np.array([p.n for p in r.points], float)
     f = np.array(r.speed_factors if len(r.speed_factors) == len(r.points) else [1.0] * len(r.points))
     ts = np.array([p.time for p in r.points]) * f
-    lo_t = np.array([min(p.times) for p in r.points]) * f
-    hi_t = np.array([max(p.times) for p in r.points]) * f
+    lo_t = np.array([min(p.times + p.later) for p in r.points]) * f  # the re-times too: the median includes them
+    hi_t = np.array([max(p.times + p.later) for p in r.points]) * f
     what = "measured (min–max)" + (", speed-corrected" if r.speed_factors else "")
     ax.errorbar(ns, ts, yerr=[ts - lo_t, hi_t - ts], fmt="o", ms=4, color="tab:blue", label=what)
     N, top = float(r.full), float(ns.max())
@@ -253,7 +253,8 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
     """The measured points (every size with all its runs, or every block of units) and the models fitted."""
     out: list[tuple[str, str]] = []
     if r.mode == "scaling" and r.points:
-        rows = [(f"{p.n:,}", fmt_time(p.time), len(p.times), ", ".join(fmt_time(t) for t in p.times),
+        rows = [(f"{p.n:,}", fmt_time(p.time), len(p.times) + len(p.later), ", ".join(fmt_time(t) for t in p.times)
+                 + ("; later " + ", ".join(fmt_time(t) for t in p.later) if p.later else ""),
                  fmt_bytes(p.memory()) if p.memory() is not None else "—",
                  fmt_bytes(p.traced_peak) if p.traced_peak is not None else "—") for p in r.points]
         out.append((f"Measured points ({len(r.points)} sizes)",
