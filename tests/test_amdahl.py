@@ -139,16 +139,20 @@ def test_gil_diagnosis(pool, spin_200us) -> None:
     code = "list(pool.map(spin_loop, [k // workers] * workers))"
     r = amdahl(code, [1, 2, 4], globals={"pool": pool, "spin_loop": spin_loop, "k": k}, **FAST)
     info = (r.text(), [p.own_cores for p in r.points], r.others_cores)
-    # the evidence does not depend on the load: the threads held the GIL at most of the sampler's wake-ups
     from perfmagic.scaling.gilprobe import ThreadEvidence
 
     ev = ThreadEvidence.merge(p.threads for p in r.points if p.n >= 2)
-    assert ev is not None and ev.working >= 2 and ev.gil_bound(), (ev and ev.describe(), info)
+    strong = ev is not None and ev.working >= 2 and ev.gil_bound()
     assert r.amdahl_fit is None and r.usl_fit is None and "evidence at N ≥ 2" in _t(r)
     if r.others_cores is not None and r.others_cores >= 0.5:  # a neighbour left at most one core: named, not blamed
+        # (beside a neighbour the pool's threads may get too little CPU to count as working: make unit-busy
+        # saw "1 Python thread(s) worked"; then the evidence is weak, and the verdict must still be the load)
         assert r.diagnosis == "load" and not r.gil, info
-        assert _t(r).startswith("cannot tell: others kept") and "likely serialize" in _t(r), info
-    else:
+        assert _t(r).startswith("cannot tell: others kept"), info
+        if strong:
+            assert "likely serialize" in _t(r), info
+    else:  # quiet: the threads held the GIL at most of the sampler's wake-ups, and the verdict says so
+        assert strong, (ev and ev.describe(), info)
         assert r.gil and r.diagnosis == "gil" and "GIL" in _t(r) and "use processes" in _t(r), info
 
 

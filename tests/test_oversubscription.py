@@ -4,6 +4,7 @@ the neighbour harness leaves nothing running."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -80,6 +81,7 @@ def test_neighbours_load_the_machine_and_stop_after_the_block() -> None:
 
         time.sleep(0.5)
     assert nb.others_cores is not None and nb.others_cores > 0.6, nb.others_cores
+    assert nb.neighbour_cores is not None and 0.6 < nb.neighbour_cores < 1.3, nb.neighbour_cores  # one core
     assert not _alive(pids[0]) and not planted_pids()
     with pytest.raises(KeyboardInterrupt), busy_neighbours(1) as nb2:
         raise KeyboardInterrupt  # stopped on Ctrl-C too
@@ -231,6 +233,7 @@ def test_neighbours_cli_runs_a_command_beside_a_busy_process(tmp_path) -> None:
                         "-c", probe], capture_output=True, text=True, timeout=60)
     assert r.returncode == 3, r.stderr
     assert "1 busy neighbour(s)" in r.stderr and "exit status 3" in r.stderr, r.stderr
+    assert re.search(r"the neighbours kept [01]\.\d\d cores busy", r.stderr), r.stderr
     siblings = [int(p) for p in out.read_text().split()]
     assert len(siblings) == 2, siblings  # the neighbour and the command itself, both children of the CLI
     assert not any(_alive(p) for p in siblings)

@@ -54,6 +54,19 @@ class Neighbours:
     pids: list[int] = field(default_factory=list)
     others_cores: float | None = None  # cores kept busy by processes other than this one, over the block
     seconds: float = 0.0
+    neighbour_cores: float | None = None  # cores the neighbours themselves kept busy, over the block
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """utime + stime of a process, from ``/proc/PID/stat`` (Linux), or None."""
+    import os
+
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 @contextlib.contextmanager
@@ -78,12 +91,16 @@ def busy_neighbours(n: int = 1, *, memory: bool = False, settle_s: float = 0.2) 
             time.sleep(settle_s)
         probe = LoadProbe()
         probe.start()
+        cpu0 = [_cpu_seconds(p.pid) for p in procs]
         t0 = time.perf_counter()
         try:
             yield info
         finally:
             info.others_cores = probe.stop()
             info.seconds = time.perf_counter() - t0
+            cpu1 = [_cpu_seconds(p.pid) for p in procs]
+            if procs and info.seconds > 0 and None not in cpu0 + cpu1:
+                info.neighbour_cores = sum(b - a for a, b in zip(cpu0, cpu1)) / info.seconds
     finally:
         for p in procs:
             p.kill()
@@ -116,10 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"n: got {args.n}; expected a number of processes >= 0, e.g. 1")
     with busy_neighbours(args.n, memory=args.memory) as nb:
         rc = subprocess.call(cmd)
-    others = "unknown" if nb.others_cores is None else f"{nb.others_cores:.2f}"
+    theirs = "unknown" if nb.neighbour_cores is None else f"{nb.neighbour_cores:.2f}"
+    everyone = "unknown" if nb.others_cores is None else f"{nb.others_cores:.2f}"
     print(f"perfmagic.core.neighbours: {args.n} busy neighbour(s) ran beside `{' '.join(cmd)}` for "
-          f"{nb.seconds:.0f} s; other processes kept {others} cores busy on average; exit status {rc}",
-          file=sys.stderr)
+          f"{nb.seconds:.0f} s; the neighbours kept {theirs} cores busy on average (all processes but this "
+          f"one, the command included: {everyone}); exit status {rc}", file=sys.stderr)
     return rc
 
 

@@ -52,10 +52,8 @@ functions only.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -64,6 +62,7 @@ from typing import Any, ClassVar
 
 from ..errors import BadOptionError
 from ..result import Displayed
+from .cache import cache_dir, cache_path, load_cached, save  # noqa: F401 (cache_dir, cache_path: re-exported)
 from .kernels import (LLC_FACTOR, ProgressFn, _Clock, _cpu_bandwidth, _cpu_compute, _gpu_bandwidth, _gpu_compute,
                       combine_bandwidth, emulated_dtype)
 
@@ -230,48 +229,6 @@ def settled_spread(rates: Any) -> float | None:
 
     hi, lo, _ = agreeing_pair(list(rates))
     return 1.0 - lo / hi if hi > 0 else None
-
-
-def cache_dir(path: str | os.PathLike[str] | None = None) -> str:
-    """The ceilings cache folder: ``path``, else ``$PERFMAGIC_CACHE_DIR``, else ``~/.cache/perfmagic/ceilings``."""
-    if path is not None:
-        return os.fspath(path)
-    env = os.environ.get("PERFMAGIC_CACHE_DIR")
-    return env if env else os.path.join(os.path.expanduser("~"), ".cache", "perfmagic", "ceilings")
-
-
-def cache_path(fp: str, path: str | os.PathLike[str] | None = None) -> str:
-    return os.path.join(cache_dir(path), f"ceilings-{fp}.json")
-
-
-def load_cached(fp: str, path: str | os.PathLike[str] | None = None) -> Ceilings | None:
-    """The cached ceilings for fingerprint ``fp``, or None (missing, unreadable, corrupt, other version)."""
-    try:
-        with open(cache_path(fp, path), encoding="utf-8") as f:
-            return Ceilings.from_dict(json.load(f))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def save(c: Ceilings, path: str | os.PathLike[str] | None = None) -> str:
-    """Write ``c`` atomically (temp file in the same folder + ``os.replace``); returns the file path."""
-    folder = cache_dir(path)
-    os.makedirs(folder, exist_ok=True)
-    target = cache_path(c.fingerprint, path)
-    fd, tmp = tempfile.mkstemp(prefix=".ceilings-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(c.to_dict(), f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return target
 
 
 # ---- public entry -----------------------------------------------------------------------------
