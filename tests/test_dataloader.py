@@ -533,3 +533,15 @@ def test_io_workers_do_not_slow_the_step_on_two_cores() -> None:
     assert r.workers_cores is not None and r.workers_cores < 0.25, r.text()  # they sleep
     assert [f.level for f in r.findings() if f.topic == "num_workers"] == ["ok"], r.text()
     assert not [f for f in r.findings() if f.topic == "threads" and f.level == "warn"], r.text()
+
+
+def test_oversubscribed_busy_workers_and_a_grown_step_get_no_check_mark() -> None:
+    """Planted (no timing): the CI case — 2 workers on 1.27 cores + 2 torch threads on 2 cores, quiet, the
+    step 1.15× its time alone (below the 1.25× that counts as slowed): not blamed, and no ✓ either."""
+    r = _planted_result(0.046, 0.040, workers_cores=1.27, others_cores=0.0)
+    fs = r.findings()
+    assert not [f for f in fs if f.level == "ok" and f.topic == "num_workers"], [f.text() for f in fs]
+    (th,) = [f for f in fs if f.topic == "threads"]
+    assert th.message.startswith("cannot tell whether the workers slow the step") and "1.15×" in th.message
+    quiet = _planted_result(0.041, 0.040, workers_cores=1.27, others_cores=0.0).findings()  # 1.025×: ✓ stands
+    assert [f.level for f in quiet if f.topic == "num_workers"] == ["ok"], [f.text() for f in quiet]
