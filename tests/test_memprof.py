@@ -437,3 +437,18 @@ def test_kept_allocations_are_net_growth() -> None:
     flat = " ".join(r.text().split())
     assert "most of it freed again" not in flat, r.text()
     assert r.sampled_freed_bytes <= 0.1 * r.sampled_growth_bytes, r.text()
+
+
+def test_net_vs_gross_says_below_when_the_cell_ended_lower() -> None:
+    """Planted numbers (the tour's case: a cell that freed what an earlier cell held): 'ended 25 MiB below
+    the start', never '-25 MiB above'."""
+    from types import SimpleNamespace
+
+    from perfmagic.render.memory import net_vs_gross
+
+    mib = 2**20
+    r = SimpleNamespace(sampled_growth_bytes=125 * mib, sampled_freed_bytes=150 * mib, peak_bytes=125 * mib)
+    t = net_vs_gross(r)
+    assert "RSS ended 25.0 MiB below the start (+125.0 MiB risen − 150.0 MiB freed)" in t, t
+    r = SimpleNamespace(sampled_growth_bytes=200 * mib, sampled_freed_bytes=150 * mib, peak_bytes=80 * mib)
+    assert "RSS ended +50.0 MiB above the start" in net_vs_gross(r), net_vs_gross(r)

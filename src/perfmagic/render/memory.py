@@ -119,9 +119,9 @@ def net_vs_gross(r: Any, nbsp: bool = False) -> str:
         return (f"net vs gross: {head}; RSS rose +{b(gross)} in total between samples (gross, shared by "
                 "the lines below) and almost none of it was freed before the end")
     most = "most of it" if freed >= 0.5 * gross else "part of it"
-    sign = "+" if end >= 0 else "-"
+    where = f"+{b(end)} above" if end >= 0 else f"{b(-end)} below"
     return (f"net vs gross: {head}; RSS rose +{b(gross)} in total between samples (gross, shared by the "
-            f"lines below), {most} freed again: RSS ended {sign}{b(abs(end))} above the start "
+            f"lines below), {most} freed again: RSS ended {where} the start "
             f"(+{b(gross)} risen − {b(freed)} freed)")
 
 
