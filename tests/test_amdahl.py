@@ -135,7 +135,10 @@ def test_retrograde_is_usl(pool) -> None:
 def test_gil_diagnosis(pool, spin_200us) -> None:
     from tests.conftest import spin_loop
 
-    k = spin_200us * 20  # ~4 ms of pure-Python work, split across the threads
+    # ~10 ms of pure-Python work, split across the threads: with 4 ms (1 ms a task at N = 4, under the 5 ms
+    # GIL switch interval) one pool thread could take every task before the others woke, and a quiet CI
+    # run saw "1 Python thread(s) worked" — serial, but not GIL contention
+    k = spin_200us * 50
     code = "list(pool.map(spin_loop, [k // workers] * workers))"
     r = amdahl(code, [1, 2, 4], globals={"pool": pool, "spin_loop": spin_loop, "k": k}, **FAST)
     info = (r.text(), [p.own_cores for p in r.points], r.others_cores)

@@ -194,7 +194,7 @@ EXPECT = {
     ],
     '%%amdahl --threads 1,2 -b 0.3\nwith torch.no_grad():\n    conv(img)': [
         r"(2 counts: no model fitted|^cannot tell: others kept|^no speedup from threads, and not the GIL)",
-        r"note: evidence at N ≥ 2: the process kept [\d.]+ cores busy",
+        r"note: (evidence at N ≥ 2: the process kept [\d.]+ cores busy|2 worker counts: a model with 1–2 parameters)",
     ],
     '%littles throughput=400/s latency=25ms --io': [
         r"^needed concurrency: 10 tasks in flight",
