@@ -154,9 +154,15 @@ def test_gil_diagnosis(pool, spin_200us) -> None:
         assert _t(r).startswith("cannot tell: others kept"), info
         if strong:
             assert "likely serialize" in _t(r), info
-    else:  # quiet: the threads held the GIL at most of the sampler's wake-ups, and the verdict says so
-        assert strong, (ev and ev.describe(), info)
+    elif strong:  # quiet: the threads held the GIL at most of the sampler's wake-ups, and the verdict says so
         assert r.gil and r.diagnosis == "gil" and "GIL" in _t(r) and "use processes" in _t(r), info
+    else:
+        # quiet, but one pool thread took every task before the others woke (fresh-clone CI runs, twice:
+        # "1 Python thread(s) worked", GIL held at 70–81%): serial, yet no contention seen. The verdict
+        # may then not name the GIL, and must never call it native code or a speedup
+        assert ev is not None and ev.working <= 1 and ev.held_share is not None and ev.held_share >= 0.4, \
+            (ev and ev.describe(), info)
+        assert r.diagnosis == "cannot-tell" and not r.gil, info
 
 
 def test_native_calls_in_threads_are_never_the_gil(pool) -> None:
