@@ -271,6 +271,28 @@ def test_speedscope_parsing_cuts_ipython_frames_and_groups_threads() -> None:
     assert others == {"Thread-1": [1, 1], "blas": [1, 0]}  # [busy, waiting]: the selectors.select sample waits
 
 
+def test_all_threads_draws_a_thread_only_when_mostly_busy() -> None:
+    """Planted: an event-loop thread caught once between two waits (1 busy sample of 20) is not drawn;
+    a worker busy in 6 of 20 (waiting for the GIL the rest) is, with all its busy samples."""
+    me = _flame._THIS_FILE
+    frames = [{"name": "_flame_cell_root", "file": me, "line": 10},
+              {"name": "<module>", "file": "/tmp/ipykernel_1/abc.py", "line": 2},
+              {"name": "loop", "file": "/home/u/loop.py", "line": 5},
+              {"name": "epoll_wait", "file": "/lib/libc.so.6", "line": 0},
+              {"name": "work", "file": "/home/u/w.py", "line": 7},
+              {"name": "take_gil", "file": "/x/libpython3.11.so", "line": 0}]
+    doc = {"shared": {"frames": frames}, "profiles": [
+        {"type": "sampled", "name": 'Thread 11 "MainThread"', "samples": [[0, 1]] * 4},
+        {"type": "sampled", "name": 'Thread 12 "events"', "samples": [[2]] + [[2, 3]] * 19},
+        {"type": "sampled", "name": 'Thread 13 "pool"', "samples": [[4]] * 6 + [[4, 5]] * 14},
+    ]}
+    others: dict[str, list[int]] = {}
+    raw, _ = _flame.parse_speedscope(doc, pid=7, tid=11, all_threads=True, others=others)
+    heads = [st[0][0] for st, _ in raw]
+    assert heads.count("thread pool") == 6 and "thread events" not in heads, heads
+    assert others == {"events": [1, 19], "pool": [6, 14]}
+
+
 def _kernel_doc(cell_tid: int = 11, n: int = 40) -> dict[str, Any]:
     """A planted py-spy --native profile of a kernel: the cell thread busy in a native conv for ``n``
     samples; IOPub (tornado/asyncio in epoll_wait), heartbeat (zmq poll), a pipe watcher (read) and a

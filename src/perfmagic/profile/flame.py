@@ -51,6 +51,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -123,6 +124,10 @@ _IDLE_CALLS = ("epoll_wait", "epoll_pwait2?", "poll", "ppoll", "select", "pselec
 _IDLE_NATIVE = re.compile(r"^_*(?:GI_+|libc_)?(" + "|".join(_IDLE_CALLS) + r")(@@.*|(\.\w+)*)$")
 
 
+BUSY_SHARE = 0.2  # --all-threads draws another thread only when busy in at least this share of its samples
+# (not more: a busy Python thread beside the cell waits for the GIL, in take_gil, much of the time)
+
+
 def idle_stack(stack: tuple[Frame, ...] | list[Frame]) -> bool:
     """Whether a stack of a thread other than the cell's is a thread waiting, not working.
 
@@ -157,6 +162,8 @@ def parse_speedscope(doc: dict[str, Any], pid: int, tid: int, *, all_threads: bo
               for f in doc.get("shared", {}).get("frames", [])]
     out: list[tuple[list[Frame], float]] = []
     outside = 0
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # other threads: [busy, waiting] samples
+    owner: list[str | None] = []  # per stack in out: the other thread it came from (None: the cell, a child)
     for prof in doc.get("profiles", []):
         m = _THREAD_NAME.match(prof.get("name", ""))
         ppid = int(m.group(1)) if m and m.group(1) else pid
@@ -173,21 +180,32 @@ def parse_speedscope(doc: dict[str, Any], pid: int, tid: int, *, all_threads: bo
                     outside += 1
                     continue
                 out.append((cut, float(w)))
+                owner.append(None)
             elif ppid == pid:
                 waiting = idle_stack(stack)
-                if others is not None:
-                    others.setdefault(tname, [0, 0])[1 if waiting else 0] += 1
+                counts[tname][1 if waiting else 0] += 1
                 if not all_threads or (waiting and not idle) or not stack or all(_infra(fr) for fr in stack):
                     continue
                 k = next((j for j, fr in enumerate(stack) if not (_native(fr) or "/threading.py" in fr[1])), 0)
                 stack = stack[k:]  # drop thread start-up frames, unless the thread is native only
                 out.append(([(f"thread {tname}", "", 0), *stack], float(w)))
+                owner.append(tname)
             else:
                 head = procs[-1][0] if procs else f"process {ppid}"
                 head = re.sub(r"\s+", " ", head)
                 head = head if len(head) <= 60 else head[:59] + "…"
                 out.append(([(head, "", 0), *stack], float(w)))
-    return out, outside
+                owner.append(None)
+    # a waiting thread is now and then caught between two waits (in its loop's bytecode): drawn only the
+    # threads busy in at least BUSY_SHARE of their samples (a fresh-clone CI run drew an event-loop
+    # thread, in select() 0.05 s at a time, as busy)
+    for tname, (busy, waiting) in counts.items():
+        if others is not None:
+            got = others.setdefault(tname, [0, 0])
+            got[0] += busy
+            got[1] += waiting
+    shown = {t for t, (busy, waiting) in counts.items() if idle or busy >= BUSY_SHARE * (busy + waiting)}
+    return [st for st, t in zip(out, owner) if t is None or t in shown], outside
 
 
 # ---------------------------------------------------------------------------------------------
