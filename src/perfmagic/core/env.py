@@ -20,6 +20,7 @@ import platform
 import re
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 DEFAULT_LLC_BYTES = 32 * 1024 * 1024
@@ -263,6 +264,21 @@ def _proc_stat_busy() -> float | None:
         return busy / os.sysconf("SC_CLK_TCK") if rows else None
     except (OSError, ValueError, IndexError, AttributeError):
         return None
+
+
+def processes_cpu_s(pids: Sequence[int]) -> float | None:
+    """CPU seconds (user + system) used so far by the processes ``pids``, from ``/proc``; None outside
+    Linux or when none can be read."""
+    tck, total, seen = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100, 0.0, 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                f = fh.read().rsplit(")", 1)[1].split()
+            total += (int(f[11]) + int(f[12])) / tck
+            seen += 1
+        except (OSError, IndexError, ValueError):
+            continue
+    return total if seen else None
 
 
 def _thread_cpu() -> dict[int, float] | None:

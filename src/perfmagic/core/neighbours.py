@@ -57,18 +57,6 @@ class Neighbours:
     neighbour_cores: float | None = None  # cores the neighbours themselves kept busy, over the block
 
 
-def _cpu_seconds(pid: int) -> float | None:
-    """utime + stime of a process, from ``/proc/PID/stat`` (Linux), or None."""
-    import os
-
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 @contextlib.contextmanager
 def busy_neighbours(n: int = 1, *, memory: bool = False, settle_s: float = 0.2) -> Iterator[Neighbours]:
     """Run ``n`` busy processes for the duration of the block (see the module docstring).
@@ -76,7 +64,7 @@ def busy_neighbours(n: int = 1, *, memory: bool = False, settle_s: float = 0.2) 
     ``settle_s``: wait this long after starting them, so they are spinning when the block begins."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"n: got {n!r}; expected a number of processes >= 0, e.g. 1")
-    from .env import LoadProbe
+    from .env import LoadProbe, processes_cpu_s
 
     procs: list[subprocess.Popen] = []
     info = Neighbours()
@@ -91,16 +79,16 @@ def busy_neighbours(n: int = 1, *, memory: bool = False, settle_s: float = 0.2) 
             time.sleep(settle_s)
         probe = LoadProbe()
         probe.start()
-        cpu0 = [_cpu_seconds(p.pid) for p in procs]
+        cpu0 = processes_cpu_s(info.pids)
         t0 = time.perf_counter()
         try:
             yield info
         finally:
             info.others_cores = probe.stop()
             info.seconds = time.perf_counter() - t0
-            cpu1 = [_cpu_seconds(p.pid) for p in procs]
-            if procs and info.seconds > 0 and None not in cpu0 + cpu1:
-                info.neighbour_cores = sum(b - a for a, b in zip(cpu0, cpu1)) / info.seconds
+            cpu1 = processes_cpu_s(info.pids)
+            if cpu0 is not None and cpu1 is not None and info.seconds > 0:
+                info.neighbour_cores = (cpu1 - cpu0) / info.seconds
     finally:
         for p in procs:
             p.kill()

@@ -27,8 +27,8 @@ from ..core.env import usable_cores
 
 INPUT_BOUND = 0.3          # data-wait fraction above which the loop is input-bound
 LOADED = 0.3               # other processes busier than this (cores) during the loop: the machine is not quiet
+SLOWED = 1.25              # the step with workers running this much slower than alone: they compete for cores
 SLOWED_MAYBE = 1.10        # oversubscribed, busy workers, the step this much slower (below SLOWED): no ✓
-_SLOWED = 1.25             # = result.SLOWED (result imports this module)
 WORKERS_IDLE = 0.25        # workers using fewer cores than this mostly wait (I/O): they cannot take the step's
 _CFG_KEYS = ("num_workers", "batch_size", "pin_memory", "persistent_workers", "prefetch_factor", "drop_last",
              "shuffle", "collate_fn", "multiprocessing_context")
@@ -120,7 +120,7 @@ def audit(r: Any) -> list[Finding]:
             unsure = True
             out.append(Finding("threads", "info", f"cannot tell whether the workers slow the step: {threads} on "
                                f"{cores} usable cores (oversubscribed); the step ran {x:.2f}× its time alone "
-                               f"with them (a slowdown counts from {_SLOWED:.2f}×)",
+                               f"with them (a slowdown counts from {SLOWED:.2f}×)",
                                f"compare --sweep num_workers, or torch.set_num_threads({max(1, cores - w)}) "
                                "and measure again"))
         elif tt and w + tt > cores:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import os
 import re
 import sys
 import time
@@ -21,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import stats as _stats
+from ..core.env import processes_cpu_s
 
 COPY = re.compile(r"\.(?:to|cuda)\s*\(")
 NON_BLOCKING = re.compile(r"non_blocking\s*=\s*True")
@@ -54,21 +54,6 @@ class _Iters:
 def worker_pids(it: Any) -> list[int]:
     """The process ids of a DataLoader iterator's workers (none for other iterables)."""
     return [p.pid for p in getattr(it, "_workers", None) or () if getattr(p, "pid", None)]
-
-
-def processes_cpu_s(pids: Sequence[int]) -> float | None:
-    """CPU seconds (user + system) used so far by the processes ``pids``, from ``/proc``; None outside
-    Linux or when none can be read."""
-    tck, total, seen = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100, 0.0, 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                f = fh.read().rsplit(")", 1)[1].split()
-            total += (int(f[11]) + int(f[12])) / tck
-            seen += 1
-        except (OSError, IndexError, ValueError):
-            continue
-    return total if seen else None
 
 
 class SteadyLoad:

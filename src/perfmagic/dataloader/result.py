@@ -15,11 +15,10 @@ from typing import Any, ClassVar
 from ..core import stats as _stats
 from ..render.units import fmt_time
 from ..result import Displayed
-from .audit import INPUT_BOUND, Finding, _jsonable, audit
+from .audit import INPUT_BOUND, SLOWED, Finding, _jsonable, audit
 from .probe import _fraction, _mean
 
 PLATEAU = 0.90             # a sweep setting within 10% of the best throughput is on the plateau
-SLOWED = 1.25              # the step with workers running this much slower than alone: they compete for cores
 DEFAULT_STEPS = 20
 
 

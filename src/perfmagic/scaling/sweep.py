@@ -396,16 +396,12 @@ def _descendants_cpu() -> float | None:
     processes' load" and the sweep would blame the load for the speedup the children bring. Planted
     noisy neighbours (:func:`perfmagic.core.neighbours.busy_neighbours`, known by their PIDs) stand
     for other users' work: they, and anything under them, stay "others"."""
+    from ..core.env import processes_cpu_s
     from ..core.neighbours import planted_pids
 
     planted = planted_pids()
-
-    def is_planted(pid: int) -> bool:
-        return pid in planted
-
     try:
-        tck = os.sysconf("SC_CLK_TCK")
-        todo, seen, total = [os.getpid()], set(), 0.0
+        todo, seen = [os.getpid()], set()
         while todo:
             pid = todo.pop()
             for tdir in os.listdir(f"/proc/{pid}/task"):
@@ -415,19 +411,13 @@ def _descendants_cpu() -> float | None:
                 except OSError:
                     continue
                 for k in kids:
-                    if k in seen or is_planted(k):
+                    if k in seen or k in planted:
                         continue
                     seen.add(k)
                     todo.append(k)
-                    try:
-                        with open(f"/proc/{k}/stat") as f:
-                            fields = f.read().rsplit(")", 1)[1].split()
-                        total += (int(fields[11]) + int(fields[12])) / tck
-                    except (OSError, ValueError, IndexError):
-                        continue
-        return total
     except (OSError, ValueError, AttributeError):
         return None
+    return processes_cpu_s(sorted(seen)) or 0.0
 
 
 def _rising(ns: list[int], es: list[float]) -> bool:
