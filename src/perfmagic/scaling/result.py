@@ -209,6 +209,12 @@ class AmdahlResult(Displayed):
         if g is not None:
             out.append(f"Gustafson (weak scaling): serial fraction S = {_pm(g.params['S'], g.stderr['S'])}; "
                        f"scaled speedup at N = {max(self.ns)}: {_scaling.gustafson(g.params['S'], max(self.ns)):.3g}×")
+        f = self.reliable(self.best_model) if self.best_model else None
+        g = f.params.get("gamma") if f is not None else None
+        if g is not None and self.base_n == 1 and abs(g - 1) > 0.1:
+            out.append(f"the fit puts N = 1 at {g:.2f}× the measured baseline speed: that point ran "
+                       f"{'slow' if g > 1 else 'fast'} (noise, warm-up, load); the curve is not pinned to it, and "
+                       "the speedups above are relative to the measured point")
         for model, why in self.unreliable:
             name = {"amdahl": "Amdahl", "usl": "USL", "gustafson": "Gustafson"}[model]
             out.append(f"{name}: fit unreliable, not a finding: {why}")
@@ -278,6 +284,7 @@ class AmdahlResult(Displayed):
         return {
             "S": s, "S_stderr": f.stderr["S"] if f else None,
             "sigma": u.params["sigma"] if u else None, "kappa": u.params["kappa"] if u else None,
+            "gamma": (f.params.get("gamma") if f else u.params.get("gamma") if u else None),
             "peak_n": self.peak_n, "ceiling": (1 / s if s else None) if not self.weak else None,
             "best_model": self.best_model, "recommended_workers": self.recommended_workers,
             "n_points": len(self.good), "max_speedup": max(self.speedups) if self.speedups else None,

@@ -366,15 +366,16 @@ def analyse(points: Sequence[ScalingPoint], *, mode: str = "variable", var: str 
 
 
 def _unreliable(fit: _scaling.Fit, ns: Sequence[int], sp: Sequence[float]) -> str | None:
-    """Why a fit must not be reported as a finding, or None: AICc infinite, a parameter at an upper bound
-    (S = 1, σ = 1, κ = 1), at its lower bound 0 while the data lie beyond what the model can bend to
-    (super-linear speedups), or predictions that miss the points by more than 15% (RMS, relative)."""
+    """Why a fit must not be reported as a finding, or None: no degree of freedom left (the fitted speedup at
+    N = 1, γ, counts as a parameter: the measured baseline is a noisy point like the others), a parameter at
+    an upper bound (S = 1, σ = 1, κ = 1), at its lower bound 0 while the data lie beyond what the model can
+    bend to (super-linear speedups), or predictions that miss the points by more than 15% (RMS, relative)."""
     names = {"S": "S", "sigma": "σ", "kappa": "κ"}
-    if math.isinf(fit.aicc):
-        return (f"{fit.n} points leave no degrees of freedom for its {len(fit.params)} parameter(s) (AICc "
-                "infinite); measure more worker counts")
+    if fit.dof <= 0:
+        return (f"{fit.n} points leave no degrees of freedom for its {len(fit.params)} parameters (the speedup "
+                "at N = 1 is fitted too); measure more worker counts")
     for k, v in fit.params.items():
-        if v >= 0.999:
+        if k in names and v >= 0.999:
             return f"{names[k]} = {v:.3g} sits at its bound: the model cannot describe these points"
     b = ns[0]
     superlinear = any(s > 1.05 * n / b for n, s in zip(ns, sp) if n > b)
