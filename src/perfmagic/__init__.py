@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "scalability", "littles", "estimate", "EstimateResult", "flame", "FlameResult", "dataloader_check", "DataLoaderResult", "memory", "MemoryResult", "lineprof", "LineProfResult", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "busy_neighbours", "PerfmagicError", "BadOptionError", "SetupError",
+    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "amdahl_ranks", "RanksResult", "distributed_bench", "scalability", "littles", "estimate", "EstimateResult", "flame", "FlameResult", "dataloader_check", "DataLoaderResult", "memory", "MemoryResult", "lineprof", "LineProfResult", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "busy_neighbours", "PerfmagicError", "BadOptionError", "SetupError",
     "BenchInterrupted", "load_ipython_extension", "unload_ipython_extension", "__version__",
 ]
 
@@ -32,6 +32,9 @@ _LAZY = {
     "roofline": (".roofs.roofline", "roofline"),
     "amdahl": (".scaling.sweep", "amdahl"),
     "AmdahlResult": (".scaling.result", "AmdahlResult"),
+    "amdahl_ranks": (".scaling.ranks", "amdahl_ranks"),
+    "RanksResult": (".scaling.rankresult", "RanksResult"),
+    "distributed_bench": (".timing.distributed", "distributed_bench"),
     "scalability": (".scaling.scalability", "scalability"),
     "littles": (".scaling.littles", "littles"),
     "estimate": (".estimation.estimate", "estimate"),

@@ -34,6 +34,14 @@ class ScalingMagics(Magics):
     @argument("spec", nargs="?", help="NAME=1,2,4,8: inject NAME into the cell with each worker count")
     @argument("--threads", type=worker_list, metavar="LIST",
               help="instead of a variable: set torch and BLAS/OpenMP threads to each count around the cell (threadpoolctl)")
+    @argument("--ranks", type=worker_list, metavar="LIST",
+              help="instead: run the cell (one training step) in torch.distributed process groups of each size, "
+                   "e.g. --ranks 1,2,4 (see perfmagic.amdahl_ranks)")
+    @argument("--backend", default=None, choices=["gloo", "nccl"],
+              help="with --ranks: the torch.distributed backend (default gloo; nccl needs one GPU per rank)")
+    @argument("--setup", metavar="CODE", default="",
+              help="with --ranks: code run once in each rank after its process group is up (build the DDP model "
+                   "there), e.g. --setup \"model, opt, x = make_ddp()\"")
     @argument("-l", "--label", help="name of this sweep in the ledger (default: the cell's first line)")
     @argument("-b", "--budget", type=_args.positive_duration, default=None,
               help="timing budget per worker count (default about 1 s)")
@@ -60,6 +68,11 @@ class ScalingMagics(Magics):
         from ..errors import BenchInterrupted, PerfmagicError
 
         args, _ = _args.parse(self.amdahl.parser, line)
+        if args.ranks is not None:
+            return self._ranks(args, line, cell)
+        if args.backend is not None or args.setup:
+            raise UsageError("%%amdahl: --backend and --setup go with --ranks LIST, e.g. "
+                             "%%amdahl --ranks 1,2,4 --backend gloo --setup \"model = make_ddp()\"")
         if (args.spec is None) == (args.threads is None):
             raise UsageError("%%amdahl needs either NAME=LIST (e.g. workers=1,2,4,8) or --threads LIST (e.g. --threads 1,2,4)")
         if args.spec is not None:
@@ -102,6 +115,46 @@ class ScalingMagics(Magics):
         return finish(self.shell, result, args, mimebundle(result, text=text, plot=not args.no_plot),
                       interrupted="perfmagic: %%amdahl interrupted; the points measured are fitted above and recorded"
                       if status == "interrupted" else None)
+
+    def _ranks(self, args: Any, line: str, cell: str) -> Any:
+        """``%%amdahl --ranks LIST``: the engine is :func:`perfmagic.scaling.ranks.amdahl_ranks`."""
+        __tracebackhide__ = True
+        from ..errors import BenchInterrupted, PerfmagicError
+
+        if args.spec is not None or args.threads is not None:
+            raise UsageError("%%amdahl: --ranks LIST replaces NAME=LIST and --threads; give only one, e.g. "
+                             "%%amdahl --ranks 1,2,4")
+        from ..scaling.ranks import amdahl_ranks
+        from ._template import default_label
+
+        label = args.label or default_label(cell, self.state)
+        bar, close = progress_bar(100, "rank sweep")
+        status = "ok"
+        try:
+            result = amdahl_ranks(cell, args.ranks, backend=args.backend or "gloo", setup=args.setup,
+                                  globals=self.shell.user_ns, budget=args.budget, weak=args.weak,
+                                  progress=lambda f, msg: bar(100 * f, msg),
+                                  filename=_boundary.cell_filename(self.shell, cell))
+        except BenchInterrupted as exc:
+            result, status = exc.result, "interrupted"
+            if result is None:
+                raise _boundary.Interrupted("perfmagic: rank sweep interrupted before any world size was measured; "
+                                            "every rank was stopped") from None
+        except PerfmagicError as exc:
+            raise UsageError(f"%%amdahl --ranks: {exc}") from None
+        finally:
+            close()
+        ref = self.state["record"](
+            magic="amdahl", label=label, code=cell, magic_line=line, options=dict(vars(args)),
+            metrics=result.metrics(), samples=result.samples(), env={}, status=status,
+            primary_metric=result.primary_metric)
+        text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
+        from ..render.bundle import mimebundle
+        from ._template import finish
+
+        return finish(self.shell, result, args, mimebundle(result, text=text, plot=not args.no_plot),
+                      interrupted="perfmagic: %%amdahl --ranks interrupted; the world sizes measured are shown and "
+                      "recorded" if status == "interrupted" else None)
 
     @magic_arguments()
     @argument("terms", nargs="*", help="two of throughput=RATE (100/s), latency=DURATION (1s, 250ms), "

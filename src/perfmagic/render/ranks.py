@@ -1,0 +1,140 @@
+"""Drawing a rank sweep: the text table, the step-time/speedup figure and the folded HTML sections.
+
+Reads a :class:`~perfmagic.scaling.rankresult.RanksResult`; imports no analysis module. matplotlib is
+imported inside :func:`figure_png` only.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from .bundle import table_html
+from .figures import new_figure, png_bytes
+from .units import fmt_bytes, fmt_time
+
+WIDTH = 100
+
+
+def _wrap(first: str, line: str) -> list[str]:
+    return textwrap.wrap(line, WIDTH, initial_indent=first, subsequent_indent=" " * max(len(first), 4),
+                         break_on_hyphens=False) or [first.rstrip()]
+
+
+def _bw(x: float | None) -> str:
+    return "—" if x is None else fmt_bytes(x) + "/s"
+
+
+def text(r: Any) -> str:
+    """The verdict, one row per world size, the fit's advice, warnings and notes (≤ 100 columns)."""
+    lines = _wrap("", r.verdict())
+    lines.append(f"  {'ranks':>5}  {'step':>9}  {'95% CI':>21}  {'speedup':>7}  {'effic.':>6}  {'comm':>5}  "
+                 f"{'straggler':>14}  {'busbw (% roof)':>16}")
+    sp, ef = dict(zip(r.worlds, r.speedups)), dict(zip(r.worlds, r.efficiencies))
+    ex = dict(r.excluded)
+    for p in r.points:
+        if not p.ok:
+            lines += _wrap(f"  {p.world:>5}  failed: ", p.error or "not measured")
+            continue
+        lo, hi = p.ci
+        cs = "—" if p.comm_share is None or p.world == 1 else f"{p.comm_share:.0%}"
+        sr = p.straggler_ratio
+        st = "—" if sr is None else (f"{sr:.2f}× rank {p.straggler}" if p.straggler is not None else f"{sr:.2f}× none")
+        bw = "—" if p.world == 1 or p.busbw is None else _bw(p.busbw)
+        if p.busbw is not None and p.link_roof:
+            bw += f" {p.busbw / p.link_roof:.0%}"
+        mark = "*" if p.world in ex else " "
+        lines.append(f"  {p.world:>4}{mark}  {fmt_time(p.median):>9}  {fmt_time(lo) + ' – ' + fmt_time(hi):>21}  "
+                     f"{sp[p.world]:>6.2f}×  {ef[p.world]:>6.0%}  {cs:>5}  {st:>14}  {bw:>16}")
+    sc = r.scaling
+    if sc is not None:
+        for a in sc.advice():
+            lines += _wrap("  ", a.replace("workers", "ranks"))
+    for w, why in r.excluded:
+        lines += _wrap("  ! ", f"{w}* ranks not fitted: they {why}")
+    roofs = [(p.world, p.link_roof) for p in r.good if p.link_roof]
+    if roofs:
+        lines += _wrap("  ", "link roof (all-reduce sweep, busbw = bytes/t × 2(n−1)/n): "
+                       + ", ".join(f"{w} ranks {_bw(x)}" for w, x in roofs))
+    for w in r.warnings:
+        lines += _wrap("  ! ", w)
+    if sc is not None:
+        for w in sc.warnings:
+            if "exceed the" not in w:  # said once above, in the ranks' own words
+                lines += _wrap("  ! ", w.replace("worker counts", "world sizes"))
+        for n in sc.notes:
+            lines += _wrap("  note: ", n)
+    for n in r.notes:
+        lines += _wrap("  note: ", n)
+    lines.append(f"  {r.backend}, {r.start_method}; threads per rank: "
+                 + ", ".join(f"{p.world}→{p.threads}" for p in r.points)
+                 + f"; the sweep took {r.wall_s:.1f} s ("
+                 + ", ".join(f"{p.world}: {p.wall_s:.1f} s" for p in r.points) + ")")
+    return "\n".join(lines)
+
+
+def figure_png(r: Any) -> bytes | None:
+    """Left: per-rank median step (dots) and the job's step (bar) per world size. Right: speedup vs ideal."""
+    g = r.good
+    if not g:
+        return None
+    fig = new_figure(8.0, 3.2)
+    ax = fig.add_subplot(1, 2, 1)
+    for k, p in enumerate(g):
+        ax.bar(k, p.median * 1e3, color="0.85", width=0.6)
+        for rs in p.ranks:
+            ax.plot(k, rs.median * 1e3, "o", color="tab:red" if rs.rank == p.straggler else "tab:blue", ms=4)
+    ax.set_xticks(range(len(g)), [str(p.world) for p in g])
+    ax.set_xlabel("ranks")
+    ax.set_ylabel("step (ms): bar = slowest rank")
+    ax2 = fig.add_subplot(1, 2, 2)
+    ws = [p.world for p in g]
+    ax2.plot(ws, [w / ws[0] for w in ws], "--", color="0.6", lw=1, label="ideal")
+    ax2.plot(ws, r.speedups, "o-", color="tab:blue", label="measured")
+    for w, _ in r.excluded:
+        if w in ws:
+            ax2.plot([w], [r.speedups[ws.index(w)]], "x", color="tab:red", ms=9, label=f"{w}: oversubscribed")
+    ax2.set_xlabel("ranks")
+    ax2.set_ylabel("scaled speedup" if r.weak else "speedup")
+    ax2.legend(fontsize=7, frameon=False, loc="upper left")
+    fig.suptitle(f"ranks ({r.backend})" + (" (interrupted)" if r.status != "ok" else ""), fontsize=9, x=0.02,
+                 ha="left")
+    return png_bytes(fig)
+
+
+def html_sections(r: Any) -> list[tuple[str, str]]:
+    """Every rank of every world size; the link sweep; the fit; the failing ranks' tracebacks."""
+    rows = []
+    for p in r.points:
+        for s in p.ranks:
+            rows.append((p.world, s.rank, fmt_time(s.median), len(s.times), fmt_time(s.cold_s or 0.0),
+                         fmt_time(s.busy) if s.busy is not None else "",
+                         f"{s.comm_share:.0%}" if s.comm_share is not None else "",
+                         _bw(s.busbw(p.world)) if p.world > 1 else "", s.threads,
+                         f"{s.busy_cores:.2f}" if s.busy_cores is not None else ""))
+    out = [("Ranks", table_html(rows, ("world", "rank", "median step", "samples", "cold step", "busy (no comm)",
+                                       "comm share", "all-reduce busbw", "threads", "busy cores"), scroll=True))]
+    link = [(p.world, fmt_bytes(b), _bw(bw)) for p in r.points for b, bw in p.link]
+    if link:
+        out.append(("All-reduce link sweep (busbw = bytes/t × 2(n−1)/n)",
+                    table_html(link, ("world", "message", "bus bandwidth"))))
+    pts = [(p.world, p.error or "ok", f"{p.others_cores:.2f}" if p.others_cores is not None else "",
+            f"{p.wall_s:.2f} s") for p in r.points]
+    out.append(("World sizes", table_html(pts, ("world", "status", "others' cores", "cost"))))
+    sc = r.scaling
+    if sc is not None:
+        fits = []
+        for name, f in (("Amdahl", sc.amdahl_fit), ("USL", sc.usl_fit), ("Gustafson", sc.gustafson_fit)):
+            if f is not None:
+                fits += [(name, k, f"{v:.4g}", f"{f.stderr.get(k, float('nan')):.2g}") for k, v in f.params.items()]
+        if fits:
+            out.append(("Fits", table_html(fits, ("model", "parameter", "value", "std. error"))))
+    for p in r.points:
+        if p.traceback:
+            import html
+
+            out.append((f"Traceback ({p.world} ranks)", f"<pre>{html.escape(p.traceback)}</pre>"))
+    return out
+
+
+__all__ = ["figure_png", "html_sections", "text"]

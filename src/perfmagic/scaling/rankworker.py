@@ -1,0 +1,275 @@
+"""What runs inside each rank of a :func:`perfmagic.scaling.ranks.amdahl_ranks` sweep.
+
+One process per rank, started by ``torch.multiprocessing.start_processes``; in each:
+
+1. **Process group.** ``MASTER_ADDR=127.0.0.1``, the port the parent chose, ``RANK``/``WORLD_SIZE``/
+   ``LOCAL_RANK`` set; ``torch.set_num_threads(threads)`` (the parent gives ``max(1, cores // world)``);
+   for NCCL ``torch.cuda.set_device(local_rank)``; then ``init_process_group``.
+2. **The user's names.** The namespace given (the notebook's, inherited by fork; its picklable part under
+   spawn) plus ``rank``, ``world_size``, ``local_rank`` and ``device``; the setup source runs in it once,
+   then the cell is compiled once (:func:`perfmagic.core.cells.compile_cell`, the user's line numbers kept).
+3. **Lockstep timing.** Every rank must run the same number of steps (a collective inside the step
+   waits for all), so the plan is agreed, not adaptive per rank: a cold step, warmup steps (5; 2 when the
+   cold step took over 50 ms), then the sample count that fits the budget at the slowest rank's warm
+   step time (an all-reduce MAX), within [min_samples, max_samples]. Each sample: ``dist.barrier()``,
+   device sync, clock, the step, device sync, clock. A rank's sample is the time *it* took from the
+   common start; the job's step is the slowest rank's.
+4. **Where the time went.** A few more steps under ``torch.profiler`` (CPU activity; each step inside
+   ``record_function("perfmagic::step")``): the union of the intervals of the backend's collective
+   events (``gloo:*``/``nccl:*``) inside each step is that step's time in collectives (waits for the
+   other ranks included); step minus that is the rank's *busy* time, whose slowest/median is the
+   straggler ratio. All-reduce events give the bytes reduced per step (elements × dtype size).
+5. **Link roof.** For world ≥ 2, a short all-reduce sweep (4 KiB up to 16 MiB, or until one call
+   takes 0.1 s): bus bandwidth as nccl-tests define it, ``busbw = bytes / t × 2(n−1)/n``; the best
+   is the roof the step's own all-reduce bandwidth is held against.
+6. **Gather.** ``gather_object`` to rank 0, which writes one JSON file for the parent; then
+   ``destroy_process_group`` (also after an exception: the exception propagates, torch writes its
+   traceback for the parent).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+WARMUP_STEPS = 5
+WARMUP_STEPS_SLOW = 2
+SLOW_STEP_S = 0.05
+PROFILED_STEPS = 5
+LINK_SIZES = tuple(2 ** k for k in range(12, 25, 2))  # bytes: 4 KiB ... 16 MiB
+LINK_REPS = 5
+LINK_MAX_CALL_S = 0.1
+_DTYPE_BYTES = {"float": 4, "float32": 4, "double": 8, "float64": 8, "c10::Half": 2, "half": 2,
+                "c10::BFloat16": 2, "bfloat16": 2, "long int": 8, "int": 4, "signed char": 1,
+                "unsigned char": 1, "bool": 1}
+
+
+@dataclass
+class RankSpec:
+    """What one world size's ranks need (picklable under spawn except ``namespace``'s unpicklable values,
+    which the parent has already dropped or refused)."""
+
+    world: int
+    backend: str
+    port: int
+    code: Any                      # cell source (str) or a callable taking no arguments
+    setup: str
+    namespace: dict[str, Any]
+    threads: int
+    budget_s: float
+    out_path: str
+    min_samples: int = 10
+    max_samples: int = 200
+    filename: str = "<perfmagic-ranks>"
+    link: bool = True
+    init_timeout_s: float = 60.0
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _sync(device: Any) -> None:
+    import torch
+
+    if device is not None and getattr(device, "type", "cpu") == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _agree_max(value: float, device: Any) -> float:
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([float(value)], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
+
+
+def _union(intervals: list[tuple[float, float]]) -> float:
+    total, end = 0.0, -math.inf
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+def _is_comm(name: str, backend: str) -> bool:
+    return name.startswith(("gloo:", "nccl:", "ucc:", "mpi:")) or (name.startswith("record_param_comms")
+                                                                    and backend == "nccl")
+
+
+def _profile_steps(step: Any, n: int, device: Any, backend: str) -> dict[str, Any]:
+    """n steps under torch.profiler: per step its duration, time in collectives, busy time, bytes reduced."""
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for _ in range(n):
+            dist.barrier()
+            _sync(device)
+            with record_function("perfmagic::step"):
+                step()
+                _sync(device)
+    events = list(prof.events())
+    steps = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == "perfmagic::step")
+    comm = [e for e in events if _is_comm(e.name, backend) and "barrier" not in e.name]
+    out: dict[str, list[float]] = {"step_s": [], "comm_s": [], "busy_s": [], "allreduce_bytes": [],
+                                   "allreduce_s": []}
+    for a, b in steps:
+        inside = [e for e in comm if a <= e.time_range.start < b]
+        spans = [(e.time_range.start, min(e.time_range.end, b)) for e in inside]
+        c = _union(spans) / 1e6
+        d = (b - a) / 1e6
+        red = [e for e in inside if "all_reduce" in e.name or "allreduce" in e.name]
+        nbytes = 0.0
+        for e in red:
+            shapes = e.input_shapes or []
+            dts = getattr(e, "input_dtypes", None) or []
+            for i, s in enumerate(shapes):
+                if s:
+                    size = _DTYPE_BYTES.get(str(dts[i]) if i < len(dts) else "float", 4)
+                    nbytes += math.prod(s) * size
+        out["step_s"].append(d)
+        out["comm_s"].append(min(c, d))
+        out["busy_s"].append(max(d - c, 0.0))
+        out["allreduce_bytes"].append(nbytes)
+        out["allreduce_s"].append(_union([(e.time_range.start, min(e.time_range.end, b)) for e in red]) / 1e6)
+    return out
+
+
+def _link_sweep(world: int, device: Any) -> list[tuple[int, float]]:
+    """(bytes, busbw B/s) for all-reduces of growing float32 tensors; stops when a call passes 0.1 s."""
+    import torch
+    import torch.distributed as dist
+
+    out: list[tuple[int, float]] = []
+    for nbytes in LINK_SIZES:
+        t = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+        dist.all_reduce(t)
+        times = []
+        for _ in range(LINK_REPS):
+            dist.barrier()
+            _sync(device)
+            t0 = time.perf_counter()
+            dist.all_reduce(t)
+            _sync(device)
+            times.append(time.perf_counter() - t0)
+        slow = _agree_max(sorted(times)[len(times) // 2], device)
+        out.append((nbytes, nbytes / slow * 2 * (world - 1) / world))
+        if slow > LINK_MAX_CALL_S:
+            break
+    return out
+
+
+def lockstep(step: Any, device: Any, backend: str, world: int, budget_s: float, min_samples: int = 10,
+             max_samples: int = 200, *, link: bool = True) -> tuple[dict[str, Any], list[tuple[int, float]]]:
+    """This rank's measurement of ``step`` (steps 3–5 of the module docstring), every rank in lockstep.
+
+    Returns ``(mine, link)``: this rank's samples, cold step, busy cores and profiled steps; and the
+    all-reduce sweep (empty for one rank or ``link=False``)."""
+    import torch.distributed as dist
+
+    cpu0 = time.process_time()
+    dist.barrier()
+    _sync(device)
+    t0 = time.perf_counter()
+    step()
+    _sync(device)
+    cold = time.perf_counter() - t0
+    for _ in range(WARMUP_STEPS_SLOW if _agree_max(cold, device) > SLOW_STEP_S else WARMUP_STEPS):
+        step()
+    _sync(device)
+    warm = []
+    for _ in range(2):
+        dist.barrier()
+        _sync(device)
+        t0 = time.perf_counter()
+        step()
+        _sync(device)
+        warm.append(time.perf_counter() - t0)
+    per_step = _agree_max(max(min(warm), 1e-6), device)
+    n = int(min(max_samples, max(min_samples, budget_s // per_step)))
+    times: list[float] = []
+    cpu1, w1 = time.process_time(), time.perf_counter()
+    for _ in range(n):
+        dist.barrier()
+        _sync(device)
+        t0 = time.perf_counter()
+        step()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    busy_cores = (time.process_time() - cpu1) / max(time.perf_counter() - w1, 1e-9)
+    prof: dict[str, Any] = {}
+    prof_error = None
+    try:
+        prof = _profile_steps(step, min(PROFILED_STEPS, n), device, backend)
+    except Exception as exc:  # noqa: BLE001 - profiling is extra evidence; the timing stands without it
+        prof_error = f"{type(exc).__name__}: {exc}"
+    sweep: list[tuple[int, float]] = _link_sweep(world, device) if link and world >= 2 else []
+    mine = {"times": times, "cold_s": cold, "busy_cores": busy_cores, "profile": prof,
+            "profile_error": prof_error, "cpu_measure_s": time.process_time() - cpu0}
+    return mine, sweep
+
+
+def rank_main(rank: int, spec: RankSpec) -> None:
+    """The entry point of one rank (``torch.multiprocessing`` passes the rank first)."""
+    import datetime
+
+    os.environ.update(spec.env)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(spec.port), RANK=str(rank),
+                      WORLD_SIZE=str(spec.world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(spec.world))
+    t_start = time.perf_counter()
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(spec.threads)
+    device = None
+    if spec.backend == "nccl":
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+        device = torch.device("cuda", rank % torch.cuda.device_count())
+    dist.init_process_group(spec.backend, rank=rank, world_size=spec.world,
+                            timeout=datetime.timedelta(seconds=spec.init_timeout_s))
+    try:
+        _measure(rank, spec, device, t_start)
+    finally:
+        dist.destroy_process_group()
+
+
+def _measure(rank: int, spec: RankSpec, device: Any, t_start: float) -> None:
+    import torch.distributed as dist
+
+    from ..core.cells import compile_cell
+
+    ns = dict(spec.namespace)
+    ns.update(rank=rank, world_size=spec.world, local_rank=rank,
+              device=str(device) if device is not None else "cpu")
+    ns.setdefault("__name__", "__perfmagic__")
+    if spec.setup:
+        exec(compile(spec.setup, spec.filename + "-setup", "exec"), ns)  # noqa: S102 - the user's setup
+    if callable(spec.code):
+        fn = spec.code
+
+        def step() -> None:
+            fn()
+    else:
+        run = compile_cell(spec.code, ns, spec.filename).run
+
+        def step() -> None:
+            run(1)
+    mine, link = lockstep(step, device, spec.backend, spec.world, spec.budget_s, spec.min_samples,
+                          spec.max_samples, link=spec.link)
+    mine.update(rank=rank, pid=os.getpid(), threads=spec.threads, cpu_s=time.process_time(),
+                wall_s=time.perf_counter() - t_start)
+    gathered: list[Any] | None = [None] * spec.world if rank == 0 else None
+    dist.gather_object(mine, gathered, dst=0)
+    if rank == 0:
+        tmp = spec.out_path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"ranks": gathered, "link": link}, f)
+        os.replace(tmp, spec.out_path)
+
+
+__all__ = ["RankSpec", "rank_main", "lockstep", "LINK_SIZES"]

@@ -1,0 +1,221 @@
+"""Scaling across ranks (gloo on this CPU machine): a tiny DDP step at 1, 2, 4 ranks, a planted straggler,
+a planted serial fraction, a failing rank, Ctrl-C, bad input, the magic; NCCL at world size 1 on a GPU.
+
+Every test checks that no rank outlives the call (psutil: this process has no children left)."""
+
+from __future__ import annotations
+
+import threading
+import _thread
+
+import psutil
+import pytest
+
+from perfmagic.core.env import usable_cores
+from perfmagic.errors import BadOptionError, BenchInterrupted
+from perfmagic.scaling.ranks import RankFailed, amdahl_ranks, spawn_namespace
+
+DDP_SETUP = """
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+torch.manual_seed(0)
+model = DDP(torch.nn.Linear(128, 128))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(128 // world_size, 128)
+"""
+DDP_STEP = "opt.zero_grad()\nmodel(x).sum().backward()\nopt.step()\n"
+
+
+def _no_children() -> None:
+    """No rank left. multiprocessing's resource tracker (started once by spawn, for this process's lifetime,
+    by Python itself) is not a rank."""
+    kids = [p for p in psutil.Process().children(recursive=True) if p.is_running()
+            and p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline())]
+    assert not kids, [(p.pid, p.cmdline()[:3]) for p in kids]
+
+
+def test_ddp_step_at_1_2_4_ranks() -> None:
+    r = amdahl_ranks(DDP_STEP, [1, 2, 4], setup=DDP_SETUP, budget=0.15)
+    _no_children()
+    assert [p.world for p in r.points] == [1, 2, 4] and all(p.ok for p in r.points), r.errors
+    for p in r.points:
+        assert len(p.ranks) == p.world and sorted(s.rank for s in p.ranks) == list(range(p.world))
+        assert all(len(s.times) >= 10 and len(s.times) == len(p.ranks[0].times) for s in p.ranks)
+        assert all(0 < m < 1 for m in p.rank_medians)
+        assert p.median >= max(p.rank_medians) * 0.999   # the job's step is the slowest rank's
+        if p.world > 1:
+            assert p.straggler_ratio is not None and p.straggler_ratio >= 1.0
+            # DDP all-reduces the gradients every step: collectives take a real, bounded share of it
+            assert p.comm_share is not None and 0.0 < p.comm_share <= 1.0
+            assert p.busbw is not None and p.busbw > 0 and p.link_roof is not None and p.link_roof > 0
+            # 128×128+128 float32 gradients, all-reduced once per step
+            assert all(abs(b - (128 * 128 + 128) * 4) < 1 for s in p.ranks for b in s.allreduce_bytes)
+    if usable_cores() < 4:
+        assert any("exceed the" in w for w in r.warnings)
+        assert 4 in dict(r.excluded) or any("4 ranks exceed" in n for n in r.notes)
+    text = r.text()
+    assert all(len(line) <= 100 for line in text.splitlines()), text
+    assert "ranks (gloo)" in text.splitlines()[0]
+    from perfmagic.render.bundle import mimebundle
+
+    b = mimebundle(r, plot=False)
+    assert "<details" in b["text/html"] and "http" not in b["text/html"].replace("https://", "")
+    m = r.metrics()
+    assert m["worlds"] == "1,2,4" and m["w2_comm_share"] == r.points[1].comm_share
+
+
+STRAGGLE = """
+import time, torch, torch.distributed as dist
+t = torch.ones(8)
+def step():
+    time.sleep(0.010)
+    if rank == 1:
+        time.sleep(0.020)           # the planted straggler: 20 ms more work per step
+    dist.all_reduce(t)              # the others wait for it here
+"""
+
+
+def test_planted_straggler_is_named_with_its_ratio() -> None:
+    r = amdahl_ranks("step()", [3], setup=STRAGGLE, budget=0.4, link=False)
+    _no_children()
+    (p,) = r.points
+    assert p.ok, p.error
+    # busy (step minus collectives): ranks 0, 2 ≈ 10 ms, rank 1 ≈ 30 ms -> slowest / median ≈ 3
+    assert p.straggler == 1, (p.straggler_ratio, [s.busy for s in p.ranks])
+    assert 2.2 <= p.straggler_ratio <= 3.6, [s.busy for s in p.ranks]
+    # the fast ranks wait ~20 of ~30 ms in the all-reduce; the straggler hardly waits
+    fast = [s.comm_share for s in p.ranks if s.rank != 1]
+    assert all(0.45 <= c <= 0.8 for c in fast), fast
+    assert p.ranks[1].comm_share < 0.25
+    assert "rank 1" in r.text()
+
+
+def test_no_straggler_named_when_ranks_are_alike() -> None:
+    r = amdahl_ranks("step()", [2], setup=STRAGGLE.replace("rank == 1", "False"), budget=0.3, link=False)
+    _no_children()
+    (p,) = r.points
+    assert p.ok and p.straggler is None, (p.straggler_ratio, [s.busy_s for s in p.ranks])
+    assert p.straggler_ratio < 1.3
+
+
+AMDAHL_STEP = """
+import time, torch.distributed as dist
+def step():
+    time.sleep(0.012)                       # serial: every rank does it whole
+    time.sleep(0.036 / world_size)          # parallel: split over the ranks
+    dist.barrier()
+"""
+
+
+def test_planted_serial_fraction_across_world_sizes() -> None:
+    """Step ≈ 12 ms + 36 ms / N: speedups 1, 1.6, 2.29 (Amdahl S = 0.25). Sleeping ranks need no cores, so
+    even 4 ranks on 2 cores are fitted (and the result says why)."""
+    r = amdahl_ranks("step()", [1, 2, 4], setup=AMDAHL_STEP, budget=0.4, link=False)
+    _no_children()
+    assert all(p.ok for p in r.points), r.errors
+    for s, want in zip(r.speedups, (1.0, 48 / 30, 48 / 21)):
+        assert abs(s / want - 1) < 0.15, r.speedups
+    assert not r.excluded and r.scaling is not None and len(r.scaling.good) == 3
+    a = r.scaling.reliable("amdahl")
+    if a is not None:
+        assert 0.12 <= a.params["S"] <= 0.38, a.params
+
+
+def test_a_failing_rank_reports_its_traceback_and_leaves_no_process() -> None:
+    code = "if rank == 1:\n    raise ValueError('planted failure in rank 1')\n"
+    with pytest.raises(RankFailed) as ei:
+        amdahl_ranks(code, [2], budget=0.1, link=False, filename="<cell-7>")
+    _no_children()
+    msg = str(ei.value)
+    assert ei.value.rank == 1 and "ValueError: planted failure in rank 1" in msg
+    assert "Traceback" in msg and "raise ValueError" in msg  # the user's line, as the rank printed it
+    # once a smaller world size worked, a failure is that world size's, and the sweep keeps the rest
+    r = amdahl_ranks(code, [1, 2], budget=0.1, link=False)
+    _no_children()
+    assert r.points[0].ok and not r.points[1].ok and "planted failure" in (r.points[1].traceback or "")
+    assert "failed" in r.text()
+
+
+def test_ctrl_c_tears_down_every_rank() -> None:
+    timer = threading.Timer(2.5, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(BenchInterrupted) as ei:
+            amdahl_ranks("time.sleep(0.05)", [1, 2], setup="import time", budget=5, link=False)
+    finally:
+        timer.cancel()
+    _no_children()
+    res = ei.value.result
+    assert res is None or (res.status == "interrupted" and "[INTERRUPTED]" in res.text().splitlines()[0])
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"backend": "nccl"}, ["gloo", "CUDA"]),
+    ({"backend": "mpi"}, ["gloo, nccl"]),
+    ({"ranks": [0, 1]}, ["world sizes >= 1"]),
+    ({"ranks": [1, 1000]}, ["ranks on this machine", "e.g. ranks="]),
+    ({"ranks": "1,2"}, ["a list of world sizes"]),
+    ({"budget": -1}, ["positive"]),
+])
+def test_bad_input_is_one_line_naming_the_fix(kw, words) -> None:
+    import torch
+
+    if kw.get("backend") == "nccl" and torch.cuda.is_available():
+        pytest.skip("CUDA is available here: NCCL is a valid backend")
+    args = {"ranks": [1, 2], **kw}
+    with pytest.raises(BadOptionError) as ei:
+        amdahl_ranks("pass", **args)
+    msg = str(ei.value)
+    assert "\n" not in msg and all(w in msg for w in words), msg
+    _no_children()
+
+
+def test_spawn_refuses_names_a_fresh_process_cannot_receive() -> None:
+    import math
+
+    ns = {"f": lambda: 1, "lock": threading.Lock(), "n": 3, "math": math}
+    with pytest.raises(BadOptionError) as ei:
+        spawn_namespace("f(); lock; n; math.pi", "", ns)
+    assert "f, lock" in str(ei.value) and "setup" in str(ei.value) and "fork" in str(ei.value)
+    sent = spawn_namespace("n + math.pi", "", ns)
+    assert set(sent) == {"n", "math"}
+
+
+def test_spawn_runs_the_step_from_source() -> None:
+    import torch
+
+    r = amdahl_ranks("y = x @ x", [1], setup="x = torch.ones(32, 32)", globals={"torch": torch},
+                     start_method="spawn", budget=0.05, link=False)
+    _no_children()
+    assert r.start_method == "spawn" and r.points[0].ok and len(r.points[0].ranks[0].times) >= 10
+
+
+def test_magic_ranks_records_and_refuses_bad_options(shell) -> None:
+    shell.run(DDP_SETUP.replace("model = DDP", "net = lambda: DDP").replace("world_size", "2"))
+    res = shell.run(f'%%amdahl --ranks 1,2 -b 0.1 --no-plot --setup "{DDP_SETUP.strip().replace(chr(10), "; ")}"\n'
+                    + DDP_STEP)
+    assert res.error_in_exec is None, res.error_in_exec
+    text = shell.bundles[-1]["text/plain"]
+    assert text.startswith("ranks (gloo)") and "run #1" in text
+    import perfmagic
+
+    df = perfmagic.ledger(magic="amdahl")
+    assert list(df["worlds"]) == ["1,2"]
+    for line, want in [("%%amdahl --ranks 0,1", "world sizes >= 1"), ("%%amdahl --ranks 1,2 --backend nccl", "gloo"),
+                       ("%%amdahl --ranks 1,2 --threads 1,2", "only one"), ("%%amdahl --setup x=1 workers=1,2", "--ranks")]:
+        import torch
+
+        if "nccl" in line and torch.cuda.is_available():
+            continue
+        res = shell.run(line + "\npass\n")
+        assert type(res.error_in_exec).__name__ == "UsageError" and want in str(res.error_in_exec), (line, res.error_in_exec)
+    _no_children()
+
+
+@pytest.mark.gpu
+def test_nccl_world_size_one() -> None:
+    r = amdahl_ranks("y = x @ x", [1], backend="nccl", setup="import torch\nx = torch.ones(1024, 1024, device=device)",
+                     budget=0.2)
+    _no_children()
+    (p,) = r.points
+    assert p.ok and r.start_method == "spawn" and r.device == "cuda" and len(p.ranks[0].times) >= 10
