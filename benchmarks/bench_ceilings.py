@@ -66,6 +66,117 @@ def fma_peak_fp32() -> dict[str, Any]:
                    f"= {per_cycle} FLOP/cycle/core × {mhz:.0f} MHz (nominal) × {cores} cores"}
 
 
+_FMA_C = r"""
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#ifdef WIDE512
+typedef __m512 V;
+#define SET1 _mm512_set1_ps
+#define FMA _mm512_fmadd_ps
+#define LANES 16
+#else
+typedef __m256 V;
+#define SET1 _mm256_set1_ps
+#define FMA _mm256_fmadd_ps
+#define LANES 8
+#endif
+#define K 12  /* independent chains: more than latency x FMA ports, so the ports never wait */
+static long iters;
+static float sink[256];
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+static void *work(void *arg) {
+    long id = (long)arg;
+    volatile float mv = 0.999999f, cv = 1e-7f;
+    V a[K], m = SET1(mv), c = SET1(cv);
+    for (int k = 0; k < K; k++) a[k] = SET1(1.0f + 0.01f * k + id);
+    for (long i = 0; i < iters; i++) {
+#pragma GCC unroll 12
+        for (int k = 0; k < K; k++) a[k] = FMA(a[k], m, c);
+    }
+    float s = 0; float tmp[LANES];
+    for (int k = 0; k < K; k++) { *(V *)tmp = a[k]; for (int l = 0; l < LANES; l++) s += tmp[l]; }
+    sink[id] = s;
+    return 0;
+}
+int main(int argc, char **argv) {
+    int threads = atoi(argv[1]); iters = atol(argv[2]);
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        pthread_t th[256]; double t0 = now();
+        for (long i = 0; i < threads; i++) pthread_create(&th[i], 0, work, (void *)i);
+        for (int i = 0; i < threads; i++) pthread_join(th[i], 0);
+        double rate = (double)iters * K * LANES * 2 * threads / (now() - t0);
+        if (rate > best) best = rate;
+    }
+    float s = 0; for (int i = 0; i < threads; i++) s += sink[i];
+    printf("%.6g %g\n", best, s);
+    return 0;
+}
+"""
+
+
+def fma_measured() -> dict[str, Any]:
+    """fp32 FMA peak of the usable cores measured by a hand kernel (12 independent FMA chains per thread,
+    one thread per usable core, AVX-512 where the flags have it, else AVX2; best of 5 runs of ~0.2 s),
+    compiled here with the system's C compiler; or why not."""
+    import shutil
+    import subprocess
+
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        return {"peak": None, "why": "no C compiler to build the FMA kernel"}
+    flags = set()
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    wide = "avx512f" in flags
+    if not wide and not {"avx2", "fma"} <= flags:
+        return {"peak": None, "why": "no avx512f or avx2+fma flag"}
+    cores = C.usable_cores()
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe = Path(tmp) / "fma.c", Path(tmp) / "fma"
+        src.write_text(_FMA_C)
+        cmd = [cc, "-O2", "-pthread", "-mfma", "-mavx2"] + (["-mavx512f", "-DWIDE512"] if wide else []) + [
+            str(src), "-o", str(exe)]
+        try:
+            subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=60)
+            out = subprocess.run([str(exe), str(cores), "20000000"], check=True, capture_output=True, text=True,
+                                 timeout=120).stdout.split()
+        except (subprocess.SubprocessError, OSError) as exc:
+            return {"peak": None, "why": f"FMA kernel failed: {exc}"}
+    isa = "AVX-512" if wide else "AVX2"
+    return {"peak": float(out[0]), "isa": isa, "cores": cores,
+            "how": f"a hand {isa} FMA kernel (12 independent chains per thread, {cores} threads, best of 5)"}
+
+
+def reference_numpy_wide(dtype: str, n: int = 2048) -> dict[str, Any] | None:
+    """numpy matmul n³ in a child process with OPENBLAS_CORETYPE=SkylakeX where numpy's OpenBLAS runs narrow
+    kernels on an AVX-512 CPU (best call over ≥ 1 s), else None. Independent of perfmagic's own probe."""
+    import os
+    import subprocess
+
+    from perfmagic.roofs.widekernels import mismatch
+
+    m = mismatch()
+    if m is None:
+        return None
+    code = ("import time, numpy as np; n = %d; a = np.random.rand(n, n).astype(np.%s); b = a.copy(); a @ b\n"
+            "best, t_end = 1e9, time.perf_counter() + 1.0\n"
+            "while time.perf_counter() < t_end:\n"
+            "    t = time.perf_counter(); a @ b; best = min(best, time.perf_counter() - t)\n"
+            "print(2 * n ** 3 / best)") % (n, dtype)
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, OPENBLAS_CORETYPE="SkylakeX"),
+                         capture_output=True, text=True, timeout=120)
+    return {"best": float(out.stdout.split()[-1]), "coretype": "SkylakeX", "in_process": m["architecture"]}
+
+
 def reference_triad(elems: int) -> dict[str, float]:
     import numpy as np
     import torch
@@ -131,7 +242,8 @@ def run(pairs: int, loads: list[int], budget: float | None) -> dict[str, Any]:
 
     llc = int(cache_sizes()["llc_bytes"])
     elems = max(32 * 2 ** 20, min(64 * 2 ** 20, 8 * llc // 4))
-    out: dict[str, Any] = {"fma": fma_peak_fp32(), "elems": elems, "loads": {}}
+    out: dict[str, Any] = {"fma": fma_peak_fp32(), "fma_measured": fma_measured(), "elems": elems, "loads": {}}
+    print(f"FMA peak: nominal {out['fma'].get('peak')}, measured {out['fma_measured']}", flush=True)
     for load in loads:
         cals = []
         with busy_neighbours(load) as nb:
@@ -148,7 +260,9 @@ def run(pairs: int, loads: list[int], budget: float | None) -> dict[str, Any]:
                 triads.append(reference_triad(elems))
             refs = {"triads": triads, "triad": max(triads, key=lambda t: max(t.values())),
                     "mm_float32": reference_matmul("float32"),
-                    "mm_float64": reference_matmul("float64")}
+                    "mm_float64": reference_matmul("float64"),
+                    "np_wide_float32": reference_numpy_wide("float32"),
+                    "np_wide_float64": reference_numpy_wide("float64")}
         refs["others_cores"] = nb.others_cores
         print(f"load {load}: refs {json.dumps({k: v for k, v in refs.items()}, default=str)}", flush=True)
         out["loads"][str(load)] = {"pairs": cals, "refs": refs}
@@ -173,11 +287,18 @@ def _triads(refs: dict[str, Any], pairs: int) -> list[dict[str, float]]:
     return refs.get("triads") or [refs["triad"]] * (pairs + 1)
 
 
-def analyse(res: dict[str, Any]) -> dict[str, Any]:
+def analyse(res: dict[str, Any], fma_peak: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Per-load rows and the count of confidently wrong roofs; the fp32 roof is divided by ``fma_peak``
+    (the measured FMA peak; older results without one use it from the newest run) else the nominal one."""
     quiet = res["loads"].get("0", {}).get("refs")
-    qref = None if quiet is None else {"float32": quiet["mm_float32"]["best"], "float64": quiet["mm_float64"]["best"],
-                                       "bandwidth": max(max(t.values()) for t in _triads(quiet, 1))}
-    peak = res["fma"].get("peak")
+    # compute references: the best of torch.mm and (where numpy's OpenBLAS runs narrow kernels on this CPU)
+    # numpy's matmul in a child process with its wide kernels
+    qref = None if quiet is None else {
+        d: max(quiet[f"mm_{d}"]["best"], (quiet.get(f"np_wide_{d}") or {}).get("best") or 0.0)
+        for d in ("float32", "float64")}
+    if qref is not None:
+        qref["bandwidth"] = max(max(t.values()) for t in _triads(quiet, 1))
+    peak = (fma_peak or {}).get("peak") or res["fma"].get("peak")
     rows = []
     total = wrong = wrong_near = 0
     for load, d in res["loads"].items():
@@ -195,6 +316,8 @@ def analyse(res: dict[str, Any]) -> dict[str, Any]:
         # each pair against the triad measured just before or just after it, whichever is higher
         bw_ratio = [c["bandwidth"] / max(tr[i], tr[i + 1]) for i, p in enumerate(d["pairs"]) for c in p]
         fp32_peak = [c["float32"] / peak for c in cals] if peak else []
+        nominal = res["fma"].get("peak")
+        fp32_nominal = [c["float32"] / nominal for c in cals] if nominal else []
         for i, p in enumerate(d["pairs"]):
             for c in p:
                 for r in ROOFS:
@@ -210,6 +333,7 @@ def analyse(res: dict[str, Any]) -> dict[str, Any]:
                      "pairs_ok": sum(pair_ok), "pairs": len(pair_ok), "tol": tol,
                      "bw_ratio": (min(bw_ratio), max(bw_ratio)),
                      "fp32_peak": (min(fp32_peak), max(fp32_peak)) if fp32_peak else None,
+                     "fp32_nominal": (min(fp32_nominal), max(fp32_nominal)) if fp32_nominal else None,
                      "flagged": sum(1 for c in cals if c["flag"]),
                      "unreliable": sum(1 for c in cals for r in ROOFS if c["flag"] != "loaded" and marked(c, r)),
                      "cached": sum(1 for c in cals if c["cached"]),
@@ -227,14 +351,17 @@ def _f2(x: float | None) -> str:
 def table(results: dict[str, dict[str, Any]]) -> str:
     lines = ["| code | load (others' cores) | calibrations | worst pair disagreement fp32 / fp64 / bw | pairs "
              "within tolerance (or the second marked) | marked loaded / roofs marked unreliable / cached | bw roof ÷ triad (same run) | "
-             "fp32 roof ÷ FMA peak | dtypes dropped | median calibration s |",
+             "fp32 roof ÷ measured FMA peak (÷ nominal) | dtypes dropped | median calibration s |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     notes = []
+    measured = next((r["fma_measured"] for r in reversed(list(results.values()))
+                     if (r.get("fma_measured") or {}).get("peak")), None)
     for tag, res in results.items():
-        a = analyse(res)
+        a = analyse(res, measured)
         for r in a["rows"]:
             w = r["worst"]
-            fp = (f"{r['fp32_peak'][0]:.0%}–{r['fp32_peak'][1]:.0%}" if r["fp32_peak"] else "n/a")
+            fp = (f"{r['fp32_peak'][0]:.0%}–{r['fp32_peak'][1]:.0%}" if r["fp32_peak"] else "n/a") + (
+                f" ({r['fp32_nominal'][0]:.0%}–{r['fp32_nominal'][1]:.0%})" if r["fp32_nominal"] else "")
             lines.append(
                 f"| {tag} | {r['load']} ({_f2(r['others'])}) | {r['n']} | "
                 f"{w['float32']:.0%} / {w['float64']:.0%} / {w['bandwidth']:.0%} | {r['pairs_ok']}/{r['pairs']} "

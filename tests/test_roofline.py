@@ -520,3 +520,81 @@ def test_quiet_recalibration_far_from_the_cached_one_is_marked(tmp_path: Any, mo
     up = ceilings("cpu", dtypes=["float32"], cache_dir=tmp_path, recalibrate=True)
     assert not up.unreliable and any("this one replaces it" in w for w in up.warnings)
     assert load_cached(fp, tmp_path).bandwidth_Bps == 82e9
+
+
+# ---- a BLAS that fell back to narrow kernels (roofs/widekernels) -----------------------------------
+AVX512 = {"avx2", "fma", "avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl"}
+
+
+def test_wide_kernel_mismatch_only_for_narrow_openblas_on_avx512(monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfmagic.roofs.widekernels import mismatch
+
+    monkeypatch.delenv("PERFMAGIC_NO_WIDE_PROBE", raising=False)
+    m = mismatch(AVX512, "Haswell")
+    assert m is not None and m["coretype"] == "SkylakeX" and "'Haswell'" in m["why"]
+    assert mismatch(AVX512, "SkylakeX") is None              # already wide
+    assert mismatch(AVX512, "") is None                      # no OpenBLAS loaded
+    assert mismatch({"avx2", "fma"}, "Haswell") is None      # the CPU has no wider units
+    assert mismatch(AVX512 - {"avx512bw"}, "Zen") is None    # not every flag the kernels need
+    monkeypatch.setenv("PERFMAGIC_NO_WIDE_PROBE", "1")
+    assert mismatch(AVX512, "Haswell") is None
+
+
+def test_wide_kernel_probe_measures_in_a_child_and_reports_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfmagic.roofs import widekernels
+
+    got = widekernels.probe("SkylakeX", ("float32", "bfloat16"), budget_s=0.4, trial_s=0.02)
+    assert "error" not in got, got
+    assert set(got["results"]) == {"float32"}                # numpy has no bfloat16 matmul: not probed
+    res = got["results"]["float32"]
+    assert res["flops_per_s"] > 1e8 and len(res["trials"][str(res["size"])]) >= 2
+    assert widekernels.probe("SkylakeX", ("bfloat16",), 0.4) == {"error": "no numpy dtype to probe"}
+    monkeypatch.setattr(widekernels, "_CHILD", "import sys; sys.stderr.write('boom\\n'); sys.exit(3)")
+    bad = widekernels.probe("SkylakeX", ("float32",), 0.4)
+    assert bad["error"].startswith("child exited 3") and "boom" in bad["error"]
+    monkeypatch.setattr(widekernels, "_CHILD", "import time; time.sleep(30)")
+    monkeypatch.setattr(widekernels, "CHILD_TIMEOUT_EXTRA_S", 0.5)
+    assert "did not finish" in widekernels.probe("SkylakeX", ("float32",), 0.1)["error"]
+
+
+def test_wide_kernel_probe_interrupted_kills_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from perfmagic.roofs import widekernels
+
+    started: list[subprocess.Popen] = []
+    real = subprocess.Popen
+
+    class Spy(real):  # type: ignore[misc,valid-type]
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            super().__init__(*a, **kw)
+            started.append(self)
+
+        def communicate(self, *a: Any, **kw: Any) -> Any:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess, "Popen", Spy)
+    monkeypatch.setattr(widekernels, "_CHILD", "import time; time.sleep(30)")
+    with pytest.raises(KeyboardInterrupt):
+        widekernels.probe("SkylakeX", ("float32",), 5.0)
+    assert started and started[0].poll() is not None        # killed and reaped, not left running
+
+
+def test_advice_names_the_narrow_blas_only_when_the_code_is_below_the_wide_roof() -> None:
+    blas = {"architecture": "Haswell", "coretype": "SkylakeX", "why": "numpy's OpenBLAS fell back to its 'Haswell' "
+            "kernels (256-bit vectors): it does not know this CPU, whose flags have AVX-512",
+            "wide": {"float32": 480e9}, "in_process": {"float32": {"torch": 215e9, "numpy": 255e9}}}
+    c = _fake(compute={"float32": 480e9, "float64": 200e9}, details={"blas": blas})
+    assert c.blas == blas and _fake().blas is None
+    n = 1024
+    mm = dict(flops=2 * n ** 3, nbytes=12 * n * n, ops={"aten.mm": 2 * n ** 3})
+    slow = _planted_result(c, t=mm["flops"] / 215e9, **mm)           # torch's MKL here: 45% of the wide roof
+    item = [a for a in slow.advice if "OPENBLAS_CORETYPE=SkylakeX" in a]
+    assert len(item) == 1 and "numpy 255, torch 215 GFLOP/s" in item[0] and "1.9×" in item[0]
+    assert slow.advice.index(item[0]) == 0
+    near = _planted_result(c, t=mm["flops"] / 430e9, **mm)           # already near the wide roof
+    assert not any("OPENBLAS_CORETYPE" in a for a in near.advice)
+    ew = _planted_result(c, t=1.2e8 / 10e9, flops=2e7, nbytes=1.2e8, ops={"aten.add": 2e7})   # memory-bound
+    assert not any("OPENBLAS_CORETYPE" in a for a in ew.advice)
+    same = _fake(details={"blas": dict(blas, wide={"float32": 260e9})})  # the child was no faster
+    assert not any("OPENBLAS_CORETYPE" in a for a in _planted_result(same, t=mm["flops"] / 215e9, **mm).advice)

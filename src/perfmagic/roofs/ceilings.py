@@ -66,7 +66,7 @@ from .cache import cache_dir, cache_path, load_cached, save  # noqa: F401 (cache
 from .kernels import (LLC_FACTOR, ProgressFn, _Clock, _cpu_bandwidth, _cpu_compute, _gpu_bandwidth, _gpu_compute,
                       combine_bandwidth, emulated_dtype)
 
-CACHE_VERSION = 2  # 2: roofs confirmed by agreeing trials, loaded calibrations never cached
+CACHE_VERSION = 3  # 2: roofs confirmed by agreeing trials, loaded calibrations never cached; 3: wide-kernel probe
 CPU_DTYPES = ("float32", "float64", "bfloat16", "float16")
 CPU_DEFAULT_DTYPES = ("float32", "float64", "bfloat16")
 GPU_DTYPES = ("float32", "tf32", "float16", "bfloat16", "fp8_e4m3")
@@ -134,6 +134,13 @@ class Ceilings(Displayed):
     def emulated(self) -> dict[str, str]:
         """Dtypes this CPU runs without native units -> why (never offered as 'lower precision')."""
         return dict((self.details or {}).get("emulated") or {})
+
+    @property
+    def blas(self) -> dict[str, Any] | None:
+        """Where numpy's OpenBLAS ran narrow kernels on a wider CPU (:mod:`perfmagic.roofs.widekernels`):
+        ``{"architecture", "coretype", "why", "wide": {dtype: FLOP/s in the child}, "in_process": {dtype:
+        {lib: FLOP/s}}}``; None where it did not (or was not checked)."""
+        return (self.details or {}).get("blas") or None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -401,9 +408,11 @@ def measure(dev: str, *, dtypes: Iterable[str] = CPU_DEFAULT_DTYPES, progress: P
     if dev == "cpu":  # bandwidth before and after the compute sweep: a slow phase of the host shows as a move
         _, first = _cpu_bandwidth(clock, budget_s, share=0.15, min_trials=2, min_s=0.25 * scale)
         compute, cdetails, unsupported = _cpu_compute(dtypes, clock, 0.6 * budget_s, trial_s=0.1 * scale)
+        blas = cdetails.pop("_blas", None)
         _, second = _cpu_bandwidth(clock, budget_s, share=0.15, min_trials=2, min_s=0.25 * scale)
         bw, bdetails, bw_note = combine_bandwidth(first, second)
     else:
+        blas = None
         compute, cdetails, unsupported = _gpu_compute(dev, dtypes, clock, 0.7 * budget_s)
         bw, bdetails = _gpu_bandwidth(dev, clock, budget_s)
     during = probe.stop()
@@ -449,7 +458,7 @@ def measure(dev: str, *, dtypes: Iterable[str] = CPU_DEFAULT_DTYPES, progress: P
     if progress is not None:
         progress(1.0, "done")
     details = {"compute": cdetails, "bandwidth": bdetails, "unsupported": unsupported, "load_during": during,
-               "status": status, "emulated": emulated,
+               "status": status, "emulated": emulated, "blas": blas,
                "budget_s": budget_s, "env": {k: env.get(k) for k in ("cpu_model", "usable_cores", "torch_threads",
                                                                       "llc_bytes", "gpu", "versions")}}
     return Ceilings(device=dev, fingerprint=fp or fingerprint(env), measured_utc=_now_utc(), compute=compute,

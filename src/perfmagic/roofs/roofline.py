@@ -305,11 +305,30 @@ def _advice(r: RooflineResult) -> list[str]:
             out.append(f"compute is not the limit: {r.ridge / r.intensity:.3g}× more FLOPs per byte would reach the ridge; "
                        "faster arithmetic will not help here")
     else:
+        b = _blas_advice(r)
+        if b:
+            out.append(b)
         p = _precision_advice(r)
         if p:
             out.append(p)
         out.append(_algorithm_advice(r))
     return out
+
+
+def _blas_advice(r: RooflineResult) -> str | None:
+    """When this dtype's roof came from OpenBLAS's wide kernels in a child process (numpy's in this
+    process fell back to narrow ones, :mod:`perfmagic.roofs.widekernels`) and this code is well below it."""
+    blas = r.ceilings.blas or {}
+    wide = (blas.get("wide") or {}).get(r.dtype)
+    here = (blas.get("in_process") or {}).get(r.dtype) or {}
+    best_here = max(here.values(), default=0.0)
+    if not wide or best_here <= 0 or wide < 1.2 * best_here or r.fraction_of_roof > 0.75:
+        return None
+    libs = ", ".join(f"{lib} {v / 1e9:.4g}" for lib, v in sorted(here.items()))
+    return (f"the {r.dtype} roof ({wide / 1e9:.4g} GFLOP/s) is OpenBLAS's AVX-512 kernels, run in a child "
+            f"process; {blas.get('why', 'numpy runs narrow kernels here')}: here {libs} GFLOP/s. For numpy, set "
+            f"OPENBLAS_CORETYPE={blas.get('coretype')} in the kernel's environment before it starts "
+            f"({wide / best_here:.1f}× in the calibration); torch's BLAS may have no wider path on this CPU")
 
 
 def _resolve_dtype(dtype: Any, counts: Any, c: Ceilings) -> tuple[str, list[str]]:
