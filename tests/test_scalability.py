@@ -75,8 +75,8 @@ def test_published_standard_errors_specsdm91() -> None:
 # ---- planted truth ------------------------------------------------------------------------------------
 def test_planted_usl_recovered_and_intervals_cover() -> None:
     """40 data sets of 8 loads, planted σ = 0.05, κ = 0.002, γ = 100 with 3% noise (fixed seed): every
-    estimate within tolerance, and the 95% intervals cover the truth in ≥ 85% of the sets (measured 93–97%
-    with 200 sets; the bootstrap alone: 86–92%)."""
+    estimate within tolerance, and the 95% intervals cover the truth in ≥ 85% of the sets (measured 93.5–97.5%
+    with 200 sets; the bootstrap alone: 86–93%)."""
     import numpy as np
 
     rng = np.random.default_rng(7)

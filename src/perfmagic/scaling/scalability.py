@@ -111,6 +111,9 @@ class ScalabilityResult(Displayed):
             if pk > _m.PEAK_RANGE * top:
                 return (f"USL fits best (AICc): throughput would peak at {where}, far beyond the largest "
                         f"{self.load_name} measured ({_num(top)}): an extrapolation")
+            if pk > top:
+                return (f"USL fits best (AICc): throughput would peak at {where}, past the largest {self.load_name} "
+                        f"measured ({_num(top)}): a forecast, measure there to confirm")
             return f"USL fits best (AICc): throughput peaks at {where}; beyond it more {self.load_name} lowers it"
         s = f.params["S"]
         head = f"Amdahl fits best (AICc): serial fraction S = {_num(s)}{_ci(f, 'S', lvl)}"
