@@ -182,6 +182,12 @@ def test_rank_aware_job_rows() -> None:
             for i, (w, t) in enumerate([(1, 1.0), (2, 0.55), (4, 0.32), (8, 0.22)], 1)]
     r = scalability(rows, boot=0)
     assert r.load == (1.0, 2.0, 4.0, 8.0) and r.throughput[0] == pytest.approx(1.0) and r.amdahl is not None
+    assert r.load_name == "world_size" and r.throughput_name == "steps/s" and not r.weak
+    # weak scaling (per-rank batch fixed): work/s = world_size / step, Gustafson's law
+    weak = [{"id": i, "magic": "distributed", "metrics": {"world_size": w, "median_s": 1.0 + 0.05 * (w - 1)}}
+            for i, w in enumerate([1, 2, 4, 8], 1)]
+    w = scalability(weak, weak=True, boot=0)
+    assert w.throughput[-1] == pytest.approx(8 / 1.35) and w.model == "gustafson" and w.gustafson is not None
 
 
 def test_no_warning_about_this_machines_cores_offline() -> None:
@@ -238,3 +244,26 @@ def test_result_protocol_and_display() -> None:
     assert "<script" not in b["text/html"] and "http" not in b["text/html"] and b["text/html"].count("<details") == 2
     with pytest.raises(Exception):
         r.model = "x"  # frozen
+
+
+def test_ledger_frame_and_run_ids(tmp_path, monkeypatch) -> None:
+    pytest.importorskip("pandas")
+    from perfmagic.storage.ledger import Ledger
+    from perfmagic.storage.session import forget_ledgers
+
+    monkeypatch.setenv("PERFMAGIC_LEDGER_DIR", str(tmp_path))
+    forget_ledgers()
+    try:
+        led = Ledger(tmp_path)
+        ids = [led.record(magic="distributed", label="step", code="step()", options={}, env={}, samples=None,
+                          metrics={"world_size": w, "median_s": t}).id
+               for w, t in [(1, 1.0), (2, 0.56), (4, 0.33), (8, 0.24)]]
+        by_frame = scalability(perfmagic.ledger("distributed"), boot=0)
+        by_ids = scalability(ids, boot=0)
+        assert by_frame.load == by_ids.load == (1.0, 2.0, 4.0, 8.0)
+        assert by_frame.amdahl.serial == pytest.approx(by_ids.amdahl.serial)
+        assert f"run #{ids[0]}" in by_ids.source
+        with pytest.raises(BadOptionError, match="run ids of this notebook's ledger"):
+            scalability([ids[0], 999])
+    finally:
+        forget_ledgers()

@@ -199,8 +199,9 @@ def _column(data: Any, key: Any, name: str) -> tuple[list[float], str]:
     return _floats(name, key), name
 
 
-def _from_runs(runs: Any) -> tuple[list[float], list[float], bool, str]:
-    """Points from AmdahlResults, ledger rows (dicts) or run ids: (loads, throughputs, weak, source)."""
+def _from_runs(runs: Any) -> tuple[list[float], list[float], bool | None, str, bool]:
+    """Points from AmdahlResults, ledger rows (dicts) or run ids: (loads, throughputs, weak (None: the runs do
+    not say), source, all from rank-aware job rows (throughput = steps/s))."""
     from .result import AmdahlResult
 
     items = list(runs) if isinstance(runs, (list, tuple)) else [runs]
@@ -215,6 +216,7 @@ def _from_runs(runs: Any) -> tuple[list[float], list[float], bool, str]:
     xs: list[float] = []
     weak: set[bool] = set()
     names = []
+    jobs = 0
     for it in items:
         if isinstance(it, AmdahlResult):
             weak.add(it.weak)
@@ -241,6 +243,7 @@ def _from_runs(runs: Any) -> tuple[list[float], list[float], bool, str]:
         elif metrics.get("world_size") is not None and metrics.get("median_s"):
             ns.append(float(metrics["world_size"]))
             xs.append(1.0 / float(metrics["median_s"]))
+            jobs += 1
         else:
             raise BadOptionError("load", f"run #{row.get('id')} ({row.get('magic')})",
                                  "a %%amdahl run, or a rank-aware job's row with world_size and median_s metrics")
@@ -248,7 +251,7 @@ def _from_runs(runs: Any) -> tuple[list[float], list[float], bool, str]:
         raise BadOptionError("load", "strong and weak scaling runs mixed", "runs of one kind",
                              "fit the strong-scaling and the weak-scaling runs separately")
     src = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-    return ns, xs, bool(weak and weak.pop()), src
+    return ns, xs, (weak.pop() if weak else None), src, jobs == len(items)
 
 
 def _points(load: Any, throughput: Any, time: Any, data: Any) -> tuple[list[float], list[float], list[float] | None, str, str, str, bool | None]:
@@ -265,10 +268,12 @@ def _points(load: Any, throughput: Any, time: Any, data: Any) -> tuple[list[floa
     if throughput is None and time is None and data is None and (
             run_like(load) or (isinstance(load, (list, tuple)) and load and all(run_like(x) for x in load))):
         try:
-            ns, xs, weak, src = _from_runs(load)
+            ns, xs, weak, src, jobs = _from_runs(load)
         except (KeyError, LookupError) as exc:  # an unknown run id (the ledger's message names the fix)
             raise BadOptionError("load", load, "run ids of this notebook's ledger, or loads with throughput= / "
                                  "time=", str(exc.args[0] if exc.args else exc)) from None
+        if jobs:
+            return ns, xs, None, "world_size", "steps/s", src, weak
         return ns, xs, None, "workers", "calls/s", src, weak
     if is_frame:
         data, cols = load, list(load.columns)
@@ -351,6 +356,9 @@ def scalability(load: Any = None, throughput: Any = None, time: Any = None, *, d
         yname = "throughput (1/time)"
     if weak is None:
         weak = bool(run_weak)
+    elif weak and yname == "steps/s" and run_weak is None:  # rank-aware jobs, per-rank batch fixed
+        xs = [n * x for n, x in zip(ns, xs)]
+        yname = "work/s (world_size / step)"
     base = ScalabilityResult(load=tuple(ns), throughput=tuple(xs), time=times, load_name=lname,
                              throughput_name=yname, source=source, weak=weak, level=level, boot=boot, seed=seed)
     k = len(base.distinct_loads)
