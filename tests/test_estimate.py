@@ -610,3 +610,32 @@ def test_re_timed_points_are_drawn_and_listed() -> None:
     assert r.figure_png()
     html = " ".join(body for _, body in r.html_sections())
     assert "later" in html
+
+
+def _cache_exit(n: float) -> float:
+    """A planted numpy-add-like cost: 0.13 ns/element in cache, rising to 0.40 ns/element in DRAM
+    between ~1 M and ~12 M elements (a 32 MiB cache left), flat beyond; × 24 passes, + 0.3 ms."""
+    import math as m
+
+    x = min(max((m.log(n) - m.log(1e6)) / (m.log(12e6) - m.log(1e6)), 0.0), 1.0)
+    per = 0.13e-9 + (0.40e-9 - 0.13e-9) * (3 * x * x - 2 * x ** 3)
+    return 3e-4 + 24 * per * n
+
+
+def test_a_top_still_leaving_a_cache_reaches_the_settled_power() -> None:
+    from perfmagic.estimation.noise import settled_power
+
+    sizes = [195_200 * 2 ** k for k in range(7)]                  # 0.2 M … 12.5 M: the top inside the change
+    r = analyse_scaling([Point(n, (_cache_exit(n),)) for n in sizes], N=100_000_000)
+    truth = _cache_exit(100_000_000)
+    assert r.predicted_s is not None and r.low_s <= truth <= r.high_s, (truth, r.text())
+    assert r.predicted_s > 1.5 * truth                          # the fit itself continues the change ...
+    assert any("between whole powers" in x and "n^1 again" in x for x in r.notes), r.notes   # ... and says why
+    # whole powers and n log n are left alone
+    ns = [float(n) for n in sizes]
+    assert settled_power(ns, [1e-8 * n for n in ns], 0.0, 1e8) is None
+    assert settled_power(ns, [1e-9 * n * __import__("math").log(n) for n in ns], 0.0, 1e8) is None
+    assert settled_power(ns, [1e-12 * n * n for n in ns], 0.0, 1e8) is None
+    got = settled_power(ns, [_cache_exit(n) for n in ns], 3e-4, 1e8)
+    assert got is not None and got[2] == 1 and 1.15 < got[1] < 1.85
+    assert abs(got[0] - (3e-4 + (_cache_exit(ns[-1]) - 3e-4) * 1e8 / ns[-1])) < 1e-9

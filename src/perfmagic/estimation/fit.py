@@ -20,7 +20,7 @@ from typing import Any
 from ..core import stats as _stats
 from ..render.units import fmt_bytes, fmt_time
 from .costmodel import local_slopes, select
-from .noise import LOAD_WARN, NOISE_FLOOR, load_text, load_widening, phases, run_noise, slope_range, top_trend, widen
+from .noise import LOAD_WARN, NOISE_FLOOR, Z90, load_text, load_widening, phases, run_noise, settled_power, slope_range, top_trend, widen
 from .result import MEM_FLOOR, EstimateResult, Point
 
 DEFAULT_BUDGET_S = 3.0  # the measuring budget (``budget=``, ``-b``)
@@ -226,11 +226,21 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     for local in (top_trend(ns, ts, sel.best.a, float(N), TOP_SPAN), *slope_range(ns, ts, sel.best.a, float(N))):
         if local is not None:
             lo, hi = min(lo, local), max(hi, local)
+    # ... and a top growing at a power between whole ones is usually a change in progress (data leaving a
+    # cache), after which the cost grows at the whole power below: the interval reaches that continuation
+    settle = settled_power(ns, ts, sel.best.a, float(N), TOP_SPAN)
     # the full run lasts far longer than any run measured: this machine's speed over seconds varies
     # more than between two runs of tens of ms (calibrated on benchmarks/bench_estimate.py)
     span = max(math.log10(max(pred, 1e-12) / max(ts[-1], 1e-12)), 0.0) if pred > 0 else 0.0
     sigma_full = math.sqrt(sigma * sigma + (DRIFT_PER_DECADE * span) ** 2)
     lo, hi = widen(pred, lo, hi, sigma_full)
+    # (that continuation carries the full run's own variation too: it is a forecast of its own)
+    if settle is not None and settle[0] * math.exp(-Z90 * sigma_full) < lo:
+        lo = settle[0] * math.exp(-Z90 * sigma_full)
+        notes = (*notes, f"the largest sizes grow as {var}^{settle[1]:.2f}, between whole powers: usually a change in "
+                         f"progress (data leaving a cache), after which the cost grows as {var}^{settle[2]} again; the "
+                         f"interval's low end reaches that continuation ({fmt_time(settle[0])})")
+        base["notes"] = tuple(notes)
     lo, hi = load_widening(pred, lo, hi, others_cores, raw_pts, threads)
     reliable = (all(math.isfinite(x) for x in (pred, lo, hi)) and pred > 0 and lo > 0
                 and hi / lo <= UNRELIABLE_SPREAD and hi <= PLAUSIBLE_MAX_S)

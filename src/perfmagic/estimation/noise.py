@@ -164,9 +164,10 @@ def load_widening(pred: float, lo: float, hi: float, others: float | None, point
     return min(lo, pred * (1 - gain)), hi
 
 
-def top_trend(ns: Sequence[float], ts: Sequence[float], a: float, N: float, span: float = 3.0) -> float | None:
-    """The full run as the top sizes' own trend says: the cost above the overhead ``a`` at the largest size,
-    continued at its least-squares log-log slope over the top sizes (at least 3, spanning ``span``)."""
+def _top_slope(ns: Sequence[float], ts: Sequence[float], a: float, span: float = 3.0
+               ) -> tuple[float, float, float] | None:
+    """``(slope, largest size, its cost above a)``: the least-squares log-log slope of the cost above the
+    overhead ``a`` over the top sizes (at least 3, spanning ``span``); None while still in the overhead regime."""
     k = 3
     while k <= len(ns) and ns[-1] / ns[-k] < span:
         k += 1
@@ -178,8 +179,38 @@ def top_trend(ns: Sequence[float], ts: Sequence[float], a: float, N: float, span
     lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
     mx, my = sum(lx) / k, sum(ly) / k
     slope = sum((x - mx) * (y - my) for x, y in zip(lx, ly)) / sum((x - mx) ** 2 for x in lx)
-    slope = min(max(slope, 0.5), 4.0)
-    return a + ys[-1] * (N / xs[-1]) ** slope
+    return slope, xs[-1], ys[-1]
+
+
+def top_trend(ns: Sequence[float], ts: Sequence[float], a: float, N: float, span: float = 3.0) -> float | None:
+    """The full run as the top sizes' own trend says: the cost above the overhead ``a`` at the largest size,
+    continued at its least-squares log-log slope over the top sizes (at least 3, spanning ``span``)."""
+    got = _top_slope(ns, ts, a, span)
+    if got is None:
+        return None
+    slope, x, y = got
+    return a + y * (N / x) ** min(max(slope, 0.5), 4.0)
+
+
+FRACTIONAL = 0.15   # a top slope this far above a whole power (1 or 2) is a regime change in progress
+
+
+def settled_power(ns: Sequence[float], ts: Sequence[float], a: float, N: float, span: float = 3.0
+                  ) -> tuple[float, float, int] | None:
+    """``(full run, top slope, whole power)`` when the top sizes grow at a power between two whole ones
+    (n^1.2 … n^1.85, n^2.2 … n^2.85: past n log n's local slope, ≤ 1 + 1/ln(1000) = 1.145): the largest size
+    continued at the whole power below. Such powers are rarely a law of the code and usually a change in
+    progress (data leaving a cache: a numpy add over 0.2 → 12 M elements grows as n^1.3–1.6, then as n^1.0
+    from ~12 M on, on this VM's 32 MiB L3), after which the cost grows at the power below again; a fit
+    across the change continues the change instead. None otherwise."""
+    got = _top_slope(ns, ts, a, span)
+    if got is None:
+        return None
+    slope, x, y = got
+    whole = math.floor(slope)
+    if whole < 1 or whole > 2 or not (FRACTIONAL < slope - whole < 1 - FRACTIONAL) or N <= x:
+        return None
+    return a + y * (N / x) ** whole, slope, whole
 
 
 def slope_range(ns: Sequence[float], ts: Sequence[float], a: float, N: float) -> tuple[float | None, float | None]:
@@ -208,4 +239,4 @@ def slope_range(ns: Sequence[float], ts: Sequence[float], a: float, N: float) ->
 
 
 __all__ = ["LOAD_WARN", "NOISE_FLOOR", "Phases", "Z90", "cores", "load_text", "load_widening", "phases", "run_noise",
-           "slope_range", "top_trend", "widen"]
+           "settled_power", "slope_range", "top_trend", "widen"]
