@@ -300,6 +300,16 @@ def test_fits_at_a_bound_or_without_dof_are_not_findings() -> None:
     assert all(len(line) <= 100 for line in r.text().splitlines()), r.text()
 
 
+def test_a_slow_baseline_does_not_bend_the_fit() -> None:
+    # planted Amdahl S = 0.2, the N = 1 run 20% slow (noise, warm-up): pinned to that point, the old fit said
+    # S = 0.148 and chose the USL (a spurious κ); with X(1) fitted the curve discounts it and says so
+    ns = [1, 2, 3, 4, 6, 8, 12, 16]
+    pts = [_pt(n, (0.2 + 0.8 / n) * (1.2 if n == 1 else 1.0), 0.9) for n in ns]
+    r = analyse(pts, cores=32)
+    assert r.best_model == "amdahl" and r.metrics()["S"] == pytest.approx(0.2, abs=0.015)
+    assert r.metrics()["gamma"] == pytest.approx(1.2, abs=0.05) and "the fit puts N = 1 at 1.17×" in _t(r)
+
+
 def test_flat_cell_is_not_fitted() -> None:
     r = amdahl("time.sleep(0.003)", [1, 2, 4], globals={"time": time}, budget=0.15, rounds=2)
     assert r.flat and r.amdahl_fit is None and r.usl_fit is None and r.best_model is None
