@@ -598,3 +598,15 @@ def test_advice_names_the_narrow_blas_only_when_the_code_is_below_the_wide_roof(
     assert not any("OPENBLAS_CORETYPE" in a for a in ew.advice)
     same = _fake(details={"blas": dict(blas, wide={"float32": 260e9})})  # the child was no faster
     assert not any("OPENBLAS_CORETYPE" in a for a in _planted_result(same, t=mm["flops"] / 215e9, **mm).advice)
+
+
+def test_text_fits_100_columns_with_long_figures() -> None:
+    c = _fake(compute={"float32": 468.9e9, "float64": 200e9, "bfloat16": 892e9}, bandwidth_Bps=78.8e9,
+              load_before=0.9, details={"status": {"bandwidth": "trials did not agree (80 vs 60 GB/s); the lower is kept"}})
+    r = _planted_result(c, flops=2 * 1024 ** 3, nbytes=12 * 1024 ** 2, t=0.01024,
+                        ops={"aten.mm": 2 * 1024 ** 3})
+    r = RooflineResult(**{**r.__dict__, "label": "a-rather-long-label-for-this-matmul-run"})
+    text = r.text()
+    assert max(len(ln) for ln in text.splitlines()) <= 100, text
+    assert "compute-bound" in text.splitlines()[0] and "45% of the 468.9 GFLOP/s float32 roof" in " ".join(
+        ln.strip() for ln in text.splitlines()[:3])

@@ -153,7 +153,10 @@ class RooflineResult(Displayed):
                 f"{self.device}) — {roof}")
 
     def text(self) -> str:
-        lines = [self.verdict() + (f"   [label {self.label}]" if self.label else "")]
+        first = self.verdict() + (f"   [label {self.label}]" if self.label else "")
+        lines = first.split(" — ", 1) if len(first) > 100 else [first]
+        if len(lines) == 2:  # the bound, then the fraction of the roof under it
+            lines[1] = "  " + lines[1]
         lines.append(f"  work per call: {self.flops:.4g} FLOP ({self.flops_source}), {fmt_bytes(self.bytes)} "
                      f"({self.bytes_source}{', algorithmic traffic' if self.bytes_source == 'counted' else ''}) · "
                      f"time {fmt_time(self.time_s)} median")
@@ -167,7 +170,10 @@ class RooflineResult(Displayed):
         lines.append(f"  roofs: {c.device} measured {c.measured_utc} ({c.source}, fingerprint {c.fingerprint}{mark})")
         lines += [_wrap(n, "  note: ", "        ") for n in self.notes]
         lines += [_wrap(w, "  ! ", "    ") for w in self.warnings]
-        return "\n".join(lines)
+        # every line within 100 columns: a long one continues under its own indent + 2
+        return "\n".join(ln if len(ln) <= 100 else _wrap(ln.lstrip(), " " * (len(ln) - len(ln.lstrip())),
+                                                          " " * (len(ln) - len(ln.lstrip()) + 2))
+                         for ln in lines)
 
     def headline(self) -> str:
         return self.verdict()
