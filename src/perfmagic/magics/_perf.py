@@ -10,9 +10,10 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args, _boundary
 
-SUBCOMMANDS = ("show", "baseline", "compare", "plot", "export", "forget")
+SUBCOMMANDS = ("show", "baseline", "compare", "plot", "export", "forget", "next", "target", "guard")
 USAGE = ("%perf | %perf baseline [RUN] | %perf compare [A [B]] | %perf plot [LABEL] | "
-         "%perf export PATH | %perf forget RUN")
+         "%perf export PATH | %perf forget RUN | %perf next [--target T] | %perf target [LABEL] T | "
+         "%perf guard RUN PATH [--module M]")
 
 
 # options of %%gpubench that change what is measured: A and B must agree on them to be re-measured as a pair
@@ -49,6 +50,10 @@ class PerfMagics(Magics):
     @argument("-q", "--quiet", action="store_true", help="compare: show nothing (with -o: only return the comparison)")
     @argument("-b", "--budget", type=_args.positive_duration, default=None,
               help="compare: measuring time of the interleaved re-measurement (default 2 s)")
+    @argument("--target", default=None, metavar="TIME",
+              help="next: the time per call that is fast enough (e.g. 50ms); met -> 'stop'")
+    @argument("--module", default=None, metavar="MODULE",
+              help="guard: the importable module that holds the functions the run calls, e.g. mypkg.ops")
     @argument("command", nargs="?", default="show", help=" | ".join(SUBCOMMANDS) + " (default show)")
     @argument("targets", nargs="*", help="run ids, a label, or a path, depending on the command")
     @line_magic
@@ -65,6 +70,11 @@ class PerfMagics(Magics):
         %perf plot [LABEL]      a label's runs over time with their confidence intervals
         %perf export PATH       write the runs to .csv or .json
         %perf forget RUN        remove a run
+        %perf next              the next experiment in the method's order, its expected gain and the command
+                                that tests it (--target T: say "stop" when the latest run meets T)
+        %perf target [LABEL] T  the time per call that is fast enough for LABEL (default: the latest run's)
+        %perf guard RUN PATH    write a pytest file at PATH that fails when RUN's accepted gain is lost
+                                (--module M: the module that holds the functions it calls)
         perfmagic.ledger() returns the same rows as a pandas DataFrame; perfmagic.compare(a, b) the verdict.
         """
         from ..storage.ledger import LedgerError
@@ -295,3 +305,18 @@ class PerfMagics(Magics):
             raise UsageError("%perf forget needs one RUN id, e.g. %perf forget 12 (ids are in %perf's first column)")
         row = led.forget(_run_id(t[0]))
         print(f"perfmagic: forgot run #{row['id']} ({row['magic']}, {row['label']})")
+
+    def _next(self, led: Any, t: list[str], args: Any, notebook: Any) -> Any:
+        from ._perf_next import perf_next
+
+        return perf_next(self, led, t, args, notebook)
+
+    def _target(self, led: Any, t: list[str], args: Any, notebook: Any) -> Any:
+        from ._perf_next import perf_target
+
+        return perf_target(self, led, t, args, notebook)
+
+    def _guard(self, led: Any, t: list[str], args: Any, notebook: Any) -> Any:
+        from ._perf_guard import perf_guard
+
+        return perf_guard(self, led, t, args, notebook)
