@@ -63,6 +63,7 @@ def _results(roofs):  # noqa: ANN001
     yield perfmagic.roofline("time.sleep(0.001)", globals=ns, flops=1e6, bytes=8e6, budget=0.2, ceilings=roofs)
     yield roofs
     yield perfmagic.amdahl("time.sleep(0.004 / workers)", [1, 2], globals=ns, budget=0.1, rounds=1)
+    yield perfmagic.scalability([1, 2, 4, 8], [1, 1.9, 3.4, 5.5], boot=0)
     yield perfmagic.estimate("time.sleep(n * 1e-7)", n=100_000, globals=ns)
     yield perfmagic.memory("keep = bytearray(8 * 2**20)", globals={})
     yield perfmagic.lineprof("f(2000)", [_spin], globals={"f": _spin})
