@@ -610,3 +610,16 @@ def test_text_fits_100_columns_with_long_figures() -> None:
     assert max(len(ln) for ln in text.splitlines()) <= 100, text
     assert "compute-bound" in text.splitlines()[0] and "45% of the 468.9 GFLOP/s float32 roof" in " ".join(
         ln.strip() for ln in text.splitlines()[:3])
+
+
+def test_ceilings_text_says_where_a_wide_roof_came_from() -> None:
+    per = {"torch_matmul": {"flops_per_s": 215e9, "size": 2048, "spread": 0.01},
+           "numpy_matmul": {"flops_per_s": 255e9, "size": 2048, "spread": 0.02},
+           "numpy_matmul_wide": {"flops_per_s": 480e9, "size": 2048, "spread": 0.0, "coretype": "SkylakeX"}}
+    c = _fake(compute={"float32": 480e9}, details={"compute": {"float32": per}})
+    lines = c.text().splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.strip().startswith("float32"))
+    assert "OPENBLAS_CORETYPE=SkylakeX in a child process; in this process 255 GFLOP/s" in lines[i + 1]
+    assert max(len(ln) for ln in lines) <= 100
+    plain = _fake(details={"compute": {"float32": {"torch_matmul": per["torch_matmul"]}}})
+    assert "OPENBLAS_CORETYPE" not in plain.text()

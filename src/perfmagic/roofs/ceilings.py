@@ -185,6 +185,10 @@ class Ceilings(Displayed):
             emu = " EMULATED (no native units)" if d in self.emulated else ""
             lines.append(f"  {d:9s} {v / 1e9:9.4g} GFLOP/s  ridge {self.ridge(d):7.3g} FLOP/B  "
                          + "; ".join(x for x in (how, trust) if x) + emu)
+            if best.get("coretype"):  # numpy's wide kernels, measured in a child (roofs/widekernels)
+                here = max((x.get("flops_per_s", 0.0) for x in per.values() if not x.get("coretype")), default=0.0)
+                lines.append(f"{'':12s}numpy with OPENBLAS_CORETYPE={best['coretype']} in a child process; in this "
+                             f"process {here / 1e9:.4g} GFLOP/s")
         bw = self.details.get("bandwidth") or {}
         bwm = (bw.get("methods") or {}).get(bw.get("best"), {})
         trust = self._trust("bandwidth", settled_spread(bwm.get("trials")))
