@@ -54,6 +54,7 @@ class PerfMagics(Magics):
               help="next: the time per call that is fast enough (e.g. 50ms); met -> 'stop'")
     @argument("--module", default=None, metavar="MODULE",
               help="guard: the importable module that holds the functions the run calls, e.g. mypkg.ops")
+    @argument("--force", action="store_true", help="guard: replace an existing PATH")
     @argument("command", nargs="?", default="show", help=" | ".join(SUBCOMMANDS) + " (default show)")
     @argument("targets", nargs="*", help="run ids, a label, or a path, depending on the command")
     @line_magic
