@@ -171,7 +171,7 @@ class Ceilings(Displayed):
         return ""
 
     def text(self) -> str:
-        lines = [f"ceilings of {self.device} (fingerprint {self.fingerprint}, measured {self.measured_utc}, "
+        lines = [f"ceilings of {self.device} ({self.measured_utc}, fingerprint {self.fingerprint}, "
                  f"{self.source}; calibration {self.calibration_s:.1f} s)"]
         if self.loaded:
             lines.append(f"  LOADED: others kept {self.others_cores:.1f} cores busy while measuring; these roofs may be "
