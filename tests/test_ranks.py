@@ -137,6 +137,11 @@ def test_a_failing_rank_reports_its_traceback_and_leaves_no_process() -> None:
 
 
 def test_ctrl_c_tears_down_every_rank() -> None:
+    import signal
+
+    # Python's own SIGINT handler for the test (a shell's background job starts with SIGINT ignored, and then
+    # interrupt_main() does nothing); a kernel's Ctrl-C arrives the same way
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(2.5, _thread.interrupt_main)
     timer.start()
     try:
@@ -144,6 +149,7 @@ def test_ctrl_c_tears_down_every_rank() -> None:
             amdahl_ranks("time.sleep(0.05)", [1, 2], setup="import time", budget=5, link=False)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, old)
     _no_children()
     res = ei.value.result
     assert res is None or (res.status == "interrupted" and "[INTERRUPTED]" in res.text().splitlines()[0])

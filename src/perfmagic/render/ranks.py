@@ -25,6 +25,12 @@ def _bw(x: float | None) -> str:
     return "—" if x is None else fmt_bytes(x) + "/s"
 
 
+def _ranks_words(line: str) -> str:
+    """The thread sweep's words for the rank sweep's points."""
+    line = line.replace("worker counts", "world sizes").replace("workers", "ranks")
+    return line.replace("up to 1 ranks", "up to 1 rank").replace("e.g. ranks=", "e.g. --ranks ")
+
+
 def text(r: Any) -> str:
     """The verdict, one row per world size, the fit's advice, warnings and notes (≤ 100 columns)."""
     lines = _wrap("", r.verdict())
@@ -40,6 +46,8 @@ def text(r: Any) -> str:
         cs = "—" if p.comm_share is None or p.world == 1 else f"{p.comm_share:.0%}"
         sr = p.straggler_ratio
         st = "—" if sr is None else (f"{sr:.2f}× rank {p.straggler}" if p.straggler is not None else f"{sr:.2f}× none")
+        if p.world in ex and sr is not None:  # a rank the OS descheduled says nothing about the code
+            st = f"{sr:.2f}× (*)"
         bw = "—" if p.world == 1 or p.busbw is None else _bw(p.busbw)
         if p.busbw is not None and p.link_roof:
             bw += f" {p.busbw / p.link_roof:.0%}"
@@ -49,7 +57,7 @@ def text(r: Any) -> str:
     sc = r.scaling
     if sc is not None:
         for a in sc.advice():
-            lines += _wrap("  ", a.replace("workers", "ranks"))
+            lines += _wrap("  ", _ranks_words(a))
     for w, why in r.excluded:
         lines += _wrap("  ! ", f"{w}* ranks not fitted: they {why}")
     roofs = [(p.world, p.link_roof) for p in r.good if p.link_roof]
@@ -61,9 +69,9 @@ def text(r: Any) -> str:
     if sc is not None:
         for w in sc.warnings:
             if "exceed the" not in w:  # said once above, in the ranks' own words
-                lines += _wrap("  ! ", w.replace("worker counts", "world sizes"))
+                lines += _wrap("  ! ", _ranks_words(w))
         for n in sc.notes:
-            lines += _wrap("  note: ", n)
+            lines += _wrap("  note: ", _ranks_words(n))
     for n in r.notes:
         lines += _wrap("  note: ", n)
     lines.append(f"  {r.backend}, {r.start_method}; threads per rank: "

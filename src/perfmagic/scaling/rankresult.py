@@ -39,6 +39,7 @@ class RankStats:
     allreduce_s: tuple[float, ...] = ()      # ...time with an all-reduce in flight
     profile_error: str | None = None
     pid: int | None = None
+    phases: tuple[tuple[str, float], ...] = ()  # where this rank's wall time went (import, init, setup, ...)
 
     @classmethod
     def from_gathered(cls, d: dict[str, Any]) -> RankStats:
@@ -49,7 +50,7 @@ class RankStats:
                    comm_s=tuple(pr.get("comm_s", ())), busy_s=tuple(pr.get("busy_s", ())),
                    allreduce_bytes=tuple(pr.get("allreduce_bytes", ())),
                    allreduce_s=tuple(pr.get("allreduce_s", ())), profile_error=d.get("profile_error"),
-                   pid=d.get("pid"))
+                   pid=d.get("pid"), phases=tuple((d.get("phases") or {}).items()))
 
     @property
     def median(self) -> float:
@@ -245,8 +246,15 @@ class RanksResult(Displayed):
                     f"{self.cores} cores busy, too few left for the ranks (best measured {max(sp):.2f}×); "
                     f"rerun on a quiet machine{tag}")
         if len(g) == 1:
-            return f"ranks ({self.backend}): {g[0].world} rank(s), step {fmt_time(g[0].median)}; one world size: " \
-                   f"no scaling to show{tag}"
+            p = g[0]
+            out = f"ranks ({self.backend}): {p.world} rank(s), step {fmt_time(p.median)}"
+            if p.comm_share is not None and p.world > 1:
+                out += f", {p.comm_share:.0%} of it in collectives"
+            if p.straggler is not None:
+                out += f" · straggler: rank {p.straggler} ({p.straggler_ratio:.2f}× the median rank's busy time)"
+            elif p.straggler_ratio is not None:
+                out += f" · no straggler ({p.straggler_ratio:.2f}×)"
+            return out + f" · one world size: no scaling to show{tag}"
         if i == 0 and len(fit_ok) > 1:  # nothing beat the smallest world size
             j = fit_ok[1]
             head = (f"ranks ({self.backend}): no {kind} from more ranks: {g[j].world} ranks ran {sp[j]:.2f}× "

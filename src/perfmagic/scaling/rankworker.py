@@ -115,7 +115,9 @@ def _profile_steps(step: Any, n: int, device: Any, backend: str) -> dict[str, An
                 _sync(device)
     events = list(prof.events())
     steps = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == "perfmagic::step")
-    comm = [e for e in events if _is_comm(e.name, backend) and "barrier" not in e.name]
+    # every collective that starts inside a step counts, the step's own barriers too; perfmagic's barrier
+    # before each step starts before the step's interval and is not counted
+    comm = [e for e in events if _is_comm(e.name, backend)]
     out: dict[str, list[float]] = {"step_s": [], "comm_s": [], "busy_s": [], "allreduce_bytes": [],
                                    "allreduce_s": []}
     for a, b in steps:
@@ -173,6 +175,8 @@ def lockstep(step: Any, device: Any, backend: str, world: int, budget_s: float, 
     import torch.distributed as dist
 
     cpu0 = time.process_time()
+    ph: dict[str, float] = {}
+    tp = time.perf_counter()
     dist.barrier()
     _sync(device)
     t0 = time.perf_counter()
@@ -191,6 +195,7 @@ def lockstep(step: Any, device: Any, backend: str, world: int, budget_s: float, 
         _sync(device)
         warm.append(time.perf_counter() - t0)
     per_step = _agree_max(max(min(warm), 1e-6), device)
+    ph["warmup_s"], tp = time.perf_counter() - tp, time.perf_counter()
     n = int(min(max_samples, max(min_samples, budget_s // per_step)))
     times: list[float] = []
     cpu1, w1 = time.process_time(), time.perf_counter()
@@ -202,15 +207,18 @@ def lockstep(step: Any, device: Any, backend: str, world: int, budget_s: float, 
         _sync(device)
         times.append(time.perf_counter() - t0)
     busy_cores = (time.process_time() - cpu1) / max(time.perf_counter() - w1, 1e-9)
+    ph["samples_s"], tp = time.perf_counter() - tp, time.perf_counter()
     prof: dict[str, Any] = {}
     prof_error = None
     try:
         prof = _profile_steps(step, min(PROFILED_STEPS, n), device, backend)
     except Exception as exc:  # noqa: BLE001 - profiling is extra evidence; the timing stands without it
         prof_error = f"{type(exc).__name__}: {exc}"
+    ph["profile_s"], tp = time.perf_counter() - tp, time.perf_counter()
     sweep: list[tuple[int, float]] = _link_sweep(world, device) if link and world >= 2 else []
+    ph["link_s"] = time.perf_counter() - tp
     mine = {"times": times, "cold_s": cold, "busy_cores": busy_cores, "profile": prof,
-            "profile_error": prof_error, "cpu_measure_s": time.process_time() - cpu0}
+            "profile_error": prof_error, "cpu_measure_s": time.process_time() - cpu0, "phases": ph}
     return mine, sweep
 
 
@@ -230,15 +238,17 @@ def rank_main(rank: int, spec: RankSpec) -> None:
     if spec.backend == "nccl":
         torch.cuda.set_device(rank % torch.cuda.device_count())
         device = torch.device("cuda", rank % torch.cuda.device_count())
+    t_init = time.perf_counter()
     dist.init_process_group(spec.backend, rank=rank, world_size=spec.world,
                             timeout=datetime.timedelta(seconds=spec.init_timeout_s))
+    before = {"import_s": t_init - t_start, "init_s": time.perf_counter() - t_init}
     try:
-        _measure(rank, spec, device, t_start)
+        _measure(rank, spec, device, t_start, before)
     finally:
         dist.destroy_process_group()
 
 
-def _measure(rank: int, spec: RankSpec, device: Any, t_start: float) -> None:
+def _measure(rank: int, spec: RankSpec, device: Any, t_start: float, phases: dict[str, float]) -> None:
     import torch.distributed as dist
 
     from ..core.cells import compile_cell
@@ -247,8 +257,10 @@ def _measure(rank: int, spec: RankSpec, device: Any, t_start: float) -> None:
     ns.update(rank=rank, world_size=spec.world, local_rank=rank,
               device=str(device) if device is not None else "cpu")
     ns.setdefault("__name__", "__perfmagic__")
+    t_setup = time.perf_counter()
     if spec.setup:
         exec(compile(spec.setup, spec.filename + "-setup", "exec"), ns)  # noqa: S102 - the user's setup
+    setup_s = time.perf_counter() - t_setup
     if callable(spec.code):
         fn = spec.code
 
@@ -263,6 +275,7 @@ def _measure(rank: int, spec: RankSpec, device: Any, t_start: float) -> None:
                           spec.max_samples, link=spec.link)
     mine.update(rank=rank, pid=os.getpid(), threads=spec.threads, cpu_s=time.process_time(),
                 wall_s=time.perf_counter() - t_start)
+    mine["phases"].update(phases, setup_s=setup_s)
     gathered: list[Any] | None = [None] * spec.world if rank == 0 else None
     dist.gather_object(mine, gathered, dst=0)
     if rank == 0:
