@@ -129,6 +129,7 @@ def test_a_failing_rank_reports_its_traceback_and_leaves_no_process() -> None:
     msg = str(ei.value)
     assert ei.value.rank == 1 and "ValueError: planted failure in rank 1" in msg
     assert "Traceback" in msg and "raise ValueError" in msg  # the user's line, as the rank printed it
+    assert "<cell-7>" in msg and "spawn.py" not in msg and "rankworker" not in msg  # from the user's frame on
     # once a smaller world size worked, a failure is that world size's, and the sweep keeps the rest
     r = amdahl_ranks(code, [1, 2], budget=0.1, link=False)
     _no_children()

@@ -57,7 +57,9 @@ class ScalingMagics(Magics):
         """Run the cell at several worker counts and fit Amdahl's law and the Universal Scalability Law.
 
         ``%%amdahl workers=1,2,4,8`` injects ``workers`` into the cell; ``%%amdahl --threads 1,2,4`` sets
-        torch and BLAS thread counts around it (restored afterwards). Reports speedup, efficiency and the
+        torch and BLAS thread counts around it (restored afterwards); ``%%amdahl --ranks 1,2,4 --setup CODE``
+        runs the cell as one training step in torch.distributed process groups of each size (gloo, or
+        ``--backend nccl``): per-rank medians, straggler, time in collectives, all-reduce bandwidth. Reports speedup, efficiency and the
         Karp–Flatt serial fraction per point, the serial fraction S and ceiling 1/S, USL's σ, κ and peak,
         the better-supported model, and how many workers are worth it. Other processes' load is named
         first (and, when it leaves under 1.5 cores free, the answer is "cannot tell"); the GIL is blamed
@@ -74,7 +76,8 @@ class ScalingMagics(Magics):
             raise UsageError("%%amdahl: --backend and --setup go with --ranks LIST, e.g. "
                              "%%amdahl --ranks 1,2,4 --backend gloo --setup \"model = make_ddp()\"")
         if (args.spec is None) == (args.threads is None):
-            raise UsageError("%%amdahl needs either NAME=LIST (e.g. workers=1,2,4,8) or --threads LIST (e.g. --threads 1,2,4)")
+            raise UsageError("%%amdahl needs either NAME=LIST (e.g. workers=1,2,4,8), --threads LIST (e.g. --threads 1,2,4) "
+                             "or --ranks LIST (e.g. --ranks 1,2,4)")
         if args.spec is not None:
             m = _SPEC.match(args.spec)
             if not m:

@@ -68,10 +68,20 @@ def text(r: Any) -> str:
         lines += _wrap("  ! ", w)
     if sc is not None:
         for w in sc.warnings:
-            if "exceed the" not in w:  # said once above, in the ranks' own words
-                lines += _wrap("  ! ", _ranks_words(w))
+            if "exceed the" in w:  # said once above, in the ranks' own words
+                continue
+            if w.startswith("other processes kept") and not r.needs_cores and sc.others_cores is not None:
+                w = (f"other processes kept {sc.others_cores:.1f} of {r.cores} cores busy during the sweep; the "
+                     "ranks kept under 0.4 cores busy (their steps wait), so the load did not hold them back")
+            lines += _wrap("  ! ", _ranks_words(w))
         for n in sc.notes:
-            lines += _wrap("  note: ", _ranks_words(n))
+            n = _ranks_words(n)
+            if r.excluded and " world sizes: a model with" in n:  # the user did ask for more world sizes
+                k = len(sc.good)
+                n = (f"{k} world sizes fit on this machine's {r.cores} cores: a model fitted to {k} points says "
+                     f"nothing, so none is fitted; on a machine with ≥ {max(w for w, _ in r.excluded)} cores "
+                     "the same sweep is fitted")
+            lines += _wrap("  note: ", n)
     for n in r.notes:
         lines += _wrap("  note: ", n)
     lines.append(f"  {r.backend}, {r.start_method}; threads per rank: "
@@ -89,16 +99,25 @@ def figure_png(r: Any) -> bytes | None:
     fig = new_figure(8.0, 3.2)
     ax = fig.add_subplot(1, 2, 1)
     for k, p in enumerate(g):
-        ax.bar(k, p.median * 1e3, color="0.85", width=0.6)
+        ax.bar(k, p.median * 1e3, color="0.85", width=0.6, label="step (slowest rank)" if k == 0 else None)
+        if p.comm_share and p.world > 1:
+            ax.bar(k, p.median * 1e3 * p.comm_share, color="tab:orange", alpha=0.6, width=0.6,
+                   label="in collectives" if k == 1 or len(g) == 1 else None)
         for rs in p.ranks:
             ax.plot(k, rs.median * 1e3, "o", color="tab:red" if rs.rank == p.straggler else "tab:blue", ms=4)
     ax.set_xticks(range(len(g)), [str(p.world) for p in g])
     ax.set_xlabel("ranks")
-    ax.set_ylabel("step (ms): bar = slowest rank")
+    ax.set_ylabel("step (ms); dots: each rank's median")
+    ax.legend(fontsize=7, frameon=False, loc="upper right")
     ax2 = fig.add_subplot(1, 2, 2)
     ws = [p.world for p in g]
     ax2.plot(ws, [w / ws[0] for w in ws], "--", color="0.6", lw=1, label="ideal")
     ax2.plot(ws, r.speedups, "o-", color="tab:blue", label="measured")
+    sc = r.scaling
+    a = sc.reliable("amdahl") if sc is not None and not r.weak else None
+    if a is not None:
+        xs = [ws[0] + (ws[-1] - ws[0]) * i / 100 for i in range(101)]
+        ax2.plot(xs, [a.predict(x) for x in xs], color="tab:orange", lw=1, label=f"Amdahl S={a.params['S']:.3f}")
     for w, _ in r.excluded:
         if w in ws:
             ax2.plot([w], [r.speedups[ws.index(w)]], "x", color="tab:red", ms=9, label=f"{w}: oversubscribed")

@@ -226,6 +226,12 @@ class RanksResult(Displayed):
     def errors(self) -> dict[int, str]:
         return {p.world: p.error for p in self.points if p.error is not None}
 
+    @property
+    def needs_cores(self) -> bool:
+        """Ranks at some world size ≥ 2 kept 0.4 cores busy or more: other processes' load can slow them.
+        Steps that sleep or wait do not compete for cores."""
+        return any((p.busy_cores or 0.0) >= 0.4 for p in self.good if p.world > 1)
+
     def verdict(self) -> str:
         from ..render.units import fmt_time
 
@@ -240,7 +246,7 @@ class RanksResult(Displayed):
         i = max(fit_ok or range(len(g)), key=lambda j: sp[j])
         sc = self.scaling
         oc = sc.others_cores if sc is not None else None
-        needs = any((p.busy_cores or 0.0) >= 0.4 for p in g if p.world > 1)  # sleeping steps need no cores
+        needs = self.needs_cores
         if oc is not None and oc >= 0.3 and self.cores - oc < LOAD_FREE_MIN and len(g) > 1 and needs:
             return (f"ranks ({self.backend}): cannot tell how the step scales — other processes kept {oc:.1f} of "
                     f"{self.cores} cores busy, too few left for the ranks (best measured {max(sp):.2f}×); "

@@ -256,6 +256,27 @@ def _root_cause(ctx: Any, first: tuple[int, str]) -> tuple[int, str]:
     return first
 
 
+_OWN_FRAMES = ("/torch/multiprocessing/", os.sep + os.path.join("perfmagic", "scaling", "rank"))
+
+
+def user_traceback(tb: str) -> str:
+    """The rank's traceback from the user's first frame on: the frames of torch's process wrapper and of
+    perfmagic's rank code in front of it say nothing about the failure."""
+    lines = tb.splitlines()
+    if not lines or not lines[0].startswith("Traceback"):
+        return tb
+    blocks: list[list[str]] = []
+    for ln in lines[1:]:
+        if ln.startswith("  File ") or not blocks:
+            blocks.append([ln])
+        else:
+            blocks[-1].append(ln)
+    k = 0
+    while k < len(blocks) - 1 and blocks[k][0].startswith("  File ") and any(m in blocks[k][0] for m in _OWN_FRAMES):
+        k += 1
+    return "\n".join([lines[0], *(ln for b in blocks[k:] for ln in b)])
+
+
 def _run_world(world: int, spec_kw: dict[str, Any], method: str, timeout: float, tmp: str) -> RankPoint:
     import torch.multiprocessing as tmp_mp
     from torch.multiprocessing import ProcessExitedException, ProcessRaisedException
@@ -285,6 +306,7 @@ def _run_world(world: int, spec_kw: dict[str, Any], method: str, timeout: float,
         first = (exc.error_index, msg.split("following error:", 1)[-1].strip())
         _teardown(ctx)
         idx, tb = _root_cause(ctx, first)
+        tb = user_traceback(tb)
         last = tb.strip().splitlines()[-1] if tb.strip() else msg
         error = f"rank {idx} raised {last}"
         spec_kw["_failed_rank"] = idx

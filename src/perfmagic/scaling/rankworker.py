@@ -259,7 +259,10 @@ def _measure(rank: int, spec: RankSpec, device: Any, t_start: float, phases: dic
     ns.setdefault("__name__", "__perfmagic__")
     t_setup = time.perf_counter()
     if spec.setup:
-        exec(compile(spec.setup, spec.filename + "-setup", "exec"), ns)  # noqa: S102 - the user's setup
+        from ..core.cells import register_source
+
+        register_source(spec.setup, f"{spec.filename} (setup)")  # its lines show in a traceback
+        exec(compile(spec.setup, f"{spec.filename} (setup)", "exec"), ns)  # noqa: S102 - the user's setup
     setup_s = time.perf_counter() - t_setup
     if callable(spec.code):
         fn = spec.code
