@@ -1,0 +1,169 @@
+"""What a generated guard file runs: the accepted change measured again, and perfmagic's verdict on it.
+
+A guard written by :func:`perfmagic.guard.write_guard` calls one of two checks:
+
+* :func:`check_pair` — the baseline code A and the accepted change B, measured **interleaved in this
+  process** (:func:`perfmagic.bench_pair`: A B / B A pairs in a seeded random order, so the machine's
+  drift and a busy neighbour slow both members of a pair and cancel in their ratio). The change is
+  *kept* when perfmagic's verdict is still "faster" at the minimum effect (the whole 95% CI of B/A
+  below ``1/(1+m)``), *lost* when the interval says "no real change" or "slower".
+* :func:`check_target` — the accepted code measured alone (:func:`perfmagic.bench`); *kept* when the
+  whole 95% CI of its median is within ``target × (1+m)``, *lost* when the whole interval is above it.
+
+An interval that straddles the bar is measured once more with twice the budget (the interval narrows
+as one over the square root of the pairs). Still straddling: the verdict is "cannot tell", which fails
+the guard too (a guard's job is to show that the gain holds; one that cannot is said to be so, with
+the reason, never reported as a loss). Every verdict's text carries perfmagic's own measurement text.
+
+The measured code's exceptions propagate untouched (pytest shows their traceback); Ctrl-C stops the
+measurement at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..result import Displayed
+
+VERDICTS = ("kept", "lost", "cannot tell")
+RETRY_FACTOR = 2.0  # an interval on the bar: measured once more with this many times the budget
+
+
+@dataclass(frozen=True, repr=False)
+class GuardVerdict(Displayed):
+    """A guard's answer: did the accepted gain hold (``passed``), and perfmagic's evidence for it."""
+
+    primary_metric: ClassVar[str] = "value"
+
+    status: str          # "kept" | "lost" | "cannot tell"
+    sentence: str        # why, in one line
+    evidence: str        # perfmagic's measurement text (the pair's or the run's)
+    value: float         # B/A (pair) or the median in seconds (target)
+    ci: tuple[float, float]
+    bar: float           # the ratio (pair) or the time (target) the interval is judged against
+    kind: str            # "pair" | "target"
+    attempts: int = 1
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "kept"
+
+    def text(self) -> str:
+        import textwrap
+
+        head = {"kept": "kept", "lost": "LOST", "cannot tell": "cannot tell"}[self.status]
+        lines = textwrap.wrap(f"perfmagic guard: {head} — {self.sentence}", 100, subsequent_indent="    ",
+                              break_on_hyphens=False)
+        for ln in self.evidence.splitlines():
+            lines += textwrap.wrap("  " + ln, 100, subsequent_indent="      ", break_on_hyphens=False) or [""]
+        return "\n".join(lines)
+
+    def metrics(self) -> dict[str, Any]:
+        return {"status": self.status, "value": self.value, "ci_low": self.ci[0], "ci_high": self.ci[1],
+                "bar": self.bar, "kind": self.kind, "attempts": self.attempts}
+
+    def samples(self) -> dict[str, list[Any]]:
+        return {}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.metrics(), "sentence": self.sentence, "evidence": self.evidence}
+
+
+def _fmt_ratio(r: float) -> str:
+    def times(f: float) -> str:
+        return f"{f:.2g}×" if f < 10 else f"{f:.0f}×"
+
+    return f"{times(1 / r)} faster" if r < 1 else f"{times(r)} slower" if r > 1 else "the same"
+
+
+def _r(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def check_pair(code_a: str, code_b: str, *, setup_a: str = "", setup_b: str = "",
+               namespace: Mapping[str, Any] | None = None, labels: tuple[str, str] = ("A", "B"),
+               min_effect: float = 0.10, budget: float = 2.0, accepted: float | None = None,
+               device: str = "auto", sync: str = "auto", gc: bool = False) -> GuardVerdict:
+    """Measure A and B interleaved; ``kept`` when B is still faster than A beyond ``min_effect``.
+
+    ``accepted`` (B/A at acceptance) is only quoted in the verdict's text."""
+    __tracebackhide__ = True
+    from ..timing.pair import bench_pair
+
+    bar = 1.0 / (1.0 + min_effect)
+    attempts, b = 0, float(budget)
+    while True:
+        attempts += 1
+        pr = bench_pair(code_a, code_b, setup_a, setup_b, globals=dict(namespace or {}), labels=labels,
+                        budget=b, min_effect=min_effect, memory=False, device=device, sync=sync, gc=gc,
+                        filenames=("<guard A>", "<guard B>"))
+        c = pr.comparison
+        if c.verdict != "inconclusive" or attempts >= 2:
+            break
+        b *= RETRY_FACTOR
+    then = f" (at acceptance: {_fmt_ratio(accepted)}, B/A {_r(accepted)})" if accepted else ""
+    la, lb = labels
+    if c.verdict == "faster":
+        status = "kept"
+        sentence = (f"B '{lb}' is still {_fmt_ratio(c.ratio)} than A '{la}' (B/A {_r(c.ratio)}, 95% CI "
+                    f"{_r(c.ci_low)}–{_r(c.ci_high)}, below the {min_effect:.0%} bar {bar:.3f}){then}")
+    elif c.verdict in ("no real change", "slower"):
+        status = "lost"
+        sentence = (f"the accepted gain is lost: B '{lb}' vs A '{la}' is now '{c.verdict}' (B/A {_r(c.ratio)}, "
+                    f"95% CI {_r(c.ci_low)}–{_r(c.ci_high)}; B must stay below {bar:.3f}, faster by at least "
+                    f"{min_effect:.0%}){then}")
+    else:
+        status = "cannot tell"
+        sentence = (f"cannot tell, because after {attempts} measurements ({pr.a.n_samples} pairs in the last) "
+                    f"the 95% CI of B/A {_r(c.ci_low)}–{_r(c.ci_high)} still straddles the {min_effect:.0%} bar "
+                    f"{bar:.3f}: the gain is not shown to hold{then}; run it on a quieter machine or raise "
+                    "BUDGET_S")
+    return GuardVerdict(status, sentence, pr.text(), c.ratio, (c.ci_low, c.ci_high), bar, "pair", attempts)
+
+
+def check_target(code: str, *, setup: str = "", namespace: Mapping[str, Any] | None = None,
+                 target_s: float, label: str = "B", min_effect: float = 0.10, budget: float = 2.0,
+                 device: str = "auto", sync: str = "auto", gc: bool = False) -> GuardVerdict:
+    """Measure the code alone; ``kept`` when its median's 95% CI is within ``target_s × (1+min_effect)``."""
+    __tracebackhide__ = True
+    from ..render.units import fmt_time
+    from ..timing.bench import bench
+
+    limit = target_s * (1.0 + min_effect)
+    attempts, b = 0, float(budget)
+    while True:
+        attempts += 1
+        r = bench(code, setup, globals=dict(namespace or {}), label=label, budget=b, memory=False,
+                  device=device, sync=sync, gc=gc, filename="<guard>")
+        lo, hi = r.ci
+        if hi <= limit or lo > limit or attempts >= 2:
+            break
+        b *= RETRY_FACTOR
+    ci = f"95% CI {fmt_time(lo)}–{fmt_time(hi)}"
+    goal = f"the target {fmt_time(target_s)} (+{min_effect:.0%}: {fmt_time(limit)})"
+    if hi <= limit:
+        status, sentence = "kept", f"'{label}' takes {fmt_time(r.median)} ({ci}), within {goal}"
+    elif lo > limit:
+        status, sentence = "lost", (f"the target is lost: '{label}' takes {fmt_time(r.median)} ({ci}), "
+                                    f"above {goal}")
+    else:
+        status, sentence = "cannot tell", (f"cannot tell, because the {ci} of '{label}' still straddles {goal} "
+                                           f"after {attempts} measurements; run it on a quieter machine or "
+                                           "raise BUDGET_S")
+    return GuardVerdict(status, sentence, r.text(), r.median, (lo, hi), limit, "target", attempts)
+
+
+def report(verdict: GuardVerdict) -> None:
+    """Print the verdict; fail the calling pytest test with it unless the gain was kept."""
+    __tracebackhide__ = True
+    if verdict.passed:
+        print(verdict.text())  # shown by pytest -s / -rP
+        return
+    import pytest
+
+    pytest.fail(verdict.text(), pytrace=False)
+
+
+__all__ = ["GuardVerdict", "check_pair", "check_target", "report", "VERDICTS"]
