@@ -51,6 +51,7 @@ _LAZY = {
     "ceilings": (".roofs.ceilings", "ceilings"),
     "Ceilings": (".roofs.ceilings", "Ceilings"),
     "RunComparison": (".timing.history", "RunComparison"),
+    "write_guard": (".guard", "write_guard"),
     "Ledger": (".storage.ledger", "Ledger"),
     "PerfmagicError": (".errors", "PerfmagicError"),
     "BadOptionError": (".errors", "BadOptionError"),
