@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "amdahl_ranks", "RanksResult", "distributed_bench", "scalability", "littles", "estimate", "EstimateResult", "flame", "FlameResult", "dataloader_check", "DataLoaderResult", "memory", "MemoryResult", "lineprof", "LineProfResult", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "busy_neighbours", "PerfmagicError", "BadOptionError", "SetupError",
+    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "amdahl_ranks", "RanksResult", "distributed_bench", "scalability", "littles", "estimate", "EstimateResult", "flame", "FlameResult", "dataloader_check", "DataLoaderResult", "memory", "MemoryResult", "lineprof", "LineProfResult", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "next_step", "NextStep", "busy_neighbours", "PerfmagicError", "BadOptionError", "SetupError",
     "BenchInterrupted", "load_ipython_extension", "unload_ipython_extension", "__version__",
 ]
 
@@ -57,6 +57,7 @@ _LAZY = {
     "BadOptionError": (".errors", "BadOptionError"),
     "SetupError": (".errors", "SetupError"),
     "BenchInterrupted": (".errors", "BenchInterrupted"),
+    "next_step": (".advisor.next", "next_step"), "NextStep": (".advisor.result", "NextStep"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -75,7 +75,37 @@ _SCHEMA = (
     )""",
     f"PRAGMA user_version = {SCHEMA_VERSION}",
 )
-_OUR_TABLES = {"runs", "baselines", "sqlite_sequence"}
+# Tables of the advisor (``%perf target``, ``%perf next``'s checked predictions), created on first
+# use by their writers with CREATE TABLE IF NOT EXISTS: a ledger of schema version 1 stays version 1.
+ADVISOR_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS targets (
+        notebook TEXT,
+        label TEXT,
+        target_s REAL NOT NULL,
+        created_utc TEXT,
+        PRIMARY KEY (notebook, label)
+    )""",
+    """CREATE TABLE IF NOT EXISTS predictions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_utc TEXT NOT NULL,
+        notebook TEXT,
+        label TEXT,
+        level TEXT,
+        action TEXT,
+        low REAL,
+        high REAL,
+        basis TEXT,
+        evidence TEXT,
+        base_run INTEGER,
+        after_run INTEGER,
+        run_a INTEGER,
+        run_b INTEGER,
+        measured REAL,
+        within INTEGER,
+        checked_utc TEXT
+    )""",
+)
+_OUR_TABLES = {"runs", "baselines", "sqlite_sequence", "targets", "predictions"}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 

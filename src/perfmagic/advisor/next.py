@@ -1,0 +1,528 @@
+"""``next_step()``: the single next experiment, in the method's order, from what the ledger holds.
+
+Every magic leaves its evidence in the ledger: ``%%dataloader_check`` the share of each step spent
+waiting for data, ``%%flame`` the self-time shares of functions, ``%%roofline`` the fraction of the
+roof, ``%%amdahl`` the serial fraction. Each piece bounds what a change can gain, from measurement
+alone:
+
+* input-bound with wait share ``w``: infinitely fast data makes the step at most ``1/(1-w)`` faster,
+  and while the loop waits, a faster step gains at most ``1/w`` (so the loader comes first);
+* a function with self-time share ``f`` (the upper end of its 95% interval, from the sample count):
+  making it free gains at most ``1/(1-f)``;
+* at a fraction ``r`` of the roof: at most ``1/r`` at this precision and amount of work;
+* serial fraction ``S``: at most ``1/S`` on any number of workers.
+
+The lower end is 1.0× unless a measurement guarantees more, and the result says so. Candidates
+whose upper bound cannot clear the bar (``min_effect``) are dropped with a note; of the rest, the
+first in the optimization order (METHOD.md §6) is proposed. Evidence a checked prediction already
+used is spent: after the change it described, it describes old code.
+
+A proposal with a gain range is recorded (the ledger's ``predictions`` table). The next ``%%gpubench``
+comparison of the same label after it (a ``--vs`` pair, or a later run against the run the proposal
+was based on) checks it: the measured gain and its 95% interval against the predicted range.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..errors import PerfmagicError
+from .result import LEVELS, Candidate, NextStep, PredictionCheck
+
+#: below this many profiler samples a self-time share is too uncertain to propose a change on
+MIN_FLAME_SAMPLES = 20
+#: a function with a smaller (upper-bound) share of self time is not "hot"
+HOT_SHARE = 0.20
+#: the data-wait share above which a loop is input-bound (METHOD.md §8)
+INPUT_BOUND = 0.30
+#: at this fraction of the roof and above, only less work or lower precision can help
+NEAR_ROOF = 0.60
+#: below this fraction of the roof, overheads (not the hardware) set the pace
+FAR_FROM_ROOF = 0.30
+#: serial fractions from here on make more workers a poor bet
+SERIAL_HIGH = 0.25
+
+_EVIDENCE_MAGICS = ("dataloader_check", "flame", "roofline", "amdahl")
+
+
+class AdvisorError(PerfmagicError):
+    """The ledger holds something the advisor cannot read (the message names the run and the fix)."""
+
+
+# -- small helpers ------------------------------------------------------------------------------
+
+
+def _num(value: Any) -> float | None:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _x(v: float | None) -> str:
+    if v is None:
+        return "∞"
+    return f"{v:.1f}×" if v < 9.95 else f"{v:.0f}×"
+
+
+def _pct(f: float) -> str:
+    return f"{f * 100:.0f}%"
+
+
+def wilson_high(p: float, n: int, z: float = 1.96) -> float:
+    """The upper end of the 95% Wilson interval of a share ``p`` observed in ``n`` samples."""
+    if n <= 0:
+        return 1.0
+    den = 1 + z * z / n
+    centre = p + z * z / (2 * n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return min(1.0, (centre + half) / den)
+
+
+def _fn_name(name: str) -> tuple[str, str]:
+    """``"parse (In [3]:4)"`` -> ``("parse", "In [3]:4")``."""
+    name = str(name)
+    if name.endswith(")") and " (" in name:
+        fn, _, where = name[:-1].partition(" (")
+        return fn, where
+    return name, ""
+
+
+def _user_code(where: str) -> bool:
+    w = where.replace("\\", "/")
+    return not any(s in w for s in ("site-packages/", "dist-packages/", "/lib/python", "<frozen", "<built-in"))
+
+
+def _is_user_row(row: dict[str, Any]) -> bool:
+    from ..storage.codec import rerun_of
+
+    return rerun_of(row) is None and row.get("status", "ok") == "ok"
+
+
+# -- reading the ledger ----------------------------------------------------------------------------
+
+
+def _timed(rows: list[dict[str, Any]], label: str | None) -> list[dict[str, Any]]:
+    """The user's ``%%gpubench`` runs of ``label`` (newest first), without A/A re-measurements."""
+    return [r for r in rows if r.get("magic") == "gpubench" and _is_user_row(r)
+            and (label is None or r.get("label") == label)
+            and _num((r.get("metrics") or {}).get("median_s")) is not None]
+
+
+def _measured_gain(led: Any, ra: dict[str, Any], rb: dict[str, Any]) -> tuple[float, float, float] | None:
+    """A's median over B's, with its 95% interval (from the comparison perfmagic prints)."""
+    from ..timing.history import CompareError, compare
+
+    try:
+        rc = compare(ra, rb, ledger=led)
+        c = rc.comparison
+        return 1 / c.ratio, 1 / c.ci_high, 1 / c.ci_low
+    except (CompareError, PerfmagicError, ZeroDivisionError, AttributeError, TypeError, ValueError):
+        ma, mb = _num(ra["metrics"].get("median_s")), _num(rb["metrics"].get("median_s"))
+        if not ma or not mb:
+            return None
+        g = ma / mb
+        return g, g, g
+
+
+def check_predictions(led: Any, rows: list[dict[str, Any]] | None = None) -> list[PredictionCheck]:
+    """Check every open prediction against the first comparison of its label after it; store what
+    was measured. Returns the whole record, oldest first."""
+    rows = led.rows() if rows is None else rows
+    out = []
+    for p in led.predictions():
+        pc = _to_check(p)
+        if not pc.checked and p.get("label") is not None:
+            after = int(p.get("after_run") or 0)
+            later = sorted((r for r in _timed(rows, p["label"]) if r["id"] > after), key=lambda r: r["id"])
+            if later:
+                rb = later[0]
+                a_id = (rb.get("options") or {}).get("interleaved_with") or p.get("base_run")
+                ra = next((r for r in rows if r["id"] == a_id), None) if a_id is not None else None
+                got = _measured_gain(led, ra, rb) if ra is not None else None
+                if got is not None:
+                    g, g_lo, g_hi = got
+                    hi = math.inf if pc.high is None else pc.high
+                    within = g_hi >= pc.low and g_lo <= hi
+                    try:
+                        led.check_prediction(pc.id, run_a=ra["id"], run_b=rb["id"], measured=g, within=within)
+                    except Exception:  # noqa: BLE001 - a read-only ledger still shows the check
+                        pass
+                    pc = PredictionCheck(pc.id, pc.label, pc.action, pc.low, pc.high, pc.basis, pc.evidence,
+                                         ra["id"], rb["id"], g, within)
+        out.append(pc)
+    return out
+
+
+def _to_check(p: dict[str, Any]) -> PredictionCheck:
+    high = _num(p.get("high"))
+    return PredictionCheck(id=int(p["id"]), label=p.get("label"), action=str(p.get("action") or ""),
+                           low=float(p.get("low") or 1.0), high=high, basis=str(p.get("basis") or ""),
+                           evidence=tuple(p.get("evidence") or ()), run_a=p.get("run_a"), run_b=p.get("run_b"),
+                           measured=_num(p.get("measured")), within=p.get("within"))
+
+
+# -- the candidates each kind of evidence supports --------------------------------------------------
+
+
+def _from_dataloader(r: dict[str, Any], label: str | None, findings: list[str]) -> tuple[Candidate | None, float | None]:
+    """(candidate, cap on compute-side gains)."""
+    m, o = r.get("metrics") or {}, r.get("options") or {}
+    w = _num(m.get("data_wait_fraction"))
+    if w is None:
+        findings.append(f"dataloader_check #{r['id']}: no data-wait share recorded; nothing to go on")
+        return None, None
+    if w < INPUT_BOUND and m.get("verdict") != "input-bound":
+        findings.append(f"not input-bound: {_pct(w)} of each step waits for data (dataloader_check #{r['id']}): "
+                        "the loader is not the lever")
+        return None, None
+    free = 1 / (1 - w) if w < 1 else math.inf
+    free = max(free, _num(m.get("speedup_if_data_free")) or 0.0)
+    high = None if math.isinf(free) else free
+    workers = m.get("num_workers")
+    loader = o.get("loader") or "loader"
+    best = m.get("best_num_workers")
+    if workers == 0:
+        action = "load batches in DataLoader workers (num_workers > 0, persistent_workers=True)"
+        if best:
+            action = f"load batches in DataLoader workers (num_workers={best}, the sweep's best)"
+    else:
+        action = "a faster input pipeline: more workers, cheaper transforms, or caching the decoded data"
+    cores = m.get("cores")
+    basis = (f"input-bound, {_pct(w)} wait (dataloader_check #{r['id']}): at most {_x(high)} with infinitely "
+             "fast data")
+    low_why = ("nothing guarantees a gain: workers need free cores"
+               + (f" ({cores} here, shared with the step)" if cores else ""))
+    sweep = "" if best else f"%%dataloader_check {loader} --sweep num_workers=0,2,4, then "
+    subject = f"-l {label} " if label else ""
+    cmd = f"{sweep}%%gpubench {subject}--vs baseline with the new loader"
+    cap = 1 / w if w > 0 else None
+    findings.append(f"while {_pct(w)} of each step waits for data, a faster step gains at most {_x(cap)}")
+    return Candidate("I/O", action, 1.0, high, basis, cmd, (r["id"],), low_why), cap
+
+
+def _from_flame(r: dict[str, Any], label: str | None, findings: list[str]) -> tuple[Candidate | None, str | None]:
+    """(candidate, a measurement to take first)."""
+    m = r.get("metrics") or {}
+    f, n = _num(m.get("top1_self_fraction")), int(_num(m.get("n_samples")) or 0)
+    name = m.get("top1_self_name")
+    if f is None or not name:
+        findings.append(f"flame #{r['id']}: no function sampled (the cell waited, or ran too briefly)")
+        return None, "%%flame --rate 500 on a longer run of the code (or --idle when it waits)"
+    if n < MIN_FLAME_SAMPLES:
+        findings.append(f"unreliable: flame #{r['id']} has only {n} samples (a share's interval is too wide)")
+        return None, "%%flame --rate 500 (more samples), on a longer run of the code"
+    fn, where = _fn_name(name)
+    hi_share = wilson_high(f, n)
+    if hi_share < HOT_SHARE:
+        findings.append(f"no hot function: the top one, `{fn}`, has {_pct(f)} of the self time (flame #{r['id']}); "
+                        "the time is spread")
+        return None, None
+    high = 1 / (1 - hi_share) if hi_share < 1 else None
+    basis = (f"{_pct(f)} of self time in `{fn}` (flame #{r['id']}, {n} samples): at most {_x(high)} if it cost "
+             "nothing")
+    subject = f"-l {label} " if label else ""
+    if _user_code(where):
+        level = "algorithm"
+        action = (f"rewrite `{fn}`: a better algorithm or data structure, or vectorize its Python loop "
+                  "(NumPy/torch ops)")
+    else:
+        level = "vectorization"
+        action = f"call `{fn}` less often, on larger batches (one vectorized call instead of many)"
+    cmd = f"%%gpubench {subject}--vs baseline with `{fn}` changed"
+    return Candidate(level, action, 1.0, high, basis, cmd, (r["id"],),
+                     "nothing guarantees a gain: only a change that removes its time pays"), None
+
+
+def _from_roofline(r: dict[str, Any], label: str | None, findings: list[str]) -> Candidate | None:
+    m = r.get("metrics") or {}
+    frac, dtype = _num(m.get("fraction_of_roof")), m.get("dtype") or "this precision's"
+    if frac is None or frac <= 0:
+        findings.append(f"roofline #{r['id']}: no fraction of the roof recorded")
+        return None
+    subject = f"-l {label} " if label else ""
+    if frac >= NEAR_ROOF:
+        within = 1 / frac
+        basis = (f"at {_pct(frac)} of the {dtype} roof (roofline #{r['id']}): only less work or lower precision "
+                 f"can help; at most {_x(within)} at this precision and work")
+        findings.append(f"not threads: the {dtype} roof was measured with every core (roofline #{r['id']})")
+        return Candidate("compute", f"less work or a lower precision than {dtype} (not more threads)", 1.0, None,
+                         basis, f"%%roofline {subject}on the changed code, then %%gpubench {subject}--vs baseline",
+                         (r["id"],), "nothing guarantees a gain; lower precision raises the roof, so no upper "
+                         "bound holds for it")
+    if frac < FAR_FROM_ROOF:
+        findings.append(f"only {_pct(frac)} of the {dtype} roof (roofline #{r['id']}): overheads, not the "
+                        "hardware, set the pace (Python loops, small tensors, many tiny calls)")
+    else:
+        findings.append(f"{_pct(frac)} of the {dtype} roof (roofline #{r['id']}): up to {_x(1 / frac)} of headroom")
+    return None
+
+
+def _worker_counts(r: dict[str, Any]) -> list[int]:
+    """The worker counts a sweep measured: its points, else --threads, else the NAME=1,2,4 spec."""
+    o, smp = r.get("options") or {}, r.get("samples") or {}
+    pts = smp.get("points") if isinstance(smp, dict) else None
+    got = [int(p["n"]) for p in pts or [] if isinstance(p, dict) and p.get("n") is not None and not p.get("error")]
+    if got:
+        return sorted(set(got))
+    if o.get("threads"):
+        return [int(c) for c in o["threads"]]
+    spec = o.get("spec")
+    if isinstance(spec, str) and "=" in spec:
+        return [int(c) for c in spec.split("=", 1)[1].split(",") if c.strip()]
+    return []
+
+
+def _amdahl_speedup(s: float, n: float) -> float:
+    return 1 / (s + (1 - s) / n)
+
+
+def _from_amdahl(r: dict[str, Any], label: str | None, findings: list[str]) -> tuple[Candidate | None, str | None]:
+    m, o = r.get("metrics") or {}, r.get("options") or {}
+    s = _num(m.get("S"))
+    counts = _worker_counts(r)
+    if s is None:
+        n_points = m.get("n_points")
+        findings.append(f"amdahl #{r['id']}: no serial fraction fitted ({n_points} worker counts)")
+        if counts:
+            more = sorted({*map(int, counts), 1, 2, 4})
+            return None, f"%%amdahl --threads {','.join(map(str, more))} (≥ 3 worker counts)"
+        return None, None
+    ceiling = 1 / s if s > 0 else None
+    nmax = max([int(c) for c in counts] or [1])
+    subject = f"-l {label} " if label else ""
+    if s >= SERIAL_HIGH:
+        at_n = _amdahl_speedup(s, nmax)
+        shrink = 1 + s * nmax / (1 - s) if s < 1 else None
+        findings.append(f"not more workers: serial fraction {s:.2f} (amdahl #{r['id']}): at most {_x(ceiling)} on "
+                        f"any number of workers ({_x(at_n)} at {nmax} already)")
+        basis = (f"serial fraction {s:.2f} (amdahl #{r['id']}): at most {_x(ceiling)} on any number of workers; "
+                 f"removing the serial part at {nmax} workers: at most {_x(shrink)}")
+        return Candidate("concurrency", "not more workers: shrink the serial part (profile it with %%flame)", 1.0,
+                         shrink, basis, f"%%flame on the serial part, then %%gpubench {subject}--vs baseline",
+                         (r["id"],), "nothing guarantees a gain"), None
+    rec = _num(m.get("recommended_workers"))
+    if rec and rec > nmax:
+        gain = _amdahl_speedup(s, rec) / _amdahl_speedup(s, nmax)
+        basis = (f"serial fraction {s:.2f} (amdahl #{r['id']}): {int(rec)} workers give at most {_x(gain)} over "
+                 f"{nmax}")
+        return Candidate("concurrency", f"run on {int(rec)} workers", 1.0, gain, basis,
+                         f"%%amdahl --threads 1,{nmax},{int(rec)}", (r["id"],), "nothing guarantees a gain"), None
+    findings.append(f"serial fraction {s:.2f} (amdahl #{r['id']}): at most {_x(ceiling)} on any number of workers")
+    return None, None
+
+
+# -- the engine -----------------------------------------------------------------------------------
+
+
+def _pick_label(rows: list[dict[str, Any]], label: str | None, led: Any) -> str | None:
+    if label is not None:
+        known = {r.get("label") for r in rows}
+        if label not in known:
+            labels = sorted(x for x in known if x)
+            raise AdvisorError(f"label {label!r} has no runs in this notebook; labels with runs: "
+                               + (", ".join(repr(x) for x in labels) or "none") + ". Fix: give one of them, or "
+                               f"time the code first: %%gpubench -l {label} --baseline")
+        return label
+    timed = _timed(rows, None)
+    return timed[0].get("label") if timed else None
+
+
+def _check_row(r: dict[str, Any]) -> None:
+    if not isinstance(r.get("metrics"), dict) or not isinstance(r.get("options"), dict):
+        raise AdvisorError(f"run #{r.get('id')} ({r.get('magic')}) has unreadable metrics or options; "
+                           f"Fix: remove it with %perf forget {r.get('id')} and measure again")
+
+
+def next_step(ledger: Any = None, *, target: float | str | None = None, label: str | None = None,
+              notebook: Any = ..., min_effect: float = 0.10, record: bool = True) -> NextStep:
+    """The next experiment for this notebook's ledger (``ledger=None``: the current notebook's).
+
+    ``target``: the time per call that is fast enough (seconds, or ``"50ms"``); default: the one set
+    with ``%perf target`` (:meth:`Ledger.set_target`). ``label``: the timed code to advise on
+    (default: the label of the newest ``%%gpubench`` run). ``record``: store a proposal with a gain
+    range as a prediction, checked by the next comparison of its label."""
+    import dataclasses
+
+    from ..render.units import parse_duration
+
+    if ledger is None:
+        from ..storage.session import current_ledger
+
+        ledger = current_ledger()
+    led = ledger
+    if isinstance(target, str):
+        try:
+            target = parse_duration(target)
+        except ValueError:
+            raise AdvisorError(f"target: got {target!r}; expected a time per call such as 50ms, 2s or 0.05") from None
+    if target is not None and not (_num(target) and float(target) > 0):
+        raise AdvisorError(f"target: got {target!r}; expected a positive time per call such as 50ms or 0.05")
+    rows = [r for r in led.rows(notebook=notebook)]
+    for r in rows:
+        _check_row(r)
+    step = _advise(led, rows, target, label, min_effect, record)
+    by_id = {r["id"]: r for r in rows}
+    cited = set(step.evidence) | {e for p in step.record for e in p.evidence}
+    names = tuple((e, _row_name(by_id[e])) for e in sorted(cited) if e in by_id)
+    return dataclasses.replace(step, evidence_names=names)
+
+
+def _row_name(r: dict[str, Any]) -> str:
+    from ..render.units import clip
+
+    lab = str(r.get("label") or "").splitlines()[0] if r.get("label") else ""
+    return f"{r.get('magic')} {clip(lab, 24)}".strip()
+
+
+def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None, min_effect: float,
+            record: bool) -> NextStep:
+    record_ = tuple(check_predictions(led, rows))
+    common = dict(record=record_, min_effect=min_effect)
+    if not rows:
+        return NextStep(kind="measure", action="measure first: time the code (nothing is in the ledger yet)",
+                        command="%%gpubench -l NAME --baseline", **common)
+    subject = _pick_label(rows, label, led)
+    if target is None and subject is not None:
+        target = led.target(subject)
+    timed = _timed(rows, subject) if subject is not None else []
+    latest = timed[0] if timed else None
+    lm = (latest or {}).get("metrics") or {}
+    base = dict(label=subject, target_s=None if target is None else float(target),
+                latest_run=None if latest is None else latest["id"], latest_s=_num(lm.get("median_s")),
+                latest_ci_high_s=_num(lm.get("ci_high_s")) or _num(lm.get("median_s")), **common)
+
+    # -- a target decides first: already fast enough is the end of the method (METHOD.md §10)
+    findings: list[str] = []
+    if target is not None:
+        t = float(target)
+        if latest is None:
+            return NextStep(kind="measure", action="measure first: time the code to compare with the target",
+                            command=f"%%gpubench -l {subject or 'NAME'} --baseline", **base)
+        med, hi = base["latest_s"], base["latest_ci_high_s"]
+        if hi is not None and hi <= t:
+            return NextStep(kind="stop", action="already fast enough: stop", evidence=(latest["id"],),
+                            basis=f"run #{latest['id']} ({subject}): its whole 95% interval is within the target",
+                            **base)
+        if med is not None and med <= t:
+            return NextStep(kind="inconclusive", evidence=(latest["id"],),
+                            action="cannot tell if it is fast enough: the median meets the target, its interval "
+                                   "does not", basis=f"run #{latest['id']}: the 95% interval reaches past the target",
+                            command=f"%%gpubench -l {subject} -b 10 (a longer run narrows the interval)", **base)
+        from ..render.units import fmt_time
+
+        findings.append(f"target {fmt_time(t)} not met: {_x(med / t)} to go (run #{latest['id']})")
+
+    # -- the evidence not yet spent by a checked prediction, newest of each kind
+    spent = {e for p in record_ if p.checked for e in p.evidence}
+    newest: dict[str, dict[str, Any]] = {}
+    for r in rows:  # newest first
+        mg = r.get("magic")
+        if mg in _EVIDENCE_MAGICS and mg not in newest and _is_user_row(r) and r["id"] not in spent:
+            newest[mg] = r
+    for mg in _EVIDENCE_MAGICS:
+        old = next((r for r in rows if r.get("magic") == mg and r["id"] in spent), None)
+        if mg not in newest and old is not None:
+            findings.append(f"{mg} #{old['id']} was used by a checked prediction: it describes the code before "
+                            "that change")
+
+    cands: list[Candidate] = []
+    measure: list[str] = []
+    cap = None
+    for mg, read in (("dataloader_check", _from_dataloader), ("flame", _from_flame), ("roofline", _from_roofline),
+                     ("amdahl", _from_amdahl)):
+        if mg not in newest:
+            continue
+        r = newest[mg]
+        try:
+            got = read(r, subject, findings)
+        except Exception as exc:  # noqa: BLE001 - a damaged row: name it and the fix, never a traceback
+            raise AdvisorError(f"run #{r['id']} ({mg}) cannot be read ({type(exc).__name__}: {exc}); Fix: remove it "
+                               f"with %perf forget {r['id']} and measure again") from None
+        c, extra = got if isinstance(got, tuple) else (got, None)
+        cands += [c] if c else []
+        if mg == "dataloader_check":
+            cap = extra
+        elif extra:
+            measure.append(extra)
+
+    bar = 1 + min_effect
+    kept: list[Candidate] = []
+    for c in cands:
+        high = c.high
+        if cap is not None and c.level != "I/O":
+            if high is None or high > cap:
+                high = cap
+                c = Candidate(c.level, c.action, c.low, high, c.basis + f"; capped at {_x(cap)} while input-bound",
+                              c.command, c.evidence, c.low_why)
+        if high is not None and high < bar:
+            findings.append(f"{c.level}: {c.action.split(':')[0]} cannot clear the {_pct(min_effect)} bar "
+                            f"(at most {_x(high)})")
+            continue
+        kept.append(c)
+    # the bottleneck first (METHOD.md §1): while the loop waits for data, the loader; then the order
+    kept.sort(key=lambda c: (not (cap is not None and c.level == "I/O"), LEVELS.index(c.level),
+                             -(c.high or math.inf)))
+    evidence_ids = tuple(sorted({c.evidence[0] for c in cands} | ({latest["id"]} if latest else set())))
+
+    if not kept:
+        if measure:
+            return NextStep(kind="measure", action="measure first: " + measure[0], command=measure[0].split(" (")[0],
+                            findings=tuple(findings), evidence=evidence_ids, **base)
+        missing = [mg for mg in ("flame", "dataloader_check", "roofline") if mg not in newest]
+        if "flame" in missing:
+            what = "profile first: %%flame (where the time goes)"
+            if "dataloader_check" in missing:
+                what += "; for a training loop, %%dataloader_check LOADER too"
+            return NextStep(kind="measure", action=what, command="%%flame", findings=tuple(findings),
+                            evidence=evidence_ids, **base)
+        if latest is None:
+            return NextStep(kind="measure", action="measure first: time the code, so a change can be judged",
+                            command="%%gpubench -l NAME --baseline", findings=tuple(findings),
+                            evidence=evidence_ids, **base)
+        if missing:
+            mg = missing[0]
+            cmd = {"dataloader_check": "%%dataloader_check LOADER --sweep num_workers=0,2,4",
+                   "roofline": f"%%roofline -l {subject}"}[mg]
+            return NextStep(kind="measure", action=f"measure first: {cmd}", command=cmd,
+                            findings=tuple(findings), evidence=evidence_ids, **base)
+        return NextStep(kind="stop", action="stop: nothing measured points to a gain above the bar",
+                        basis=f"every bound from the evidence is below {_x(bar)}", findings=tuple(findings),
+                        evidence=evidence_ids, **base)
+
+    best = kept[0]
+    pid = None
+    if record:
+        after = max(r["id"] for r in rows)
+        pid = _remember(led, best, subject, latest, after, record_, findings)
+        if pid is not None and all(p.id != pid for p in record_):
+            record_ = record_ + (PredictionCheck(pid, subject, best.action, best.low, best.high, best.basis,
+                                                 best.evidence),)
+            base["record"] = record_
+    ev = tuple(sorted(set(best.evidence) | ({latest["id"]} if latest else set())))
+    return NextStep(kind="experiment", action=best.action, level=best.level, low=best.low, high=best.high,
+                    basis=best.basis, low_why=best.low_why, command=best.command, evidence=ev,
+                    findings=tuple(findings), alternatives=tuple(kept[1:]), prediction_id=pid, **base)
+
+
+def _remember(led: Any, c: Candidate, label: str | None, latest: dict[str, Any] | None, after: int,
+              record_: tuple[PredictionCheck, ...], findings: list[str]) -> int | None:
+    """Record the proposal as a prediction (once: an open one with the same action and evidence is reused)."""
+    if label is None or latest is None:
+        findings.append("not recorded as a prediction: no timed run of this code to compare a change with")
+        return None
+    for p in record_:
+        if not p.checked and p.label == label and p.action == c.action and p.evidence == c.evidence:
+            return p.id
+    try:
+        return led.add_prediction(label=label, level=c.level, action=c.action, low=c.low,
+                                  high=math.inf if c.high is None else c.high, basis=c.basis,
+                                  evidence=list(c.evidence), base_run=latest["id"], after_run=after)
+    except Exception as exc:  # noqa: BLE001 - the advice stands without its record
+        findings.append(f"not recorded as a prediction: {exc}")
+        return None
+
+
+__all__ = ["AdvisorError", "check_predictions", "next_step", "wilson_high"]

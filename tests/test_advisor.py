@@ -1,0 +1,353 @@
+"""perfmagic.next_step(): the next experiment from planted ledgers (rows written through the Ledger API
+with the metrics each magic records), and from real runs where a planted fix is applied afterwards
+and its measured gain must fall inside the proposed range."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from perfmagic.advisor import AdvisorError, NextStep, next_step
+from perfmagic.advisor.next import wilson_high
+from perfmagic.storage.ledger import Ledger
+
+
+@pytest.fixture
+def led(tmp_path: Any) -> Ledger:
+    return Ledger(tmp_path / ".perfmagic", notebook="nb.ipynb")
+
+
+def timed(led: Ledger, label: str, median_s: float, *, spread: float = 0.01, n: int = 20, **options: Any) -> int:
+    """A %%gpubench row: ``n`` samples around ``median_s`` (±spread, deterministic)."""
+    raw = [median_s * (1 + spread * ((i * 7) % 11 - 5) / 5) for i in range(n)]
+    s = sorted(raw)
+    metrics = {"median_s": s[n // 2], "ci_low_s": s[n // 2 - 3], "ci_high_s": s[n // 2 + 3], "min_s": s[0],
+               "n_samples": n, "number": 1}
+    return led.record(magic="gpubench", label=label, code=f"run_{label}()", options={"label": label, **options},
+                      metrics=metrics, samples={"raw": raw, "number": 1}, env={}, primary_metric="median_s").id
+
+
+def loader_row(led: Ledger, wait: float, compute_s: float = 0.003, workers: int = 0) -> int:
+    step = compute_s / (1 - wait)
+    m = {"data_wait_fraction": wait, "verdict": "input-bound" if wait >= 0.3 else "compute-bound",
+         "step_s": step, "wait_s": step * wait, "compute_s": compute_s, "compute_only_step_s": compute_s,
+         "speedup_if_data_free": step / compute_s, "num_workers": workers, "batch_size": 32, "cores": 2,
+         "best_num_workers": None}
+    return led.record(magic="dataloader_check", label="step(batch)", code="step(batch)",
+                      options={"loader": "loader", "steps": 8}, metrics=m, samples={}, env={},
+                      primary_metric="data_wait_fraction").id
+
+
+def flame_row(led: Ledger, name: str, share: float, n: int = 300) -> int:
+    m = {"top_self_fraction": share, "n_samples": n, "sampled_s": n / 100, "top1_self_name": name,
+         "top1_self_fraction": share, "top2_self_name": "rest (In [2]:9)", "top2_self_fraction": 1 - share}
+    return led.record(magic="flame", label="loop", code="loop()", options={"rate": None}, metrics=m,
+                      samples={}, env={}, primary_metric="top_self_fraction").id
+
+
+def roof_row(led: Ledger, fraction: float, dtype: str = "float32") -> int:
+    m = {"median_s": 0.01, "fraction_of_roof": fraction, "bound": "compute", "dtype": dtype,
+         "peak_flops_per_s": 2.5e11, "flops_per_s": 2.5e11 * fraction}
+    return led.record(magic="roofline", label="mm", code="a @ b", options={"label": "mm"}, metrics=m, samples={},
+                      env={}, primary_metric="median_s").id
+
+
+def amdahl_row(led: Ledger, s: float, counts: tuple[int, ...] = (1, 2, 4)) -> int:
+    m = {"S": s, "best_model": "amdahl", "recommended_workers": 2, "n_points": len(counts),
+         "max_speedup": 1 / (s + (1 - s) / max(counts))}
+    return led.record(magic="amdahl", label="work", code="work(N)", options={"threads": list(counts)}, metrics=m,
+                      samples={}, env={}, primary_metric="S").id
+
+
+# -- planted ledgers ------------------------------------------------------------------------------
+
+
+def test_empty_ledger_asks_to_measure_first(led: Ledger) -> None:
+    r = next_step(led)
+    assert isinstance(r, NextStep) and r.kind == "measure"
+    assert r.text().startswith("next: measure first") and "%%gpubench" in r.command
+    assert r.record == () and led.predictions() == []
+
+
+def test_a_timing_alone_asks_to_profile_first(led: Ledger) -> None:
+    a = timed(led, "loop", 0.02)
+    r = next_step(led)
+    assert r.kind == "measure" and r.command == "%%flame" and "profile first" in r.action
+    assert r.evidence == (a,) and led.predictions() == []
+
+
+def test_input_bound_loop_proposes_the_loader_first_with_the_bound(led: Ledger) -> None:
+    a = timed(led, "epoch", 0.012)
+    f = flame_row(led, "forward (/w/model.py:30)", 0.6)   # a hot function too: the wait comes first
+    d = loader_row(led, wait=0.75)
+    r = next_step(led)
+    assert r.kind == "experiment" and r.level == "I/O", r.text()
+    assert "num_workers" in r.action and r.label == "epoch"
+    assert r.low == 1.0 and r.high == pytest.approx(4.0, rel=1e-6)
+    assert f"input-bound, 75% wait (dataloader_check #{d}): at most 4.0× with infinitely fast data" in r.basis
+    assert "nothing guarantees" in r.low_why
+    assert "--sweep num_workers" in r.command and "--vs baseline" in r.command
+    assert set(r.evidence) == {a, d}
+    # the hot function stays a candidate, capped by the wait: a faster step gains at most 1/0.75
+    alt = [c for c in r.alternatives if c.level == "algorithm"]
+    assert alt and alt[0].high == pytest.approx(1 / 0.75) and f in alt[0].evidence
+    assert max(len(x) for x in r.text().splitlines()) <= 100
+
+
+def test_not_input_bound_says_the_loader_is_not_the_lever(led: Ledger) -> None:
+    timed(led, "epoch", 0.012)
+    d = loader_row(led, wait=0.05)
+    r = next_step(led)
+    assert r.kind == "measure" and "%%flame" in r.command
+    assert any(f"not input-bound: 5% of each step waits for data (dataloader_check #{d})" in x for x in r.findings)
+
+
+def test_hot_pure_python_function_proposes_that_function(led: Ledger) -> None:
+    timed(led, "cpu", 0.01)
+    f = flame_row(led, "parse (In [3]:4)", 0.71, n=300)
+    r = next_step(led)
+    assert r.kind == "experiment" and r.level == "algorithm", r.text()
+    assert "`parse`" in r.action and "vectorize" in r.action
+    assert r.basis.startswith(f"71% of self time in `parse` (flame #{f}, 300 samples): at most ")
+    # the bound uses the top of the share's 95% interval: never below 1/(1-0.71) = 3.4
+    assert r.high == pytest.approx(1 / (1 - wilson_high(0.71, 300))) and r.high > 1 / (1 - 0.71)
+    assert "--vs baseline" in r.command
+
+
+def test_few_flame_samples_are_unreliable_and_ask_for_more(led: Ledger) -> None:
+    timed(led, "cpu", 0.01)
+    flame_row(led, "parse (In [3]:4)", 0.9, n=6)
+    r = next_step(led)
+    assert r.kind == "measure" and "--rate 500" in r.command
+    assert any(x.startswith("unreliable: flame") and "only 6 samples" in x for x in r.findings)
+
+
+def test_matmul_near_the_roof_proposes_precision_or_less_work_not_threads(led: Ledger) -> None:
+    timed(led, "mm", 0.01)
+    ro = roof_row(led, 0.93)
+    r = next_step(led)
+    assert r.kind == "experiment" and r.level == "compute", r.text()
+    assert "less work" in r.action and "lower precision" in r.action and "not more threads" in r.action
+    assert f"at 93% of the float32 roof (roofline #{ro}): only less work or lower precision can help" in r.basis
+    assert r.high is None and "no upper bound" in r.text()   # lower precision raises the roof
+    assert all("workers" not in c.action for c in r.alternatives)
+
+
+def test_serial_fraction_half_says_not_more_workers(led: Ledger) -> None:
+    timed(led, "work", 0.01)
+    am = amdahl_row(led, 0.5)
+    r = next_step(led)
+    assert r.kind == "experiment" and r.level == "concurrency", r.text()
+    assert r.action.startswith("not more workers")
+    assert f"serial fraction 0.50 (amdahl #{am}): at most 2.0× on any number of workers" in r.basis
+    assert r.high == pytest.approx(1 + 0.5 * 4 / 0.5)   # removing the serial part at 4 workers
+
+
+def test_target_met_says_stop_and_a_straddling_interval_cannot_tell(led: Ledger) -> None:
+    a = timed(led, "loop", 0.040, spread=0.02)
+    loader_row(led, wait=0.75)
+    r = next_step(led, target="50ms")
+    assert r.kind == "stop" and r.action == "already fast enough: stop" and r.evidence == (a,)
+    led.set_target("loop", 0.050)
+    assert next_step(led).kind == "stop"
+    r = next_step(led, target=0.0401)   # the median meets it, the interval does not
+    assert r.kind == "inconclusive" and "cannot tell" in r.action and "-b 10" in r.command
+    r = next_step(led, target="20ms")
+    assert r.kind == "experiment" and any("target 20 ms not met: 2.0× to go" in x for x in r.findings), r.findings
+
+
+def test_predictions_are_recorded_once_then_checked_by_the_next_comparison(led: Ledger) -> None:
+    a = timed(led, "epoch", 0.012)
+    loader_row(led, wait=0.75)
+    r1 = next_step(led)
+    r2 = next_step(led)
+    assert r1.prediction_id is not None and r1.prediction_id == r2.prediction_id
+    assert len(led.predictions()) == 1 and "waiting for a comparison" in r2.record_line()
+    b = timed(led, "epoch", 0.006, interleaved_with=a)    # the change: 2x faster, inside 1.0-4.0x
+    r3 = next_step(led)
+    (p,) = r3.record
+    assert p.checked and p.within is True and (p.run_a, p.run_b) == (a, b)
+    assert p.measured == pytest.approx(2.0, rel=0.02)
+    assert r3.record_line() == "1 of 1 prediction within range"
+    assert led.predictions()[0]["measured"] == pytest.approx(p.measured)
+    # the loader's evidence is spent: it describes the loop before the change
+    assert r3.kind == "measure" and any("used by a checked prediction" in x for x in r3.findings)
+
+
+def test_a_gain_beyond_the_range_is_a_miss(led: Ledger) -> None:
+    timed(led, "cpu", 0.010)
+    flame_row(led, "parse (In [3]:4)", 0.5, n=400)   # at most ~2.2x
+    r = next_step(led)
+    assert r.high is not None and r.high < 2.5
+    timed(led, "cpu", 0.001)   # a later run of the label, 10x faster: outside the range whatever the noise
+    r2 = next_step(led)
+    (p,) = r2.record
+    assert p.within is False and p.measured == pytest.approx(10, rel=0.05)
+    assert r2.record_line() == "0 of 1 prediction within range" and "MISSED" in r2.text()
+
+
+def test_unknown_label_and_bad_target_and_corrupt_rows_are_clear_errors(led: Ledger) -> None:
+    timed(led, "loop", 0.01)
+    with pytest.raises(AdvisorError, match=r"label 'nope' has no runs.*'loop'"):
+        next_step(led, label="nope")
+    with pytest.raises(AdvisorError, match=r"target: got 'abc'; expected a time per call"):
+        next_step(led, target="abc")
+    bad = led.record(magic="amdahl", label="w", code="w()", options={"threads": "abc"}, metrics={"S": 0.1},
+                     samples={}, env={}).id
+    with pytest.raises(AdvisorError, match=rf"run #{bad} \(amdahl\) cannot be read.*%perf forget {bad}"):
+        next_step(led)
+    led.forget(bad)
+    bad = led.record(magic="flame", label="w", code="w()", options=[1, 2], metrics={}, samples={}, env={}).id
+    with pytest.raises(AdvisorError, match=rf"run #{bad} .*unreadable.*%perf forget {bad}"):
+        next_step(led)
+
+
+def test_an_old_ledger_without_the_advisor_tables_stays_readable(led: Ledger) -> None:
+    import sqlite3
+
+    timed(led, "loop", 0.01)
+    con = sqlite3.connect(led.path)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    con.close()
+    assert "predictions" not in tables and "targets" not in tables
+    assert led.predictions() == [] and led.target("loop") is None
+    led.set_target(None, 0.5)           # the notebook's default target
+    assert led.target("loop") == 0.5 and led.rows()[0]["label"] == "loop"
+    assert Ledger(led.directory, notebook="nb.ipynb").target("other") == 0.5
+
+
+def test_result_protocol_text_and_self_contained_html(led: Ledger) -> None:
+    timed(led, "epoch", 0.012)
+    loader_row(led, wait=0.75)
+    r = next_step(led)
+    b = r._repr_mimebundle_()
+    assert b["text/plain"] == r.text() and "<details" in b["text/html"] and "<script" not in b["text/html"]
+    assert "predictions" in b["text/html"] and "http" not in b["text/html"]
+    assert r.metrics()["level"] == "I/O" and r.to_dict()["record"][0]["low"] == 1.0
+    assert max(len(x) for x in r.text().splitlines()) <= 100
+
+
+# -- real runs: a planted fix applied, its measured gain inside the proposed range --------------------
+
+
+LOADER_CELLS = """
+import time
+import torch
+from torch.utils.data import DataLoader
+
+class Slow(torch.utils.data.Dataset):
+    def __init__(self, delay): self.delay = delay
+    def __len__(self): return 16
+    def __getitem__(self, i):
+        time.sleep(self.delay)
+        return torch.zeros(4)
+
+def spin(s):
+    t = time.perf_counter()
+    while time.perf_counter() - t < s:
+        pass
+
+def step(batch):
+    spin(0.003)
+
+loader = DataLoader(Slow(0.003), batch_size=4)     # 12 ms of loading per 3 ms step
+cheap = DataLoader(Slow(0.0015), batch_size=4)     # the planted fix: loading twice as cheap
+"""
+
+
+def _gain_in_range(pc: Any) -> None:
+    assert pc.checked, pc
+    print(f"prediction #{pc.id}: predicted {pc.low:.2f}-{pc.high}, measured {pc.measured:.2f}x")
+    assert pc.within is True, f"measured {pc.measured:.2f}x outside {pc.low}-{pc.high}"
+    hi = math.inf if pc.high is None else pc.high
+    assert pc.low * 0.9 <= pc.measured <= hi * 1.1
+
+
+def test_real_input_bound_loop_then_cheaper_loading_lands_in_range(shell: Any) -> None:
+    from perfmagic.storage.session import current_ledger
+
+    shell.run(LOADER_CELLS)
+    shell.run("%%gpubench -l epoch -b 2 --no-memory --no-plot --baseline\nfor b in loader: step(b)")
+    shell.run("%%dataloader_check loader --steps 3 --no-plot\nstep(batch)")
+    led = current_ledger(shell.ip.user_ns)
+    r = next_step(led)
+    assert r.kind == "experiment" and r.level == "I/O", r.text()
+    assert r.high is not None and 2.5 < r.high   # 12 ms wait + 3 ms step: at most ~5x (looser under load)
+    shell.run("%%gpubench -l epoch -b 2 --no-memory --no-plot --vs baseline\nfor b in cheap: step(b)")
+    r2 = next_step(led)
+    (pc,) = r2.checked
+    _gain_in_range(pc)
+    assert 1.1 < pc.measured < r.high   # (12 + 3) / (6 + 3) = 1.7x expected
+
+
+HOT_CELLS = """
+import numpy as np
+
+def parse(k):                 # the planted hot pure-Python function
+    s = 0
+    for i in range(k):
+        s += i * i
+    return s
+
+def parse_np(k):              # the planted fix: the same sum, vectorized
+    a = np.arange(k, dtype=np.int64)
+    return int((a * a).sum())
+
+def rest(k):                  # the rest of the work: pure Python too, so load slows both alike
+    s = 0
+    for i in range(k):
+        s += i
+    return s
+
+K = 60_000                    # parse ~3 times the cost of rest(K // 2): ~75% of the time in parse
+assert parse(K) == parse_np(K)
+"""
+
+
+def test_real_hot_function_then_vectorized_lands_in_range(shell: Any) -> None:
+    from perfmagic.storage.session import current_ledger
+
+    shell.run(HOT_CELLS)
+    shell.run("%%gpubench -l cpu -b 1 --no-memory --no-plot --baseline\nparse(K); rest(K // 2)")
+    out = shell.run("%%flame --rate 500 --no-plot\nfor _ in range(40): parse(K); rest(K // 2)")
+    assert out.success, shell.text()
+    led = current_ledger(shell.ip.user_ns)
+    r = next_step(led)
+    assert r.kind == "experiment" and r.level == "algorithm" and "`parse`" in r.action, r.text()
+    shell.run("%%gpubench -l cpu -b 1 --no-memory --no-plot --vs baseline\nparse_np(K); rest(K // 2)")
+    (pc,) = next_step(led).checked
+    _gain_in_range(pc)
+    assert pc.measured > 1.5   # parse made ~free: about 3-4x expected
+
+
+SERIAL_CELLS = """
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+pool = ThreadPoolExecutor(4)
+
+def work(n, serial=0.008, parallel=0.008):
+    time.sleep(serial)                                   # the serial part
+    list(pool.map(time.sleep, [parallel / n] * n))       # the parallel part, split over n workers
+"""
+
+
+def test_real_serial_fraction_half_then_smaller_serial_part_lands_in_range(shell: Any) -> None:
+    from perfmagic.storage.session import current_ledger
+
+    shell.run(SERIAL_CELLS)
+    out = shell.run("%%amdahl N=1,2,4 -b 2 --no-plot\nwork(N)")
+    assert out.success, shell.text()
+    shell.run("%%gpubench -l work -b 1 --no-memory --no-plot --baseline\nwork(4)")
+    led = current_ledger(shell.ip.user_ns)
+    r = next_step(led)
+    assert r.kind == "experiment" and r.action.startswith("not more workers"), r.text()
+    s = led.rows(magic="amdahl")[0]["metrics"]["S"]
+    assert 0.35 < s < 0.65
+    shell.run("%%gpubench -l work -b 1 --no-memory --no-plot --vs baseline\nwork(4, serial=0.004)")
+    (pc,) = next_step(led).checked
+    _gain_in_range(pc)
+    assert 1.1 < pc.measured   # (8 + 2) / (4 + 2) = 1.7x expected
+    assert pc.high == pytest.approx(1 + s * 4 / (1 - s))   # the serial part removed at 4 workers
