@@ -226,3 +226,15 @@ def test_nccl_world_size_one() -> None:
     _no_children()
     (p,) = r.points
     assert p.ok and r.start_method == "spawn" and r.device == "cuda" and len(p.ranks[0].times) >= 10
+
+
+def test_weak_scaling_of_a_fixed_step_per_rank_is_ideal() -> None:
+    """Each rank sleeps 20 ms per step whatever the world size: the global work grows with the ranks, the
+    step does not, so the scaled speedup is N and the efficiency ≈ 100%."""
+    r = amdahl_ranks("time.sleep(0.02)\ndist.barrier()", [1, 2, 3], setup="import time\nimport torch.distributed as dist",
+                     weak=True, budget=0.3, link=False)
+    _no_children()
+    assert r.weak and all(p.ok for p in r.points), r.errors
+    for n, s, e in zip(r.worlds, r.speedups, r.efficiencies):
+        assert abs(s / n - 1) < 0.12 and 0.88 < e < 1.12, (r.speedups, r.efficiencies)
+    assert "scaled speedup" in r.text().splitlines()[0]
