@@ -112,7 +112,8 @@ def check_ranks(ranks: Any, backend: str, cores: int) -> list[int]:
     elif out[-1] > MAX_RANKS_PER_CORE * cores:
         raise BadOptionError("ranks", ranks, f"at most {MAX_RANKS_PER_CORE * cores} ranks on this machine's {cores} "
                              f"usable core(s) ({MAX_RANKS_PER_CORE} per core; more only measure the scheduler)",
-                             f"e.g. ranks={[w for w in out if w <= cores] or [1]}, or run torchrun on more machines")
+                             f"e.g. ranks={[2 ** k for k in range(8) if 2 ** k <= cores]}, or run torchrun on more "
+                             "machines")
     return out
 
 
