@@ -203,7 +203,9 @@ def test_gate_will_not_fit_and_largest_size(spin_200us) -> None:
     # the largest size that fits 1 s is about a tenth of N
     assert 0.025 * N <= r.largest_fit <= 0.4 * N  # planted: about a tenth (wide: a loaded machine shifts it)
     r2 = gate(r, limit=1e6)
-    assert r2.verdict == "will fit"
+    # an unreliable prediction whose low end alone passes 1 s still "will not fit"; with a huge limit it
+    # can only say "unknown", never "will fit" (a loaded machine widens the interval that far)
+    assert r2.verdict == ("will fit" if r.reliable else "unknown"), r.text()
     r3 = gate(r, limit=1e6, available=1000)  # 1000 bytes free: memory says no... unless it needs none
     assert r3.verdict in ("will fit", "will not fit", "borderline")
 

@@ -85,6 +85,10 @@ def _flame_tmpdirs() -> set[str]:
 @pytest.fixture(autouse=True)
 def no_leftovers(tmp_path: Any, monkeypatch: Any) -> Any:
     monkeypatch.chdir(tmp_path)
+    # a private temp folder: another process's flame run in the shared /tmp is not this test's leftover
+    private = tmp_path.parent / f"{tmp_path.name}-tmp"
+    private.mkdir(exist_ok=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
     before_dirs = _flame_tmpdirs()
     before_files = set(os.listdir(tmp_path))
     yield

@@ -172,7 +172,7 @@ EXPECT = {
         r"^\s+throughput: [\d.]+ [kMGT]?FLOP/s$",
     ],
     '%roofline': [
-        r"^ceilings of \S+ \(fingerprint \w+",
+        r"^ceilings of \S+ \(\S+, fingerprint \w+",
         r"^\s+float32\s+[\d.]+ [kMGT]?FLOP/s\s+ridge",
         r"^\s+bandwidth\s+[\d.]+ [kMGT]?B/s",
     ],
