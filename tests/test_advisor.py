@@ -96,6 +96,42 @@ def test_input_bound_loop_proposes_the_loader_first_with_the_bound(led: Ledger) 
     assert max(len(x) for x in r.text().splitlines()) <= 100
 
 
+def test_a_loader_check_does_not_bound_timed_code_that_reads_no_loader(led: Ledger) -> None:
+    class Loader:
+        dataset, batch_size = None, 32
+
+    timed(led, "step", 0.003)   # its code: run_step()
+    d = loader_row(led, wait=0.8)
+    r = next_step(led, namespace={"run_step": print, "loader": Loader()})
+    assert r.kind == "measure" and r.command == "%%flame", r.text()
+    assert any(f"dataloader_check #{d} measured a loop over a DataLoader; 'step'" in x for x in r.findings)
+    led2 = Ledger(led.directory, notebook="other.ipynb")
+    timed(led2, "epoch", 0.012)
+    led2.record(magic="gpubench", label="epoch", code="for b in loader: step(b)", options={}, env={},
+                metrics={"median_s": 0.012}, samples={"raw": [0.012] * 10, "number": 1})
+    loader_row(led2, wait=0.8)
+    assert next_step(led2, namespace={"loader": Loader()}).level == "I/O"
+
+
+def test_evidence_older_than_a_kept_change_is_not_used(led: Ledger) -> None:
+    a = timed(led, "cpu", 0.010)
+    f = flame_row(led, "parse (In [3]:4)", 0.7)
+    b = timed(led, "cpu", 0.004, interleaved_with=a)   # a change kept: 2.5x faster
+    r = next_step(led)
+    assert r.kind == "measure" and r.command == "%%flame"
+    assert any(f"flame #{f} predates the change kept in run #{b}" in x for x in r.findings), r.findings
+
+
+def test_a_hot_library_function_sets_no_upper_bound(led: Ledger) -> None:
+    import torch.autograd.graph  # noqa: F401 - the module the short name resolves to
+
+    timed(led, "step", 0.01)
+    flame_row(led, "_engine_run_backward (graph.py:979)", 0.56, n=55)
+    r = next_step(led)
+    assert r.level == "vectorization" and r.high is None and "vectorize the code that calls it" in r.action
+    assert "sets no upper bound" in r.basis
+
+
 def test_not_input_bound_says_the_loader_is_not_the_lever(led: Ledger) -> None:
     timed(led, "epoch", 0.012)
     d = loader_row(led, wait=0.05)

@@ -90,9 +90,30 @@ def _fn_name(name: str) -> tuple[str, str]:
     return name, ""
 
 
+_LIBRARY_PARTS = ("site-packages/", "dist-packages/", "/lib/python", "<frozen", "<built-in")
+
+
 def _user_code(where: str) -> bool:
+    """Is a flame frame's ``where`` (``"In [3]:4"``, ``"graph.py:979"``, a path) the user's own code?
+    A short file name is looked up among the loaded modules: one under site-packages or the
+    standard library is a library's."""
+    import sys
+
     w = where.replace("\\", "/")
-    return not any(s in w for s in ("site-packages/", "dist-packages/", "/lib/python", "<frozen", "<built-in"))
+    if w.startswith("In ["):
+        return True
+    if any(s in w for s in _LIBRARY_PARTS):
+        return False
+    file = w.rsplit(":", 1)[0]
+    if not file.endswith(".py"):
+        return True
+    if "/" in file:
+        return True
+    for mod in list(sys.modules.values()):
+        f = str(getattr(mod, "__file__", None) or "").replace("\\", "/")
+        if f.endswith("/" + file) and any(s in f for s in _LIBRARY_PARTS):
+            return False
+    return True
 
 
 def _is_user_row(row: dict[str, Any]) -> bool:
@@ -220,17 +241,24 @@ def _from_flame(r: dict[str, Any], label: str | None, findings: list[str]) -> tu
         findings.append(f"no hot function: the top one, `{fn}`, has {_pct(f)} of the self time (flame #{r['id']}); "
                         "the time is spread")
         return None, None
-    high = 1 / (1 - hi_share) if hi_share < 1 else None
-    basis = (f"{_pct(f)} of self time in `{fn}` (flame #{r['id']}, {n} samples): at most {_x(high)} if it cost "
-             "nothing")
     subject = f"-l {label} " if label else ""
     if _user_code(where):
+        high = 1 / (1 - hi_share) if hi_share < 1 else None
+        basis = (f"{_pct(f)} of self time in `{fn}` (flame #{r['id']}, {n} samples): at most {_x(high)} if it cost "
+                 "nothing")
         level = "algorithm"
         action = (f"rewrite `{fn}`: a better algorithm or data structure, or vectorize its Python loop "
                   "(NumPy/torch ops)")
-    else:
+    else:  # a library's time, spent on behalf of the code that calls it: the change acts on those calls
+        high = None
+        basis = (f"{_pct(f)} of self time in the library function `{fn}` ({where}, flame #{r['id']}, {n} samples), "
+                 "spent for the code that calls it: fewer, larger calls cut it and the work around it, so the "
+                 "profile sets no upper bound")
         level = "vectorization"
-        action = f"call `{fn}` less often, on larger batches (one vectorized call instead of many)"
+        action = f"call `{fn}` less often: vectorize the code that calls it (fewer, larger operations)"
+        return Candidate(level, action, 1.0, high, basis, f"%%gpubench {subject}--vs baseline with its callers "
+                         "vectorized", (r["id"],), "nothing guarantees a gain: only a change that removes its "
+                         "time pays"), None
     cmd = f"%%gpubench {subject}--vs baseline with `{fn}` changed"
     return Candidate(level, action, 1.0, high, basis, cmd, (r["id"],),
                      "nothing guarantees a gain: only a change that removes its time pays"), None
@@ -246,7 +274,7 @@ def _from_roofline(r: dict[str, Any], label: str | None, findings: list[str]) ->
     if frac >= NEAR_ROOF:
         within = 1 / frac
         basis = (f"at {_pct(frac)} of the {dtype} roof (roofline #{r['id']}): only less work or lower precision "
-                 f"can help; at most {_x(within)} at this precision and work")
+                 f"can help; at most {_x(within)} at this precision and work, if the roof is right")
         findings.append(f"not threads: the {dtype} roof was measured with every core (roofline #{r['id']})")
         return Candidate("compute", f"less work or a lower precision than {dtype} (not more threads)", 1.0, None,
                          basis, f"%%roofline {subject}on the changed code, then %%gpubench {subject}--vs baseline",
@@ -337,13 +365,16 @@ def _check_row(r: dict[str, Any]) -> None:
 
 
 def next_step(ledger: Any = None, *, target: float | str | None = None, label: str | None = None,
-              notebook: Any = ..., min_effect: float = 0.10, record: bool = True) -> NextStep:
+              notebook: Any = ..., min_effect: float = 0.10, record: bool = True,
+              namespace: dict[str, Any] | None = None) -> NextStep:
     """The next experiment for this notebook's ledger (``ledger=None``: the current notebook's).
 
     ``target``: the time per call that is fast enough (seconds, or ``"50ms"``); default: the one set
     with ``%perf target`` (:meth:`Ledger.set_target`). ``label``: the timed code to advise on
     (default: the label of the newest ``%%gpubench`` run). ``record``: store a proposal with a gain
-    range as a prediction, checked by the next comparison of its label."""
+    range as a prediction, checked by the next comparison of its label. ``namespace``: the kernel's
+    variables (``%perf next`` passes them): a DataLoader check bounds only timed code that names a
+    DataLoader there; without it, the newest check is taken to be about the timed loop."""
     import dataclasses
 
     from ..render.units import parse_duration
@@ -363,7 +394,7 @@ def next_step(ledger: Any = None, *, target: float | str | None = None, label: s
     rows = [r for r in led.rows(notebook=notebook)]
     for r in rows:
         _check_row(r)
-    step = _advise(led, rows, target, label, min_effect, record)
+    step = _advise(led, rows, target, label, min_effect, record, namespace)
     by_id = {r["id"]: r for r in rows}
     cited = set(step.evidence) | {e for p in step.record for e in p.evidence}
     names = tuple((e, _row_name(by_id[e])) for e in sorted(cited) if e in by_id)
@@ -377,8 +408,39 @@ def _row_name(r: dict[str, Any]) -> str:
     return f"{r.get('magic')} {clip(lab, 24)}".strip()
 
 
+def _kept_change(rows: list[dict[str, Any]], label: str | None, min_effect: float) -> int | None:
+    """The newest run of ``label`` that a same-process A/B showed faster than its A by more than the
+    bar (a kept change): evidence older than it describes the code before it."""
+    if label is None:
+        return None
+    by_id = {r["id"]: r for r in rows}
+    for r in rows:  # newest first
+        if r.get("magic") != "gpubench" or r.get("label") != label or not _is_user_row(r):
+            continue
+        a = by_id.get((r.get("options") or {}).get("interleaved_with"))
+        ma = _num(((a or {}).get("metrics") or {}).get("median_s"))
+        mb = _num((r.get("metrics") or {}).get("median_s"))
+        if ma and mb and ma / mb > 1 + min_effect:
+            return int(r["id"])
+    return None
+
+
+def _reads_a_loader(row: dict[str, Any], namespace: dict[str, Any]) -> bool:
+    """Does the timed code (or its setup) name a DataLoader-like object of the namespace?"""
+    import re
+
+    text = f"{row.get('code') or ''}\n{(row.get('options') or {}).get('setup') or ''}"
+    for name in set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)):
+        obj = namespace.get(name)
+        if obj is None or callable(obj) and not hasattr(obj, "__iter__"):
+            continue
+        if type(obj).__name__ == "DataLoader" or (hasattr(obj, "dataset") and hasattr(obj, "batch_size")):
+            return True
+    return False
+
+
 def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None, min_effect: float,
-            record: bool) -> NextStep:
+            record: bool, namespace: dict[str, Any] | None = None) -> NextStep:
     record_ = tuple(check_predictions(led, rows))
     common = dict(record=record_, min_effect=min_effect)
     if not rows:
@@ -415,18 +477,30 @@ def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None
 
         findings.append(f"target {fmt_time(t)} not met: {_x(med / t)} to go (run #{latest['id']})")
 
-    # -- the evidence not yet spent by a checked prediction, newest of each kind
+    # -- the evidence not yet spent by a checked prediction or outdated by a kept change, newest of each kind
     spent = {e for p in record_ if p.checked for e in p.evidence}
+    kept_at = _kept_change(rows, subject, min_effect)
     newest: dict[str, dict[str, Any]] = {}
     for r in rows:  # newest first
         mg = r.get("magic")
-        if mg in _EVIDENCE_MAGICS and mg not in newest and _is_user_row(r) and r["id"] not in spent:
-            newest[mg] = r
-    for mg in _EVIDENCE_MAGICS:
-        old = next((r for r in rows if r.get("magic") == mg and r["id"] in spent), None)
-        if mg not in newest and old is not None:
-            findings.append(f"{mg} #{old['id']} was used by a checked prediction: it describes the code before "
+        if mg not in _EVIDENCE_MAGICS or mg in newest or not _is_user_row(r):
+            continue
+        if r["id"] in spent:
+            findings.append(f"{mg} #{r['id']} was used by a checked prediction: it describes the code before "
                             "that change")
+            newest[mg] = {}
+        elif kept_at is not None and r["id"] < kept_at:
+            findings.append(f"{mg} #{r['id']} predates the change kept in run #{kept_at} ('{subject}'): it "
+                            "describes the code before it")
+            newest[mg] = {}
+        elif mg == "dataloader_check" and namespace is not None and latest is not None \
+                and not _reads_a_loader(latest, namespace):
+            findings.append(f"dataloader_check #{r['id']} measured a loop over a DataLoader; '{subject}' (run "
+                            f"#{latest['id']}) names none, so its data wait does not bound it")
+            newest[mg] = {}
+        else:
+            newest[mg] = r
+    newest = {k: v for k, v in newest.items() if v}
 
     cands: list[Candidate] = []
     measure: list[str] = []

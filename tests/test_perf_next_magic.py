@@ -1,0 +1,102 @@
+"""%perf next and %perf target through a real InteractiveShell: what the user sees, and the errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+def _usage(shell: Any, line: str, capsys: Any) -> str:
+    res = shell.run(line)
+    assert not res.success
+    err = capsys.readouterr()
+    text = err.err + err.out
+    assert "Traceback" not in text, text
+    return text
+
+
+def test_perf_next_on_an_empty_ledger_says_measure_first(shell: Any) -> None:
+    res = shell.run("%perf next")
+    assert res.success, res.error_in_exec
+    out = shell.text()
+    assert out.startswith("next: measure first") and "%%gpubench -l NAME --baseline" in out
+    html = shell.bundles[-1]["text/html"]
+    assert "<script" not in html and "measure first" in html
+
+
+def test_perf_next_after_real_runs_proposes_and_checks_a_prediction(shell: Any) -> None:
+    shell.run("import time\ndef slow():\n    time.sleep(0.002)\ndef fast():\n    time.sleep(0.001)\n"
+              "class Loader:  # stands for a DataLoader: %perf next checks that the timed code reads one\n"
+              "    dataset, batch_size = None, 1\n"
+              "    def __iter__(self):\n        return iter(range(2))\n"
+              "loader = Loader()")
+    shell.run("%%gpubench -l io -b 0.5 --no-memory --no-plot --baseline\nfor _ in loader: slow()")
+    shell.run("%perf next")
+    assert "profile first: %%flame" in shell.text()
+    # planted evidence of an input-bound loop on the same notebook (as %%dataloader_check records it)
+    from perfmagic.storage.session import current_ledger
+
+    led = current_ledger(shell.ip.user_ns)
+    d = led.record(magic="dataloader_check", label="step(batch)", code="step(batch)", options={"loader": "loader"},
+                   metrics={"data_wait_fraction": 0.6, "verdict": "input-bound", "num_workers": 0, "cores": 2},
+                   samples={}, env={}).id
+    res = shell.run("%perf next -o")
+    r = res.result
+    assert r.kind == "experiment" and r.level == "I/O" and r.high == pytest.approx(2.5)
+    assert d in r.evidence and r.prediction_id is not None
+    shell.run("%perf next")
+    out = shell.text()
+    assert out.startswith("next: load batches in DataLoader workers")
+    assert f"input-bound, 60% wait (dataloader_check #{d}): at most 2.5× with infinitely fast data" in out
+    assert "predictions: no prediction tested yet (1 waiting for a comparison)" in out
+    assert max(len(x) for x in out.splitlines()) <= 100
+    shell.run("%%gpubench -l io -b 0.5 --no-memory --no-plot --vs baseline\nfor _ in loader: fast()")  # ~2x
+    shell.run("%perf next")
+    out = shell.text()
+    assert "predictions: 1 of 1 prediction within range" in out, out
+    assert "measured 2.0×" in out or "measured 1.9×" in out or "measured 2.1×" in out
+
+
+def test_perf_target_sets_checks_and_stops(shell: Any, capsys: Any) -> None:
+    shell.run("import time")
+    shell.run("%%gpubench -l nap -b 0.5 --no-memory --no-plot\ntime.sleep(0.002)")
+    capsys.readouterr()
+    assert shell.run("%perf target 50ms").success
+    assert "target of 'nap' is 50 ms per call" in capsys.readouterr().out
+    shell.run("%perf target")
+    assert "every label" not in capsys.readouterr().out
+    shell.run("%perf next")
+    out = shell.text()
+    assert out.startswith("already fast enough: stop on 'nap'") and "target: 50 ms per call" in out
+    shell.run("%perf next --target 1ms")   # an explicit target wins: 2 ms is not fast enough
+    assert "target 1 ms not met: 2.0× to go" in shell.text() or "not met" in shell.text()
+
+
+def test_bad_input_is_a_one_line_usage_error(shell: Any, capsys: Any) -> None:
+    shell.run("import time")
+    shell.run("%%gpubench -l nap -b 0.3 --no-memory --no-plot\ntime.sleep(0.001)")
+    capsys.readouterr()
+    text = _usage(shell, "%perf target abc", capsys)
+    assert "'abc' is not a positive time per call" in text and "%perf target 50ms" in text
+    text = _usage(shell, "%perf target nolabel 5ms", capsys)
+    assert "label 'nolabel' has no runs" in text and "'nap'" in text
+    text = _usage(shell, "%perf next --target soon", capsys)
+    assert "%perf next --target: 'soon' is not a positive time" in text
+    text = _usage(shell, "%perf next nolabel", capsys)
+    assert "%perf next: label 'nolabel' has no runs" in text and "'nap'" in text
+
+
+def test_a_corrupt_row_is_named_with_the_fix(shell: Any, capsys: Any) -> None:
+    from perfmagic.storage.session import current_ledger
+
+    led = current_ledger(shell.ip.user_ns)
+    bad = led.record(magic="amdahl", label="w", code="w()", options={"threads": ["x"]}, metrics={"S": 0.1},
+                     samples={}, env={}).id
+    text = _usage(shell, "%perf next", capsys)
+    assert f"run #{bad} (amdahl) cannot be read" in text and f"%perf forget {bad}" in text
+
+
+def test_perf_target_without_runs_says_what_to_do(shell: Any, capsys: Any) -> None:
+    text = _usage(shell, "%perf target 50ms", capsys)
+    assert "no timed run yet" in text and "%perf target NAME 50ms" in text
