@@ -256,3 +256,41 @@ def test_free_names_are_what_the_code_reads_and_does_not_assign() -> None:
     """)
     assert sorted(free_names("x = 1", code)) == ["f", "g", "k", "np"]
     assert free_names("import numpy as np\nx = np.ones(3)", "np.sum(x)") == []
+
+
+def test_a_target_kept_in_the_ledger_is_guarded_without_target_option(shell, pkg) -> None:
+    import sqlite3
+
+    from perfmagic.storage.session import current_ledger
+
+    assert shell.run("%%gpubench -l nap -b 0.3 -q import time\ntime.sleep(0.002)\n").error_in_exec is None
+    led = current_ledger(shell.ip.user_ns)
+    con = sqlite3.connect(led.path)  # the table %perf target writes (notebook, label, target_s, created_utc)
+    with con:
+        con.execute("CREATE TABLE IF NOT EXISTS targets (notebook TEXT, label TEXT, target_s REAL NOT NULL, "
+                    "created_utc TEXT, PRIMARY KEY (notebook, label))")
+        con.execute("INSERT INTO targets VALUES (?, 'nap', 0.006, '2026-11-24T00:00:00Z')", (led.notebook,))
+    con.close()
+    path = pkg / "tests" / "test_ledger_target.py"
+    res = shell.run(f"%perf guard 1 {path}")
+    assert res.error_in_exec is None, res.error_in_exec
+    assert "target 6 ms (the target of 'nap' in the ledger)" in shell.text()
+    assert "TARGET_S = 0.006" in path.read_text() and "check_pair" not in path.read_text()
+
+
+def test_hold_gain_fails_a_change_that_kept_only_part_of_its_gain(spin_200us) -> None:
+    """Planted: B = the loop over a fifth of the items (accepted at B/A 0.2), regressed to half of them
+    (B/A 0.5): still faster than A beyond 10%, so the default guard keeps it; HOLD_GAIN loses it."""
+    from perfmagic.guard import check_pair
+
+    from .conftest import spin_loop
+
+    k, ns = spin_200us, {"spin_loop": spin_loop}
+    a, b = f"spin_loop({k})", f"spin_loop({k // 2})"
+    kept = check_pair(a, b, namespace=ns, accepted=0.2)
+    assert kept.status == "kept" and 0.4 < kept.value < 0.6, kept.text()
+    held = check_pair(a, b, namespace=ns, accepted=0.2, hold_gain=True)
+    assert held.status == "lost", held.text()
+    said = " ".join(held.text().split())
+    assert "the accepted gain less 10% (B/A 0.22)" in said and "at acceptance: 5× faster" in said, said
+    assert check_pair(a, f"spin_loop({k // 5})", namespace=ns, accepted=0.2, hold_gain=True).status == "kept"

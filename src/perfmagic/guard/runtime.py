@@ -5,8 +5,10 @@ A guard written by :func:`perfmagic.guard.write_guard` calls one of two checks:
 * :func:`check_pair` — the baseline code A and the accepted change B, measured **interleaved in this
   process** (:func:`perfmagic.bench_pair`: A B / B A pairs in a seeded random order, so the machine's
   drift and a busy neighbour slow both members of a pair and cancel in their ratio). The change is
-  *kept* when perfmagic's verdict is still "faster" at the minimum effect (the whole 95% CI of B/A
-  below ``1/(1+m)``), *lost* when the interval says "no real change" or "slower".
+  *kept* when the whole 95% CI of B/A is below the bar ``1/(1+m)`` (perfmagic's "faster" verdict at
+  the minimum effect ``m``), *lost* when the whole interval is at or above it ("no real change" or
+  "slower"). ``hold_gain=True`` lowers the bar to ``accepted × (1+m)``: the gain may shrink by no
+  more than ``m``.
 * :func:`check_target` — the accepted code measured alone (:func:`perfmagic.bench`); *kept* when the
   whole 95% CI of its median is within ``target × (1+m)``, *lost* when the whole interval is above it.
 
@@ -85,14 +87,21 @@ def _r(x: float) -> str:
 def check_pair(code_a: str, code_b: str, *, setup_a: str = "", setup_b: str = "",
                namespace: Mapping[str, Any] | None = None, labels: tuple[str, str] = ("A", "B"),
                min_effect: float = 0.10, budget: float = 2.0, accepted: float | None = None,
-               device: str = "auto", sync: str = "auto", gc: bool = False) -> GuardVerdict:
-    """Measure A and B interleaved; ``kept`` when B is still faster than A beyond ``min_effect``.
+               hold_gain: bool = False, device: str = "auto", sync: str = "auto",
+               gc: bool = False) -> GuardVerdict:
+    """Measure A and B interleaved; ``kept`` when the whole 95% CI of B/A is below the bar.
 
-    ``accepted`` (B/A at acceptance) is only quoted in the verdict's text."""
+    The bar is ``1/(1+min_effect)`` (B still faster than A by the minimum effect); with ``hold_gain``
+    it is also ``accepted × (1+min_effect)``: the gain measured at acceptance (``accepted`` = B/A then)
+    may shrink by no more than the minimum effect — stricter, and only as portable as that ratio is
+    across machines. ``lost`` when the whole interval is at or above the bar."""
     __tracebackhide__ = True
     from ..timing.pair import bench_pair
 
     bar = 1.0 / (1.0 + min_effect)
+    held = hold_gain and accepted is not None and accepted * (1.0 + min_effect) < bar
+    if held:
+        bar = accepted * (1.0 + min_effect)
     attempts, b = 0, float(budget)
     while True:
         attempts += 1
@@ -100,26 +109,26 @@ def check_pair(code_a: str, code_b: str, *, setup_a: str = "", setup_b: str = ""
                         budget=b, min_effect=min_effect, memory=False, device=device, sync=sync, gc=gc,
                         filenames=("<guard A>", "<guard B>"))
         c = pr.comparison
-        if c.verdict != "inconclusive" or attempts >= 2:
+        if c.ci_high < bar or c.ci_low >= bar or attempts >= 2:
             break
         b *= RETRY_FACTOR
     then = f" (at acceptance: {_fmt_ratio(accepted)}, B/A {_r(accepted)})" if accepted else ""
+    what = (f"the accepted gain less {min_effect:.0%} (B/A {bar:.3g})" if held else
+            f"the {min_effect:.0%} bar (B/A {bar:.3f})")
     la, lb = labels
-    if c.verdict == "faster":
+    now = f"B/A {_r(c.ratio)}, 95% CI {_r(c.ci_low)}–{_r(c.ci_high)}"
+    if c.ci_high < bar:
         status = "kept"
-        sentence = (f"B '{lb}' is still {_fmt_ratio(c.ratio)} than A '{la}' (B/A {_r(c.ratio)}, 95% CI "
-                    f"{_r(c.ci_low)}–{_r(c.ci_high)}, below the {min_effect:.0%} bar {bar:.3f}){then}")
-    elif c.verdict in ("no real change", "slower"):
+        sentence = f"B '{lb}' is still {_fmt_ratio(c.ratio)} than A '{la}' ({now}, below {what}){then}"
+    elif c.ci_low >= bar:
         status = "lost"
-        sentence = (f"the accepted gain is lost: B '{lb}' vs A '{la}' is now '{c.verdict}' (B/A {_r(c.ratio)}, "
-                    f"95% CI {_r(c.ci_low)}–{_r(c.ci_high)}; B must stay below {bar:.3f}, faster by at least "
-                    f"{min_effect:.0%}){then}")
+        sentence = (f"the accepted gain is lost: B '{lb}' vs A '{la}' is now {_fmt_ratio(c.ratio)} ({now}; B must "
+                    f"stay below {what}){then}")
     else:
         status = "cannot tell"
         sentence = (f"cannot tell, because after {attempts} measurements ({pr.a.n_samples} pairs in the last) "
-                    f"the 95% CI of B/A {_r(c.ci_low)}–{_r(c.ci_high)} still straddles the {min_effect:.0%} bar "
-                    f"{bar:.3f}: the gain is not shown to hold{then}; run it on a quieter machine or raise "
-                    "BUDGET_S")
+                    f"the {now} still straddles {what}: the gain is not shown to hold{then}; run it on a "
+                    "quieter machine or raise BUDGET_S")
     return GuardVerdict(status, sentence, pr.text(), c.ratio, (c.ci_low, c.ci_high), bar, "pair", attempts)
 
 

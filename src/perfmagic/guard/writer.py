@@ -128,7 +128,7 @@ def _budget(plan: Plan) -> float:
 
 
 def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, seen: dict[str, Any],
-           regenerate: str) -> tuple[str, GuardFile]:
+           regenerate: str, hold_gain: bool = False) -> tuple[str, GuardFile]:
     """The guard file's text, and the GuardFile describing it."""
     from .. import __version__
     from ..render.units import fmt_time
@@ -150,6 +150,9 @@ def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, 
         c = plan.comparison.comparison
         title = f"run #{b['id']} '{label_b}' must stay faster than run #{a['id']} '{label_a}'"
         checks = f"B #{b['id']} '{label_b}' is no longer faster than A #{a['id']} '{label_a}' by at least {m:.0%}"
+        if hold_gain:
+            checks += (f", or B/A rises above {plan.comparison.comparison.ratio * (1 + m):.3g} (the accepted gain "
+                       f"less {m:.0%})")
         accepted = (f"{plan.comparison.kind}: {c.sentence}; A {fmt_time(_median(a))} → B {fmt_time(_median(b))} "
                     "median")
         how = (f"re-measures A's and B's code interleaved in one process (perfmagic.bench_pair, about\n"
@@ -192,7 +195,9 @@ def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, 
     if plan.target_s is not None:
         body += [f"TARGET_S = {plan.target_s!r}  # seconds per call ({plan.target_source})"]
     if a is not None:
-        body += [f"ACCEPTED_RATIO = {plan.comparison.comparison.ratio!r}  # B/A when the change was accepted"]
+        body += [f"ACCEPTED_RATIO = {plan.comparison.comparison.ratio!r}  # B/A when the change was accepted",
+                 f"HOLD_GAIN = {hold_gain!r}  # True: also fail when B/A rises above ACCEPTED_RATIO × (1 + "
+                 "MIN_EFFECT) (as portable as that ratio)"]
     kw = (f"device={opts.get('device') or 'auto'!r}, sync={opts.get('sync') or 'auto'!r}, "
           f"gc={bool(opts.get('gc', False))!r}")
     slug = re.sub(r"\W+", "_", label_b).strip("_").lower()[:40] or "run"
@@ -200,7 +205,7 @@ def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, 
         body += ["", "", f"def test_run_{b['id']}_{slug}_keeps_its_gain() -> None:",
                  "    report(check_pair(A_CODE, B_CODE, setup_a=A_SETUP, setup_b=B_SETUP, namespace=NAMES,",
                  "                      labels=(A_LABEL, B_LABEL), min_effect=MIN_EFFECT, budget=BUDGET_S,",
-                 f"                      accepted=ACCEPTED_RATIO, {kw}))"]
+                 f"                      accepted=ACCEPTED_RATIO, hold_gain=HOLD_GAIN, {kw}))"]
     if plan.target_s is not None:
         body += ["", "", f"def test_run_{b['id']}_{slug}_stays_within_target() -> None:",
                  "    report(check_target(B_CODE, setup=B_SETUP, namespace=NAMES, target_s=TARGET_S, label=B_LABEL,",
@@ -232,14 +237,16 @@ def atomic_write(path: pathlib.Path, text: str) -> None:
 
 def write_guard(run: Any, path: str | os.PathLike, *, module: str | None = None, ledger: Any = None,
                 min_effect: float = 0.10, target: float | None = None, force: bool = False,
-                namespace: dict[str, Any] | None = None, regenerate: str | None = None) -> GuardFile:
+                namespace: dict[str, Any] | None = None, regenerate: str | None = None,
+                hold_gain: bool = False) -> GuardFile:
     """Write a pytest file at ``path`` that fails when run ``run``'s accepted gain is lost.
 
     ``run``: a run id (read from ``ledger``, default this notebook's), a ledger row, or a
     :class:`~perfmagic.RunComparison`. ``module``: the importable module that provides the names the
     run's code reads. ``target``: seconds per call the run must stay within (besides, or instead of,
     an accepted comparison). ``namespace``: what those names were bound to when the run was measured
-    (the notebook's), to refuse functions defined in a notebook cell. Raises :class:`GuardError`
+    (the notebook's), to refuse functions defined in a notebook cell. ``hold_gain``: the file also
+    fails when the gain shrinks by more than ``min_effect`` from the one accepted (HOLD_GAIN in it). Raises :class:`GuardError`
     naming the fix when the guard cannot be written as asked."""
     if not (0 < min_effect < 1):
         raise GuardError(f"min_effect must be a fraction between 0 and 1 (e.g. 0.1 for 10%), got {min_effect!r}")
@@ -256,7 +263,7 @@ def write_guard(run: Any, path: str | os.PathLike, *, module: str | None = None,
     plan = resolve(run, ledger, min_effect=min_effect, target=target)
     regen = regenerate or (f"%perf guard {plan.b['id']} {path}" + (f" --module {module}" if module else "")
                            + (f" --target {target}s" if target is not None else "") + " --force")
-    text, gf = render(plan, p, str(path), module, namespace or {}, regen)
+    text, gf = render(plan, p, str(path), module, namespace or {}, regen, hold_gain)
     atomic_write(p, text)
     return gf
 
