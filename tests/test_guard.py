@@ -294,3 +294,39 @@ def test_hold_gain_fails_a_change_that_kept_only_part_of_its_gain(spin_200us) ->
     said = " ".join(held.text().split())
     assert "the accepted gain less 10% (B/A 0.22)" in said and "at acceptance: 5× faster" in said, said
     assert check_pair(a, f"spin_loop({k // 5})", namespace=ns, accepted=0.2, hold_gain=True).status == "kept"
+
+
+def test_under_load_a_verdict_is_repeated_and_two_that_disagree_cannot_tell(monkeypatch) -> None:
+    """Logic, with planted pair results: beside others' load a verdict counts only when a second
+    measurement agrees; disagreeing ones fail as 'cannot tell' showing both, never as 'lost'."""
+    from types import SimpleNamespace
+
+    from perfmagic.guard import check_pair
+    from perfmagic.timing import pair
+
+    def planted(ratios: list[tuple[float, float, float]], others: float) -> list[Any]:
+        calls: list[Any] = []
+
+        def fake(*a: Any, **k: Any) -> Any:
+            r, lo, hi = ratios[len(calls)]
+            calls.append(k["budget"])
+            return SimpleNamespace(comparison=SimpleNamespace(ratio=r, ci_low=lo, ci_high=hi),
+                                   a=SimpleNamespace(n_samples=30), b=SimpleNamespace(env={"others_cores": others}),
+                                   text=lambda: f"planted B/A {r}")
+
+        monkeypatch.setattr(pair, "bench_pair", fake)
+        return calls
+
+    calls = planted([(0.5, 0.45, 0.55)], others=0.0)  # quiet: one measurement decides
+    assert check_pair("a()", "b()").status == "kept" and calls == [2.0]
+    calls = planted([(0.5, 0.45, 0.55), (0.5, 0.46, 0.54)], others=1.0)  # loaded: repeated, agrees
+    v = check_pair("a()", "b()")
+    assert v.status == "kept" and len(calls) == 2 and "repeated under load: B/A 0.5" in v.sentence
+    calls = planted([(0.88, 0.61, 0.904), (0.95, 0.93, 0.97)], others=1.0)  # the miss the benchmark saw
+    v = check_pair("a()", "b()")
+    assert v.status == "cannot tell" and not v.passed and "two measurements under load disagree" in v.sentence
+    calls = planted([(0.9, 0.85, 0.95), (0.9, 0.86, 0.94)], others=0.0)  # on the bar: once more, twice the budget
+    v = check_pair("a()", "b()")
+    assert v.status == "cannot tell" and calls == [2.0, 4.0] and "straddles the 10% bar" in v.sentence
+    planted([(1.0, 0.97, 1.03)], others=0.0)
+    assert check_pair("a()", "b()").status == "lost"

@@ -82,10 +82,11 @@ def _safe(text: Any) -> str:
 
 
 def _median(row: dict[str, Any]) -> float:
+    from ..core.stats import median
     from ..timing.history import per_call
 
-    xs = sorted(per_call(row))
-    return xs[len(xs) // 2] if xs else math.nan
+    xs = per_call(row)
+    return median(xs) if xs else math.nan
 
 
 def _root_line(mod: Any, module: str, path: pathlib.Path) -> list[str]:
@@ -156,7 +157,8 @@ def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, 
         accepted = (f"{plan.comparison.kind}: {c.sentence}; A {fmt_time(_median(a))} → B {fmt_time(_median(b))} "
                     "median")
         how = (f"re-measures A's and B's code interleaved in one process (perfmagic.bench_pair, about\n"
-               f"{budget:.0f} s) and fails when B is no longer faster than A by at least {m:.0%}: the accepted gain lost")
+               f"{budget:.0f} s) and fails when B is no longer faster than A by at least {m:.0%}: the accepted "
+               "gain lost")
     else:
         title = f"run #{b['id']} '{label_b}' must stay within {fmt_time(plan.target_s)} per call"
         checks = (f"'{label_b}' takes more than {fmt_time(plan.target_s)} + {m:.0%} per call (95% CI above it)")
@@ -246,8 +248,8 @@ def write_guard(run: Any, path: str | os.PathLike, *, module: str | None = None,
     run's code reads. ``target``: seconds per call the run must stay within (besides, or instead of,
     an accepted comparison). ``namespace``: what those names were bound to when the run was measured
     (the notebook's), to refuse functions defined in a notebook cell. ``hold_gain``: the file also
-    fails when the gain shrinks by more than ``min_effect`` from the one accepted (HOLD_GAIN in it). Raises :class:`GuardError`
-    naming the fix when the guard cannot be written as asked."""
+    fails when the gain shrinks by more than ``min_effect`` from the one accepted (HOLD_GAIN in it).
+    Raises :class:`GuardError` naming the fix when the guard cannot be written as asked."""
     if not (0 < min_effect < 1):
         raise GuardError(f"min_effect must be a fraction between 0 and 1 (e.g. 0.1 for 10%), got {min_effect!r}")
     if target is not None and not (isinstance(target, (int, float)) and math.isfinite(target) and target > 0):
