@@ -238,3 +238,27 @@ def test_weak_scaling_of_a_fixed_step_per_rank_is_ideal() -> None:
     for n, s, e in zip(r.worlds, r.speedups, r.efficiencies):
         assert abs(s / n - 1) < 0.12 and 0.88 < e < 1.12, (r.speedups, r.efficiencies)
     assert "scaled speedup" in r.text().splitlines()[0]
+
+
+def test_forked_ranks_after_the_kernel_used_openmp_do_not_hang() -> None:
+    """A fresh process that ran a multi-threaded torch op first (its OpenMP pool is up, as in a notebook after a
+    `--threads` sweep), then the rank sweep: forked ranks run 1 thread and finish; the profiler's start/stop lines
+    (kineto writes them on fd 2) do not reach the output."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f'''
+        import torch
+        torch.set_num_threads(2)
+        a = torch.randn(512, 512)
+        for _ in range(3):
+            a @ a
+        from perfmagic.scaling.ranks import amdahl_ranks
+        r = amdahl_ranks({DDP_STEP!r}, [1, 2], setup={DDP_SETUP!r}, budget=0.15, timeout=60)
+        print("threads", [p.threads for p in r.points], "ok", all(p.ok for p in r.points))
+    ''')
+    cp = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    assert "threads [1, 1] ok True" in cp.stdout, cp.stdout + cp.stderr[-2000:]
+    assert "USDT" not in cp.stdout + cp.stderr, (cp.stdout + cp.stderr)[-2000:]

@@ -19,7 +19,8 @@ or use fork).
 **Honesty.** Ranks beyond the usable cores that kept most of them busy oversubscribe: they are measured
 and shown but not fitted ("cannot tell beyond ..."); other processes' load is measured around each world
 size (the ranks' own CPU subtracted) and handed to ``analyse``, which says "cannot tell" when it leaves
-too little free. Each rank uses ``max(1, cores // world)`` torch threads.
+too little free. Each rank uses 1 torch thread when forked (OpenMP cannot start threads in a child forked
+after the kernel used them; torchrun's default too), ``max(1, cores // world)`` when spawned.
 
 **Teardown.** Every world size ends with its process group destroyed in each rank and every child
 joined; a rank that raises fails its world size with its traceback (the other ranks are terminated);
@@ -213,7 +214,9 @@ def _preimport() -> None:
     try:
         from torch.profiler import ProfilerActivity, profile
 
-        with profile(activities=[ProfilerActivity.CPU]):
+        from .rankworker import quiet_stderr
+
+        with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]):
             pass
     except Exception:  # noqa: BLE001 - only a speed-up: each rank starts its own profiler anyway
         pass
@@ -399,7 +402,11 @@ def amdahl_ranks(
     with tempfile.TemporaryDirectory(prefix="perfmagic-ranks-") as tmp:
         try:
             for i, w in enumerate(worlds):
-                kw = dict(backend=backend, code=code, setup=setup, namespace=ns, threads=max(1, cores // w),
+                # a forked rank runs torch on 1 thread (torchrun's default, OMP_NUM_THREADS=1): OpenMP cannot
+                # start its threads in a child forked after the kernel used them (the rank hangs in its first
+                # parallel region; the DataLoader's forked workers use 1 thread for the same reason)
+                threads = 1 if start_method == "fork" else max(1, cores // w)
+                kw = dict(backend=backend, code=code, setup=setup, namespace=ns, threads=threads,
                           budget_s=per, filename=fname, link=link)
                 p = _run_world(w, kw, start_method, limit, tmp)
                 points.append(p)
@@ -421,6 +428,9 @@ def _finish(points: list[RankPoint], *, backend: str, method: str, weak: bool, c
     excluded: list[tuple[int, str]] = []
     warnings: list[str] = []
     notes: list[str] = []
+    if method == "fork":
+        notes.append("each forked rank runs torch on 1 thread (torchrun's default, OMP_NUM_THREADS=1): OpenMP "
+                     "cannot start threads in a process forked after the kernel used them")
     sps = []
     for p in points:
         if p.ok and p.world > cores:

@@ -3,7 +3,7 @@
 One process per rank, started by ``torch.multiprocessing.start_processes``; in each:
 
 1. **Process group.** ``MASTER_ADDR=127.0.0.1``, the port the parent chose, ``RANK``/``WORLD_SIZE``/
-   ``LOCAL_RANK`` set; ``torch.set_num_threads(threads)`` (the parent gives ``max(1, cores // world)``);
+   ``LOCAL_RANK`` set; ``torch.set_num_threads(threads)`` (the parent gives 1 when forked, ``max(1, cores // world)`` when spawned);
    for NCCL ``torch.cuda.set_device(local_rank)``; then ``init_process_group``.
 2. **The user's names.** The namespace given (the notebook's, inherited by fork; its picklable part under
    spawn) plus ``rank``, ``world_size``, ``local_rank`` and ``device``; the setup source runs in it once,
@@ -33,6 +33,8 @@ import json
 import math
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,18 +103,44 @@ def _is_comm(name: str, backend: str) -> bool:
                                                                     and backend == "nccl")
 
 
+@contextmanager
+def quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to /dev/null for the block: torch.profiler (kineto) writes ``USDT: ... profiler_start``
+    and ``profiler_stop`` lines there at each start and stop, which a notebook shows in the cell."""
+    import sys
+
+    try:
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001 - a closed or replaced stream: nothing to flush
+        pass
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
 def _profile_steps(step: Any, n: int, device: Any, backend: str) -> dict[str, Any]:
     """n steps under torch.profiler: per step its duration, time in collectives, busy time, bytes reduced."""
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+    prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+    with quiet_stderr():
+        prof.start()
+    try:
         for _ in range(n):
             dist.barrier()
             _sync(device)
             with record_function("perfmagic::step"):
                 step()
                 _sync(device)
+    finally:
+        with quiet_stderr():
+            prof.stop()
     events = list(prof.events())
     steps = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == "perfmagic::step")
     # every collective that starts inside a step counts, the step's own barriers too; perfmagic's barrier
