@@ -596,6 +596,10 @@ def test_advice_names_the_narrow_blas_only_when_the_code_is_below_the_wide_roof(
     assert not any("OPENBLAS_CORETYPE" in a for a in near.advice)
     ew = _planted_result(c, t=1.2e8 / 10e9, flops=2e7, nbytes=1.2e8, ops={"aten.add": 2e7})   # memory-bound
     assert not any("OPENBLAS_CORETYPE" in a for a in ew.advice)
+    loaded = _fake(compute={"float32": 480e9}, details={"blas": blas}, load_before=2.0)   # in-process rates loaded
+    assert not any("OPENBLAS_CORETYPE" in a for a in _planted_result(loaded, t=mm["flops"] / 215e9, **mm).advice)
+    odd = _fake(compute={"float32": 480e9}, details={"blas": dict(blas, in_process={"float32": {"numpy": 2e9}})})
+    assert not any("OPENBLAS_CORETYPE" in a for a in _planted_result(odd, t=mm["flops"] / 2e9, **mm).advice)
     same = _fake(details={"blas": dict(blas, wide={"float32": 260e9})})  # the child was no faster
     assert not any("OPENBLAS_CORETYPE" in a for a in _planted_result(same, t=mm["flops"] / 215e9, **mm).advice)
 
