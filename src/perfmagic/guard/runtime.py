@@ -84,10 +84,20 @@ class GuardVerdict(Displayed):
 
 
 def _fmt_ratio(r: float) -> str:
+    """B/A as words, the convention of perfmagic's verdicts: "8768× faster", "faster by 16%"."""
     def times(f: float) -> str:
         return f"{f:.2g}×" if f < 10 else f"{f:.0f}×"
 
-    return f"{times(1 / r)} faster" if r < 1 else f"{times(r)} slower" if r > 1 else "the same"
+    def pct(x: float) -> str:
+        return f"{x * 100:.1f}%" if x < 0.0995 else f"{x * 100:.0f}%"
+
+    if r <= 0.5:
+        return f"{times(1 / r)} faster"
+    if r < 1:
+        return f"faster by {pct(1 / r - 1)}"
+    if r >= 2:
+        return f"{times(r)} slower"
+    return f"slower by {pct(r - 1)}" if r > 1 else "as fast"
 
 
 def _r(x: float) -> str:
@@ -141,7 +151,7 @@ def check_pair(code_a: str, code_b: str, *, setup_a: str = "", setup_b: str = ""
     la, lb = labels
     now = f"B/A {_r(c.ratio)}, 95% CI {_r(c.ci_low)}–{_r(c.ci_high)}"
     if status == "kept":
-        sentence = f"B '{lb}' is still {_fmt_ratio(c.ratio)} than A '{la}' ({now}, below {what}{repeat}){then}"
+        sentence = f"B '{lb}' vs A '{la}' is still {_fmt_ratio(c.ratio)} ({now}, below {what}{repeat}){then}"
     elif status == "lost":
         sentence = (f"the accepted gain is lost: B '{lb}' vs A '{la}' is now {_fmt_ratio(c.ratio)} ({now}; B must "
                     f"stay below {what}{repeat}){then}")

@@ -166,7 +166,8 @@ def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, 
                     f"{fmt_time(_median(b))} median")
         how = (f"measures the run's code alone (perfmagic.bench, about {budget:.0f} s) and fails when its\n"
                f"median is above the target by more than {m:.0%}")
-    paras = [f"Guards notebook {_safe(b.get('notebook') or '(none)')}, run #{b['id']} of {_safe(b.get('created_utc'))}"
+    where = f"notebook {_safe(b['notebook'])}" if b.get("notebook") else "no notebook (a script's ledger)"
+    paras = [f"Guards {where}, run #{b['id']} of {_safe(b.get('created_utc'))}"
              + (f" (A: run #{a['id']})" if a is not None else "") + f"; written {when} by perfmagic {__version__}. "
              f"Accepted then, {_safe(accepted)}.",
              f"This test {how}. On failure it prints perfmagic's verdict."]
@@ -198,8 +199,7 @@ def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, 
         body += [f"TARGET_S = {plan.target_s!r}  # seconds per call ({plan.target_source})"]
     if a is not None:
         body += [f"ACCEPTED_RATIO = {plan.comparison.comparison.ratio!r}  # B/A when the change was accepted",
-                 f"HOLD_GAIN = {hold_gain!r}  # True: also fail when B/A rises above ACCEPTED_RATIO × (1 + "
-                 "MIN_EFFECT) (as portable as that ratio)"]
+                 f"HOLD_GAIN = {hold_gain!r}  # True: also fail when B/A > ACCEPTED_RATIO × (1 + MIN_EFFECT)"]
     kw = (f"device={opts.get('device') or 'auto'!r}, sync={opts.get('sync') or 'auto'!r}, "
           f"gc={bool(opts.get('gc', False))!r}")
     slug = re.sub(r"\W+", "_", label_b).strip("_").lower()[:40] or "run"
