@@ -246,6 +246,9 @@ def main() -> None:
     body = report(data)
     print(body)
     if not args.quick:
+        C.add_section_row("bench_guard.py", "| regression guards | `benchmarks/bench_guard.py` | `%perf guard` files on "
+                          "planted changes, 0 and 1 busy neighbour: kept changes pass, reverted or partly "
+                          "regressed ones fail, cannot tell, seconds per check and per `python -m pytest` |")
         print(f"written to {C.replace_section('guard', body)}")
 
 
