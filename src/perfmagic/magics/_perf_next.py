@@ -73,6 +73,6 @@ def perf_target(magics: Any, led: Any, t: list[str], args: Any, notebook: Any) -
                              "(%%gpubench -l NAME) or name the label: %perf target NAME 50ms")
         label = latest["label"]
     led.set_target(label, seconds)
-    print(f"perfmagic: target of '{label}' is {fmt_time(seconds)} per call; %perf next says 'stop' once a run "
-          "of it meets the target with its whole 95% interval")
+    print(f"perfmagic: target of '{label}' is {fmt_time(seconds)} per call\n"
+          "  %perf next says 'stop' once a run of it meets the target with its whole 95% interval")
     return None
