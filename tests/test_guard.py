@@ -330,3 +330,17 @@ def test_under_load_a_verdict_is_repeated_and_two_that_disagree_cannot_tell(monk
     assert v.status == "cannot tell" and calls == [2.0, 4.0] and "straddles the 10% bar" in v.sentence
     planted([(1.0, 0.97, 1.03)], others=0.0)
     assert check_pair("a()", "b()").status == "lost"
+
+
+def test_a_change_accepted_against_its_label_baseline_is_guarded_from_the_historical_pair(shell, pkg) -> None:
+    shell.run("from guardpkg.ops import slow_sum, fast_sum")
+    assert shell.run("%%gpubench -l sum -b 0.3 -q --baseline\nslow_sum(20000)\n").error_in_exec is None  # #1
+    assert shell.run("%%gpubench -l sum -b 0.3 -q\nfast_sum(20000)\n").error_in_exec is None  # #2, not paired
+    path = pkg / "tests" / "test_hist.py"
+    res = shell.run(f"%perf guard 2 {path} --module guardpkg.ops --min-effect 20%")
+    assert res.error_in_exec is None, res.error_in_exec
+    said = " ".join(shell.text().split())
+    assert "for run #2 vs #1" in said and "accepted: historical:" in said and "by at least 20%" in said
+    text = path.read_text()
+    assert "A_LABEL, A_SETUP, A_CODE = 'sum', '', 'slow_sum(20000)'" in text and "MIN_EFFECT = 0.2" in text
+    assert "B_LABEL, B_SETUP, B_CODE = 'sum', '', 'fast_sum(20000)'" in text
