@@ -198,6 +198,28 @@ CELLS = [
     md("""
     The last line is the bound a pool of 5 connections puts on any number of workers: 5 in flight at
     40 ms each is 125 tasks per second, whatever else you add.
+    """),
+    md("""
+    ## Across processes: ranks
+
+    Threads stop paying at the GIL and the cores; training loops then scale with **ranks**
+    (torch.distributed: DDP, `torchrun`). `%%amdahl --ranks` runs the cell — one step — in a fresh
+    process group per world size and measures every rank in lockstep: the job's step is the slowest
+    rank's, the *straggler* column compares each rank's busy time, *comm* is the share of the step spent
+    in collectives, *busbw* the all-reduce bandwidth against the link roof measured beside it. Here a
+    step with the same planted 20% serial part: every rank does the serial sleep, splits the parallel one,
+    then all-reduces a small "gradient". Sleeps need no cores, so 4 ranks fit a 2-core machine:
+    """),
+    magic("""
+    %%amdahl --ranks 1,2,4 -b 0.4 --setup "import torch, torch.distributed as dist; g = torch.zeros(1000)"
+    time.sleep(SERIAL)                        # every rank: the part that cannot be split
+    time.sleep(PARALLEL / world_size)         # this rank's share of the parallel part
+    dist.all_reduce(g)                        # the exchange every DDP step makes
+    """, r"^ranks \(gloo\): ", r"^\s+ranks\s+step\s+95% CI", r"link roof \(all-reduce sweep"),
+    md("""
+    The fit across world sizes should find the planted serial fraction again (about 0.2, a ceiling near
+    5×). On a real model the step is compute: each rank then needs its own cores, and the sweep marks
+    the world sizes that oversubscribe them instead of fitting them (`docs/ranks.md`).
 
     ## From a script
 
