@@ -344,3 +344,13 @@ def test_a_change_accepted_against_its_label_baseline_is_guarded_from_the_histor
     text = path.read_text()
     assert "A_LABEL, A_SETUP, A_CODE = 'sum', '', 'slow_sum(20000)'" in text and "MIN_EFFECT = 0.2" in text
     assert "B_LABEL, B_SETUP, B_CODE = 'sum', '', 'fast_sum(20000)'" in text
+
+
+def test_an_accepted_change_with_a_target_gets_both_checks(shell, pkg) -> None:
+    _accept(shell)
+    path = pkg / "tests" / "test_both.py"
+    assert shell.run(f"%perf guard 3 {path} --module guardpkg.ops --target 1ms").error_in_exec is None
+    said = " ".join(shell.text().split())
+    assert "no longer faster than A #2 'loop' by at least 10%; or 'closed' takes more than 1 ms + 10%" in said
+    out = _pytest(path, pkg.parent)
+    assert out.returncode == 0 and "2 passed" in out.stdout, out.stdout + out.stderr

@@ -167,6 +167,9 @@ def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, 
         how = (f"measures the run's code alone (perfmagic.bench, about {budget:.0f} s) and fails when its\n"
                f"median is above the target by more than {m:.0%}")
     where = f"notebook {_safe(b['notebook'])}" if b.get("notebook") else "no notebook (a script's ledger)"
+    if a is not None and plan.target_s is not None:
+        checks += f"; or '{label_b}' takes more than {fmt_time(plan.target_s)} + {m:.0%} per call"
+        how += f", or when B's median is above the target {fmt_time(plan.target_s)} by more than {m:.0%}"
     paras = [f"Guards {where}, run #{b['id']} of {_safe(b.get('created_utc'))}"
              + (f" (A: run #{a['id']})" if a is not None else "") + f"; written {when} by perfmagic {__version__}. "
              f"Accepted then, {_safe(accepted)}.",
