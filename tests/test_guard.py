@@ -259,18 +259,8 @@ def test_free_names_are_what_the_code_reads_and_does_not_assign() -> None:
 
 
 def test_a_target_kept_in_the_ledger_is_guarded_without_target_option(shell, pkg) -> None:
-    import sqlite3
-
-    from perfmagic.storage.session import current_ledger
-
     assert shell.run("%%gpubench -l nap -b 0.3 -q import time\ntime.sleep(0.002)\n").error_in_exec is None
-    led = current_ledger(shell.ip.user_ns)
-    con = sqlite3.connect(led.path)  # the table %perf target writes (notebook, label, target_s, created_utc)
-    with con:
-        con.execute("CREATE TABLE IF NOT EXISTS targets (notebook TEXT, label TEXT, target_s REAL NOT NULL, "
-                    "created_utc TEXT, PRIMARY KEY (notebook, label))")
-        con.execute("INSERT INTO targets VALUES (?, 'nap', 0.006, '2026-11-24T00:00:00Z')", (led.notebook,))
-    con.close()
+    assert shell.run("%perf target nap 6ms").error_in_exec is None
     path = pkg / "tests" / "test_ledger_target.py"
     res = shell.run(f"%perf guard 1 {path}")
     assert res.error_in_exec is None, res.error_in_exec

@@ -11,7 +11,7 @@ verdict is "faster" at the minimum effect:
    of the two rows (with this machine's between-run noise) is judged.
 
 A run that is no accepted comparison can still be guarded against a target (seconds per call): the
-``target`` given, or the label's row in the ledger's ``targets`` table when one exists.
+``target`` given, or the label's target kept by ``%perf target`` (``Ledger.target``).
 """
 
 from __future__ import annotations
@@ -64,34 +64,15 @@ def _as_row(run: Any, ledger: Any) -> dict[str, Any]:
 
 
 def ledger_target(ledger: Any, row: dict[str, Any]) -> float | None:
-    """The label's target (seconds per call) kept in the ledger, when ``%perf target`` kept one there."""
-    label = row.get("label")
+    """The label's target (seconds per call) that ``%perf target`` kept in the ledger, else None."""
     getter = getattr(ledger, "target", None)
-    if callable(getter):
-        try:
-            value = getter(label)
-            value = getattr(value, "seconds", getattr(value, "target_s", value))
-            if value is not None:
-                return float(value)
-        except Exception:  # noqa: BLE001 - a store being built elsewhere: fall through to the table
-            pass
-    query = getattr(ledger, "_query", None)
-    if query is None:
+    if not callable(getter):
         return None
     try:
-        tables = query("SELECT name FROM sqlite_master WHERE type='table' AND name='targets'") or []
-        rows = query("SELECT * FROM targets") if tables else []
-    except Exception:  # noqa: BLE001
+        value = getter(row.get("label"))
+    except Exception:  # noqa: BLE001 - an unreadable targets table: no target, the refusal says what to do
         return None
-    found = None
-    for r in rows or []:
-        if r.get("label") != label or ("notebook" in r and r["notebook"] not in (None, row.get("notebook"))):
-            continue
-        for key in ("target_s", "seconds", "value_s", "value", "target"):
-            if isinstance(r.get(key), (int, float)) and r[key] > 0:
-                found = float(r[key])  # the newest row wins
-                break
-    return found
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
 def _pair_of(led: Any, row: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
