@@ -79,3 +79,23 @@ def forever(loader):
     """Batches from ``loader``, epoch after epoch, without end (for timing a few steps at a time)."""
     while True:
         yield from loader
+
+
+_CHUNK: dict[bool, tuple] = {}
+
+
+def training_chunk(batched: bool = True, batch_size: int = 32, n: int = 128) -> None:
+    """The workshop's training step as module code, for a regression guard (a guard rebuilds the measured
+    call from a module's functions, not from notebook cells): train on ``n`` cached samples in batches of
+    ``batch_size`` with the loop model (``batched=False``) or the bmm model (``batched=True``), on the CPU.
+    The model, its optimizer and the normalised data are built once per flag and reused."""
+    if batched not in _CHUNK:
+        model = GroupedNet(batched=batched)
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        x, y = SlowSensorData(n, delay_s=0.0).cached()
+        _CHUNK[batched] = (model, opt, (x.float() - 127.5) / 73.6, y)
+    model, opt, x, y = _CHUNK[batched]
+    for i in range(0, len(y), batch_size):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x[i:i + batch_size]), y[i:i + batch_size]).backward()
+        opt.step()

@@ -273,6 +273,16 @@ v0_run = last_run("epoch")
 print(f"baseline of the whole loop: run #{v0_run}")
 """, expect=[r"^baseline of the whole loop: run #\d+"])
 
+md(r"""
+What next? `%perf next` reads this notebook's ledger and proposes **one** experiment, in the method's
+order, with the evidence it rests on, the gain to expect (a range with its basis) and the command that
+tests it. With only a timing in the ledger it can only say what to measure first:
+""")
+
+code(r"""
+%perf next
+""", expect=[r"^next: "])
+
 # ------------------------------------------------------------------------------------------------
 md(r"""
 ## 2. Find the bottleneck first
@@ -291,6 +301,17 @@ code(r"""
 step(model_v0, opt_v0, *batch)
 """, expect=[r"^input-bound: \d+% of each step waits for data",
              r"^\s+best: num_workers=\d"])
+
+md(r"""
+Now the ledger has evidence, and `%perf next` turns it into a proposal: its upper bound is what
+infinitely fast data would give (the share of each step spent waiting), its low end what nothing
+guarantees (workers need free cores). The proposal is recorded; the next comparison of the same label
+checks it.
+""")
+
+code(r"""
+%perf next
+""", expect=[r"^next: "])
 
 md(r"""
 Read it from the top: the first line is the verdict and the share of each step spent waiting. The
@@ -351,6 +372,15 @@ train_epoch(epoch_w2, model_v0, opt_v0)
 code(r"""
 kept_workers = judge("1. DataLoader workers: 0 → 2", "epoch")
 """, expect=[r"^1\. DataLoader workers: 0 → 2: .*(→ (kept|not kept)|not judged)"])
+
+md(r"""
+The comparison just made tested the proposal: `%perf next` shows the measured gain beside the
+predicted range, the running record of its predictions, and the next experiment.
+""")
+
+code(r"""
+%perf next
+""", expect=[r"\d+ of \d+ predictions? within range"])
 
 md(r"""
 `judge` prints the verdict in one line. The magic behind it is `%perf compare A B`, which compares any
@@ -499,6 +529,10 @@ code(r"""
 train_chunk(model_v0, opt_v0, 32)
 """, expect=[r"\[label compute, run #\d+\]", r"is now the baseline of 'compute'"])
 
+code(r"""
+%perf next compute
+""", expect=[r"^(next: |already fast enough|cannot tell)"])
+
 # ------------------------------------------------------------------------------------------------
 md(r"""
 ## 6. Change 3: one `bmm` instead of many small matmuls
@@ -534,6 +568,10 @@ train_chunk(model_bmm, opt_bmm, 32)
 code(r"""
 kept_bmm = judge("3. many small matmuls → one bmm", "compute")
 """, expect=[r"^3\. many small matmuls → one bmm: .*(→ (kept|not kept)|not judged)"])
+
+code(r"""
+%perf next compute
+""", expect=[r"\d+ of \d+ predictions? within range"])
 
 md(r"""
 The roofline again, for the new step: the chart also draws the earlier point, so the move is
@@ -941,6 +979,61 @@ What to take away, whatever your machine printed:
    nothing of one side runs in the background during the other's turn.
 3. **Keep only real gains.** A change that does not clear the bar is not kept, even when a list of
    quick wins says it should help: those are hypotheses to measure, not results.
+""")
+
+
+# ------------------------------------------------------------------------------------------------
+md(r"""
+## 9. Stop when it is fast enough, and keep the gain
+
+Say what *fast enough* is, and `%perf next` says when to stop instead of proposing another
+experiment. Its record shows how its earlier predictions fared against what the comparisons measured.
+""")
+
+code(r"""
+%perf target epoch 100ms
+""", expect=[r"target of 'epoch'"])
+
+code(r"""
+%perf next epoch
+""", expect=[r"(already fast enough: stop|cannot tell|^next: )"])
+
+md(r"""
+A gain accepted in a notebook is lost silently the next time someone edits the code. `%perf guard`
+writes a plain pytest file that re-measures the accepted change with the same interleaved method and
+fails when the gain is gone. A guard rebuilds the call from a module's functions, not from notebook
+cells, so the final step lives in `workshop_data.training_chunk` too: the loop model
+(`batched=False`) against the bmm model (`batched=True`), measured as an interleaved pair.
+""")
+
+code(r"""
+from workshop_data import training_chunk
+""")
+
+code(r"""
+%%gpubench -l final-step -b 1 --items 128 --baseline --no-plot
+training_chunk(batched=False)
+""", expect=[r"is now the baseline of 'final-step'"])
+
+code(r"""
+%%gpubench -l final-step -b 2 --items 128 --vs baseline --no-plot
+training_chunk(batched=True)
+""", expect=[r"^B #\d+ final-step vs A #\d+ final-step: "])
+
+code(r"""
+import subprocess, sys, tempfile
+
+guard_path = os.path.join(tempfile.mkdtemp(prefix="workshop-guard-"), "test_final_step.py")
+get_ipython().run_line_magic("perf", f"guard {last_run('final-step')} {guard_path} --module workshop_data")
+done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--color=no", "-p", "no:cacheprovider", guard_path],
+                      capture_output=True, text=True, cwd=os.getcwd())
+print("\n".join(done.stdout.strip().splitlines()[-3:]))
+""", expect=[r"wrote a regression guard", r"(1 passed|cannot tell)"])
+
+md(r"""
+The guard passed: the bmm model is still faster than the loop model beyond the 10% bar. Put the file in
+your test suite (`tests/`), and the next edit that loses the gain fails CI with perfmagic's verdict
+instead of slipping through.
 """)
 
 
