@@ -347,7 +347,7 @@ def test_real_hot_function_then_vectorized_lands_in_range(shell: Any) -> None:
 
     shell.run(HOT_CELLS)
     shell.run("%%gpubench -l cpu -b 1 --no-memory --no-plot --baseline\nparse(K); rest(K // 2)")
-    out = shell.run("%%flame --rate 500 --no-plot\nfor _ in range(40): parse(K); rest(K // 2)")
+    out = shell.run("%%flame --rate 500 --no-plot\nfor i in range(40): parse(K); rest(K // 2)")  # not `_`: IPython keeps a user-set `_`
     assert out.success, shell.text()
     led = current_ledger(shell.ip.user_ns)
     r = next_step(led)
@@ -387,3 +387,39 @@ def test_real_serial_fraction_half_then_smaller_serial_part_lands_in_range(shell
     _gain_in_range(pc)
     assert 1.1 < pc.measured   # (8 + 2) / (4 + 2) = 1.7x expected
     assert pc.high == pytest.approx(1 + s * 4 / (1 - s))   # the serial part removed at 4 workers
+
+
+def test_evidence_about_another_timed_label_is_not_used(led: Ledger) -> None:
+    """The tour's case: a roofline of `a + b` ('numpy-add', also timed) is not evidence about
+    'sum-of-squares'; a roofline that shares a name with the timed code is."""
+    timed(led, "numpy-add", 0.001)
+    ro = led.record(magic="roofline", label="numpy-add", code="a + b", options={}, samples={}, env={},
+                    metrics={"fraction_of_roof": 0.93, "bound": "compute", "dtype": "float32"},
+                    primary_metric="median_s").id
+    timed(led, "sum-of-squares", 0.002)
+    r = next_step(led, label="sum-of-squares")
+    assert r.kind == "measure" and "profile first" in r.action, r.text()
+    assert ro not in r.evidence and any(f"roofline #{ro} ('numpy-add') is about other code" in f for f in r.findings)
+    # the same roofline with a name in common with the timed code ("run_sum" vs "run_sum-of-squares()"): used
+    led.record(magic="roofline", label="sq-roof", code="run_sum(values)", options={}, samples={}, env={},
+               metrics={"fraction_of_roof": 0.93, "bound": "compute", "dtype": "float32"}, primary_metric="median_s")
+    assert next_step(led, label="sum-of-squares").level == "compute"
+
+
+def test_memory_bound_and_above_the_roof_are_read_as_such(led: Ledger) -> None:
+    timed(led, "mm", 0.01)
+    ro = led.record(magic="roofline", label="mm", code="a + b", options={}, samples={}, env={},
+                    metrics={"fraction_of_roof": 0.85, "bound": "memory", "dtype": "float32"},
+                    primary_metric="median_s").id
+    r = next_step(led)
+    assert r.level == "memory" and "move less data" in r.action, r.text()
+    assert f"memory-bound at 85% of the bandwidth roof (roofline #{ro})" in r.basis and "float32 roof" not in r.basis
+    # above the roof (data in cache): no bound read from it, never "at most 0.8×"
+    timed(led, "add", 0.01)
+    up = led.record(magic="roofline", label="add", code="a + b", options={}, samples={}, env={},
+                    metrics={"fraction_of_roof": 1.3, "bound": "memory", "dtype": "float32"},
+                    primary_metric="median_s").id
+    r = next_step(led, label="add")
+    assert r.level != "memory" and "0.8×" not in r.text(), r.text()
+    assert any(f"roofline #{up}: at 130% of the bandwidth roof, above it: the data stays in cache" in f
+               for f in r.findings)

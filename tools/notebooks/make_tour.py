@@ -166,6 +166,14 @@ cells = [
        "the same runs as a DataFrame: the common columns of every magic, and with a magic's name "
        "(`perfmagic.ledger(\"gpubench\")`) that magic's own metrics."),
     code("df = perfmagic.ledger()\ndf[[\"magic\", \"label\", \"status\", \"primary_metric\", \"value\", \"unit\", \"vs_baseline\"]]"),
+    md("## `%perf next`: what to try next\n\n"
+       "The ledger now holds a profile, a roofline, a DataLoader check and comparisons. `%perf next` reads them and "
+       "proposes **one** experiment in the method's order (algorithm → data structure → I/O → memory → concurrency → "
+       "vectorization → compute → caching), with the runs it rests on, the expected gain (its upper bound from a "
+       "measurement) and the command that tests it; the next comparison of that label checks the prediction. "
+       "`%perf target LABEL 50ms` makes it say *stop* once a run meets the target, and `%perf guard RUN PATH "
+       "--module M` writes a pytest file that fails when an accepted gain is lost (the workshop notebook ends with one)."),
+    code("%perf next"),
 ]
 
 # What each checked cell must print: regexes that `notebooks/run.py --check` searches (MULTILINE) in the
@@ -213,6 +221,9 @@ EXPECT = {
         r"^ranks \(gloo\): ",
         r"^\s+ranks\s+step\s+95% CI\s+speedup",
         r"link roof \(all-reduce sweep",
+    ],
+    '%perf next': [
+        r"^(next: |already fast enough|cannot tell)",
     ],
     '%littles throughput=400/s latency=25ms --io': [
         r"^needed concurrency: 10 tasks in flight",
