@@ -209,3 +209,20 @@ def test_doubt_warnings_load() -> None:
     assert _env.doubt_warnings(env, env, 0.0, 2) == []
     assert _env.doubt_warnings(env, None, None, None) == []
     assert _env.doubt_warnings(env, None, 0.3, 64) == []  # under 10 % of a big machine
+
+
+def test_load_probe_counts_waited_for_children_as_own_work() -> None:
+    """A child that spins 0.6 s and is waited for (the ceilings' wide-kernel probe runs so) is this
+    process's work, not other processes' load."""
+    import subprocess
+    import sys
+
+    from perfmagic.core.env import LoadProbe
+
+    p = LoadProbe().start()
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass"],
+                   check=True)
+    p.stop()
+    # the child's 0.6 s of CPU counted as this process's (before: ~0 own, the child's cores as others');
+    # process-time based, so a busy neighbour stretching the wall time to ~1.3 s still leaves > 0.4
+    assert p.own_cores is not None and p.own_cores > 0.4, p.own_cores

@@ -298,10 +298,19 @@ def _thread_cpu() -> dict[int, float] | None:
         return None
 
 
+def _own_cpu() -> float:
+    """CPU seconds of this process and of its children that ended and were waited for."""
+    t = os.times()
+    return time.process_time() + t.children_user + t.children_system
+
+
 class LoadProbe:
     """CPU used by *other* processes during an interval: busy time from ``/proc/stat`` minus this
-    process's CPU time (``time.process_time``), divided by wall time. Resolution is one clock tick
-    (usually 10 ms), so intervals under 20 ms give None. Children of this process count as others.
+    process's CPU time (``time.process_time``) and that of its children that ended and were waited for
+    meanwhile (``os.times``: a probe run in a child process, as the ceilings' wide-kernel probe does, is
+    this process's own work), divided by wall time. Resolution is one clock tick (usually 10 ms), so
+    intervals under 20 ms give None. Children still running count as others (``%%amdahl`` subtracts its
+    own; DataLoader workers are reported as such).
     ``active_threads``: this process's threads that each used at least 5% of a core (and a clock tick)
     meanwhile — a BLAS or torch pool at work shows as more than one, even when its threads mostly wait.
     """
@@ -317,12 +326,12 @@ class LoadProbe:
     def start(self) -> LoadProbe:
         """Take the starting readings; returns self."""
         self._threads0 = _thread_cpu()
-        self._busy0, self._cpu0, self._wall0 = _proc_stat_busy(), time.process_time(), time.perf_counter()
+        self._busy0, self._cpu0, self._wall0 = _proc_stat_busy(), _own_cpu(), time.perf_counter()
         return self
 
     def stop(self) -> float | None:
         """Average number of cores kept busy by other processes since start() (>= 0), or None."""
-        wall, own = time.perf_counter() - self._wall0, time.process_time() - self._cpu0
+        wall, own = time.perf_counter() - self._wall0, _own_cpu() - self._cpu0
         busy1 = _proc_stat_busy()
         self.own_cores = own / wall if wall > 0 else None
         t1 = _thread_cpu()
