@@ -58,10 +58,16 @@ def test_an_undecided_budget_says_how_long_a_decision_takes() -> None:
         assert pr.advice() is None
         return
     advice = pr.advice()
+    assert advice and advice in pr.text()
+    # a draw near the ±10% bar (the planted 1.2 read as ~1.11 beside a busy neighbour) asks for a longer run
+    # too, never "no budget will settle it" while its interval is wide
+    assert "no budget will settle it" not in advice, advice
+    if "is near the" in advice:
+        assert re.search(r"measure longer to see which side it settles on \(e\.g\. -b \d+s\)", advice), advice
+        return
     m = re.search(r"it needs ~(\d+) s \(about (\d+) pairs of ([\d.]+) ms\); run with -b (\d+)s", advice or "")
     assert m, advice
     assert int(m.group(4)) == int(m.group(1)) and int(m.group(2)) > pr.a.n_samples
-    assert advice in pr.text()
 
 
 # ---- bad input: one line, naming the fix -----------------------------------------------------------
@@ -150,3 +156,21 @@ def test_ctrl_c_while_re_measuring_ends_in_one_line(shell, capsys) -> None:
         break
     else:
         pytest.fail(f"never interrupted among the pairs ({sorted(seen)})")
+
+
+def test_advice_near_the_bar_says_no_budget_only_when_the_interval_is_narrow() -> None:
+    from types import SimpleNamespace as NS
+
+    from perfmagic.timing.pair import PairResult
+
+    def advice(ratio: float, lo: float, hi: float) -> str:
+        c = NS(ratio=ratio, ci_low=lo, ci_high=hi, verdict="inconclusive", min_effect=0.10)
+        side = NS(stop_reason="budget", n_samples=12, raw=[0.002] * 12)
+        return PairResult.advice(NS(comparison=c, a=side, b=side))
+
+    wide = advice(1.112, 0.95, 1.35)        # a few noisy pairs: could still settle on either side
+    assert "no budget will settle it" not in wide and "measure longer" in wide and "-b " in wide
+    narrow = advice(1.101, 1.085, 1.118)    # already tight around the bar: no run will decide it
+    assert "no budget will settle it" in narrow
+    far = advice(1.3, 1.05, 1.6)            # clear of the bar: how long a decision takes
+    assert "it needs ~" in far

@@ -295,6 +295,13 @@ def test_all_threads_draws_a_thread_only_when_mostly_busy() -> None:
     heads = [st[0][0] for st, _ in raw]
     assert heads.count("thread pool") == 6 and "thread events" not in heads, heads
     assert others == {"events": [1, 19], "pool": [6, 14]}
+    # beside a busy neighbour the event loop is caught runnable more often (5 of 20): its CPU time decides
+    doc["profiles"][1]["samples"] = [[2]] * 5 + [[2, 3]] * 15
+    raw, _ = _flame.parse_speedscope(doc, pid=7, tid=11, all_threads=True)
+    assert "thread events" in [st[0][0] for st, _ in raw]          # by samples alone it would be drawn ...
+    raw, _ = _flame.parse_speedscope(doc, pid=7, tid=11, all_threads=True, thread_cores={12: 0.004, 13: 0.6})
+    heads = [st[0][0] for st, _ in raw]
+    assert "thread events" not in heads and heads.count("thread pool") == 6, heads   # ... it used 0.4% of a core
 
 
 def _kernel_doc(cell_tid: int = 11, n: int = 40) -> dict[str, Any]:

@@ -124,6 +124,7 @@ _IDLE_CALLS = ("epoll_wait", "epoll_pwait2?", "poll", "ppoll", "select", "pselec
 _IDLE_NATIVE = re.compile(r"^_*(?:GI_+|libc_)?(" + "|".join(_IDLE_CALLS) + r")(@@.*|(\.\w+)*)$")
 
 
+BUSY_CORES = 0.05  # ... and only when it kept at least this much of a core busy (its CPU time, /proc)
 BUSY_SHARE = 0.2  # --all-threads draws another thread only when busy in at least this share of its samples
 # (not more: a busy Python thread beside the cell waits for the GIL, in take_gil, much of the time)
 
@@ -148,7 +149,8 @@ def idle_stack(stack: tuple[Frame, ...] | list[Frame]) -> bool:
 
 
 def parse_speedscope(doc: dict[str, Any], pid: int, tid: int, *, all_threads: bool = False, idle: bool = False,
-                     others: dict[str, list[int]] | None = None) -> tuple[list[tuple[list[Frame], float]], int]:
+                     others: dict[str, list[int]] | None = None,
+                     thread_cores: dict[int, float] | None = None) -> tuple[list[tuple[list[Frame], float]], int]:
     """py-spy's speedscope file -> (cell-rooted stacks with weights, samples outside the cell).
 
     The cell's thread (native id ``tid`` of process ``pid``) is cut at the entry frame. Other threads
@@ -156,13 +158,16 @@ def parse_speedscope(doc: dict[str, Any], pid: int, tid: int, *, all_threads: bo
     and the waiting ones (:func:`idle_stack`: the kernel's own threads in ``epoll_wait``) are dropped
     unless ``idle``. ``others`` (when given) receives ``{thread name: [busy samples, waiting samples]}``
     for every other thread seen, shown or not. Child processes (``--subprocesses``) go under
-    ``process PID: cmd``.
+    ``process PID: cmd``. ``thread_cores`` (native thread id -> cores it kept busy over the profile, from
+    ``/proc``): a thread under :data:`BUSY_CORES` is not drawn, whatever its samples say (beside a busy
+    neighbour an event-loop thread is caught runnable, between two waits, in a fifth of a dozen samples).
     """
     frames = [(str(f.get("name") or "?"), str(f.get("file") or ""), int(f.get("line") or 0))
               for f in doc.get("shared", {}).get("frames", [])]
     out: list[tuple[list[Frame], float]] = []
     outside = 0
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # other threads: [busy, waiting] samples
+    idle_cpu: set[str] = set()  # other threads that used under BUSY_CORES of a core over the profile
     owner: list[str | None] = []  # per stack in out: the other thread it came from (None: the cell, a child)
     for prof in doc.get("profiles", []):
         m = _THREAD_NAME.match(prof.get("name", ""))
@@ -182,6 +187,8 @@ def parse_speedscope(doc: dict[str, Any], pid: int, tid: int, *, all_threads: bo
                 out.append((cut, float(w)))
                 owner.append(None)
             elif ppid == pid:
+                if thread_cores is not None and thread_cores.get(ptid, 1.0) < BUSY_CORES:
+                    idle_cpu.add(tname)
                 waiting = idle_stack(stack)
                 counts[tname][1 if waiting else 0] += 1
                 if not all_threads or (waiting and not idle) or not stack or all(_infra(fr) for fr in stack):
@@ -204,7 +211,8 @@ def parse_speedscope(doc: dict[str, Any], pid: int, tid: int, *, all_threads: bo
             got = others.setdefault(tname, [0, 0])
             got[0] += busy
             got[1] += waiting
-    shown = {t for t, (busy, waiting) in counts.items() if idle or busy >= BUSY_SHARE * (busy + waiting)}
+    shown = {t for t, (busy, waiting) in counts.items()
+             if idle or (busy >= BUSY_SHARE * (busy + waiting) and t not in idle_cpu)}
     return [st for st, t in zip(out, owner) if t is None or t in shown], outside
 
 
@@ -314,6 +322,9 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
             inproc = InProcessSampler(threading.get_ident(), float(rate))
             inproc.start()
         status, exc_caught, err = "ok", None, None
+        from ..core.env import _thread_cpu
+
+        cpu0 = _thread_cpu() if spy is not None and all_threads else None
         t0 = time.perf_counter()
         try:
             _flame_cell_root(code_obj, ns, fn)
@@ -325,13 +336,16 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
         wall = time.perf_counter() - t0
         others: dict[str, list[int]] = {}
         if spy is not None:
+            cpu1 = _thread_cpu() if cpu0 is not None else None
+            cores = ({t: (c - cpu0.get(t, 0.0)) / wall for t, c in cpu1.items()}
+                     if cpu0 is not None and cpu1 is not None and wall > 0 else None)
             doc = spy.stop()
             if doc is None:
                 raw, outside = [], 0
                 notes.append("py-spy wrote no profile: " + (spy._log().strip().splitlines() or ["no message"])[-1][:160])
             else:
                 raw, outside = parse_speedscope(doc, os.getpid(), tid, all_threads=all_threads, idle=idle,
-                                                others=others)
+                                                others=others, thread_cores=cores)
             startup = spy.startup_s
         else:
             assert inproc is not None

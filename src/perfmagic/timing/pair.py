@@ -89,9 +89,17 @@ class PairResult(Displayed):
             need = (hi - r) / (-band - r)
         else:  # both ends must come inside
             need = max((hi - r) / (band - r), (r - lo) / (r + band))
-        if min(abs(r - band), abs(r + band)) < 0.15 * band or self.a.stop_reason == "precision":
+        near = min(abs(r - band), abs(r + band)) < 0.15 * band
+        # "no budget will settle it" only when the interval is already narrow around the bar; a wide one
+        # (a few noisy pairs) may still settle on either side, and a longer run shows which
+        if self.a.stop_reason == "precision" or (near and hi - lo < 0.5 * band):
             return (f"the change (B/A {c.ratio:.3f}) sits on the {bar} bar: no budget will settle it; judge it "
                     f"against another bar (--min-effect)")
+        if near:
+            secs = max(1, math.ceil(4 * n * pair_s * 1.3))
+            return (f"the change (B/A {c.ratio:.3f}, CI {c.ci_low:.3f}–{c.ci_high:.3f}) is near the {bar} bar and "
+                    f"{n} pairs leave its interval wide: measure longer to see which side it settles on (e.g. -b "
+                    f"{secs}s), or judge it against another bar (--min-effect)")
         pairs = max(math.ceil(1.2 * n * need ** 2), math.ceil(1.5 * n))  # the interval narrows as 1/sqrt(n)
         secs = max(1, math.ceil(pairs * pair_s * 1.3))  # and a warmup
         return (f"{n} pairs were too few for a decision at {bar}: it needs ~{secs} s (about {pairs} pairs "
