@@ -627,3 +627,12 @@ def test_ceilings_text_says_where_a_wide_roof_came_from() -> None:
     assert max(len(ln) for ln in lines) <= 100
     plain = _fake(details={"compute": {"float32": {"torch_matmul": per["torch_matmul"]}}})
     assert "OPENBLAS_CORETYPE" not in plain.text()
+
+
+def test_text_keeps_the_advice_items_indentation() -> None:
+    c = _fake(compute={"float32": 250e9, "float64": 125e9, "bfloat16": 900e9})
+    n = 1024
+    r = _planted_result(c, flops=2 * n ** 3, nbytes=12 * n * n, t=2 * n ** 3 / 200e9, ops={"aten.mm": 2 * n ** 3})
+    lines = r.text().splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.startswith("    1. "))
+    assert lines[i + 1].startswith("       ") and not lines[i + 1].startswith("        "), lines[i:i + 3]

@@ -171,9 +171,10 @@ class RooflineResult(Displayed):
         lines += [_wrap(n, "  note: ", "        ") for n in self.notes]
         lines += [_wrap(w, "  ! ", "    ") for w in self.warnings]
         # every line within 100 columns: a long one continues under its own indent + 2
+        physical = [p for ln in lines for p in ln.split("\n")]  # wrapped items are already several lines
         return "\n".join(ln if len(ln) <= 100 else _wrap(ln.lstrip(), " " * (len(ln) - len(ln.lstrip())),
                                                           " " * (len(ln) - len(ln.lstrip()) + 2))
-                         for ln in lines)
+                         for ln in physical)
 
     def headline(self) -> str:
         return self.verdict()
