@@ -55,8 +55,26 @@ def _group(backend: str | None) -> tuple[Any, bool]:
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(backend)
-    atexit.register(lambda: dist.is_initialized() and dist.destroy_process_group())
+    atexit.register(_leave_group, dist)
     return dist, True
+
+
+def _leave_group(dist: Any) -> None:
+    """At exit, the group perfmagic started: every rank leaves together (a barrier, 10 s at most), then the
+    group is destroyed. A rank that destroyed it while another still talked to it aborted the other in
+    gloo's teardown ("terminate called without an active exception", a fresh-clone CI run)."""
+    if not dist.is_initialized():
+        return
+    try:
+        if dist.get_backend() == "gloo":
+            from datetime import timedelta
+
+            dist.monitored_barrier(timeout=timedelta(seconds=10))
+        else:
+            dist.barrier()
+    except Exception:  # noqa: BLE001 - a peer already gone: leave anyway
+        pass
+    dist.destroy_process_group()
 
 
 def distributed_bench(
