@@ -128,14 +128,9 @@ def fma_measured() -> dict[str, Any]:
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         return {"peak": None, "why": "no C compiler to build the FMA kernel"}
-    flags = set()
-    try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
+    from perfmagic.roofs.kernels import cpu_flags
+
+    flags = cpu_flags() or set()
     wide = "avx512f" in flags
     if not wide and not {"avx2", "fma"} <= flags:
         return {"peak": None, "why": "no avx512f or avx2+fma flag"}

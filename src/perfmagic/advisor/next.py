@@ -28,8 +28,7 @@ import math
 from typing import Any
 
 from ..errors import PerfmagicError
-from .evidence import (_from_amdahl, _from_dataloader, _from_flame, _from_roofline, _num, _pct, _x,  # noqa: F401
-                       about, wilson_high)
+from .evidence import _from_amdahl, _from_dataloader, _from_flame, _from_roofline, _num, _pct, _x, about, wilson_high
 from .result import LEVELS, Candidate, NextStep, PredictionCheck
 
 _EVIDENCE_MAGICS = ("dataloader_check", "flame", "roofline", "amdahl")
