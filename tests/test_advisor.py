@@ -19,31 +19,33 @@ def led(tmp_path: Any) -> Ledger:
     return Ledger(tmp_path / ".perfmagic", notebook="nb.ipynb")
 
 
-def timed(led: Ledger, label: str, median_s: float, *, spread: float = 0.01, n: int = 20, **options: Any) -> int:
+def timed(led: Ledger, label: str, median_s: float, *, spread: float = 0.01, n: int = 20, code: str | None = None,
+          **options: Any) -> int:
     """A %%gpubench row: ``n`` samples around ``median_s`` (±spread, deterministic)."""
     raw = [median_s * (1 + spread * ((i * 7) % 11 - 5) / 5) for i in range(n)]
     s = sorted(raw)
     metrics = {"median_s": s[n // 2], "ci_low_s": s[n // 2 - 3], "ci_high_s": s[n // 2 + 3], "min_s": s[0],
                "n_samples": n, "number": 1}
-    return led.record(magic="gpubench", label=label, code=f"run_{label}()", options={"label": label, **options},
+    return led.record(magic="gpubench", label=label, code=code or f"run_{label}()", options={"label": label, **options},
                       metrics=metrics, samples={"raw": raw, "number": 1}, env={}, primary_metric="median_s").id
 
 
-def loader_row(led: Ledger, wait: float, compute_s: float = 0.003, workers: int = 0) -> int:
+def loader_row(led: Ledger, wait: float, compute_s: float = 0.003, workers: int = 0,
+               label: str = "step(batch)") -> int:
     step = compute_s / (1 - wait)
     m = {"data_wait_fraction": wait, "verdict": "input-bound" if wait >= 0.3 else "compute-bound",
          "step_s": step, "wait_s": step * wait, "compute_s": compute_s, "compute_only_step_s": compute_s,
          "speedup_if_data_free": step / compute_s, "num_workers": workers, "batch_size": 32, "cores": 2,
          "best_num_workers": None}
-    return led.record(magic="dataloader_check", label="step(batch)", code="step(batch)",
+    return led.record(magic="dataloader_check", label=label, code="step(batch)",
                       options={"loader": "loader", "steps": 8}, metrics=m, samples={}, env={},
                       primary_metric="data_wait_fraction").id
 
 
-def flame_row(led: Ledger, name: str, share: float, n: int = 300) -> int:
+def flame_row(led: Ledger, name: str, share: float, n: int = 300, label: str = "loop") -> int:
     m = {"top_self_fraction": share, "n_samples": n, "sampled_s": n / 100, "top1_self_name": name,
          "top1_self_fraction": share, "top2_self_name": "rest (In [2]:9)", "top2_self_fraction": 1 - share}
-    return led.record(magic="flame", label="loop", code="loop()", options={"rate": None}, metrics=m,
+    return led.record(magic="flame", label=label, code="loop()", options={"rate": None}, metrics=m,
                       samples={}, env={}, primary_metric="top_self_fraction").id
 
 
@@ -72,16 +74,17 @@ def test_empty_ledger_asks_to_measure_first(led: Ledger) -> None:
 
 
 def test_a_timing_alone_asks_to_profile_first(led: Ledger) -> None:
-    a = timed(led, "loop", 0.02)
+    timed(led, "loop", 0.02)
     r = next_step(led)
-    assert r.kind == "measure" and r.command == "%%flame" and "profile first" in r.action
-    assert r.evidence == (a,) and led.predictions() == []
+    assert r.kind == "measure" and r.command == "%%flame -l loop", r.text()
+    assert r.text() == "next: no evidence about 'loop' yet: profile it first with %%flame -l loop"
+    assert r.evidence == () and led.predictions() == []
 
 
 def test_input_bound_loop_proposes_the_loader_first_with_the_bound(led: Ledger) -> None:
     a = timed(led, "epoch", 0.012)
-    f = flame_row(led, "forward (/w/model.py:30)", 0.6)   # a hot function too: the wait comes first
-    d = loader_row(led, wait=0.75)
+    f = flame_row(led, "forward (/w/model.py:30)", 0.6, label="epoch")   # hot too: the wait comes first
+    d = loader_row(led, wait=0.75, label="epoch")
     r = next_step(led)
     assert r.kind == "experiment" and r.level == "I/O", r.text()
     assert "num_workers" in r.action and r.label == "epoch"
@@ -101,9 +104,9 @@ def test_a_loader_check_does_not_bound_timed_code_that_reads_no_loader(led: Ledg
         dataset, batch_size = None, 32
 
     timed(led, "step", 0.003)   # its code: run_step()
-    d = loader_row(led, wait=0.8)
+    d = loader_row(led, wait=0.8, label="step")
     r = next_step(led, namespace={"run_step": print, "loader": Loader()})
-    assert r.kind == "measure" and r.command == "%%flame", r.text()
+    assert r.kind == "measure" and r.command == "%%flame -l step", r.text()
     assert any(f"dataloader_check #{d} measured a loop over a DataLoader; 'step'" in x for x in r.findings)
     led2 = Ledger(led.directory, notebook="other.ipynb")
     timed(led2, "epoch", 0.012)
@@ -115,10 +118,10 @@ def test_a_loader_check_does_not_bound_timed_code_that_reads_no_loader(led: Ledg
 
 def test_evidence_older_than_a_kept_change_is_not_used(led: Ledger) -> None:
     a = timed(led, "cpu", 0.010)
-    f = flame_row(led, "parse (In [3]:4)", 0.7)
+    f = flame_row(led, "parse (In [3]:4)", 0.7, label="cpu")
     b = timed(led, "cpu", 0.004, interleaved_with=a)   # a change kept: 2.5x faster
     r = next_step(led)
-    assert r.kind == "measure" and r.command == "%%flame"
+    assert r.kind == "measure" and r.command == "%%flame -l cpu"
     assert any(f"flame #{f} predates the change kept in run #{b}" in x for x in r.findings), r.findings
 
 
@@ -126,7 +129,7 @@ def test_a_hot_library_function_sets_no_upper_bound(led: Ledger) -> None:
     import torch.autograd.graph  # noqa: F401 - the module the short name resolves to
 
     timed(led, "step", 0.01)
-    flame_row(led, "_engine_run_backward (graph.py:979)", 0.56, n=55)
+    flame_row(led, "_engine_run_backward (graph.py:979)", 0.56, n=55, label="step")
     r = next_step(led)
     assert r.level == "vectorization" and r.high is None and "vectorize the code that calls it" in r.action
     assert "sets no upper bound" in r.basis
@@ -134,7 +137,7 @@ def test_a_hot_library_function_sets_no_upper_bound(led: Ledger) -> None:
 
 def test_not_input_bound_says_the_loader_is_not_the_lever(led: Ledger) -> None:
     timed(led, "epoch", 0.012)
-    d = loader_row(led, wait=0.05)
+    d = loader_row(led, wait=0.05, label="epoch")
     r = next_step(led)
     assert r.kind == "measure" and "%%flame" in r.command
     assert any(f"not input-bound: 5% of each step waits for data (dataloader_check #{d})" in x for x in r.findings)
@@ -142,22 +145,120 @@ def test_not_input_bound_says_the_loader_is_not_the_lever(led: Ledger) -> None:
 
 def test_hot_pure_python_function_proposes_that_function(led: Ledger) -> None:
     timed(led, "cpu", 0.01)
-    f = flame_row(led, "parse (In [3]:4)", 0.71, n=300)
+    f = flame_row(led, "parse (In [3]:4)", 0.71, n=300, label="cpu")
     r = next_step(led)
     assert r.kind == "experiment" and r.level == "algorithm", r.text()
     assert "`parse`" in r.action and "vectorize" in r.action
-    assert r.basis.startswith(f"71% of self time in `parse` (flame #{f}, 300 samples): at most ")
+    assert r.basis.startswith(f"71% of self time in `parse` (flame #{f}, 300 samples, 66%–76% at 95%): at most ")
     # the bound uses the top of the share's 95% interval: never below 1/(1-0.71) = 3.4
     assert r.high == pytest.approx(1 / (1 - wilson_high(0.71, 300))) and r.high > 1 / (1 - 0.71)
     assert "--vs baseline" in r.command
 
 
-def test_few_flame_samples_are_unreliable_and_ask_for_more(led: Ledger) -> None:
-    timed(led, "cpu", 0.01)
-    flame_row(led, "parse (In [3]:4)", 0.9, n=6)
+def test_fifteen_of_fifteen_samples_is_hot(led: Ledger) -> None:
+    """The user's case: one function held 15 of 15 samples of a 0.12 s cell. Its share is above 80%
+    at 95%: enough to propose the change, not "measure first"."""
+    timed(led, "cpu", 0.12)
+    f = led.record(magic="flame", label="cpu", code="run_cpu()", options={"rate": None}, samples={}, env={},
+                   metrics={"n_samples": 15, "sampled_s": 0.12, "wall_s": 0.12, "rate_hz": 125.0,
+                            "top1_self_name": "parse (In [3]:4)", "top1_self_fraction": 1.0},
+                   primary_metric="top_self_fraction").id
     r = next_step(led)
-    assert r.kind == "measure" and "--rate 500" in r.command
-    assert any(x.startswith("unreliable: flame") and "only 6 samples" in x for x in r.findings)
+    assert r.kind == "experiment" and r.level == "algorithm" and "`parse`" in r.action, r.text()
+    assert f"100% of self time in `parse` (flame #{f}, 15 samples, 80%–100% at 95%)" in r.basis
+    assert "measure first" not in r.text() and "--rate" not in r.text()
+
+
+def test_a_share_whose_interval_reaches_below_the_bar_asks_for_the_samples_that_tell(led: Ledger) -> None:
+    timed(led, "cpu", 0.05)
+    led.record(magic="flame", label="cpu", code="run_cpu()", options={"rate": None}, samples={}, env={},
+               metrics={"n_samples": 8, "sampled_s": 0.08, "wall_s": 0.08, "rate_hz": 100.0,
+                        "top1_self_name": "parse (In [3]:4)", "top1_self_fraction": 0.25},
+               primary_metric="top_self_fraction")
+    r = next_step(led)
+    assert r.kind == "measure" and r.action.startswith("measure first: %%flame -l cpu"), r.text()
+    assert any(x.startswith("cannot tell yet: `parse` has 25% of 8 samples") and "9.1% that a 10% gain" in x
+               for x in r.findings), r.findings
+    from perfmagic.advisor.evidence import samples_to_tell, wilson_low
+
+    need = samples_to_tell(0.25, 0.1 / 1.1)
+    assert need is not None and wilson_low(0.25, need) >= 0.1 / 1.1 > wilson_low(0.25, need - 1)
+    assert f"≥ {need} samples" in r.text() and max(len(x) for x in r.text().splitlines()) <= 100
+
+
+TRAIN = "opt.zero_grad()\nloss = model(x).sum()\nloss.backward()\nopt.step()"
+BACKWARD_STACKS = {"stack": ["cell (In [4]);backward (_tensor.py:521);_engine_run_backward (graph.py:979)",
+                             "cell (In [4]);_wrapped_call_impl (module.py:1739);forward (linear.py:125)",
+                             "cell (In [4]);step (optimizer.py:485)"],
+                   "seconds": [0.56, 0.3, 0.14]}
+
+
+def _train_and_inference(led: Ledger) -> tuple[int, int]:
+    """The user's ledger: a flame of a train step, a roofline of another model, then two inference
+    cells under torch.no_grad()."""
+    import torch.autograd.graph  # noqa: F401 - the module the short name resolves to
+
+    timed(led, "train-step", 0.2, code=TRAIN)
+    fl = led.record(magic="flame", label="train-step", code=TRAIN, options={}, samples=BACKWARD_STACKS, env={},
+                    metrics={"n_samples": 100, "sampled_s": 1.0, "wall_s": 1.0, "rate_hz": 100.0,
+                             "top1_self_name": "_engine_run_backward (graph.py:979)", "top1_self_fraction": 0.56},
+                    primary_metric="top_self_fraction").id
+    ro = led.record(magic="roofline", label="gpt2-forward", code="gpt(tokens)", options={}, samples={}, env={},
+                    metrics={"fraction_of_roof": 0.2, "bound": "compute", "dtype": "float32"},
+                    primary_metric="median_s").id
+    timed(led, "resnet-inference", 0.05, code="with torch.no_grad():\n    model(x)")
+    timed(led, "gpt2-inference", 0.04, code="with torch.no_grad():\n    gpt(tokens)")
+    return fl, ro
+
+
+@pytest.mark.parametrize("label", ["resnet-inference", "gpt2-inference", None])
+def test_inference_cells_get_no_advice_from_a_train_step_flame(led: Ledger, label: str | None) -> None:
+    fl, ro = _train_and_inference(led)
+    r = next_step(led, label=label)
+    shown = r.label
+    assert shown == (label or "gpt2-inference")
+    t = r.text()
+    assert "backward" not in r.action and "_engine_run_backward" not in t.splitlines()[0], t
+    assert r.kind == "measure" and "%%flame -l " + shown in r.command, t
+    if shown == "resnet-inference":   # nothing in the ledger is about it: one line names the fix
+        assert t.splitlines()[0] == (f"next: no evidence about '{shown}' yet: profile it first with %%flame -l "
+                                     f"{shown}"), t
+    else:   # the roofline of gpt(tokens) is about it, and says nothing to change: profile it
+        assert t.startswith(f"next: profile first: %%flame -l {shown} (where the time goes)"), t
+        assert any(f"(roofline #{ro})" in x for x in r.findings)
+    ids = {x[0]: x for x in r.not_about}
+    assert fl in ids and "`backward`" in ids[fl][3] and f"which '{shown}' does not call" in ids[fl][3]
+    if shown == "resnet-inference":
+        assert ro in ids and ids[ro][3] == "it ran `gpt`, which 'resnet-inference' does not call"
+    else:  # the same model's roofline (gpt(tokens)) is about gpt2-inference: it calls `gpt`
+        assert ro not in ids
+    assert "  not about this code (not used):" in t and f"#{fl} flame 'train-step': it ran" in t
+    html = r._repr_mimebundle_()["text/html"]
+    assert "not about this code" in html and "train-step" in html and "<script" not in html
+    assert max(len(x) for x in t.splitlines()) <= 100
+    assert not led.predictions()
+    # the train step itself is advised on from its own flame
+    r = next_step(led, label="train-step")
+    assert r.kind == "experiment" and "_engine_run_backward" in r.action and fl in r.evidence, r.text()
+    assert ro in {x[0] for x in r.not_about}
+
+
+def test_a_flame_of_a_loop_is_read_under_the_function_the_label_calls(led: Ledger) -> None:
+    """A flame of ``for b in loader: train_step(b)`` also profiled the loader: only the samples under
+    ``train_step`` are about 'step' (``train_step(batch)``), and the hot function is read from them."""
+    timed(led, "step", 0.01, code="train_step(batch)")
+    fl = led.record(magic="flame", label="epoch", code="for b in loader:\n    train_step(b)", options={}, env={},
+                    samples={"stack": ["cell (In [5]);__next__ (dataloader.py:631);decode (In [2]:7)",
+                                       "cell (In [5]);train_step (In [3]:2);parse (In [3]:9)",
+                                       "cell (In [5]);train_step (In [3]:2)"],
+                             "seconds": [6.0, 3.0, 1.0]},
+                    metrics={"n_samples": 1000, "sampled_s": 10.0, "wall_s": 10.0, "rate_hz": 100.0,
+                             "top1_self_name": "decode (In [2]:7)", "top1_self_fraction": 0.6},
+                    primary_metric="top_self_fraction").id
+    r = next_step(led)
+    assert r.kind == "experiment" and "`parse`" in r.action and "decode" not in r.action, r.text()
+    assert fl in r.evidence and "within `train_step`, which 'step' calls (40% of the profile)" in r.basis
+    assert r.basis.startswith("75% of self time in `parse` within `train_step`")
 
 
 def test_matmul_near_the_roof_proposes_precision_or_less_work_not_threads(led: Ledger) -> None:
@@ -183,7 +284,7 @@ def test_serial_fraction_half_says_not_more_workers(led: Ledger) -> None:
 
 def test_target_met_says_stop_and_a_straddling_interval_cannot_tell(led: Ledger) -> None:
     a = timed(led, "loop", 0.040, spread=0.02)
-    loader_row(led, wait=0.75)
+    loader_row(led, wait=0.75, label="loop")
     r = next_step(led, target="50ms")
     assert r.kind == "stop" and r.action == "already fast enough: stop" and r.evidence == (a,)
     led.set_target("loop", 0.050)
@@ -196,7 +297,7 @@ def test_target_met_says_stop_and_a_straddling_interval_cannot_tell(led: Ledger)
 
 def test_predictions_are_recorded_once_then_checked_by_the_next_comparison(led: Ledger) -> None:
     a = timed(led, "epoch", 0.012)
-    loader_row(led, wait=0.75)
+    loader_row(led, wait=0.75, label="epoch")
     r1 = next_step(led)
     r2 = next_step(led)
     assert r1.prediction_id is not None and r1.prediction_id == r2.prediction_id
@@ -214,7 +315,7 @@ def test_predictions_are_recorded_once_then_checked_by_the_next_comparison(led: 
 
 def test_a_gain_beyond_the_range_is_a_miss(led: Ledger) -> None:
     timed(led, "cpu", 0.010)
-    flame_row(led, "parse (In [3]:4)", 0.5, n=400)   # at most ~2.2x
+    flame_row(led, "parse (In [3]:4)", 0.5, n=400, label="cpu")   # at most ~2.2x
     r = next_step(led)
     assert r.high is not None and r.high < 2.5
     timed(led, "cpu", 0.001)   # a later run of the label, 10x faster: outside the range whatever the noise
@@ -230,7 +331,7 @@ def test_unknown_label_and_bad_target_and_corrupt_rows_are_clear_errors(led: Led
         next_step(led, label="nope")
     with pytest.raises(AdvisorError, match=r"target: got 'abc'; expected a time per call"):
         next_step(led, target="abc")
-    bad = led.record(magic="amdahl", label="w", code="w()", options={"threads": "abc"}, metrics={"S": 0.1},
+    bad = led.record(magic="amdahl", label="loop", code="w()", options={"threads": "abc"}, metrics={"S": 0.1},
                      samples={}, env={}).id
     with pytest.raises(AdvisorError, match=rf"run #{bad} \(amdahl\) cannot be read.*%perf forget {bad}"):
         next_step(led)
@@ -256,7 +357,7 @@ def test_an_old_ledger_without_the_advisor_tables_stays_readable(led: Ledger) ->
 
 def test_result_protocol_text_and_self_contained_html(led: Ledger) -> None:
     timed(led, "epoch", 0.012)
-    loader_row(led, wait=0.75)
+    loader_row(led, wait=0.75, label="epoch")
     r = next_step(led)
     b = r._repr_mimebundle_()
     assert b["text/plain"] == r.text() and "<details" in b["text/html"] and "<script" not in b["text/html"]
@@ -398,8 +499,10 @@ def test_evidence_about_another_timed_label_is_not_used(led: Ledger) -> None:
                     primary_metric="median_s").id
     timed(led, "sum-of-squares", 0.002)
     r = next_step(led, label="sum-of-squares")
-    assert r.kind == "measure" and "profile first" in r.action, r.text()
-    assert ro not in r.evidence and any(f"roofline #{ro} ('numpy-add') is about other code" in f for f in r.findings)
+    assert r.kind == "measure" and "no evidence about 'sum-of-squares' yet" in r.action, r.text()
+    assert ro not in r.evidence and (ro, "roofline", "numpy-add",
+                                     "it read `a`, `b`, which 'sum-of-squares' does not read") in r.not_about
+    assert f"#{ro} roofline 'numpy-add': it read `a`, `b`" in r.text()
     # the same roofline with a name in common with the timed code ("run_sum" vs "run_sum-of-squares()"): used
     led.record(magic="roofline", label="sq-roof", code="run_sum(values)", options={}, samples={}, env={},
                metrics={"fraction_of_roof": 0.93, "bound": "compute", "dtype": "float32"}, primary_metric="median_s")

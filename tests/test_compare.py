@@ -317,3 +317,14 @@ def test_2000_vs_2000_samples_compare_in_under_a_second() -> None:
     # best of up to 3 tries: a 2-core machine has noisy neighbours; measured about 0.15 s
     assert _best_of(3, lambda: compare_samples(a, b)) < 1.0
     assert _best_of(3, lambda: compare_samples(a, b, paired=True)) < 1.0
+
+
+def test_wide_intervals_read_as_factors_at_both_ends() -> None:
+    """"95% CI −524%…+565%" read as more than all of the time; "3.3× faster…−34%" mixed two units."""
+    from perfmagic.timing.compare import decide, span
+
+    assert span(0.979, 1.017) == "−2.1%…+1.7%"
+    assert span(0.3, 0.746) == "3.3× faster…1.3× faster"
+    assert span(0.16, 6.65) == "6.2× faster…6.7× slower"
+    v, s = decide(1.0, 0.16, 6.65)
+    assert v == "inconclusive" and "(95% CI 6.2× faster…6.7× slower straddles the 10% bar)" in s

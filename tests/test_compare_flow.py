@@ -174,3 +174,35 @@ def test_advice_near_the_bar_says_no_budget_only_when_the_interval_is_narrow() -
     assert "no budget will settle it" in narrow
     far = advice(1.3, 1.05, 1.6)            # clear of the bar: how long a decision takes
     assert "it needs ~" in far
+
+
+# ---- the budget sized to the noise of slow calls (a training step) -----------------------------------
+
+def test_pairs_needed_follows_the_spread_and_the_distance_to_the_bar() -> None:
+    import math
+
+    from perfmagic.timing.pair import pairs_needed
+
+    spread = [-2.0, -1.0, -0.4, 0.4, 1.0, 2.0]                          # MAD 1.0: sigma = 1.48 units
+    far = [math.log(1.4) + 0.03 * u for u in spread]                    # 40% slower, 4% noise: decided now
+    assert pairs_needed(far, 0.10) == 6
+    near = [math.log(1.13) + 0.05 * u for u in spread]                  # 13%: 3% from the bar, 7% noise
+    assert 40 <= pairs_needed(near, 0.10) <= 200
+    noisier = [math.log(1.13) + 0.10 * u for u in spread]
+    assert 3.5 < pairs_needed(noisier, 0.10) / pairs_needed(near, 0.10) < 4.5   # twice the noise: 4x the pairs
+    assert pairs_needed([math.log(1.1) + 0.05 * u for u in spread], 0.10) == 10_000   # centred on the bar
+
+
+def test_slow_pairs_stop_as_soon_as_the_verdict_is_clear() -> None:
+    import random
+    import time
+
+    from perfmagic.timing.pair import DECISIVE_MIN_SLOW, bench_pair
+
+    # 60 ms vs 90 ms (+50%), each call ±5% at random (so the 1% precision cannot stop it first), 8 s
+    # given: a step this slow used to run 30 pairs (4.5 s) before it could stop early
+    ns = {"time": time, "random": random.Random(5)}
+    pr = bench_pair("time.sleep(0.06 * random.uniform(0.95, 1.05))", "time.sleep(0.09 * random.uniform(0.95, 1.05))",
+                    globals=ns, memory=False, budget=8.0)
+    assert pr.comparison.verdict == "slower", pr.text()
+    assert pr.a.stop_reason == "verdict clear" and DECISIVE_MIN_SLOW <= pr.a.n_samples <= 20, pr.text()

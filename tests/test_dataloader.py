@@ -103,9 +103,23 @@ def test_io_bound_planted_fraction_and_headroom() -> None:
     assert r.input_bound and r.text().startswith("input-bound: ")
     assert abs(r.data_wait_fraction - 0.8) < 0.1, r.text()
     assert r.n_steps == 12 and r.warmup == 2
-    assert r.loader_batches_per_s is not None and 0.6 / 0.016 < r.loader_batches_per_s < 1.1 / 0.016
-    assert r.compute_only_step_s is not None and 0.0035 < r.compute_only_step_s < 0.012
-    assert r.speedup_if_data_free is not None and r.speedup_if_data_free > 2.5
+    from perfmagic.dataloader.audit import LOADED
+
+    # a sleep is a floor: no load makes the loader faster than planted or the step shorter than 4 ms
+    assert r.loader_batches_per_s is not None and r.loader_batches_per_s < 1.1 / 0.016
+    assert r.compute_only_step_s is not None and 0.0035 < r.compute_only_step_s
+    # on a loaded machine every wake-up can come late (make unit-busy on a saturated CI box measured the
+    # 16 ms batch at 30 ms): the upper bounds hold only for a pass measured quiet, and a loaded one is named
+    for phase, x, ok in (("the loader-alone pass", r.loader_others_cores, r.loader_batches_per_s > 0.6 / 0.016),
+                         ("compute alone", r.compute_only_others_cores, r.compute_only_step_s < 0.012)):
+        if x is not None and x > LOADED:
+            assert f"during {phase}" in " ".join(r.text().split()), r.text()
+        else:
+            assert ok, (phase, r.text())
+    if r.load_gap("loop", "compute"):  # one pass beside other processes, the other quiet: not compared
+        assert r.speedup_if_data_free is None and "cannot tell the gain" in r.text(), r.text()
+    else:
+        assert r.speedup_if_data_free is not None and r.speedup_if_data_free > 2.5, r.text()
     topics = {f.topic: f for f in r.findings()}
     assert topics["num_workers"].level == "warn" and "workers" in topics["num_workers"].effect
     m = r.metrics()
@@ -192,7 +206,11 @@ def test_sweep_more_workers_help_io_bound() -> None:
     assert pts[4].throughput > 1.5 * pts[0].throughput and pts[2].throughput > 1.3 * pts[0].throughput
     assert r.best is not None and dict(r.best.setting)["num_workers"] >= 2
     assert r.metrics()["best_num_workers"] >= 2
-    assert "best: num_workers=" in r.text() and "sweep:" in r.text()
+    t = " ".join(r.text().split())
+    if "best: cannot tell" in t:  # the settings ran under uneven loads: the best is not named as a fact
+        assert "because other processes used" in t and "(highest measured: num_workers=" in t, r.text()
+    else:
+        assert "best: num_workers=" in t and "sweep:" in t, r.text()
 
 
 # ---- bad input and faults ---------------------------------------------------------------------------
@@ -308,7 +326,11 @@ def test_magic_sweep(shell) -> None:
                     "--no-loader-alone --no-compute-alone --no-plot\ntime.sleep(0.003)\n")
     assert res.error_in_exec is None, res.error_in_exec
     text = shell.text()
-    assert "sweep:" in text and "best: num_workers=2" in text, text
+    assert "sweep:" in text, text
+    if "best: cannot tell" in text:  # a sweep point ran beside other processes and another did not
+        assert "best: cannot tell, because other processes used" in " ".join(text.split()), text
+    else:
+        assert "best: num_workers=2" in text, text
 
 
 @pytest.mark.parametrize("cell, needle", [
@@ -502,16 +524,27 @@ def test_cpu_workers_slow_the_step_flagged_on_two_cores() -> None:
         r = dataloader_check(dl, lambda b: spin(0.040), steps=12)
     finally:
         os.sched_setaffinity(0, old)
-    from perfmagic.dataloader.audit import LOADED
+    from perfmagic.dataloader.audit import LOADED, WORKERS_IDLE
 
     assert r.cores == 2
-    assert r.workers_cores is not None and r.workers_cores > 0.3, r.text()  # they burn CPU
     fs = r.findings()
+    loaded = any(x is not None and x > LOADED for x in (r.others_cores, r.compute_only_others_cores))
+    assert r.workers_cores is not None, r.text()
+    if loaded and r.workers_cores <= 0.3:
+        # the plant did not take: other processes kept the cores so busy that the workers hardly ran (a
+        # saturated CI box: others on 1.7 of 2 cores, the workers on 0.19). Nothing to flag then; what must
+        # hold is that the load is named and the workers are not blamed for a slowdown they cannot cause
+        assert "! load: other processes used" in r.text(), r.text()
+        if r.workers_cores < WORKERS_IDLE:
+            assert not [f for f in fs if f.topic == "threads" and f.level == "warn"], r.text()
+        return
+    assert r.workers_cores > 0.3, r.text()  # they burn CPU
     # never ✓: the workers took the step's cores
     assert not [f for f in fs if f.level == "ok" and f.topic == "num_workers"], r.text()
     (th,) = [f for f in fs if f.topic == "threads"]
-    if r.others_cores is not None and r.others_cores > LOADED:
-        # others' load moves the step's time alone too: the slowdown is measured, or it says it cannot tell
+    if loaded:
+        # others' load moves the step's time in the loop or alone: the slowdown is measured, or it says it
+        # cannot tell (and names the load)
         assert th.level == "warn" or th.message.startswith("cannot tell whether the workers slow the step"), r.text()
     elif r.step_slowed:
         assert th.level == "warn" and "the step itself slowed" in r.text(), r.text()
@@ -532,11 +565,30 @@ def test_io_workers_do_not_slow_the_step_on_two_cores() -> None:
         r = dataloader_check(dl, lambda b: spin(0.040), steps=12)
     finally:
         os.sched_setaffinity(0, old)
-    assert r.step_slowdown is not None and not r.step_slowed, r.text()
-    assert r.step_slowdown < 1.2, r.text()
+    from perfmagic.dataloader.audit import LOADED
+
+    fs = r.findings()
+    # what must hold however busy the machine: the workers are seen to sleep and are never blamed
     assert r.workers_cores is not None and r.workers_cores < 0.25, r.text()  # they sleep
-    assert [f.level for f in r.findings() if f.topic == "num_workers"] == ["ok"], r.text()
-    assert not [f for f in r.findings() if f.topic == "threads" and f.level == "warn"], r.text()
+    assert not [f for f in fs if f.topic == "threads" and f.level == "warn"], r.text()
+    assert r.step_slowdown is not None, r.text()
+    if any(x is not None and x > LOADED for x in (r.others_cores, r.compute_only_others_cores)):
+        # Beside a busy neighbour (make unit-busy) the strict ✓ cannot be asserted: the neighbour shares the
+        # 2 cores with the spinning step, and each wake-up of a sleeping worker can make the scheduler move
+        # the step onto the neighbour's core, so the step may be measured slower in the loop than alone
+        # because of the neighbour (CI: "compute-bound: data wait is 4%" and no ✓). The audit then rightly
+        # withholds the ✓; what it must still get right is whom it blames: any slowdown goes to the other
+        # processes, never to the workers, and the load is named. (A neighbour during compute alone only
+        # makes the two times incomparable: the same holds.)
+        levels = [f.level for f in fs if f.topic == "num_workers"]
+        assert levels in (["ok"], ["info"]), r.text()
+        if r.step_slowed or levels == ["info"]:
+            (th,) = [f for f in fs if f.topic == "threads"]
+            assert "not the workers" in th.effect or th.message.startswith("cannot tell"), r.text()
+            assert "other processes" in th.text(), r.text()
+    else:  # a quiet machine: the step's time does not grow with sleeping workers, and the ✓ stands
+        assert not r.step_slowed and r.step_slowdown < 1.2, r.text()
+        assert [f.level for f in fs if f.topic == "num_workers"] == ["ok"], r.text()
 
 
 def test_oversubscribed_busy_workers_and_a_grown_step_get_no_check_mark() -> None:

@@ -6,6 +6,7 @@ import gc
 import json
 import statistics
 import time
+from typing import Any
 
 import pytest
 
@@ -216,15 +217,111 @@ def test_cuda_matmul_uses_events_and_reports_cuda_peak() -> None:
     assert r.env.get("gpu") is not None
 
 
-def test_slow_phase_of_the_machine_is_flagged(monkeypatch) -> None:
-    from perfmagic.core import reference as _reference
+def _planted(times: list[float], cold: float | None = None, **env: Any) -> Any:
+    """A BenchResult built by hand: one call per sample, the environment given."""
+    from perfmagic.timing.results import BenchResult
 
-    monkeypatch.setattr(_reference, "_best_seen", [1e-7])  # as if the machine had been far faster before
-    r = perfmagic.bench("1", memory=False)
-    assert any("slower than earlier in this session" in w for w in r.warnings), r.warnings
-    monkeypatch.setattr(_reference, "_best_seen", [1.0])  # far slower before: nothing to flag
-    r = perfmagic.bench("1", memory=False)
-    assert not any("slower than earlier" in w for w in r.warnings)
+    return BenchResult(code="planted()", raw=tuple(times), number=1, cold_s=cold, env=dict(env),
+                       policy={"confidence": 0.95})
+
+
+FAST, SLOW = 19e-6, 31e-6  # the reference loop in the machine's two speed states (1.6× apart)
+
+
+def test_a_slow_machine_state_is_named_only_where_the_samples_show_it() -> None:
+    from perfmagic.timing.bench import speed_state_warning
+
+    fast = [1.00e-3 * (1 + 0.01 * (i % 3)) for i in range(30)]
+    switched = fast[:20] + [1.55e-3 * (1 + 0.01 * (i % 3)) for i in range(10)]  # the last 10 in the slow state
+    r = _planted(switched, reference_before_s=FAST, reference_s=SLOW, reference_best_s=FAST, others_cores=0.03)
+    w = speed_state_warning(r)
+    assert w is not None and w.startswith("this machine ran in its slow state during the last 10 of 30 samples"), w
+    assert "a fixed reference loop took 31 µs vs 19 µs at its fastest, not because of other processes (0.03 cores)" in w
+    assert w.endswith("An interleaved A/B (%perf compare, --vs) cancels it; this single number does not")
+    # the state at the start of the run
+    first = list(reversed(switched))
+    w = speed_state_warning(_planted(first, reference_before_s=SLOW, reference_s=FAST, reference_best_s=FAST,
+                                     others_cores=0.03))
+    assert w is not None and "during the first 10 of 30 samples" in w
+    # negative: a slow reading but uniform samples (nothing in this run shows it), no earlier run to compare
+    assert speed_state_warning(_planted(fast, reference_before_s=FAST, reference_s=SLOW, reference_best_s=FAST,
+                                        others_cores=0.03)) is None
+    assert speed_state_warning(_planted(fast, reference_before_s=SLOW, reference_s=SLOW, reference_best_s=FAST,
+                                        others_cores=0.03)) is None
+    # negative: samples that switch, but both readings fast (the reference did not see a state)
+    assert speed_state_warning(_planted(switched, reference_before_s=FAST, reference_s=FAST * 1.1,
+                                        reference_best_s=FAST, others_cores=0.03)) is None
+    # negative: the slow stretch at the other end from the slow reading
+    assert speed_state_warning(_planted(first, reference_before_s=FAST, reference_s=SLOW, reference_best_s=FAST,
+                                        others_cores=0.03)) is None
+    # negative: a jump 3× the others while the reference loop slowed 1.6×: something else changed
+    jump = fast[:20] + [3.0e-3] * 10
+    assert speed_state_warning(_planted(jump, reference_before_s=FAST, reference_s=SLOW, reference_best_s=FAST,
+                                        others_cores=0.03)) is None
+    # negative: other processes were busy: their load is its own warning; the state is not claimed
+    assert speed_state_warning(_planted(switched, reference_before_s=FAST, reference_s=SLOW, reference_best_s=FAST,
+                                        others_cores=1.2)) is None
+    # the whole run slow: shown against this code's earlier run while the machine was fast
+    slow_run = [1.6e-3 * (1 + 0.01 * (i % 3)) for i in range(30)]
+    whole = _planted(slow_run, reference_before_s=SLOW, reference_s=SLOW, reference_best_s=FAST, others_cores=0.0)
+    w = speed_state_warning(whole, earlier_fast_median=1.0e-3)
+    assert w is not None and "during this run (its median 1.62× this code's earlier run in this session)" in w, w
+    assert speed_state_warning(whole, earlier_fast_median=1.5e-3) is None  # within what noise explains
+    assert speed_state_warning(whole, earlier_fast_median=0.3e-3) is None  # 5× : beyond the machine's 1.6×
+    # load not measured (a run under 20 ms): said so, not claimed either way
+    w = speed_state_warning(_planted(switched, reference_before_s=FAST, reference_s=SLOW, reference_best_s=FAST))
+    assert w is not None and "other processes' load was not measured" in w and "not because" not in w
+
+
+def test_the_slow_state_line_rides_on_the_result_and_remembers_fast_runs(monkeypatch) -> None:
+    from perfmagic.core import reference as _reference
+    from perfmagic.timing.bench import _with_doubts
+
+    monkeypatch.setattr(_reference, "_best_seen", [FAST])
+    monkeypatch.setattr(_reference, "_fast_runs", {})
+    quiet = _planted([1e-3] * 30, reference_before_s=FAST, reference_s=FAST, reference_best_s=FAST, others_cores=0.0)
+    assert not _with_doubts(quiet, [], 10, 0.01).warnings  # remembered as this code's fast run
+    slow = _planted([1.6e-3] * 30, reference_before_s=SLOW, reference_s=SLOW, reference_best_s=FAST, others_cores=0.0)
+    got = _with_doubts(slow, [], 10, 0.01)
+    assert len(got.warnings) == 1 and got.warnings[0].startswith("this machine ran in its slow state during this run")
+    # an interleaved A/B cancels the state: never said there
+    inter = _planted([1.6e-3] * 30, reference_before_s=SLOW, reference_s=SLOW, reference_best_s=FAST, others_cores=0.0)
+    from dataclasses import replace
+
+    assert not _with_doubts(replace(inter, policy={"interleaved": True}), [], 10, 0.01).warnings
+    # other code: no earlier run, nothing shown
+    other = replace(slow, code="other()")
+    assert not _with_doubts(other, [], 10, 0.01).warnings
+
+
+def test_bench_records_the_readings_the_warnings_are_judged_on() -> None:
+    r = perfmagic.bench("sum(range(100))", memory=False, budget=0.2)
+    for k in ("reference_before_s", "reference_s", "reference_best_s", "cold_preempted", "cold_off_cpu_s"):
+        assert k in r.env, (k, r.env)
+    assert r.env["reference_best_s"] <= min(r.env["reference_before_s"], r.env["reference_s"])
+    assert "cold_others_cores" in r.env  # None: a cold call under 20 ms is too short for /proc/stat
+
+
+def test_the_first_calls_cause_is_named_only_when_the_probe_was_quiet() -> None:
+    from perfmagic.timing.bench import cold_call_warning
+
+    warm = [1e-3] * 20
+    quiet = cold_call_warning(_planted(warm, cold=9e-3, cold_others_cores=0.03, cold_preempted=0))
+    assert quiet == ("the first call took 9× a warm call (9 ms) with no other load (0.03 cores): lazy init, JIT, "
+                     "autotuning or cold caches; it is reported apart, not in the samples")
+    loaded = cold_call_warning(_planted(warm, cold=9e-3, cold_others_cores=1.4, cold_preempted=3))
+    assert loaded is not None and "while other processes used 1.4 cores: cause unknown" in loaded
+    assert "lazy init" not in loaded
+    # too short for /proc/stat: the scheduler's count decides
+    never = cold_call_warning(_planted(warm, cold=9e-3, cold_others_cores=None, cold_preempted=0, cold_off_cpu_s=0.0))
+    assert never is not None and "never preempted by other processes: lazy init" in never
+    took = cold_call_warning(_planted(warm, cold=9e-3, cold_others_cores=None, cold_preempted=2, cold_off_cpu_s=6e-3))
+    assert took is not None and "while other processes took its CPU 2× (6 ms off the CPU): cause unknown" in took
+    brief = cold_call_warning(_planted(warm, cold=9e-3, cold_others_cores=None, cold_preempted=1, cold_off_cpu_s=1e-3))
+    assert brief is not None and "off the CPU for only 1 ms of it: lazy init" in brief
+    unknown = cold_call_warning(_planted(warm, cold=9e-3))  # a result from before the probe existed
+    assert unknown is not None and "was not measured, so its cause is unknown" in unknown
+    assert cold_call_warning(_planted(warm, cold=2e-3, cold_others_cores=0.0)) is None  # 2×: no line at all
 
 
 def test_setup_code_is_not_charged_to_the_budget() -> None:

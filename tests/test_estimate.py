@@ -641,3 +641,47 @@ def test_a_top_still_leaving_a_cache_reaches_the_settled_power() -> None:
     got = settled_power(ns, [_cache_exit(n) for n in ns], 3e-4, 1e8)
     assert got is not None and got[2] == 1 and 1.15 < got[1] < 1.85
     assert abs(got[0] - (3e-4 + (_cache_exit(ns[-1]) - 3e-4) * 1e8 / ns[-1])) < 1e-9
+
+
+# ---- a refused estimate records no predicted time, and says why ---------------------------------------------
+def test_a_refused_estimate_records_no_predicted_time_and_says_why() -> None:
+    sizes = (3_000, 6_000, 12_000, 24_000, 48_000, 96_000, 192_000, 384_000)
+    jumped = analyse_scaling([Point(n, (_jumped(n),)) for n in sizes], N=12_000_000)
+    assert not jumped.reliable and jumped.predicted_s is not None  # the fit computed a number...
+    m = jumped.metrics()
+    assert m["predicted_s"] is None and m["low_s"] is None and m["high_s"] is None, m  # ...the ledger keeps none
+    assert m["refused"] == jumped.unreliable_why and "jumped 16.0×" in m["refused"]
+    assert jumped.headline().startswith("estimate for n=12,000,000: no estimate: the cost changed its growth")
+    # too wide to trust: no predicted time; the interval the text prints is kept, and the reason
+    rng = random.Random(0)
+    wide = analyse_scaling([Point(n, (rng.uniform(1e-4, 1e-2),)) for n in (1, 2, 4, 8, 16, 32)], N=10**12)
+    mw = wide.metrics()
+    assert not wide.reliable and mw["predicted_s"] is None and mw["refused"].startswith("the fit is unreliable")
+    assert mw["low_s"] == wide.low_s and mw["high_s"] == wide.high_s and "anywhere from" in wide.headline()
+    assert wide.time_error() is None
+    # nothing measured: the gate's reason
+    # a trusted estimate keeps its number and refuses nothing
+    ok = analyse_scaling([Point(n, (1e-7 * n,)) for n in sizes], N=12_000_000)
+    mo = ok.metrics()
+    assert mo["predicted_s"] == ok.predicted_s and mo["refused"] is None and mo["low_s"] == ok.low_s
+
+
+def test_estimate_text_shows_two_warnings_and_folds_the_rest() -> None:
+    from perfmagic.render.bundle import mimebundle
+
+    sizes = (3_000, 6_000, 12_000, 24_000, 48_000, 96_000)
+    r = replace(analyse_scaling([Point(n, (1e-7 * n,)) for n in sizes], N=12_000_000),
+                failures=((192_000, "MemoryError: planted"),),
+                warnings=("other processes kept 1.0 of 2 cores busy while measuring", "spread is high: planted",
+                          "a planted note of little weight"))
+    text = r.text()
+    bangs = [ln for ln in text.splitlines() if ln.lstrip().startswith("! ")]
+    assert len(bangs) == 2, text
+    assert bangs[0].startswith("  ! failed at n=192,000: MemoryError") and "other processes kept" in bangs[1]
+    fold = [ln for ln in text.splitlines() if ln.startswith("  (+2 more: ")]
+    assert fold and len(fold[0]) <= 100 and "spread is high" in fold[0], text
+    assert all(len(ln) <= 100 for ln in text.splitlines()[1:]), text
+    page = mimebundle(r, plot=False)["text/html"]
+    assert "<summary style='cursor:pointer'>2 more warnings</summary>" in page and "a planted note" in page
+    quiet = replace(r, failures=(), warnings=("spread is high: planted",))
+    assert "more: " not in quiet.text() and "more warning" not in mimebundle(quiet, plot=False)["text/html"]

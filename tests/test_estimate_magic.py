@@ -160,3 +160,26 @@ def test_estimate_result_follows_the_result_protocol() -> None:
     titles = [t for t, _ in it.html_sections()]
     assert titles == ["Measured blocks (6)"] and "time per unit" in it.html_sections()[0][1]
     assert "per unit" in it.text() and it.samples()["unit_s"] == it.unit_times
+
+
+def test_a_refused_estimate_records_no_predicted_time_in_the_ledger(shell, monkeypatch) -> None:
+    """Planted: the engine returns an estimate that refuses (the cost jumped 16× inside the sizes measured)."""
+    from perfmagic.estimation import estimate as _estimate_mod
+    from perfmagic.estimation.estimate import Point, analyse_scaling
+
+    sizes = (3_000, 6_000, 12_000, 24_000, 48_000, 96_000, 192_000, 384_000)
+    refused = analyse_scaling([Point(n, ((1e-7 if n < 50_000 else 8e-7) * n,)) for n in sizes], N=12_000_000)
+    assert refused.predicted_s is not None and not refused.reliable  # a number was fitted, and refused
+    monkeypatch.setattr(_estimate_mod, "estimate", lambda *a, **k: refused)
+    res = shell.run("%%estimate n=12_000_000 --no-plot\nwork(n)\n")
+    assert res.error_in_exec is None, res.error_in_exec
+    text = shell.text()
+    assert text.startswith("estimate for n=12,000,000: no estimate: the cost changed its growth"), text
+    import perfmagic
+
+    row = perfmagic.ledger("estimate").iloc[0]
+    assert row["predicted_s"] is None or row["predicted_s"] != row["predicted_s"], row["predicted_s"]  # None/NaN
+    assert "jumped 16.0×" in row["refused"]
+    res = shell.run("%perf")  # the table reads a row with no predicted time
+    assert res.error_in_exec is None, res.error_in_exec
+    assert "no reliable estimate" in shell.text(), shell.text()

@@ -396,7 +396,7 @@ def test_native_default_rate_and_all_threads_options() -> None:
     with pytest.raises(PerfmagicError, match="all_threads.*py-spy"):
         _flame.flame("1", sampler="inprocess", all_threads=True)
     r = _flame.flame(planted_work, sampler="inprocess")
-    assert r.rate_hz == _flame.DEFAULT_RATE == 100 and r.other_threads == ()
+    assert r.rate_hz == _flame.DEFAULT_RATE == 1500 and r.other_threads == ()
 
 
 def test_pyspy_native_samples_only_the_cell_thread() -> None:
@@ -632,7 +632,7 @@ def test_magic_ctrl_c(shell: Any) -> None:
 def test_magic_bad_input(shell: Any) -> None:
     from IPython.core.error import UsageError
 
-    for line, msg in (("--rate 0", "must be at least 1"), ("--rate 5000", "at most 1000"),
+    for line, msg in (("--rate 0", "must be at least 1"), ("--rate 5000", "at most 2000"),
                       ("--sampler pyspy", "invalid choice"), ("--bogus", "valid options"),
                       ("--sampler inprocess --native", "native: got True"),
                       ("--sampler inprocess --all-threads", "all_threads: got True")):
@@ -714,3 +714,70 @@ def test_deep_recursion_is_elided_not_crashing() -> None:
     assert r.n_samples and max(len(st) for st in r.stacks) <= _flame.MAX_DEPTH + 1
     assert any(r.frames[i][0].startswith("… ") for st in r.stacks for i in st)
     assert r.figure_png() and "<script>" in r.html()
+
+
+# -- the default rate: >= 100 samples for a cell of 0.1 s (issue 27) ----------------------------------
+
+
+@pytest.mark.parametrize("sampler", ["py-spy", "inprocess"])
+def test_a_tenth_of_a_second_gets_at_least_100_samples(sampler: str) -> None:
+    """A 0.12 s cell (spinning in Python, holding the GIL) at the default rate: >= 100 samples, so a
+    function that holds them all is known to hold > 95% of the time; an explicit --rate is kept."""
+    if sampler == "py-spy" and not _pyspy_works():
+        pytest.skip("py-spy cannot attach here")
+    switch = sys.getswitchinterval()
+    counts = []
+    for _ in range(3):  # a shared 2-core box: the best of three runs
+        r = _flame.flame(lambda: _spin(0.12), sampler=sampler)
+        assert r.sampler == sampler and r.rate_hz == _flame.DEFAULT_RATE
+        counts.append(r.n_samples)
+        if r.n_samples >= 100:
+            break
+    if max(counts) < 100:
+        # when other processes hold both cores (a shared 2-core box under other test runs) the sampler is
+        # not scheduled, whatever the rate; the profile then says so
+        assert any(n.startswith(f"{sampler} fell behind") for n in r.notes), (counts, r.notes)
+        print(f"{sampler}: {counts} samples in 0.12 s on a loaded machine (load {os.getloadavg()[0]:.1f})")
+    assert sys.getswitchinterval() == switch   # the in-process sampler gave the GIL interval back
+    top = r.top(1)[0]
+    assert top.name == "_spin" and top.self_frac > 0.9
+    assert _flame.flame(lambda: _spin(0.05), sampler=sampler, rate=50).rate_hz == 50
+
+
+def test_the_default_rate_gives_100_samples_in_a_tenth_of_a_second() -> None:
+    assert _flame.DEFAULT_RATE * 0.1 >= 1.5 * 100 and _flame.DEFAULT_RATE <= _flame.MAX_RATE
+
+
+def test_a_long_run_keeps_at_most_max_samples_weighted_by_block() -> None:
+    raw = [((("f", "a.py", 1),) if i % 4 else (("g", "a.py", 2),), 0.001) for i in range(25_000)]
+    kept, k = _flame.thin(raw, cap=10_000)
+    assert k == 3 and len(kept) == 8_334
+    assert sum(w for _, w in kept) == pytest.approx(25.0)
+    g = sum(w for st, w in kept if st[0][0] == "g") / 25.0
+    assert 0.2 < g < 0.3   # g holds a quarter of the samples: the thinned share stays near it
+    assert _flame.thin(raw[:50])[1] == 1
+
+
+def _pyspy_works() -> bool:
+    try:
+        r = _flame.flame(lambda: _spin(0.01), sampler="py-spy", rate=100)
+    except PerfmagicError:
+        return False
+    return r.sampler == "py-spy"
+
+
+def test_magic_flame_of_a_tenth_of_a_second_has_100_samples(shell: Any) -> None:
+    from perfmagic.storage.session import current_ledger
+
+    shell.run("import time\ndef spin(s):\n    t = time.perf_counter()\n    while time.perf_counter() - t < s:\n"
+              "        pass")
+    for _ in range(3):
+        res = shell.run("%%flame -l spin --no-plot\nspin(0.12)")
+        assert res.error_in_exec is None, shell.text()
+        m = current_ledger(shell.ip.user_ns).rows(magic="flame")[0]["metrics"]
+        if m["n_samples"] >= 100:
+            break
+    assert m["rate_hz"] == _flame.DEFAULT_RATE, m
+    assert m["n_samples"] >= 100 or "fell behind" in shell.text(), (m, shell.text())
+    res = shell.run("%%flame --rate 200 --no-plot\nspin(0.05)")
+    assert current_ledger(shell.ip.user_ns).rows(magic="flame")[0]["metrics"]["rate_hz"] == 200

@@ -170,7 +170,7 @@ def test_vs_remeasurement_is_marked_and_kept_out_of_the_history(shell) -> None:
     shell.run("%perf")
     table = shell.text()
     row2 = next(ln for ln in table.splitlines() if ln.startswith("2 "))
-    assert "A re-run of #1" in row2 and "slower" not in row2 and "faster" not in row2
+    assert "re-run of #1" in row2 and "slower" not in row2 and "faster" not in row2
     shell.run("%perf plot nap")
     assert "#2" not in shell.text().split("\n", 1)[1]  # the history lists runs 1 and 3 only
 

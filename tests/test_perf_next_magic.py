@@ -33,12 +33,12 @@ def test_perf_next_after_real_runs_proposes_and_checks_a_prediction(shell: Any) 
               "loader = Loader()")
     shell.run("%%gpubench -l io -b 0.5 --no-memory --no-plot --baseline\nfor _ in loader: slow()")
     shell.run("%perf next")
-    assert "profile first: %%flame" in shell.text()
+    assert shell.text() == "next: no evidence about 'io' yet: profile it first with %%flame -l io"
     # planted evidence of an input-bound loop on the same notebook (as %%dataloader_check records it)
     from perfmagic.storage.session import current_ledger
 
     led = current_ledger(shell.ip.user_ns)
-    d = led.record(magic="dataloader_check", label="step(batch)", code="step(batch)", options={"loader": "loader"},
+    d = led.record(magic="dataloader_check", label="slow()", code="slow()", options={"loader": "loader"},
                    metrics={"data_wait_fraction": 0.6, "verdict": "input-bound", "num_workers": 0, "cores": 2},
                    samples={}, env={}).id
     res = shell.run("%perf next -o")
@@ -100,3 +100,49 @@ def test_a_corrupt_row_is_named_with_the_fix(shell: Any, capsys: Any) -> None:
 def test_perf_target_without_runs_says_what_to_do(shell: Any, capsys: Any) -> None:
     text = _usage(shell, "%perf target 50ms", capsys)
     assert "no timed run yet" in text and "%perf target NAME 50ms" in text
+
+
+TORCH_CELLS = """
+import torch
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256))
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+x = torch.randn(64, 256)
+
+def train_step():
+    opt.zero_grad()
+    loss = model(x).square().mean()
+    loss.backward()
+    opt.step()
+
+def infer():
+    with torch.no_grad():
+        return model(x)
+"""
+
+
+def test_perf_next_on_inference_ignores_a_train_step_flame(shell: Any) -> None:
+    """Issue 27: after a flame of a train step, `%perf next` on an inference cell (torch.no_grad())
+    proposes nothing from it (inference never calls backward) and lists it as not about this code;
+    on the train step it reads the flame, through the call set the kernel captured."""
+    assert shell.run(TORCH_CELLS).success
+    assert shell.run("%%gpubench -l train -b 0.3 --no-memory --no-plot\ntrain_step()").success
+    res = shell.run("%%flame -l train-loop --no-plot\nfor i in range(200):\n    train_step()")
+    assert res.success, shell.text()
+    assert shell.run("%%gpubench -l infer -b 0.3 --no-memory --no-plot\ninfer()").success
+    from perfmagic.storage.session import current_ledger
+
+    fl = current_ledger(shell.ip.user_ns).rows(magic="flame")[0]["id"]
+    r = shell.run("%perf next -o").result   # the default label: the newest timed run's, 'infer'
+    shell.run("%perf next")
+    out = shell.text()
+    assert r.label == "infer" and "backward" not in out.splitlines()[0], out
+    assert out.splitlines()[0] == "next: no evidence about 'infer' yet: profile it first with %%flame -l infer"
+    assert "not about this code (not used):" in out and f"#{fl} flame 'train-loop': it ran `train_step`, which " \
+        "'infer' does not call" in out, out
+    assert max(len(x) for x in out.splitlines()) <= 100
+    r = shell.run("%perf next train -o").result
+    shell.run("%perf next train")
+    print(out + "\n---\n" + shell.text())
+    assert fl in r.evidence and r.kind in ("experiment", "measure"), shell.text()
+    assert (fl, "flame", "train-loop") not in {x[:3] for x in r.not_about}

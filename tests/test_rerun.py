@@ -107,3 +107,315 @@ def test_re_measured_verdict_holds_beside_a_busy_neighbour(shell) -> None:
     assert nb.others_cores is not None and nb.others_cores > 0.5
     assert res.error_in_exec is None, res.error_in_exec
     assert shell.text().splitlines()[0].startswith("B #4 work vs A #3 work: slower")
+
+
+# ---- stateful cells: a training step is judged by what its cost depends on ------------------------------
+
+TRAIN_STEP = "opt.zero_grad()\nloss = F.cross_entropy(model(x), y)\nloss.backward()\nopt.step()\n"
+
+
+def _train_ns(torch, optimizer: str = "sgd") -> dict:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                torch.nn.Dropout(0.2), torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 5))
+    opt = (torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9) if optimizer == "sgd"
+           else torch.optim.Adam(model.parameters(), lr=1e-2))
+    ns = {"model": model, "opt": opt, "F": torch.nn.functional,
+          "x": torch.randn(16, 3, 8, 8), "y": torch.randint(0, 5, (16,))}
+    exec(TRAIN_STEP, dict(ns))  # measured once: the optimizer's state exists, as after a %%gpubench
+    return ns
+
+
+def _weights(ns: dict) -> dict:
+    return {k: v.clone() for k, v in ns["model"].state_dict().items()}
+
+
+def _same(a, b) -> bool:
+    """Bit-identical nested state (tensors by torch.equal, dtype included)."""
+    import torch
+
+    if torch.is_tensor(a):
+        return torch.is_tensor(b) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(_same(x, z) for x, z in zip(a, b))
+    return a == b
+
+
+def test_a_train_step_is_not_a_change_of_what_it_read() -> None:
+    torch = pytest.importorskip("torch")
+    from perfmagic.timing.rerun import capture, check
+
+    ns = _train_ns(torch)
+    cap = capture(TRAIN_STEP, "", ns)
+    assert {"model", "opt", "x", "y"} <= set(cap.data) and "F" in cap.callables
+    before, versions = _weights(ns), [p._version for p in ns["model"].parameters()]
+    for _ in range(5):
+        exec(TRAIN_STEP, dict(ns))
+    # the planted truth: every weight and its version counter moved, yet the cost did not
+    assert all(not torch.equal(before[k], v) for k, v in ns["model"].state_dict().items() if k.endswith("weight"))
+    assert all(p._version != v for p, v in zip(ns["model"].parameters(), versions))
+    assert check(cap, ns) == []
+
+
+@pytest.mark.parametrize("change, words", [
+    ("model.to(memory_format=torch.channels_last)", "strides"),
+    ("model.half()", "dtype"),
+    ("model[0].requires_grad_(False)", "requires_grad"),
+    ("model.to('meta')", "device"),
+    ("model.append(torch.nn.Softmax(dim=1))", "layers"),
+    ("model.eval()", "training/eval mode"),
+    ("opt.param_groups[0]['momentum'] = 0.0", "its momentum changed"),  # no momentum buffer: less work
+    ("opt.add_param_group({'params': [torch.nn.Parameter(torch.ones(3))]})", "parameter groups"),
+    ("x.resize_(8, 3, 8, 8)", "shape"),
+])
+def test_what_the_cost_depends_on_is_still_a_change(change: str, words: str) -> None:
+    torch = pytest.importorskip("torch")
+    from perfmagic.timing.rerun import capture, check
+
+    ns = _train_ns(torch)
+    cap = capture(TRAIN_STEP, "", ns)
+    exec(change, {"torch": torch, **ns})
+    moved = check(cap, ns)
+    assert len(moved) == 1 and moved[0].startswith("`") and "was changed in place since" in moved[0], moved
+    assert words in moved[0], moved
+
+
+def test_values_that_may_matter_are_named() -> None:
+    torch = pytest.importorskip("torch")
+    from perfmagic.timing.rerun import capture, values_may_matter
+
+    dense = torch.randn(6, 6)
+    ns = {"dense": dense, "sp": dense.relu().to_sparse(), "mask": dense[0] > 0,
+          "batch": {"ids": dense, "pad": dense > 1}}
+    notes = values_may_matter(capture("dense @ dense", "", ns))
+    assert notes == []  # a dense float tensor: its values change nothing of the work
+    notes = values_may_matter(capture("sp @ dense; dense[mask]; batch", "", ns))
+    assert any(n.startswith("`sp` is a sparse tensor (sparse_coo): its cost depends on its values (nnz")
+               for n in notes), notes
+    assert any(n.startswith("`mask` is a bool tensor") for n in notes), notes
+    assert any(n.startswith("`batch['ids']`") for n in notes) is False
+    assert any(n.startswith("`batch['pad']` is a bool tensor") for n in notes), notes
+    notes = values_may_matter(capture("dense.nonzero()", "", ns))
+    assert any("calls `nonzero`" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("ending", ["normal", "exception", "ctrl-c"])
+def test_preserved_puts_weights_and_optimizer_state_back_bit_identically(ending: str) -> None:
+    torch = pytest.importorskip("torch")
+    import copy
+    import random
+
+    from perfmagic.timing.rerun import capture, preserved
+
+    ns = _train_ns(torch, "adam")
+    ns["sched"] = torch.optim.lr_scheduler.StepLR(ns["opt"], step_size=3, gamma=0.5)
+    code = TRAIN_STEP + "sched.step()\n"
+    cap = capture(code, "", ns)
+    weights, opt_state = _weights(ns), copy.deepcopy(ns["opt"].state_dict())
+    sched_state = copy.deepcopy(ns["sched"].state_dict())
+    grads = [p.grad.clone() for p in ns["model"].parameters()]
+    rng, py_rng = torch.get_rng_state(), random.getstate()
+    raised = {"normal": None, "exception": ValueError, "ctrl-c": KeyboardInterrupt}[ending]
+    try:
+        with preserved(cap, ns) as snap:
+            for _ in range(10):
+                exec(code, dict(ns))
+            # the planted truth: the re-run did train the model (else this test could not fail)
+            assert not _same(weights, _weights(ns)) and not _same(opt_state, ns["opt"].state_dict())
+            assert ns["opt"].param_groups[0]["lr"] != opt_state["param_groups"][0]["lr"]
+            if raised is not None:
+                raise raised("in the middle of the re-measurement")
+    except (ValueError, KeyboardInterrupt) as exc:
+        assert raised is not None and isinstance(exc, raised)  # the user's exception, unchanged
+    assert _same(weights, _weights(ns))
+    assert _same(opt_state, ns["opt"].state_dict()) and _same(sched_state, ns["sched"].state_dict())
+    assert all(torch.equal(g, p.grad) for g, p in zip(grads, ns["model"].parameters()))
+    assert torch.equal(rng, torch.get_rng_state()) and py_rng == random.getstate()
+    # the optimizer still updates the model's own parameters (identity kept, not copies)
+    assert ns["opt"].param_groups[0]["params"][0] is ns["model"][0].weight
+    # the size: the model's weights, buffers and gradients, Adam's two moments (+ its step), the batch
+    params = sum(p.numel() * 4 for p in ns["model"].parameters())
+    buffers = sum(b.numel() * b.element_size() for b in ns["model"].buffers())
+    steps = sum(s["step"].numel() * 4 for s in ns["opt"].state.values())
+    batch = ns["x"].numel() * 4 + ns["y"].numel() * 8
+    assert snap.nbytes == 2 * params + buffers + 2 * params + steps + batch
+    assert set(snap.names) == {"model", "opt", "sched", "x", "y"}
+
+
+def test_preserved_undoes_a_change_of_structure_too() -> None:
+    torch = pytest.importorskip("torch")
+    from perfmagic.timing.rerun import capture, check, preserved
+
+    ns = _train_ns(torch)
+    cap = capture(TRAIN_STEP, "", ns)
+    weights, first = _weights(ns), ns["model"][0].weight
+    with preserved(cap, ns):
+        ns["model"].half().append(torch.nn.Tanh())
+        ns["model"][5].weight = torch.nn.Parameter(torch.zeros(5, 288))
+        ns["model"].to(memory_format=torch.channels_last)
+        ns["opt"].param_groups[0]["momentum"] = 0.0
+        assert len(check(cap, ns)) == 2
+    assert check(cap, ns) == [] and len(ns["model"]) == 6 and ns["model"][0].weight is first
+    assert _same(weights, _weights(ns)) and ns["model"][0].weight.is_contiguous()
+
+
+def test_preserved_restores_a_notebook_object_and_its_containers() -> None:
+    torch = pytest.importorskip("torch")
+    from perfmagic.timing.rerun import capture, preserved
+
+    ns = _train_ns(torch)
+    ns_run: dict = {"__name__": "__main__"}  # as in a notebook
+    exec("class Trainer:\n    def __init__(self, model, opt):\n"
+         "        self.model, self.opt, self.steps, self.losses = model, opt, 0, []\n", ns_run)
+    ns["trainer"] = ns_run["Trainer"](ns["model"], ns["opt"])
+    ns["history"] = {"loss": []}
+    code = ("opt.zero_grad(); loss = F.cross_entropy(trainer.model(x), y); loss.backward(); trainer.opt.step()\n"
+            "trainer.steps += 1; trainer.losses.append(loss.item()); history['loss'].append(loss.item())")
+    cap = capture(code, "", ns)
+    weights = _weights(ns)
+    with preserved(cap, ns):
+        for _ in range(3):
+            exec(code, dict(ns))
+        assert ns["trainer"].steps == 3 and len(ns["history"]["loss"]) == 3
+    assert ns["trainer"].steps == 0 and ns["trainer"].losses == [] and ns["history"] == {"loss": []}
+    assert _same(weights, _weights(ns))
+
+
+def test_what_cannot_be_restored_is_refused_by_name_with_the_fix(tmp_path) -> None:
+    import threading
+
+    from perfmagic.errors import PerfmagicError
+    from perfmagic.timing.rerun import SnapshotError, capture, preserved
+
+    f = open(tmp_path / "log.txt", "w")  # noqa: SIM115 - the cell writes to it
+    ns = {"rows": iter(range(100)), "log": f, "lock": threading.Lock(), "n": 3, "data": [1, 2]}
+    cap = capture("next(rows); log.write('x'); lock; n; data.append(1)", "", ns)
+    with pytest.raises(SnapshotError) as err:
+        preserved(cap, ns)
+    f.close()
+    msg = str(err.value)
+    assert isinstance(err.value, PerfmagicError) and set(err.value.names) == {"rows", "log", "lock"}
+    assert "`rows` (range_iterator) is an iterator: a re-run advances it and it cannot be rewound" in msg
+    assert "`log` (TextIOWrapper) is an open file" in msg and "`lock` (lock)" in msg
+    assert msg.endswith("re-run with `--rerun` to re-measure anyway (their state will keep changing), or "
+                        "`--historical` to compare the recorded samples")
+    assert "`n`" not in msg and "`data`" not in msg  # a number needs no snapshot; a list has one
+    with preserved(cap, ns, skip=err.value.names) as snap:  # --rerun: the rest is still protected
+        ns["data"].append(1)
+    assert ns["data"] == [1, 2] and set(snap.skipped) == {"rows", "log", "lock"}
+
+
+def test_a_snapshot_larger_than_its_limit_is_refused() -> None:
+    torch = pytest.importorskip("torch")
+    from perfmagic.timing.rerun import SnapshotError, capture, preserved
+
+    ns = _train_ns(torch)
+    cap = capture(TRAIN_STEP, "", ns)
+    size = preserved(cap, ns).nbytes
+    with pytest.raises(SnapshotError) as err:
+        preserved(cap, ns, limit_bytes=size - 1)
+    assert err.value.nbytes == size and set(err.value.names) == {"model", "opt", "x", "y"}
+    assert "snapshot, more than the" in str(err.value) and "`--rerun`" in str(err.value)
+
+
+def test_compare_re_measures_a_train_step(shell, capsys) -> None:
+    """The issue's case: a train step mutates its weights on every call; it is re-measured, not refused."""
+    pytest.importorskip("torch")
+    shell.run("import torch\nimport torch.nn.functional as F\ntorch.manual_seed(0)\n"
+              "model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))\n"
+              "opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)\n"
+              "x, y = torch.randn(64, 32), torch.randint(0, 4, (64,))")
+    shell.run("%%gpubench -l step -b 0.3 -q\n" + TRAIN_STEP)
+    shell.run("%%gpubench -l step -b 0.3 -q\nopt.zero_grad(set_to_none=True)\n" + TRAIN_STEP.split("\n", 1)[1])
+    capsys.readouterr()
+    res = shell.run("%perf compare 1 2 -b 1")
+    assert res.error_in_exec is None, res.error_in_exec
+    out = capsys.readouterr().out
+    assert "re-measured A #1 and B #2 interleaved in this process" in out and "changed in place" not in out
+
+
+def test_a_learning_rate_annealed_to_zero_is_no_change() -> None:
+    torch = pytest.importorskip("torch")
+    from perfmagic.timing.rerun import capture, check
+
+    ns = _train_ns(torch)
+    ns["sched"] = torch.optim.lr_scheduler.CosineAnnealingLR(ns["opt"], T_max=4, eta_min=0.0)
+    code = TRAIN_STEP + "sched.step()\n"
+    cap = capture(code, "", ns)
+    for _ in range(4):
+        exec(code, dict(ns))
+    assert ns["opt"].param_groups[0]["lr"] == 0.0  # the planted truth: it reached zero
+    assert check(cap, ns) == []
+
+
+def test_numpy_weights_updated_in_place_are_judged_and_restored() -> None:
+    np = pytest.importorskip("numpy")
+    from perfmagic.timing.rerun import capture, check, preserved
+
+    rng = np.random.default_rng(0)
+    ns = {"W": rng.standard_normal((64, 32)), "X": rng.standard_normal((128, 64)), "sizes": np.array([8, 16]),
+          "np": np}
+    code = "G = X.T @ (X @ W) / len(X)\nW -= 0.01 * G\nk = int(sizes[0])"
+    cap = capture(code, "", ns)
+    before = ns["W"].copy()
+    with preserved(cap, ns) as snap:
+        for _ in range(5):
+            exec(code, dict(ns))
+        assert not np.array_equal(before, ns["W"])  # planted: the re-run did change the weights
+        assert check(cap, ns) == []  # values only: no change of cost
+    assert np.array_equal(before, ns["W"]) and snap.nbytes == ns["W"].nbytes + ns["X"].nbytes + 16
+    ns["sizes"][0] = 9  # a small integer array may be a size: its values count
+    ns["X"] = np.asfortranarray(ns["X"])
+    assert {m.split("`")[1] for m in check(cap, ns)} == {"sizes", "X"}
+
+
+def test_a_data_loader_and_its_dataset_are_read_not_copied() -> None:
+    torch = pytest.importorskip("torch")
+    from perfmagic.timing.rerun import capture, check, preserved
+
+    big = torch.randn(1000, 64)
+    ns = {"loader": torch.utils.data.DataLoader(torch.utils.data.TensorDataset(big), batch_size=100, shuffle=True)}
+    cap = capture("for (b,) in loader:\n    b.sum()", "", ns)
+    with preserved(cap, ns) as snap:
+        first = next(iter(ns["loader"]))[0]
+    assert snap.nbytes == 0 and snap.names == ()  # nothing of it is copied
+    assert torch.equal(first, next(iter(ns["loader"]))[0])  # the shuffle's generator was put back
+    assert check(cap, ns) == []
+
+
+def test_a_refused_object_inside_a_container_is_named_by_its_path() -> None:
+    from perfmagic.timing.rerun import SnapshotError, capture, preserved
+
+    ns = {"batch": {"rows": iter([1, 2]), "n": [3]}}
+    cap = capture("next(batch['rows'])", "", ns)
+    with pytest.raises(SnapshotError) as err:
+        preserved(cap, ns)
+    assert err.value.names == ["batch"] and list(err.value.reasons) == ["batch['rows']"]
+    assert "`batch['rows']` (list_iterator) is an iterator" in str(err.value)
+
+
+def test_ctrl_c_during_the_restore_waits_until_everything_is_back(monkeypatch) -> None:
+    import os
+    import signal
+
+    from perfmagic.timing import rerun, snapshot
+
+    ns = {"a": [1], "b": [2]}
+    cap = rerun.capture("a.append(0); b.append(0)", "", ns)
+    real, calls = snapshot._refill, []
+
+    def refill_then_ctrl_c(obj, saved):
+        calls.append(obj)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # the user presses Ctrl-C while the first is put back
+        real(obj, saved)
+
+    monkeypatch.setattr(snapshot, "_refill", refill_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        with rerun.preserved(cap, ns):
+            ns["a"].append(0)
+            ns["b"].append(0)
+    assert len(calls) == 2 and ns == {"a": [1], "b": [2]}  # both put back, then the interrupt
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -540,10 +540,25 @@ def test_wide_kernel_mismatch_only_for_narrow_openblas_on_avx512(monkeypatch: py
     assert mismatch(AVX512, "Haswell") is None
 
 
+def _coretype_this_cpu_runs() -> str:
+    """An OpenBLAS core type whose kernels this CPU can execute (its /proc/cpuinfo flags): SkylakeX where
+    the AVX-512 flags are all there, Haswell on an AVX2+FMA CPU; else the test cannot run here."""
+    from perfmagic.roofs import widekernels
+    from perfmagic.roofs.kernels import cpu_flags
+
+    flags = cpu_flags() or set()
+    if all(f in flags for f in widekernels.AVX512_FLAGS):
+        return "SkylakeX"
+    if {"avx2", "fma"} <= flags:
+        return "Haswell"
+    pytest.skip(f"this CPU has neither AVX-512 nor AVX2+FMA in /proc/cpuinfo: no OpenBLAS x86 core type to force")
+
+
 def test_wide_kernel_probe_measures_in_a_child_and_reports_failures(monkeypatch: pytest.MonkeyPatch) -> None:
     from perfmagic.roofs import widekernels
 
-    got = widekernels.probe("SkylakeX", ("float32", "bfloat16"), budget_s=0.4, trial_s=0.02)
+    core = _coretype_this_cpu_runs()      # the product probes SkylakeX only where mismatch() saw AVX-512
+    got = widekernels.probe(core, ("float32", "bfloat16"), budget_s=0.4, trial_s=0.02)
     assert "error" not in got, got
     assert set(got["results"]) == {"float32"}                # numpy has no bfloat16 matmul: not probed
     res = got["results"]["float32"]
@@ -555,6 +570,16 @@ def test_wide_kernel_probe_measures_in_a_child_and_reports_failures(monkeypatch:
     monkeypatch.setattr(widekernels, "_CHILD", "import time; time.sleep(30)")
     monkeypatch.setattr(widekernels, "CHILD_TIMEOUT_EXTRA_S", 0.5)
     assert "did not finish" in widekernels.probe("SkylakeX", ("float32",), 0.1)["error"]
+
+
+def test_wide_kernel_probe_names_a_core_type_the_cpu_cannot_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child killed by SIGILL (AVX-512 kernels forced on an AVX2-only CPU) is said as such, not as
+    'child exited -4'. Planted: the child raises SIGILL itself, so this holds on any CPU."""
+    from perfmagic.roofs import widekernels
+
+    monkeypatch.setattr(widekernels, "_CHILD", "import os, signal; os.kill(os.getpid(), signal.SIGILL)")
+    err = widekernels.probe("SkylakeX", ("float32",), 0.4)["error"]
+    assert err.startswith("this CPU lacks the instructions of OpenBLAS core type 'SkylakeX'") and "SIGILL" in err
 
 
 def test_wide_kernel_probe_interrupted_kills_the_child(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -636,3 +661,68 @@ def test_text_keeps_the_advice_items_indentation() -> None:
     lines = r.text().splitlines()
     i = next(k for k, ln in enumerate(lines) if ln.startswith("    1. "))
     assert lines[i + 1].startswith("       ") and not lines[i + 1].startswith("        "), lines[i:i + 3]
+
+
+# ---- knife-edge bounds: at the ridge, both roofs limit ----------------------------------------------------------
+def test_a_point_at_the_ridge_is_called_at_the_ridge_with_advice_for_both_roofs() -> None:
+    c = _fake()  # ridge 12.5 FLOP/B (float32)
+    nbytes = 1e8
+    edge = _planted_result(c, flops=12.5 * 0.997 * nbytes, nbytes=nbytes, t=nbytes / 10e9, ops={"aten.mm": 1.2e9})
+    assert edge.at_ridge and edge.bound == "memory"  # 0.3% below: the side is kept for readers of `bound`...
+    text = edge.text()
+    first = text.splitlines()[0]
+    assert first.startswith("at the ridge: both compute and bandwidth limit it (12.5 vs ridge 12.5 FLOP/B, -0.3%")
+    assert "memory-bound" not in text and "compute-bound" not in text, text
+    assert "50% of the bandwidth roof" in text and "of the float32 roof" in text
+    assert all(len(ln) <= 100 for ln in text.splitlines()), text
+    advice = edge.advice
+    assert advice[0].startswith("at the ridge (0.3% below it, within the ±10% where neither roof alone decides)")
+    assert not any("compute is not the limit" in a or "faster arithmetic will not help" in a for a in advice)
+    m = edge.metrics()
+    assert m["at_ridge"] is True and m["bound"] == "memory"
+    # just outside the band: the side is named as before
+    off = _planted_result(c, flops=12.5 * 0.85 * nbytes, nbytes=nbytes, t=nbytes / 10e9, ops={"aten.add": 1e9})
+    assert not off.at_ridge and off.text().startswith("memory-bound") and off.metrics()["at_ridge"] is False
+    above = _planted_result(c, flops=12.5 * 1.2 * nbytes, nbytes=nbytes, t=1.2 * 12.5 * nbytes / 200e9,
+                            ops={"aten.mm": 1e9})
+    assert not above.at_ridge and above.text().startswith("compute-bound")
+
+
+def test_the_ridge_band_widens_with_the_roofs_own_uncertainty() -> None:
+    # the two roofs' trials disagreed by 9% and 8%: the ridge itself is uncertain by ~17%
+    details = {"compute": {"float32": {"torch": {"flops_per_s": 250e9, "spread": 0.09}}},
+               "bandwidth": {"best": "torch_add", "methods": {"torch_add": {"bytes_per_s": 20e9,
+                                                                            "trials": [20e9, 18.4e9]}}}}
+    shaky = _fake(details=details)
+    nbytes = 1e8
+    r = _planted_result(shaky, flops=12.5 * 0.85 * nbytes, nbytes=nbytes, t=nbytes / 10e9, ops={"aten.add": 1e9})
+    assert r.ridge_band > 0.15 and r.at_ridge, (r.ridge_band, r.text())
+    assert _planted_result(_fake(), flops=12.5 * 0.85 * nbytes, nbytes=nbytes, t=nbytes / 10e9,
+                           ops={"aten.add": 1e9}).ridge_band == pytest.approx(0.10)
+
+
+def test_roofline_text_shows_two_warnings_and_folds_the_rest() -> None:
+    from dataclasses import replace
+
+    c = _fake()
+    r = replace(_planted_result(c, flops=2e7, nbytes=1.2e8, t=1.2e8 / 10e9, ops={"aten.add": 2e7}),
+                warnings=("FLOPs undercounted: planted", "other processes used 1.2 of 2 usable cores: planted",
+                          "spread is high: planted", "a planted note"))
+    text = r.text()
+    bangs = [ln for ln in text.splitlines() if ln.startswith("  ! ")]
+    assert [b.split(":")[0] for b in bangs] == ["  ! FLOPs undercounted", "  ! other processes used 1.2 of 2 usable cores"]
+    assert any(ln.startswith("  (+2 more: spread is high; a planted note") for ln in text.splitlines()), text
+    assert all(len(ln) <= 100 for ln in text.splitlines()), text
+
+
+def test_the_timings_load_lines_reach_the_roofline_but_not_its_cold_call() -> None:
+    from types import SimpleNamespace
+
+    from perfmagic.roofs.roofline import _warnings
+
+    load = "other processes used 1.2 of 2 usable cores during the measurement: results may be slow and noisy"
+    cold = ("the first call took 9× a warm call (9 ms) while other processes used 1.4 cores: cause unknown (their "
+            "load, or one-time setup); it is reported apart, not in the samples")
+    bench = SimpleNamespace(warnings=(load, cold, "spread is high: planted"), device="cpu")
+    got = _warnings(bench, _fake(), None, 2e7, 1.2e8, 1.2e8 / 10e9, "float32")
+    assert load in got and cold not in got and not any("spread" in w for w in got), got

@@ -27,7 +27,7 @@ _LAZY = {
     "BenchResult": (".timing.results", "BenchResult"),
     "bench_pair": (".timing.pair", "bench_pair"),
     "PairResult": (".timing.pair", "PairResult"),
-    "compare": (".timing.history", "compare"),
+    "compare": (".timing.flow", "compare_runs"),
     "busy_neighbours": (".core.neighbours", "busy_neighbours"),
     "roofline": (".roofs.roofline", "roofline"),
     "amdahl": (".scaling.sweep", "amdahl"),
@@ -70,7 +70,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from .dataloader.check import DataLoaderResult, dataloader_check
     from .profile.lineprof import LineProfResult, lineprof
     from .profile.memory import MemoryResult, memory
-    from .timing.history import RunComparison, compare
+    from .timing.flow import compare_runs as compare
+    from .timing.history import RunComparison
     from .roofs.roofline import RooflineResult, roofline
     from .timing.pair import PairResult, bench_pair
     from .errors import BadOptionError, BenchInterrupted, PerfmagicError, SetupError

@@ -486,12 +486,12 @@ every time. That isolates the compute changes that follow from the input pipelin
 the more time was spent in that function and what it calls (click to zoom, hover for file and
 line). The text table below it lists the top functions by *self* time: the time spent on the
 function's own lines, including the torch operations those lines call (the profiler sees Python
-frames; the C++ below them is counted to the line that called it). `--rate 500` samples 500 times a
-second, so that a cell of well under a second still gets enough samples.
+frames; the C++ below them is counted to the line that called it). It samples 1,500 times a second, so
+that a cell of well under a second still gets enough samples.
 """)
 
 code(r"""
-%%flame --rate 500
+%%flame
 for _ in range(8):
     train_chunk(model_v0, opt_v0, 32)
 """, expect=[r"^flame: .+ has \d+% of the self time", r"workshop_data\.py"])

@@ -145,10 +145,10 @@ cells = [
     code("%perf compare"),
     md("**Beside a noisy neighbour.** A verdict must hold on a shared 2-core box too. `perfmagic.busy_neighbours(1)` "
        "starts one process that spins on a core for the length of the block, and stops it afterwards. The "
-       "re-measured comparison still holds: both sides meet the same neighbour, pair by pair. If the neighbour "
-       "had fought NumPy's BLAS threads for the cores, the result would name the *thread oversubscription* and its "
-       "fix (`threadpoolctl.threadpool_limits(1)`); this `np.dot` on 20,000 values is too small for BLAS to use "
-       "more than one thread:"),
+       "re-measured comparison still holds: both sides meet the same neighbour, pair by pair. When the neighbour "
+       "fights a thread pool (NumPy's BLAS, torch) for the cores, the output names the *thread oversubscription* "
+       "and measures both sides again with the pools limited to the cores left free, so the verdict is about the "
+       "code, not about the contention:"),
     code("with perfmagic.busy_neighbours(1) as nb:\n    %perf compare\nprint(f\"the neighbour kept {nb.others_cores:.1f} "
          "cores busy while it ran\")"),
     md("`--vs` does the same from the cell itself: it re-runs the baseline's code **interleaved** with the cell "
@@ -167,8 +167,9 @@ cells = [
        "(`perfmagic.ledger(\"gpubench\")`) that magic's own metrics."),
     code("df = perfmagic.ledger()\ndf[[\"magic\", \"label\", \"status\", \"primary_metric\", \"value\", \"unit\", \"vs_baseline\"]]"),
     md("## `%perf next`: what to try next\n\n"
-       "The ledger now holds a profile, a roofline, a DataLoader check and comparisons. `%perf next` reads them and "
-       "proposes **one** experiment in the method's order (algorithm → data structure → I/O → memory → concurrency → "
+       "The ledger now holds a profile, a roofline, a DataLoader check and comparisons. `%perf next` reads the "
+       "evidence about the latest label's code — a profile or roofline of *other* code is listed as *not about this "
+       "code*, never used — and proposes **one** experiment in the method's order (algorithm → data structure → I/O → memory → concurrency → "
        "vectorization → compute → caching), with the runs it rests on, the expected gain (its upper bound from a "
        "measurement) and the command that tests it; the next comparison of that label checks the prediction. "
        "`%perf target LABEL 50ms` makes it say *stop* once a run meets the target, and `%perf guard RUN PATH "
@@ -264,7 +265,7 @@ EXPECT = {
     '%%gpubench -l cached-lookup\nlookup(3)': [
         r"median\s+\(95% CI",
         r"cold call 2\d\d(\.\d+)? ms",
-        r"! the first call took \d+× a warm call",
+        r"the first call took \d+× a warm call",  # a `!` line, or folded in "(+N more" beside two weightier ones
     ],
     '%%gpubench -o -l sum-range\nsum(range(1000))': [
         r"median\s+\(95% CI",

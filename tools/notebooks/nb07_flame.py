@@ -127,11 +127,12 @@ CELLS = [
     assert slowest_paths_lean(log) == slowest_paths(log)
     """),
     md("""
-    The lean version runs in a fraction of the time, so at the default 100 samples per second its profile
-    would hold only a handful of samples. `--rate 500` samples five times as often:
+    The lean version runs in a fraction of the time. The default rate (1,500 samples a second, at most
+    2,000 with `--rate`) still gives a cell of 0.1 s about 150 samples; where the sampler falls behind
+    (other processes hold the cores), the output says so:
     """),
     magic("""
-    %%flame --rate 500 -o
+    %%flame -o
     slowest_paths_lean(log)
     """, HEADLINE, SAMPLER),
     code("""
@@ -175,7 +176,7 @@ CELLS = [
 
     - `--sampler inprocess` forces the in-process sampler (`--sampler py-spy` fails instead of falling
       back);
-    - `--rate 200` samples 200 times a second (default 100, at most 1000): more samples for a short cell;
+    - `--rate 200` samples 200 times a second (default 1500, at most 2000): fewer samples, less overhead;
     - `--top 5` shortens the tables;
     - `--native` (py-spy) adds C/C++/Rust frames — inside NumPy or torch, for example — at the price of
       pausing the program at each sample;

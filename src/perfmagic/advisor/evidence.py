@@ -1,21 +1,20 @@
 """The evidence each magic leaves in the ledger, read as bounds on what a change can gain
 (:func:`perfmagic.advisor.next.next_step` chooses among them). One reader per magic: ``%%dataloader_check``
 (the data-wait share), ``%%flame`` (self-time shares), ``%%roofline`` (the fraction of the compute or the
-bandwidth roof), ``%%amdahl`` (the serial fraction); and :func:`about` — does a piece of evidence describe
-the code being timed at all?
+bandwidth roof), ``%%amdahl`` (the serial fraction). Whether a piece of evidence describes the code being
+advised on at all is :mod:`perfmagic.advisor.scope`'s question, asked before these readers run.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from .result import Candidate
+from .scope import share_interval
 
-#: below this many profiler samples a self-time share is too uncertain to propose a change on
-MIN_FLAME_SAMPLES = 20
-#: a function with a smaller (upper-bound) share of self time is not "hot"
+#: a function whose share of self time is below this even at the top of its 95% interval is not "hot":
+#: the time is spread
 HOT_SHARE = 0.20
 #: the data-wait share above which a loop is input-bound (METHOD.md §8)
 INPUT_BOUND = 0.30
@@ -53,12 +52,29 @@ def _pct(f: float) -> str:
 
 def wilson_high(p: float, n: int, z: float = 1.96) -> float:
     """The upper end of the 95% Wilson interval of a share ``p`` observed in ``n`` samples."""
-    if n <= 0:
-        return 1.0
-    den = 1 + z * z / n
-    centre = p + z * z / (2 * n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return min(1.0, (centre + half) / den)
+    return share_interval(p, n, z)[1]
+
+
+def wilson_low(p: float, n: int, z: float = 1.96) -> float:
+    """The lower end of the 95% Wilson interval of a share ``p`` observed in ``n`` samples."""
+    return share_interval(p, n, z)[0]
+
+
+def samples_to_tell(p: float, need: float, limit: int = 1_000_000) -> int | None:
+    """The fewest samples at which a share ``p`` would have its whole 95% interval above ``need``
+    (None when ``p`` is not above it: no number of samples separates them)."""
+    if p <= need:
+        return None
+    n = 1
+    while wilson_low(p, n) < need:
+        n *= 2
+        if n > limit:
+            return None
+    lo, hi = n // 2, n
+    while lo + 1 < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if wilson_low(p, mid) >= need else (mid, hi)
+    return hi
 
 
 def _fn_name(name: str) -> tuple[str, str]:
@@ -132,36 +148,70 @@ def _from_dataloader(r: dict[str, Any], label: str | None, findings: list[str]) 
     return Candidate("I/O", action, 1.0, high, basis, cmd, (r["id"],), low_why), cap
 
 
-def _from_flame(r: dict[str, Any], label: str | None, findings: list[str]) -> tuple[Candidate | None, str | None]:
-    """(candidate, a measurement to take first)."""
+def _more_samples(r: dict[str, Any], label: str | None, n_now: int, n_need: int | None) -> str:
+    """The ``%%flame`` that takes ``n_need`` samples: a higher rate while that reaches them in the
+    cell's run time, else a longer run (the code repeated in the cell)."""
+    from ..profile.flame import MAX_RATE
+
+    m = r.get("metrics") or {}
+    subject = f"-l {label} " if label else ""
+    wall = _num(m.get("wall_s")) or _num(m.get("sampled_s"))
+    rate = _num(m.get("rate_hz")) or (n_now / wall if wall and n_now else None)
+    if n_need is None:
+        return f"%%flame {subject}on a longer run of the code (the code repeated in the cell)"
+    if wall and wall > 0:
+        want = math.ceil(n_need * 1.25 / wall / 50) * 50
+        if want <= MAX_RATE and (rate is None or want > rate):
+            return f"%%flame {subject}--rate {want} (≥ {n_need} samples in its {wall:.2g} s)"
+        if rate:
+            reps = math.ceil(n_need * 1.25 / (min(MAX_RATE, max(rate, want)) * wall))
+            return (f"%%flame {subject}on the code repeated {max(reps, 2)} times in the cell (≥ {n_need} "
+                    "samples)")
+    return f"%%flame {subject}on a longer run of the code (≥ {n_need} samples)"
+
+
+def _from_flame(r: dict[str, Any], label: str | None, findings: list[str],
+                min_effect: float = 0.10) -> tuple[Candidate | None, str | None]:
+    """(candidate, a measurement to take first).
+
+    Hotness is read from the share's 95% interval, not a sample count: 15 of 15 samples put a
+    function's share above 80%. A function is proposed when its whole interval lies above the share
+    whose removal would gain the bar (``min_effect``: 10% needs 9.1% of the time); "measure first"
+    only when the interval reaches both below that share and above :data:`HOT_SHARE`."""
     m = r.get("metrics") or {}
     f, n = _num(m.get("top1_self_fraction")), int(_num(m.get("n_samples")) or 0)
     name = m.get("top1_self_name")
-    if f is None or not name:
-        findings.append(f"flame #{r['id']}: no function sampled (the cell waited, or ran too briefly)")
-        return None, "%%flame --rate 500 on a longer run of the code (or --idle when it waits)"
-    if n < MIN_FLAME_SAMPLES:
-        findings.append(f"unreliable: flame #{r['id']} has only {n} samples (a share's interval is too wide)")
-        return None, "%%flame --rate 500 (more samples), on a longer run of the code"
-    fn, where = _fn_name(name)
-    hi_share = wilson_high(f, n)
-    if hi_share < HOT_SHARE:
-        findings.append(f"no hot function: the top one, `{fn}`, has {_pct(f)} of the self time (flame #{r['id']}); "
-                        "the time is spread")
-        return None, None
     subject = f"-l {label} " if label else ""
+    if f is None or not name or n <= 0:
+        findings.append(f"flame #{r['id']}: no function sampled (the cell waited, or ran too briefly)")
+        return None, f"%%flame {subject}on a longer run of the code (or --idle when it waits)"
+    fn, where = _fn_name(name)
+    lo, hi = share_interval(f, n)
+    need = min_effect / (1 + min_effect)  # the share a function must hold for its removal to clear the bar
+    within = m.get("within") or []
+    scope = (f" within `{within[0]}`, which '{label}' calls ({_pct(_num(m.get('within_share')) or 0)} of the "
+             "profile)") if within else ""
+    if hi < HOT_SHARE:
+        findings.append(f"no hot function: the top one, `{fn}`, has {_pct(f)} of the self time{scope} (flame "
+                        f"#{r['id']}); the time is spread")
+        return None, None
+    if lo < need:
+        findings.append(f"cannot tell yet: `{fn}` has {_pct(f)} of {n} samples{scope} (flame #{r['id']}), "
+                        f"{_pct(lo)}–{_pct(hi)} at 95%: it may hold less than the {need * 100:.1f}% that a "
+                        f"{_pct(min_effect)} gain needs")
+        return None, _more_samples(r, label, n, samples_to_tell(f, need))
+    share = f"{_pct(f)} of self time in `{fn}`"
+    counted = f"flame #{r['id']}, {n} samples, {_pct(lo)}–{_pct(hi)} at 95%"
     if _user_code(where):
-        high = 1 / (1 - hi_share) if hi_share < 1 else None
-        basis = (f"{_pct(f)} of self time in `{fn}` (flame #{r['id']}, {n} samples): at most {_x(high)} if it cost "
-                 "nothing")
+        high = 1 / (1 - hi) if hi < 1 else None
+        basis = f"{share}{scope} ({counted}): at most {_x(high)} if it cost nothing"
         level = "algorithm"
         action = (f"rewrite `{fn}`: a better algorithm or data structure, or vectorize its Python loop "
                   "(NumPy/torch ops)")
     else:  # a library's time, spent on behalf of the code that calls it: the change acts on those calls
         high = None
-        basis = (f"{_pct(f)} of self time in the library function `{fn}` ({where}, flame #{r['id']}, {n} samples), "
-                 "spent for the code that calls it: fewer, larger calls cut it and the work around it, so the "
-                 "profile sets no upper bound")
+        basis = (f"{share}, a library function ({where}){scope} ({counted}), spent for the code that calls "
+                 "it: fewer, larger calls cut it and the work around it, so the profile sets no upper bound")
         level = "vectorization"
         action = f"call `{fn}` less often: vectorize the code that calls it (fewer, larger operations)"
         return Candidate(level, action, 1.0, high, basis, f"%%gpubench {subject}--vs baseline with its callers "
@@ -263,43 +313,3 @@ def _from_amdahl(r: dict[str, Any], label: str | None, findings: list[str]) -> t
                          f"%%amdahl --threads 1,{nmax},{int(rec)}", (r["id"],), "nothing guarantees a gain"), None
     findings.append(f"serial fraction {s:.2f} (amdahl #{r['id']}): at most {_x(ceiling)} on any number of workers")
     return None, None
-
-
-# -- the engine -----------------------------------------------------------------------------------
-
-
-_KEYWORDS = frozenset("""and as assert async await break class continue def del elif else except finally for from
-global if import in is lambda nonlocal not or pass raise return try while with yield None True False""".split())
-_COMMON = frozenset("""print range len sum min max abs list dict set tuple int float str bool enumerate zip map
-filter sorted any all iter next open isinstance type object self time np numpy torch nn pd math os sys
-perfmagic batch""".split())
-
-
-def _names(code: Any) -> set[str]:
-    """The identifiers a piece of code uses, less keywords, builtins and the usual module aliases, and
-    names of one or two letters (``a``, ``x``: too common to tie two cells together)."""
-    return {w for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", str(code or ""))
-            if len(w) > 2 and w not in _KEYWORDS and w not in _COMMON}
-
-
-def about(evidence: dict[str, Any], subject: str | None, latest: dict[str, Any] | None,
-          timed: list[dict[str, Any]] = ()) -> bool:
-    """May an evidence row be read as describing the code being timed (``latest``, of label ``subject``)?
-    Yes when it has the same label or code, or shares a name with it (a function, a model, a loader:
-    ``train_chunk``, ``model_v0``). No when it belongs to *another* timed subject: its label is that of
-    other ``%%gpubench`` runs (``timed``: every timed row), or its code is theirs — a roofline of
-    ``a + b`` labelled 'numpy-add' says nothing of 'sum-of-squares'. Otherwise (its own label, code with
-    nothing in common) it is kept: a profile of the loop being tuned often has neither."""
-    if latest is None:
-        return True
-    if subject is not None and evidence.get("label") == subject:
-        return True
-    if evidence.get("code_hash") and evidence.get("code_hash") == latest.get("code_hash"):
-        return True
-    if _names(evidence.get("code")) & _names(latest.get("code")):
-        return True
-    for t in timed:
-        if t.get("label") != subject and (t.get("label") == evidence.get("label") or (
-                evidence.get("code_hash") and t.get("code_hash") == evidence.get("code_hash"))):
-            return False
-    return True

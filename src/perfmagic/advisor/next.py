@@ -12,6 +12,11 @@ alone:
 * at a fraction ``r`` of the roof: at most ``1/r`` at this precision and amount of work;
 * serial fraction ``S``: at most ``1/S`` on any number of workers.
 
+Only evidence about the advised label's code is read (:mod:`perfmagic.advisor.scope`): the same
+label, the same code, or code the label's code calls; the rest is listed as "not about this code",
+each with its reason. A function is hot when its share's 95% interval lies above the share whose
+removal would clear the bar, whatever the sample count.
+
 The lower end is 1.0× unless a measurement guarantees more, and the result says so. Candidates
 whose upper bound cannot clear the bar (``min_effect``) are dropped with a note; of the rest, the
 first in the optimization order (METHOD.md §6) is proposed. Evidence a checked prediction already
@@ -28,8 +33,10 @@ import math
 from typing import Any
 
 from ..errors import PerfmagicError
-from .evidence import _from_amdahl, _from_dataloader, _from_flame, _from_roofline, _num, _pct, _x, about, wilson_high
+from .evidence import (_from_amdahl, _from_dataloader, _from_flame, _from_roofline, _num, _pct, _user_code, _x,
+                       wilson_high)
 from .result import LEVELS, Candidate, NextStep, PredictionCheck
+from .scope import CallSet, call_set, flame_within, relation
 
 _EVIDENCE_MAGICS = ("dataloader_check", "flame", "roofline", "amdahl")
 
@@ -131,7 +138,7 @@ def _check_row(r: dict[str, Any]) -> None:
 
 def next_step(ledger: Any = None, *, target: float | str | None = None, label: str | None = None,
               notebook: Any = ..., min_effect: float = 0.10, record: bool = True,
-              namespace: dict[str, Any] | None = None) -> NextStep:
+              namespace: dict[str, Any] | None = None, captures: Any = None) -> NextStep:
     """The next experiment for this notebook's ledger (``ledger=None``: the current notebook's).
 
     ``target``: the time per call that is fast enough (seconds, or ``"50ms"``); default: the one set
@@ -139,7 +146,10 @@ def next_step(ledger: Any = None, *, target: float | str | None = None, label: s
     (default: the label of the newest ``%%gpubench`` run). ``record``: store a proposal with a gain
     range as a prediction, checked by the next comparison of its label. ``namespace``: the kernel's
     variables (``%perf next`` passes them): a DataLoader check bounds only timed code that names a
-    DataLoader there; without it, the newest check is taken to be about the timed loop."""
+    DataLoader there, and the notebook's functions the code calls are followed to what they call.
+    ``captures``: ``{run id: Capture}``, what each ``%%gpubench`` run's code called, as the kernel keeps
+    it (:func:`perfmagic.timing.rerun.capture`); without it (a plain script, another kernel) the call set
+    is read from the namespace, else from the run's stored code alone."""
     import dataclasses
 
     from ..render.units import parse_duration
@@ -159,7 +169,7 @@ def next_step(ledger: Any = None, *, target: float | str | None = None, label: s
     rows = [r for r in led.rows(notebook=notebook)]
     for r in rows:
         _check_row(r)
-    step = _advise(led, rows, target, label, min_effect, record, namespace)
+    step = _advise(led, rows, target, label, min_effect, record, namespace, captures)
     by_id = {r["id"]: r for r in rows}
     cited = set(step.evidence) | {e for p in step.record for e in p.evidence}
     names = tuple((e, _row_name(by_id[e])) for e in sorted(cited) if e in by_id)
@@ -204,8 +214,23 @@ def _reads_a_loader(row: dict[str, Any], namespace: dict[str, Any]) -> bool:
     return False
 
 
+def _subject_call_set(rows: list[dict[str, Any]], subject: str | None, latest: dict[str, Any] | None,
+                      captures: Any, namespace: dict[str, Any] | None) -> CallSet | None:
+    """The call set of the advised label: its newest timed run's code, else its newest row's."""
+    if subject is None:
+        return None
+    row = latest or next((r for r in rows if r.get("label") == subject and _is_user_row(r)), None)
+    cap = None
+    if row is not None and captures:
+        try:
+            cap = captures.get(row["id"])
+        except AttributeError:
+            cap = None
+    return call_set(row, subject, cap, namespace)
+
+
 def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None, min_effect: float,
-            record: bool, namespace: dict[str, Any] | None = None) -> NextStep:
+            record: bool, namespace: dict[str, Any] | None = None, captures: Any = None) -> NextStep:
     record_ = tuple(check_predictions(led, rows))
     common = dict(record=record_, min_effect=min_effect)
     if not rows:
@@ -242,15 +267,29 @@ def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None
 
         findings.append(f"target {fmt_time(t)} not met: {_x(med / t)} to go (run #{latest['id']})")
 
-    # -- the evidence not yet spent by a checked prediction or outdated by a kept change, newest of each kind
+    # -- the evidence about this code, not yet spent by a checked prediction or outdated by a kept change,
+    #    newest of each kind; the rest is listed as not about this code
     spent = {e for p in record_ if p.checked for e in p.evidence}
     kept_at = _kept_change(rows, subject, min_effect)
+    cs = _subject_call_set(rows, subject, latest, captures, namespace)
     newest: dict[str, dict[str, Any]] = {}
-    other_code: set[str] = set()
-    every_timed = _timed(rows, None)
+    not_about: list[tuple[int, str, str, str]] = []
+    n_about = 0
     for r in rows:  # newest first
         mg = r.get("magic")
-        if mg not in _EVIDENCE_MAGICS or mg in newest or not _is_user_row(r):
+        if mg not in _EVIDENCE_MAGICS or not _is_user_row(r):
+            continue
+        if cs is not None:
+            is_about, why = relation(r, cs, namespace)
+            if not is_about and mg == "flame":
+                inside = flame_within(r, cs, _user_code)
+                if inside is not None:
+                    r, is_about = {**r, "metrics": inside}, True
+            if not is_about:
+                not_about.append((int(r["id"]), str(mg), str(r.get("label") or ""), why))
+                continue
+        n_about += 1
+        if mg in newest:
             continue
         if r["id"] in spent:
             findings.append(f"{mg} #{r['id']} was used by a checked prediction: it describes the code before "
@@ -260,12 +299,6 @@ def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None
             findings.append(f"{mg} #{r['id']} predates the change kept in run #{kept_at} ('{subject}'): it "
                             "describes the code before it")
             newest[mg] = {}
-        elif not about(r, subject, latest, every_timed):
-            if mg not in other_code:  # said once per magic; an older row of it may still be about this code
-                other_code.add(mg)
-                findings.append(f"{mg} #{r['id']} ('{r.get('label') or 'no label'}') is about other code than "
-                                f"'{subject}': not used")
-            continue
         elif mg == "dataloader_check" and namespace is not None and latest is not None \
                 and not _reads_a_loader(latest, namespace):
             findings.append(f"dataloader_check #{r['id']} measured a loop over a DataLoader; '{subject}' (run "
@@ -274,6 +307,11 @@ def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None
         else:
             newest[mg] = r
     newest = {k: v for k, v in newest.items() if v}
+    base["not_about"] = tuple(not_about)
+    if subject is not None and n_about == 0:
+        cmd = f"%%flame -l {subject}"
+        return NextStep(kind="measure", action=f"no evidence about '{subject}' yet: profile it first with {cmd}",
+                        command=cmd, findings=tuple(findings), **base)
 
     cands: list[Candidate] = []
     measure: list[str] = []
@@ -284,7 +322,7 @@ def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None
             continue
         r = newest[mg]
         try:
-            got = read(r, subject, findings)
+            got = read(r, subject, findings, min_effect) if mg == "flame" else read(r, subject, findings)
         except Exception as exc:  # noqa: BLE001 - a damaged row: name it and the fix, never a traceback
             raise AdvisorError(f"run #{r['id']} ({mg}) cannot be read ({type(exc).__name__}: {exc}); Fix: remove it "
                                f"with %perf forget {r['id']} and measure again") from None
@@ -320,10 +358,11 @@ def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None
                             findings=tuple(findings), evidence=evidence_ids, **base)
         missing = [mg for mg in ("flame", "dataloader_check", "roofline") if mg not in newest]
         if "flame" in missing:
-            what = "profile first: %%flame (where the time goes)"
+            cmd = f"%%flame -l {subject}" if subject else "%%flame"
+            what = f"profile first: {cmd} (where the time goes)"
             if "dataloader_check" in missing:
                 what += "; for a training loop, %%dataloader_check LOADER too"
-            return NextStep(kind="measure", action=what, command="%%flame", findings=tuple(findings),
+            return NextStep(kind="measure", action=what, command=cmd, findings=tuple(findings),
                             evidence=evidence_ids, **base)
         if latest is None:
             return NextStep(kind="measure", action="measure first: time the code, so a change can be judged",

@@ -73,7 +73,9 @@ class NextStep(Displayed):
     measured points to a gain above the bar) or ``"inconclusive"`` (the target may be met: measure
     longer to tell). ``low``/``high`` is the expected gain (× faster) of the proposed change, ``high``
     None when no measurement bounds it; ``basis`` says where both ends come from. ``evidence``: the
-    run ids it rests on. ``record``: every prediction of this notebook, checked or still open."""
+    run ids it rests on. ``not_about``: the evidence left out because it is about other code, as
+    ``(run id, magic, label, why)``. ``record``: every prediction of this notebook, checked or still
+    open."""
 
     primary_metric: ClassVar[str] = "high"
     renderer: ClassVar[str] = "advisor"
@@ -90,6 +92,7 @@ class NextStep(Displayed):
     evidence: tuple[int, ...] = ()
     evidence_names: tuple[tuple[int, str], ...] = ()
     findings: tuple[str, ...] = ()
+    not_about: tuple[tuple[int, str, str, str], ...] = ()
     alternatives: tuple[Candidate, ...] = ()
     target_s: float | None = None
     latest_run: int | None = None
@@ -129,6 +132,7 @@ class NextStep(Displayed):
         d = asdict(self)
         d["evidence"] = list(self.evidence)
         d["findings"] = list(self.findings)
+        d["not_about"] = [list(x) for x in self.not_about]
         d["notes"] = list(self.notes)
         d["alternatives"] = [c.to_dict() for c in self.alternatives]
         d["record"] = [p.to_dict() for p in self.record]

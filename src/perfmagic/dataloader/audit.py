@@ -3,7 +3,10 @@ made before anything runs (can the workers receive the dataset pickled? is the s
 
 :func:`audit` turns a measured loop into :class:`Finding` s (num_workers vs usable cores, pin_memory
 and non_blocking copies, persistent_workers, prefetch_factor, batch size, collate cost), each with
-its expected effect. :func:`parse_sweep` checks a ``sweep=`` mapping and expands it into settings;
+its expected effect. :func:`reconcile` sets those predictions against the sweep of the same check (one
+story per output: a prediction the sweep measured otherwise gives way to the measurement), and
+:func:`load_gap` says when two passes ran under different loads and cannot be compared.
+:func:`parse_sweep` checks a ``sweep=`` mapping and expands it into settings;
 :func:`_rebuild` builds the DataLoader of one setting over the same dataset and arguments.
 """
 
@@ -15,7 +18,8 @@ import math
 import pickle
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import SimpleNamespace
 from typing import Any
 
 from ..core import stats as _stats
@@ -42,6 +46,8 @@ class Finding:
     level: str  # "ok" | "info" | "warn"
     message: str
     effect: str = ""
+    setting: tuple[tuple[str, Any], ...] = ()  # a predicted effect: the setting it is about ...
+    predicted: float | None = None              # ... and the loop's speed there ÷ now (throughput ratio)
 
     def text(self) -> str:
         mark = {"warn": "!", "info": "·", "ok": "✓"}.get(self.level, "·")
@@ -61,20 +67,23 @@ def audit(r: Any) -> list[Finding]:
         return []
     c, out = r.cfg, []
     w, cores, frac = c.get("num_workers", 0) or 0, r.cores, r.data_wait_fraction
-    comp = r.compute_only_step_s or _mean(r.compute_s)
+    # compute alone when it may be set against the loop (consistent, not loaded differently); else the
+    # loop's own compute, measured beside its wait
+    comp = r.compute_only_step_s if r.compute_alone_usable else _mean(r.compute_s)
     wait, step = _mean(r.wait_s), r.step_s
     cost = _per_batch_cost(r)
     need = math.ceil(cost / comp) if cost and comp > 0 else None
     if w == 0 and frac > INPUT_BOUND:
-        eff = "workers load the next batches while the step runs"
+        eff, at, pred = "workers load the next batches while the step runs", (), None
         if cost and need:
             k = min(need, cores)
             est = max(comp, cost / k)
+            at, pred = (("num_workers", k),), step / est
             eff = (f"{eff}: about {need} worker{'s' if need > 1 else ''} would hide the wait ({fmt_time(cost)} "
                    f"per batch ÷ {fmt_time(comp)} compute); with {k}: step ≈ {fmt_time(est)}, "
                    f"{speed_change(step / est)} ({cores} usable cores)")
         out.append(Finding("num_workers", "warn", f"0: batches load in the main process, in series with the "
-                           f"step ({fmt_time(wait)} of each {fmt_time(step)} step)", eff))
+                           f"step ({fmt_time(wait)} of each {fmt_time(step)} step)", eff, at, pred))
     elif w == 0:
         out.append(Finding("num_workers", "info", f"0: loading costs {fmt_time(wait)} per step ({frac:.0%})",
                            f"workers would save at most that ({fmt_time(wait)} per step)"))
@@ -90,7 +99,13 @@ def audit(r: Any) -> list[Finding]:
         # the ✓ needs evidence that the workers do not take the step's cores: its time did not grow with
         # them, and either the machine was quiet or the workers barely used a core (they wait on I/O)
         unsure = False
-        if slowed and x is not None and (busy_workers or not loaded):
+        gap = r.load_gap("loop", "compute")
+        if gap and x is not None:  # the step's time in the loop and alone were taken under different loads
+            unsure = True
+            out.append(Finding("threads", "info", f"cannot tell whether the workers slow the step: it ran "
+                               f"{x:.2f}× its time alone during the loop, but {gap}",
+                               "re-run on a quiet machine, or compare --sweep num_workers"))
+        elif slowed and x is not None and (busy_workers or not loaded):
             alone = _stats.median(r.compute_only_s)
             t_fix = max(1, cores - w)
             w_fix = w if w + t_fix <= cores else max(1, cores - t_fix)
@@ -129,16 +144,22 @@ def audit(r: Any) -> list[Finding]:
                                f"{threads} on {cores} usable cores (oversubscribed)",
                                "fine while the workers mostly wait (I/O); if loading gets CPU-heavy, "
                                f"torch.set_num_threads({max(1, cores - w)})"))
-        if w > cores:
-            out.append(Finding("num_workers", "warn", f"{w} workers > {cores} usable cores",
-                               "CPU-bound loading gains nothing beyond the cores and contends with the main "
-                               "process; loading that waits on I/O can still gain (sweep to see)"))
+        if w > cores and wc is not None and wc >= 0.5:  # measured: the workers compute, beyond the cores
+            out.append(Finding("num_workers", "warn", f"{w} workers > {cores} usable cores, and they used "
+                               f"{wc:.2f} cores", "CPU-bound loading gains nothing beyond the cores and "
+                               "contends with the main process (sweep to see)"))
+        elif w > cores:  # their cost was not seen: no warning on a guess
+            used = f"; the workers used {wc:.2f} cores: they mostly wait" if wc is not None else ""
+            out.append(Finding("num_workers", "info", f"{w} workers > {cores} usable cores{used}",
+                               "fine for loading that waits on I/O; CPU-bound loading gains nothing beyond the "
+                               "cores (sweep to see)"))
         if frac > INPUT_BOUND and need:
             more = (f"; more than the {cores} usable cores: make each item cheaper (cache decoded data, "
                     "lighter transforms, augment on the GPU)" if need > cores else "")
             out.append(Finding("num_workers", "warn", f"{_n(w, 'worker')} deliver {1 / (cost / max(w, 1)):.3g} "
                                f"batches/s, the step takes {1 / comp:.3g}/s",
-                               f"about {need} workers needed to keep up{more}"))
+                               f"about {need} workers needed to keep up{more}",
+                               (("num_workers", need),) if need <= cores else (), step / comp))
         elif w <= cores and not slowed and not unsure:
             out.append(Finding("num_workers", "ok", f"{_n(w, 'worker')} on {cores} usable cores keep up "
                                f"(data wait {frac:.0%})"))
@@ -170,7 +191,8 @@ def audit(r: Any) -> list[Finding]:
             n = r.loader_len
             epoch = n * step if n else None
             share = f" ({rs / (epoch + rs):.1%} of an epoch of {n} batches)" if epoch else ""
-            out.append(Finding("persistent_workers", "warn" if epoch is None or rs > 0.02 * epoch else "info",
+            # a warning only where the cost is measured to matter (> 2% of an epoch of known length)
+            out.append(Finding("persistent_workers", "warn" if epoch is not None and rs > 0.02 * epoch else "info",
                                f"False: the {_n(w, 'worker')} re-spawn every epoch, {fmt_time(rs)} before its first "
                                "batch", f"persistent_workers=True saves about {fmt_time(rs)} per epoch{share}"))
         elif c.get("persistent_workers"):
@@ -205,6 +227,109 @@ def audit(r: Any) -> list[Finding]:
                                f"__getitems__) saves up to {fmt_time(r.collate_s)} per batch per worker"))
         else:
             out.append(Finding("collate_fn", "ok", msg))
+    return out
+
+
+# ---- one story per output: predictions set against the measurements of the same check -------------
+
+_PHASES = {"loop": "the loop", "loader": "the loader-alone pass", "compute": "compute alone"}
+
+
+def load_gap(phases: Sequence[tuple[str, float | None]]) -> str | None:
+    """Why passes cannot be compared: some were loaded (other processes above :data:`LOADED` cores) and
+    others measured quiet, or all loaded but unevenly (more than LOADED cores apart) -> "other processes
+    used 1.0 cores during compute alone and 0.0 cores during the loop". None when they can be: all quiet,
+    all evenly loaded (each number flagged), or a load not measured."""
+    known = [(n, x) for n, x in phases if x is not None]
+    busy = [(n, x) for n, x in known if x > LOADED]
+    if not busy or (len(busy) == len(known) and max(x for _, x in busy) - min(x for _, x in busy) <= LOADED):
+        return None
+    said = [f"{x:.1f} cores during {_PHASES.get(n, n)}" for n, x in sorted(known, key=lambda nx: -nx[1])]
+    return "other processes used " + ", ".join(said[:-1]) + " and " + said[-1]
+
+
+def _swept(r: Any, workers: int | None = None) -> list[Any]:
+    """The measured sweep points that differ from the loader's own settings in num_workers at most
+    (and have ``workers`` of them, when given)."""
+    own, w, out = r.cfg, r.cfg.get("num_workers", 0) or 0, []
+    for p in r.sweep:
+        s = dict(p.setting)
+        pw = s.get("num_workers", w) or 0
+        if p.ok and (workers is None or pw == workers) and \
+                all(v == own.get(k) for k, v in s.items() if k != "num_workers"):
+            out.append(p)
+    return out
+
+
+def _the_loop(r: Any, w: int) -> Any:
+    """The check's own loop as a sweep point (the baseline when the sweep did not measure the loader's own
+    setting)."""
+    bs = r.cfg.get("batch_size") or 1
+    return SimpleNamespace(label=f"num_workers={w} (the loop above)", setting=(("num_workers", w),),
+                           compute_s=r.compute_s, step_s=r.step_s, data_wait_fraction=r.data_wait_fraction,
+                           throughput=bs / r.step_s if r.step_s > 0 else math.nan,
+                           others_cores=r.others_cores, workers_cores=r.workers_cores)
+
+
+def _why(r: Any, base: Any, new: Any, k: int) -> str:
+    """What the sweep measured that explains a setting's speed (compute grown, data still waited for)."""
+    cb, cn = _stats.median(base.compute_s), _stats.median(new.compute_s)
+    if cb > 0 and cn / cb >= SLOWED:
+        who = f"the step's {_n(r.torch_threads, 'torch thread')}" if r.torch_threads else "the step"
+        return (f"the step's compute grew {fmt_time(cb)} → {fmt_time(cn)} with {_n(k, 'worker')}: {who} and the "
+                f"workers share {r.cores} cores")
+    if new.data_wait_fraction > INPUT_BOUND:
+        used = f" (its workers used {new.workers_cores:.2f} cores)" if new.workers_cores is not None else ""
+        return f"the loop still waited for data {new.data_wait_fraction:.0%} of each step there{used}"
+    return f"its step took {fmt_time(new.step_s)} vs {fmt_time(base.step_s)}"
+
+
+def reconcile(findings: list[Finding], r: Any) -> list[Finding]:
+    """Each prediction (a Finding's ``setting`` and ``predicted`` speed ratio) set against the sweep of the
+    same check: where the sweep measured that setting (or, failing it, every other num_workers) and got
+    less than half the predicted gain, the prediction is not printed and the finding states the
+    measurement and what explains it; where it agrees, the measurement is added; where the two passes ran
+    under different loads, it says it cannot tell."""
+    if not r.sweep:
+        return findings
+    out = []
+    for f in findings:
+        if not f.setting or f.predicted is None or dict(f.setting).keys() != {"num_workers"}:
+            out.append(f)
+            continue
+        k, w = dict(f.setting)["num_workers"], r.cfg.get("num_workers", 0) or 0
+        bases, news = _swept(r, w), _swept(r, k)
+        cands = [p for p in _swept(r) if (dict(p.setting).get("num_workers", w) or 0) not in (0, w)]
+        if not cands or not (bases or r.n_steps):
+            out.append(f)
+            continue
+        base = bases[0] if bases else _the_loop(r, w)
+        new = news[0] if news else None
+        best = max(cands, key=lambda p: p.throughput)
+        shown = [p for p in (new, best) if p is not None]
+        shown = shown[:1] if len(shown) == 2 and shown[0] is shown[1] else shown
+        if base.throughput != base.throughput or base.throughput <= 0:
+            out.append(f)
+            continue
+        ms = [p.throughput / base.throughput for p in shown]
+        said = ("the sweep measured " + " and ".join(f"{p.label} at {m:.2f}×" for p, m in zip(shown, ms))
+                + f" the throughput of {base.label}")
+        gap = load_gap([(p.label, p.others_cores) for p in [base] + shown])
+        if gap:
+            out.append(replace(f, effect=f"{f.effect}; {said}, but cannot tell whether that bears it out, "
+                               f"because {gap}"))
+        elif max(ms) >= 1 + 0.5 * (f.predicted - 1):  # some worker setting reached at least half the gain
+            out.append(replace(f, effect=f"{f.effect}; {said}"))
+        else:  # refuted: the measurement replaces the prediction
+            m = ms[0]
+            verdict = "workers do not help here" if max(ms) < 1.05 else "workers gain far less than the wait suggests"
+            if new is None:
+                said = (f"no num_workers in the sweep came near that: the best, {best.label}, ran at {m:.2f}× the "
+                        f"throughput of {base.label}")
+            p = shown[0]
+            nw = dict(p.setting).get("num_workers", w) or 0
+            out.append(replace(f, level="info" if max(ms) < 1.05 else f.level, setting=(), predicted=None,
+                               effect=f"{said}: {verdict}, because {_why(r, base, p, nw)}"))
     return out
 
 
@@ -347,4 +472,5 @@ def parse_sweep(sweep: Mapping[str, Sequence[Any]] | None) -> list[dict[str, Any
     return [dict(zip(keys, combo)) for combo in itertools.product(*(sweep[k] for k in keys))]
 
 
-__all__ = ["Finding", "INPUT_BOUND", "audit", "check_picklable", "parse_sweep", "usable_cores"]
+__all__ = ["Finding", "INPUT_BOUND", "LOADED", "audit", "check_picklable", "load_gap", "parse_sweep", "reconcile",
+           "usable_cores"]

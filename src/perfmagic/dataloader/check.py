@@ -23,7 +23,17 @@ happens). The method, in order:
    map-style dataset), each with its expected effect computed from the numbers above.
 6. **Sweep** (optional): ``sweep={"num_workers": [0, 1, 2, 4]}`` rebuilds the DataLoader with the same
    dataset and arguments at each setting (the product, for several keys) and measures the loop there.
-7. **GPU** (when the step initialised CUDA): per step a CUDA event pair around the step gives the time
+7. **Load on every pass.** Other processes' cores (``core/env.LoadProbe``; the workers' own CPU taken
+   out) are measured over the steady state of the loop, the loader alone, compute alone and every sweep
+   point. A loaded pass (> ``audit.LOADED`` cores) is flagged where its numbers are shown, and a
+   comparison between a loaded pass and a quiet one (compute alone vs the loop, the loader vs compute
+   alone, sweep points, a prediction vs the sweep) says it cannot tell instead of concluding. Compute
+   alone more than 1.5× from the loop's own compute (either way, not explained by the workers) is named
+   as an inconsistency and not used.
+8. **One story.** The audit's predicted effects are set against the sweep of the same check
+   (:func:`~perfmagic.dataloader.audit.reconcile`): a prediction the sweep measured otherwise is replaced
+   by the measurement and what explains it.
+9. **GPU** (when the step initialised CUDA): per step a CUDA event pair around the step gives the time
    the GPU stream spent on it; the GPU idle share is 1 − Σ GPU span / Σ step. The host→device copy of
    one batch is timed, and whether it can overlap compute is read from the batch (pinned?) and the
    step's source (``non_blocking=True``?) — an inference, not a trace.
@@ -45,8 +55,9 @@ from typing import Any
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
 from .audit import (INPUT_BOUND, Finding, _config, _is_dataloader, _Proxy, _rebuild, check_picklable, parse_sweep,
                     usable_cores)
-from .probe import (COPY, NON_BLOCKING, USES_CUDA, SteadyLoad, _collate_cost, _h2d, _Iters, _Loop, _run, _split,
-                    _step_source, _tensors, worker_pids)
+from ..core.env import LoadProbe
+from .probe import (COPY, NON_BLOCKING, USES_CUDA, SteadyLoad, _collate_cost, _h2d, _Iters, _Loop, _split,
+                    _step_source, _tensors, _watched)
 from .result import DEFAULT_STEPS, DataLoaderResult, SweepPoint
 
 COMPUTE_ALONE_MAX = 20
@@ -135,21 +146,11 @@ def dataloader_check(loader: Any, step_fn: Callable[[Any], Any], *, steps: int =
                 progress((phase + min(i / max(1, warmup + steps), 0.99)) / total_phases, msg)
         return update
 
-    steady = SteadyLoad()
-    told = tell(0, "loop")
-
-    def main_progress(i: int) -> None:
-        if i == warmup:  # the warm-up is done: the steady state's load is measured from here
-            steady.start(worker_pids(iters.items[-1][1]) if iters.items else ())
-        if told is not None:
-            told(i)
-
+    # the load (other processes' cores) of every pass, each over its own measured steps
+    steady, alone_load, co_probe = SteadyLoad(), SteadyLoad(), LoadProbe()
     try:
         try:
-            if warmup == 0:
-                steady.start()  # no warm-up: the workers are not started yet, their use is not measured
-            _run(loader, step_fn, warmup + steps, iters, main, main_progress)
-            steady.stop()
+            steady = _watched(loader, step_fn, warmup, steps, iters, main, tell(0, "loop"))
         finally:
             if not (is_dl and dict(cfg).get("persistent_workers")):
                 iters.close()
@@ -159,20 +160,24 @@ def dataloader_check(loader: Any, step_fn: Callable[[Any], Any], *, steps: int =
             if one_pass:
                 notes.append(f"{name} is a one-pass iterator: 'loader alone' timed on the batches after the loop")
             if not (one_pass and main.exhausted):
-                _run(loader, None, (0 if one_pass else warmup) + steps, iters, alone, tell(1, "loader alone"))
+                alone_load = _watched(loader, None, 0 if one_pass else warmup, steps, iters, alone,
+                                      tell(1, "loader alone"))
             iters.close()
         if compute_alone:
             if progress is not None:
                 progress(2 / total_phases, "compute alone")
+            iters.close()  # persistent workers left by the loop (no loader-alone pass) stop before it
             cached = main.last
             step_fn(cached)  # warm call, untimed
             torch = sys.modules.get("torch")
+            co_probe.start()  # the workers are stopped: any busy core besides this process is another's
             for i in range(max(3, min(steps, COMPUTE_ALONE_MAX))):
                 a = time.perf_counter()
                 step_fn(cached)
                 if main.cuda:
                     torch.cuda.synchronize()
                 co.append(time.perf_counter() - a)
+            co_probe.stop()
         if is_dl:
             extras["item_s"], extras["collate_s"] = _collate_cost(loader)
         if main.cuda:
@@ -188,12 +193,13 @@ def dataloader_check(loader: Any, step_fn: Callable[[Any], Any], *, steps: int =
             sw_warm = sw * spf + 2 if sw else 2
             err = None
             bs = None
+            pl = SteadyLoad()
             try:
                 with warnings.catch_warnings():  # torch's "more workers than cores": the audit says it
                     warnings.filterwarnings("ignore", message=".*worker processes in total", category=UserWarning)
                     dl = _rebuild(loader, s)
                     bs = dl.batch_size
-                    _run(dl, step_fn, sw_warm + n_sweep, iters, lp, events=False)
+                    pl = _watched(dl, step_fn, sw_warm, n_sweep, iters, lp, events=False)
             except KeyboardInterrupt:
                 raise
             except Exception as exc:
@@ -202,7 +208,7 @@ def dataloader_check(loader: Any, step_fn: Callable[[Any], Any], *, steps: int =
                 iters.close()
             k, _ = _split(len(lp.wait), sw_warm, n_sweep, label)
             points.append(SweepPoint(tuple(s.items()), tuple(lp.wait[k:]), tuple(lp.comp[k:]), lp.first_batch_s,
-                                     bs, err))
+                                     bs, err, workers_cores=pl.workers_cores, others_cores=pl.others_cores))
         if progress is not None:
             progress(1.0, "done")
     except KeyboardInterrupt:
@@ -240,6 +246,7 @@ def dataloader_check(loader: Any, step_fn: Callable[[Any], Any], *, steps: int =
         item_s=extras.get("item_s", ()), collate_s=extras.get("collate_s"), sweep=tuple(points), config=cfg,
         is_dataloader=is_dl, cuda=main.cuda, cores=usable_cores(), torch_threads=torch_threads,
         workers_cores=steady.workers_cores, others_cores=steady.others_cores, warmup=w_main,
+        loader_others_cores=alone_load.others_cores, compute_only_others_cores=co_probe.others_cores,
         steps_requested=steps,
         loader_len=n_len, status=status, notes=tuple(notes), wall_s=time.perf_counter() - t_start)
     if status == "interrupted":

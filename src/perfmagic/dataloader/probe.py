@@ -124,6 +124,8 @@ def _run(loader: Any, step: Callable[[Any], Any] | None, total: int, iters: _Ite
         loop.last = batch
         if step is None:
             loop.wait.append(b - a)
+            if progress is not None:
+                progress(i + 1)
             continue
         e0 = e1 = None
         if loop.cuda and events:
@@ -145,6 +147,26 @@ def _run(loader: Any, step: Callable[[Any], Any] | None, total: int, iters: _Ite
         if progress is not None:
             progress(i + 1)
     return loop
+
+
+def _watched(loader: Any, step: Callable[[Any], Any] | None, warm: int, n: int, iters: _Iters, loop: _Loop,
+             told: Callable[[int], None] | None = None, events: bool = True) -> SteadyLoad:
+    """:func:`_run` of ``warm + n`` steps with the load measured over the ``n`` steps after the warm-up
+    (the workers' cores and other processes' cores): every pass of the check is watched, not just the
+    first, so that a number taken beside a busy neighbour is flagged where it is shown."""
+    load = SteadyLoad()
+
+    def progress(i: int) -> None:
+        if i == warm:  # the warm-up is done: the workers (if any) are running, their PIDs are known
+            load.start(worker_pids(iters.items[-1][1]) if iters.items else ())
+        if told is not None:
+            told(i)
+
+    if warm == 0:
+        load.start()  # no warm-up: the workers are not started yet, their use is not measured
+    _run(loader, step, warm + n, iters, loop, progress, events)
+    load.stop()
+    return load
 
 
 def _split(n: int, warmup: int, asked: int, name: str) -> tuple[int, str | None]:

@@ -1,8 +1,10 @@
 """What a dataloader check found: the raw per-step samples and everything derived from them.
 
 :class:`DataLoaderResult` keeps the samples (wait and compute per step, the loader alone, the step
-alone, GPU spans, the sweep's :class:`SweepPoint` s); every statistic, the verdict and the audit
-(:func:`perfmagic.dataloader.audit.audit`) are derived on demand. Text, figure and HTML sections are
+alone, GPU spans, the sweep's :class:`SweepPoint` s) and the load of other processes during each pass;
+every statistic, the verdict and the audit (:func:`perfmagic.dataloader.audit.audit`, reconciled with
+the sweep) are derived on demand, and so is what may be compared with what (:meth:`DataLoaderResult.load_gap`,
+:attr:`DataLoaderResult.compute_disagreement`). Text, figure and HTML sections are
 drawn by :mod:`perfmagic.render.dataloader`.
 """
 
@@ -15,10 +17,11 @@ from typing import Any, ClassVar
 from ..core import stats as _stats
 from ..render.units import fmt_time
 from ..result import Displayed
-from .audit import INPUT_BOUND, SLOWED, Finding, _jsonable, audit
+from .audit import INPUT_BOUND, LOADED, SLOWED, Finding, _jsonable, audit, load_gap, reconcile
 from .probe import _fraction, _mean
 
 PLATEAU = 0.90             # a sweep setting within 10% of the best throughput is on the plateau
+DISAGREE = 1.5             # compute alone vs the loop's compute: further apart than this either way is named
 DEFAULT_STEPS = 20
 
 
@@ -32,6 +35,12 @@ class SweepPoint:
     first_batch_s: float | None = None
     batch_size: int | None = None
     error: str | None = None
+    workers_cores: float | None = None        # cores its workers used over the measured steps
+    others_cores: float | None = None         # cores other processes kept busy meanwhile
+
+    @property
+    def loaded(self) -> bool:
+        return self.others_cores is not None and self.others_cores > LOADED
 
     @property
     def label(self) -> str:
@@ -64,6 +73,7 @@ class DataLoaderResult(Displayed):
     renderer: ClassVar[str] = "dataloader"
     figure_alt: ClassVar[str] = "data wait and compute per step; sweep"
     PLATEAU: ClassVar[float] = PLATEAU
+    LOADED: ClassVar[float] = LOADED
 
     wait_s: tuple[float, ...]                 # steady-state steps: time blocked in next()
     compute_s: tuple[float, ...]              # steady-state steps: the step (synchronized)
@@ -87,6 +97,8 @@ class DataLoaderResult(Displayed):
     torch_threads: int | None = None          # torch.get_num_threads() in the main process (intra-op pool)
     workers_cores: float | None = None        # cores the worker processes used in the steady state (measured)
     others_cores: float | None = None         # cores other processes (not the workers) kept busy meanwhile
+    loader_others_cores: float | None = None  # ... during the loader-alone pass
+    compute_only_others_cores: float | None = None  # ... while the step ran alone
     warmup: int = 0
     steps_requested: int = DEFAULT_STEPS
     loader_len: int | None = None
@@ -153,8 +165,9 @@ class DataLoaderResult(Displayed):
 
     @property
     def speedup_if_data_free(self) -> float | None:
+        """The loop's step ÷ compute alone; None when compute alone cannot be set against the loop."""
         c = self.compute_only_step_s
-        return self.step_s / c if c and self.n_steps else None
+        return self.step_s / c if c and self.n_steps and self.compute_alone_usable else None
 
     @property
     def gpu_idle_fraction(self) -> float | None:
@@ -183,9 +196,48 @@ class DataLoaderResult(Displayed):
             return None
         return next(p for p in self.sweep if p.ok and p.throughput >= PLATEAU * b.throughput)
 
+    # ---- load and consistency: what may be compared with what -----------------------------------
+    def phase_cores(self, phase: str) -> float | None:
+        """Other processes' cores during a pass: "loop", "loader", "compute" or a sweep setting's label."""
+        fixed = {"loop": self.others_cores, "loader": self.loader_others_cores,
+                 "compute": self.compute_only_others_cores}
+        if phase in fixed:
+            return fixed[phase]
+        return next((p.others_cores for p in self.sweep if p.label == phase), None)
+
+    def loaded_phases(self) -> list[tuple[str, float]]:
+        """(pass, cores) for every pass during which other processes kept more than LOADED cores busy."""
+        names = ["loop", "loader", "compute"] + [p.label for p in self.sweep if p.ok]
+        return [(n, x) for n in names if (x := self.phase_cores(n)) is not None and x > LOADED]
+
+    def load_gap(self, *phases: str) -> str | None:
+        """Why these passes cannot be compared ("other processes used 1.0 cores during compute alone"):
+        some were loaded and others measured quiet. None when they can (all quiet, all loaded, unknown)."""
+        return load_gap([(p, self.phase_cores(p)) for p in phases])
+
+    @property
+    def compute_disagreement(self) -> float | None:
+        """Compute alone ÷ the loop's median compute when they are more than :data:`DISAGREE` apart and
+        nothing measured explains it (a step slowed by the workers is explained: the audit's threads
+        finding says so); None otherwise."""
+        co = self.compute_only_step_s
+        if not co or not self.compute_s:
+            return None
+        x = co / _stats.median(self.compute_s)
+        if 1 / DISAGREE <= x <= DISAGREE or (x < 1 and self.cfg.get("num_workers")):
+            return None
+        return x
+
+    @property
+    def compute_alone_usable(self) -> bool:
+        """Compute alone may be set against the loop: measured, consistent with it, not loaded differently."""
+        return (self.compute_only_step_s is not None and self.compute_disagreement is None
+                and self.load_gap("loop", "compute") is None)
+
     def findings(self) -> list[Finding]:
-        """The configuration audit (:func:`perfmagic.dataloader.audit.audit`)."""
-        return audit(self)
+        """The configuration audit (:func:`perfmagic.dataloader.audit.audit`), reconciled with the sweep:
+        a prediction the sweep measured otherwise is replaced by the measurement."""
+        return reconcile(audit(self), self)
 
     # ---- text -----------------------------------------------------------------------------------
     def verdict(self) -> str:
@@ -223,6 +275,8 @@ class DataLoaderResult(Displayed):
             "num_workers": c.get("num_workers"), "batch_size": c.get("batch_size"), "cores": self.cores,
             "torch_threads": self.torch_threads, "step_slowdown_with_workers": self.step_slowdown,
             "workers_cores": self.workers_cores, "others_cores": self.others_cores,
+            "loader_others_cores": self.loader_others_cores,
+            "compute_only_others_cores": self.compute_only_others_cores,
             "step_slowed_by_workers": self.step_slowed if self.step_slowdown is not None else None,
             "best_setting": b.label if b else None,
             "best_num_workers": dict(b.setting).get("num_workers") if b else None,
@@ -236,7 +290,9 @@ class DataLoaderResult(Displayed):
                 "loader_s": list(self.loader_s), "compute_only_s": list(self.compute_only_s),
                 "gpu_busy_s": list(self.gpu_busy_s), "item_s": list(self.item_s),
                 "sweep": [{"setting": p.label, "wait_s": list(p.wait_s), "compute_s": list(p.compute_s),
-                           "first_batch_s": p.first_batch_s, "error": p.error} for p in self.sweep]}
+                           "first_batch_s": p.first_batch_s, "error": p.error,
+                           "workers_cores": p.workers_cores, "others_cores": p.others_cores}
+                          for p in self.sweep]}
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "config": {k: _jsonable(v) for k, v in self.config},
@@ -244,4 +300,4 @@ class DataLoaderResult(Displayed):
                 "findings": [f.__dict__ for f in self.findings()], "notes": list(self.notes)}
 
 
-__all__ = ["DataLoaderResult", "SweepPoint", "PLATEAU", "SLOWED", "DEFAULT_STEPS"]
+__all__ = ["DataLoaderResult", "SweepPoint", "PLATEAU", "SLOWED", "DISAGREE", "DEFAULT_STEPS"]

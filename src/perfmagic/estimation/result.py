@@ -141,10 +141,23 @@ class EstimateResult(Displayed):
     def largest_measured(self) -> int | None:
         return max((p.n for p in self.points), default=None) if self.mode == "scaling" else None
 
+    @property
+    def refused(self) -> str | None:
+        """Why no prediction is given (the headline says it), or None when one is."""
+        if self.predicted_s is None:
+            return self.verdict_reasons[0] if self.verdict_reasons else "nothing measured"
+        if not self.reliable:
+            from ..render.units import fmt_time
+
+            return self.unreliable_why or (f"the fit is unreliable: it puts the full run anywhere from "
+                                           f"{fmt_time(self.low_s)} to {fmt_time(self.high_s)}")
+        return None
+
     def time_error(self) -> float | None:
-        """(actual − predicted) / predicted, when the full run finished (or, interrupted, was extrapolated)."""
+        """(actual − predicted) / predicted, when the full run finished (or, interrupted, was extrapolated);
+        None where the estimate refused to predict."""
         a = self.actual
-        if a is None or not self.predicted_s:
+        if a is None or not self.predicted_s or self.refused:
             return None
         if a.status == "ok":
             return a.seconds / self.predicted_s - 1
@@ -175,13 +188,22 @@ class EstimateResult(Displayed):
 
         return text(self, run_id)
 
+    def all_warnings(self) -> list[str]:
+        """Every `!` item of the output: failed sizes, then the warnings (the text shows two)."""
+        from ..render.estimate import all_warnings
+
+        return all_warnings(self)
+
     def __str__(self) -> str:
         return self.text()
 
     def metrics(self) -> dict[str, Any]:
+        refused = self.refused  # a refused estimate records no predicted time, and why
+        shown = not refused or (self.predicted_s is not None and not self.unreliable_why)  # the text's interval
         m: dict[str, Any] = {
-            "mode": self.mode, "full": float(self.full), "predicted_s": self.predicted_s, "low_s": self.low_s,
-            "high_s": self.high_s, "predicted_peak_bytes": self.peak_bytes, "peak_low_bytes": self.peak_low,
+            "mode": self.mode, "full": float(self.full), "predicted_s": None if refused else self.predicted_s,
+            "low_s": self.low_s if shown else None, "high_s": self.high_s if shown else None,
+            "refused": refused, "predicted_peak_bytes": self.peak_bytes, "peak_low_bytes": self.peak_low,
             "peak_high_bytes": self.peak_high, "reliable": self.reliable, "verdict": self.verdict,
             "limit_s": self.limit_s, "available_bytes": self.available_bytes, "largest_fit": self.largest_fit,
             "spent_s": self.spent_s, "measured_fraction": self.measured_fraction, "n_points": len(self.points),

@@ -108,13 +108,15 @@ def check_pair(code_a: str, code_b: str, *, setup_a: str = "", setup_b: str = ""
                namespace: Mapping[str, Any] | None = None, labels: tuple[str, str] = ("A", "B"),
                min_effect: float = 0.10, budget: float = 2.0, accepted: float | None = None,
                hold_gain: bool = False, device: str = "auto", sync: str = "auto",
-               gc: bool = False) -> GuardVerdict:
+               gc: bool = False, work: tuple[float, float] | None = None) -> GuardVerdict:
     """Measure A and B interleaved; ``kept`` when the whole 95% CI of B/A is below the bar.
 
     The bar is ``1/(1+min_effect)`` (B still faster than A by the minimum effect); with ``hold_gain``
     it is also ``accepted × (1+min_effect)``: the gain measured at acceptance (``accepted`` = B/A then)
     may shrink by no more than the minimum effect — stricter, and only as portable as that ratio is
-    across machines. ``lost`` when the whole interval is at or above the bar."""
+    across machines. ``lost`` when the whole interval is at or above the bar. ``work``: the work per
+    call of A and of B (``--items``) when the change was accepted per unit of it: B/A is then judged
+    per unit too (the time ratio × A's work / B's)."""
     __tracebackhide__ = True
     from ..timing.pair import bench_pair
 
@@ -127,6 +129,12 @@ def check_pair(code_a: str, code_b: str, *, setup_a: str = "", setup_b: str = ""
         pr = bench_pair(code_a, code_b, setup_a, setup_b, globals=dict(namespace or {}), labels=labels,
                         budget=b, min_effect=min_effect, memory=False, device=device, sync=sync, gc=gc,
                         filenames=("<guard A>", "<guard B>"))
+        if work:  # per unit of work: every ratio scales by A's work / B's
+            from dataclasses import replace
+
+            k = float(work[0]) / float(work[1])
+            c0 = pr.comparison
+            pr = replace(pr, comparison=replace(c0, ratio=c0.ratio * k, ci_low=c0.ci_low * k, ci_high=c0.ci_high * k))
         c = pr.comparison
         return ("kept" if c.ci_high < bar else "lost" if c.ci_low >= bar else "cannot tell"), pr
 

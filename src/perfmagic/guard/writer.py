@@ -201,8 +201,12 @@ def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, 
     if plan.target_s is not None:
         body += [f"TARGET_S = {plan.target_s!r}  # seconds per call ({plan.target_source})"]
     if a is not None:
-        body += [f"ACCEPTED_RATIO = {plan.comparison.comparison.ratio!r}  # B/A when the change was accepted",
+        bs = getattr(plan.comparison, "basis", None)
+        per = f" {bs.per}" if bs is not None and bs.unit else ""
+        body += [f"ACCEPTED_RATIO = {plan.comparison.comparison.ratio!r}  # B/A{per} when the change was accepted",
                  f"HOLD_GAIN = {hold_gain!r}  # True: also fail when B/A > ACCEPTED_RATIO × (1 + MIN_EFFECT)"]
+        if per:  # judged per unit of declared work (--items): the guard judges the same way
+            body += [f"WORK = ({bs.a!r}, {bs.b!r})  # {bs.unit} per call of A and of B: B/A is judged{per}"]
     kw = (f"device={opts.get('device') or 'auto'!r}, sync={opts.get('sync') or 'auto'!r}, "
           f"gc={bool(opts.get('gc', False))!r}")
     slug = re.sub(r"\W+", "_", label_b).strip("_").lower()[:40] or "run"
@@ -210,7 +214,8 @@ def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, 
         body += ["", "", f"def test_run_{b['id']}_{slug}_keeps_its_gain() -> None:",
                  "    report(check_pair(A_CODE, B_CODE, setup_a=A_SETUP, setup_b=B_SETUP, namespace=NAMES,",
                  "                      labels=(A_LABEL, B_LABEL), min_effect=MIN_EFFECT, budget=BUDGET_S,",
-                 f"                      accepted=ACCEPTED_RATIO, hold_gain=HOLD_GAIN, {kw}))"]
+                 f"                      accepted=ACCEPTED_RATIO, hold_gain=HOLD_GAIN, {kw}"
+                 + (", work=WORK" if per else "") + "))"]
     if plan.target_s is not None:
         body += ["", "", f"def test_run_{b['id']}_{slug}_stays_within_target() -> None:",
                  "    report(check_target(B_CODE, setup=B_SETUP, namespace=NAMES, target_s=TARGET_S, label=B_LABEL,",

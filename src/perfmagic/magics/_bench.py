@@ -81,7 +81,7 @@ class BenchMagics(Magics):
         label = args.label or default_label(cell, self.state)
         filename = _boundary.cell_filename(self.shell, cell)
         if args.vs is not None:
-            pair = self._vs(args, line, cell, setup, label, filename)
+            pair = self._vs(args, line, cell, setup, label, filename, work)
             if pair is not _ALONE:
                 return pair
         try:
@@ -109,6 +109,8 @@ class BenchMagics(Magics):
 
         options = {k: v for k, v in vars(args).items() if k not in ("setup",)}
         options["setup"] = result.setup
+        if result.work:
+            options["work"] = dict(result.work)
         ref = self.state["record"](
             magic="gpubench", label=result.label, code=cell, options=options, metrics=result.metrics(),
             samples=result.samples(), env=result.env, env_hash=fingerprint(result.env) if result.env else None,
@@ -142,7 +144,8 @@ class BenchMagics(Magics):
         except Exception as exc:  # a ledger that cannot be written: the run is still shown
             print(f"perfmagic: could not mark the baseline ({exc})")
 
-    def _vs(self, args: argparse.Namespace, line: str, cell: str, setup: str, label: str, filename: str) -> Any:
+    def _vs(self, args: argparse.Namespace, line: str, cell: str, setup: str, label: str, filename: str,
+            work: dict[str, Any]) -> Any:
         """Same-process A/B against a recorded run: both codes interleaved, one paired verdict.
 
         Returns ``_ALONE`` when the ledger cannot be read (run A's code is unknown): the caller then
@@ -150,8 +153,8 @@ class BenchMagics(Magics):
         __tracebackhide__ = True
         from ..errors import BenchInterrupted
         from ..storage.ledger import LedgerError, UnknownRunError
-        from ..timing.pair import bench_pair
         from ..storage.session import current_ledger
+        from ..timing.flow import measure_against
         from ..timing.whatchanged import cell_body
 
         led = current_ledger(self.shell.user_ns)
@@ -173,14 +176,15 @@ class BenchMagics(Magics):
             raise UsageError(f"%%gpubench --vs {args.vs}: run #{args.vs} is a %%{row_a.get('magic')} run; "
                              "--vs needs a %%gpubench run")
         opts_a = row_a.get("options") or {}
-        code_a, setup_a = cell_body(row_a.get("code") or ""), opts_a.get("setup") or ""
+        code_a = cell_body(row_a.get("code") or "")
         fn_a = _boundary.cell_filename(self.shell, code_a)
         status = "ok"
         try:
-            pr = bench_pair(code_a, cell, setup_a, setup, globals=self.shell.user_ns,
-                            labels=(row_a.get("label"), label), budget=args.budget, precision=args.precision,
-                            min_effect=args.min_effect, min_samples=args.min_samples, device=args.device,
-                            sync=args.sync, memory=not args.no_memory, gc=args.gc, filenames=(fn_a, filename))
+            pr = measure_against(row_a, cell, setup, self.shell.user_ns, label_b=label,
+                                 work_b={k if k != "nbytes" else "bytes": v for k, v in work.items() if v},
+                                 budget=args.budget, precision=args.precision, min_effect=args.min_effect,
+                                 min_samples=args.min_samples, device=args.device, sync=args.sync,
+                                 memory=not args.no_memory, gc=args.gc, filenames=(fn_a, filename), notify=print)
         except BenchInterrupted as exc:
             if exc.result is None:
                 raise _boundary.Interrupted("perfmagic: %%gpubench --vs interrupted before one A/B pair was "
@@ -211,18 +215,24 @@ class BenchMagics(Magics):
                      args: argparse.Namespace, line: str, cell: str, setup: str, status: str, led: Any) -> Any:
         """Record both sides of an A/B pair: ``(comparison or None when too few pairs, B's run id)``."""
         from ..core.env import fingerprint
+        from ..timing.flow import judge_pair
         from ..timing.history import compare
 
         record = self.state["record"]
         line_a = (row_a.get("code") or "").splitlines()[0][len("%%gpubench"):].strip() if row_a.get("code") else ""
+        opts_ra = {**opts_a, "remeasured_from": args.vs, "interleaved": True}
+        if pr.a.work:
+            opts_ra["work"] = dict(pr.a.work)
         ref_a = record(magic="gpubench", label=pr.a.label, code=code_a, magic_line=line_a,
-                       options={**opts_a, "remeasured_from": args.vs, "interleaved": True},
+                       options=opts_ra,
                        metrics=pr.a.metrics(), samples=pr.a.samples(), env=pr.a.env,
                        env_hash=fingerprint(pr.a.env) if pr.a.env else None, status=status,
                        primary_metric="median_s",
                        note=f"re-measured from run #{args.vs}, interleaved with the next run")
         options = {k: v for k, v in vars(args).items() if k != "setup"}
         options.update(setup=setup, interleaved=True, interleaved_with=ref_a.id if ref_a is not None else None)
+        if pr.b.work:
+            options["work"] = dict(pr.b.work)
         ref_b = record(magic="gpubench", label=pr.b.label, code=cell, magic_line=line, options=options,
                        metrics=pr.b.metrics(), samples=pr.b.samples(), env=pr.b.env,
                        env_hash=fingerprint(pr.b.env) if pr.b.env else None, status=status,
@@ -241,7 +251,7 @@ class BenchMagics(Magics):
                 return compare(led.get(ref_a.id), led.get(ref_b.id), min_effect=args.min_effect, ledger=led), b_id
             except Exception:  # noqa: BLE001 - a ledger that cannot be read: compare the results in memory
                 pass
-        return compare(pr.a, pr.b, min_effect=args.min_effect, paired=True), b_id
+        return judge_pair(pr, min_effect=args.min_effect), b_id
 
 
 _ALONE = object()  # _vs's answer when run A cannot be read: measure this cell alone

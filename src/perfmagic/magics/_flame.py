@@ -14,9 +14,12 @@ from . import _args, _boundary
 def _rate(text: str) -> int:
     import argparse
 
+    from ..profile.flame import DEFAULT_RATE, MAX_RATE
+
     v = _args.positive_int(text)
-    if v > 1000:
-        raise argparse.ArgumentTypeError(f"{text!r}: at most 1000 samples per second (100 is the default)")
+    if v > MAX_RATE:
+        raise argparse.ArgumentTypeError(f"{text!r}: at most {MAX_RATE} samples per second ({DEFAULT_RATE} is "
+                                         "the default)")
     return v
 
 
@@ -28,8 +31,9 @@ class FlameMagics(Magics):
 
     @magic_arguments()
     @argument("--rate", type=_rate, default=None, metavar="HZ",
-              help="samples per second (default 100; 25 with --native, which pauses the kernel at every "
-                   "sample; at most 1000)")
+              help="samples per second (default 1500: at least 100 samples for a cell of 0.1 s; a long "
+                   "run keeps at most 10,000, one per block; 25 with --native, which pauses the kernel at "
+                   "every sample; at most 2000)")
     @argument("--sampler", choices=("auto", "py-spy", "inprocess"), default="auto",
               help="auto (default): py-spy on the kernel's own process, else the in-process sampler; "
                    "py-spy: fail if it cannot attach; inprocess: a thread reading the cell's Python stack")

@@ -16,9 +16,10 @@ USAGE = ("%perf | %perf baseline [RUN] | %perf compare [A [B]] | %perf plot [LAB
          "%perf guard RUN PATH [--module M]")
 
 
-# options of %%gpubench that change what is measured: A and B must agree on them to be re-measured as a pair
-_MEASURING_OPTIONS = ("gc", "flush", "device", "sync")
-_DEFAULTS = {"gc": False, "flush": False, "device": "auto", "sync": "auto"}
+def _body(row: dict[str, Any]) -> str:
+    from ..timing.whatchanged import cell_body
+
+    return cell_body(row.get("code") or "")
 
 
 def _run_id(text: str) -> int:
@@ -145,16 +146,37 @@ class PerfMagics(Magics):
             raise UsageError("%perf compare: --rerun and --historical exclude each other; give one")
         ra, rb = led.get(a), led.get(b)
         self._comparable(led, ra, rb, args)
-        data: tuple[str, ...] = ()
-        if not args.historical:
-            done, value = self._rerun(led, ra, rb, args)
-            if done:
-                return value
-            data = value
+        return self._judge(led, ra, rb, args)
+
+    def _judge(self, led: Any, ra: dict[str, Any], rb: dict[str, Any], args: Any) -> Any:
+        """The comparison flow (timing/flow.py), shown: re-measured interleaved when both runs can still
+        run here, else the recorded samples with the reason said."""
+        from ..errors import BenchInterrupted
+        from ..render.timing import comparison_bundle
+        from ..timing.flow import RerunError, compare_runs
+        from ..timing.history import CompareError
+        from ._template import display_bundle, finish
+
+        fnames = (_boundary.cell_filename(self.shell, _body(ra)), _boundary.cell_filename(self.shell, _body(rb)))
         try:
-            rc = compare(ra, rb, min_effect=args.min_effect, ledger=led, data_changes=data)
+            rc = compare_runs(ra, rb, ledger=led, rerun=False if args.historical else (True if args.rerun else None),
+                              captures=self.state.get("captures", {}), globals=self.shell.user_ns,
+                              budget=args.budget, min_effect=args.min_effect, record=self.state["record"],
+                              notify=print, filenames=fnames)
+        except RerunError as exc:
+            raise UsageError(f"%perf compare --rerun: {exc}") from None
         except CompareError as exc:
             raise UsageError(f"%perf compare: {exc}") from None
+        except BenchInterrupted as exc:
+            if exc.result is None:
+                raise _boundary.Interrupted("perfmagic: %perf compare interrupted before one A/B pair was "
+                                            "measured; nothing recorded") from None
+            if not args.quiet:
+                display_bundle({"text/plain": exc.result.text()})
+            raise _boundary.Interrupted("perfmagic: %perf compare interrupted; the pairs measured are shown above "
+                                        "and recorded as interrupted") from None
+        if not hasattr(rc, "what"):  # a PairResult without a verdict (fewer than 3 pairs)
+            return finish(self.shell, rc, args, None if args.quiet else {"text/plain": rc.text()})
         return finish(self.shell, rc, args, None if args.quiet else comparison_bundle(rc))
 
     def _comparable(self, led: Any, ra: dict[str, Any], rb: dict[str, Any], args: Any) -> None:
@@ -171,109 +193,6 @@ class PerfMagics(Magics):
                                      f"not in this one ({led.notebook!r}), so it cannot be re-measured here; compare "
                                      f"the recorded samples with %perf compare {a} {b} --historical, or measure it "
                                      "again in this notebook")
-
-    def _rerun(self, led: Any, ra: dict[str, Any], rb: dict[str, Any], args: Any) -> tuple[bool, Any]:
-        """Re-measure runs A and B interleaved in this process (A with the callables it used then):
-        ``(True, what finish returns)``; ``(False, what A read that changed since)``, after one line
-        saying why, when they cannot both run here (``--rerun``: a UsageError)."""
-        from ..timing.rerun import check, moved_name
-
-        if (rb.get("options") or {}).get("interleaved_with") == ra["id"]:
-            return False, ()  # already a same-process pair: its own samples are the paired evidence
-        caps = self.state.get("captures", {})
-        why = []
-        if ra.get("magic") != "gpubench" or rb.get("magic") != "gpubench":
-            why.append("only %%gpubench runs can be re-measured")
-        oa, ob = ra.get("options") or {}, rb.get("options") or {}
-        differ = [k for k in _MEASURING_OPTIONS if oa.get(k, _DEFAULTS.get(k)) != ob.get(k, _DEFAULTS.get(k))]
-        if differ:
-            why.append(f"A and B were measured with different options ({', '.join(differ)}); an interleaved "
-                       "re-measurement runs both sides one way")
-        data: tuple[str, ...] = ()
-        for side, r in (("A", ra), ("B", rb)):
-            cap = caps.get(r["id"])
-            if cap is None:
-                why.append(f"{side} #{r['id']} was measured in another kernel (or before this one recorded it), "
-                           "so the functions it called are not held here")
-            else:
-                moved = check(cap, self.shell.user_ns)
-                why += [f"{side} #{r['id']}: {x}" for x in moved]
-                if side == "A":
-                    data = tuple(moved)
-                else:  # changed after B ran too: not a difference between A and B
-                    names = {moved_name(x) for x in moved} - {None}
-                    data = tuple(x for x in data if moved_name(x) not in names)
-        if why:
-            if args.rerun:
-                raise UsageError("%perf compare --rerun: A and B cannot be re-measured in this process: "
-                                 + "; ".join(why) + ". Compare the recorded samples with --historical")
-            print("perfmagic: historical comparison (recorded samples) because A and B cannot be re-measured here: "
-                  + "; ".join(why))
-            return False, data
-        return True, self._remeasure(led, ra, rb, caps[ra["id"]], caps[rb["id"]], args)
-
-    def _remeasure(self, led: Any, ra: dict[str, Any], rb: dict[str, Any], cap_a: Any, cap_b: Any,
-                   args: Any) -> Any:
-        from ..errors import BenchInterrupted
-        from ..render.timing import comparison_bundle
-        from ..timing.history import compare
-        from ..timing.pair import bench_pair
-        from ..core.env import env_oversubscription, free_cores, thread_limits
-        from ..timing.rerun import namespace
-        from ._template import display_bundle, finish
-
-        ns = self.shell.user_ns
-        fa = _boundary.cell_filename(self.shell, cap_a.code)
-        fb = _boundary.cell_filename(self.shell, cap_b.code)
-        status, limit = "ok", None
-        ob = rb.get("options") or {}
-
-        def measure() -> Any:
-            return bench_pair(cap_a.code, cap_b.code, cap_a.setup, cap_b.setup, globals=namespace(cap_a, ns),
-                              globals_b=namespace(cap_b, ns), labels=(ra.get("label"), rb.get("label")),
-                              budget=args.budget, min_effect=args.min_effect, filenames=(fa, fb),
-                              gc=bool(ob.get("gc", False)), device=ob.get("device") or "auto",
-                              sync=ob.get("sync") or "auto")
-
-        try:
-            pr = measure()
-            over = env_oversubscription(pr.b.env)
-            if over:  # the honest test under this load: both sides with the pools the free cores can run
-                limit = free_cores(pr.b.env)
-                print(f"perfmagic: {over.split(': its threads')[0]}; measuring A and B again with BLAS/OpenMP "
-                      f"and torch limited to {limit} thread(s)")
-                with thread_limits(limit):
-                    pr = measure()
-        except BenchInterrupted as exc:
-            if exc.result is None:
-                raise _boundary.Interrupted("perfmagic: %perf compare interrupted before one A/B pair was measured; "
-                                            "nothing recorded") from None
-            pr, status = exc.result, "interrupted"
-        refs = []
-        for r, res, other in ((ra, pr.a, None), (rb, pr.b, refs)):
-            opts = {**(r.get("options") or {}), "remeasured_from": r["id"], "interleaved": True}
-            if limit is not None:
-                opts["thread_limit"] = limit
-            if other and other[0] is not None:
-                opts["interleaved_with"] = other[0].id
-            refs.append(self.state["record"](
-                magic="gpubench", label=res.label, code=res.code, magic_line="", options=opts,
-                metrics=res.metrics(), samples=res.samples(), env=res.env, status=status,
-                primary_metric=res.primary_metric, note=f"re-measured from run #{r['id']} by %perf compare"))
-        print(f"perfmagic: re-measured A #{ra['id']} and B #{rb['id']} interleaved in this process "
-              f"({pr.a.n_samples} pairs; A with the functions it called when it ran) as runs "
-              + " and ".join(f"#{x.id}" for x in refs if x is not None))
-        if pr.advice():
-            print(f"perfmagic: {pr.advice()} (%perf compare -b)")
-        if status == "interrupted":
-            if not args.quiet:
-                display_bundle({"text/plain": pr.text()})
-            raise _boundary.Interrupted("perfmagic: %perf compare interrupted; the pairs measured are shown above "
-                                        "and recorded as interrupted")
-        if refs[0] is not None and refs[1] is not None and pr.comparison is not None:
-            rc = compare(led.get(refs[0].id), led.get(refs[1].id), min_effect=args.min_effect, ledger=led)
-            return finish(self.shell, rc, args, None if args.quiet else comparison_bundle(rc))
-        return finish(self.shell, pr, args, None if args.quiet else {"text/plain": pr.text()})
 
     def _plot(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
         from ..render.bundle import bundle_of

@@ -38,7 +38,7 @@ def perf_next(magics: Any, led: Any, t: list[str], args: Any, notebook: Any) -> 
     target = _duration(args.target, "%perf next --target") if args.target is not None else None
     try:
         result = next_step(led, target=target, label=label, notebook=notebook, min_effect=args.min_effect,
-                           namespace=magics.shell.user_ns)
+                           namespace=magics.shell.user_ns, captures=magics.state.get("captures"))
     except AdvisorError as exc:
         raise UsageError(f"%perf next: {exc}") from None
     return finish(magics.shell, result, args)

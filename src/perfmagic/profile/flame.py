@@ -48,6 +48,7 @@ import ast
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -60,8 +61,14 @@ from .flameresult import FlameResult, Frame, FuncStat
 from .samplers import InProcessSampler, PySpy, SamplerUnavailable, find_py_spy
 
 SAMPLERS = ("auto", "py-spy", "inprocess")
-MAX_RATE = 1000
-DEFAULT_RATE = 100
+MAX_RATE = 2000
+# ≥ 100 samples for a cell of 0.1 s, as pyinstrument's 1 ms interval gives (a function's share is then
+# known to a few percent, and 15 of 15 samples already bound it above 80%). py-spy asked for 1000 Hz gave
+# 94-159 samples in 0.1 s (it samples on a timer and catches up in bursts), so 1500
+DEFAULT_RATE = 1500
+# a long cell at that rate would keep 1500 samples a second (90,000 in a minute: the function table of
+# 72,000 took 8 s to derive); past this many, one sample per block of k is kept, weighted by the block
+MAX_SAMPLES = 10_000
 # --native pauses the whole process at every sample (all its threads, ~5-10 ms each with a kernel's 15
 # threads and torch's OpenMP pool, measured): at 100 Hz a 0.65 s torch cell ran 1.7-1.8x slower, at 20 Hz
 # 1.15-1.25x; a 0.11 s one 7.9x and 4.1x, as each run's fresh py-spy also loads libtorch's symbols with
@@ -82,6 +89,61 @@ def _native(fr: Frame) -> bool:
 
 def _infra(fr: Frame) -> bool:
     return any(s in fr[1] for s in _INFRA)
+
+
+class PacedSampler(InProcessSampler):
+    """The in-process sampler at high rates: each wait runs to the next tick rather than a fixed
+    interval (``Event.wait`` overshoots, which lost 10-15% of the samples at 1 kHz), never shorter than
+    half an interval (no burst of samples of one frame after a late one); while it runs the cell's
+    thread is asked to hand over the GIL every half interval (``sys.setswitchinterval``, restored by
+    :meth:`stop`): at the default 5 ms a pure-Python cell let it take 8 samples in 50 ms at 1 kHz."""
+
+    def start(self) -> None:
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(max(min(self._switch, self.interval / 4), 5e-5))
+        super().start()
+
+    def _run(self) -> None:
+        frames = sys._current_frames
+        last = self._t_last
+        due = last + self.interval
+        while not self._stop.wait(max(due - time.perf_counter(), 0.0)):
+            f = frames().get(self.tid)
+            now = time.perf_counter()
+            w, last = now - last, now
+            due = max(due + self.interval, now + self.interval / 2)
+            stack = []
+            while f is not None:
+                co = f.f_code
+                stack.append((getattr(co, "co_qualname", co.co_name), co.co_filename, f.f_lineno or 0))
+                f = f.f_back
+            stack.reverse()
+            self.samples.append((tuple(stack), w))
+
+    def stop(self) -> list[tuple[tuple[Frame, ...], float]]:
+        out = super().stop()
+        switch = getattr(self, "_switch", None)
+        if switch is not None:
+            sys.setswitchinterval(switch)
+            self._switch = None
+        return out
+
+
+def thin(raw: list[tuple[Any, float]], cap: int = MAX_SAMPLES, seed: int = 0) -> tuple[list[tuple[Any, float]], int]:
+    """At most ``cap`` samples: one sample drawn at random from each block of ``k`` consecutive ones,
+    weighted by the block's time (the shares stay unbiased; random, not every k-th, so a loop whose
+    period is k samples is not aliased). Returns (samples, k); k = 1: unchanged."""
+    if len(raw) <= cap:
+        return raw, 1
+    import random
+
+    k = -(-len(raw) // cap)
+    rng = random.Random(seed)
+    out = []
+    for i in range(0, len(raw), k):
+        block = raw[i:i + k]
+        out.append((block[rng.randrange(len(block))][0], sum(w for _, w in block)))
+    return out, k
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,7 +303,7 @@ def _check(rate: Any, sampler: str, native: bool, subprocesses: bool, on_error: 
         raise BadOptionError("sampler", sampler, " | ".join(SAMPLERS), "auto tries py-spy and falls back to inprocess")
     if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 1 <= rate <= MAX_RATE:
         raise BadOptionError("rate", rate, f"samples per second between 1 and {MAX_RATE}",
-                             "e.g. rate=100 (the default); higher rates see shorter calls but cost more")
+                             f"e.g. rate={DEFAULT_RATE} (the default); higher rates see shorter calls but cost more")
     if sampler == "inprocess" and (native or subprocesses or all_threads):
         opt = "native" if native else "subprocesses" if subprocesses else "all_threads"
         raise BadOptionError(opt, True, "py-spy (the in-process sampler sees only this process's Python frames)",
@@ -259,7 +321,9 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
 
     ``sampler``: ``"auto"`` (py-spy, else the in-process sampler, saying why), ``"py-spy"`` (raise
     :class:`PerfmagicError` if it cannot attach) or ``"inprocess"``. ``rate`` in samples per second
-    (default 100; 25 with ``native``, which pauses the process at every sample).
+    (default :data:`DEFAULT_RATE`, 1500: ≥ 100 samples for a cell of 0.1 s; 25 with ``native``, which
+    pauses the process at every sample); an explicit rate is kept. Past :data:`MAX_SAMPLES` samples a
+    long run keeps one per block (:func:`thin`), and says so in its notes.
     ``native``/``idle``/``subprocesses`` are py-spy's ``--native``, ``--idle``, ``--subprocesses``.
     Only the thread running the code is sampled into the graph; ``all_threads=True`` (py-spy) adds the
     other busy threads of this process (``thread NAME``). What the others did is counted either way
@@ -319,7 +383,7 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
             used = "inprocess"
             if idle:
                 notes.append("idle: the in-process sampler always includes waits (it samples wall-clock time)")
-            inproc = InProcessSampler(threading.get_ident(), float(rate))
+            inproc = PacedSampler(threading.get_ident(), float(rate))
             inproc.start()
         status, exc_caught, err = "ok", None, None
         from ..core.env import _thread_cpu
@@ -364,6 +428,14 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
             inproc.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
+    taken = len(raw)
+    if not (native and used == "py-spy") and wall >= 0.1 and taken < min(100, 0.67 * rate * wall):
+        notes.append(f"{used} fell behind: {taken} samples in {wall:.2g} s ({taken / wall:.0f} a second of the "
+                     f"{rate:g} asked; other processes held the cores?), so each share is known less well")
+    raw, every = thin(raw)
+    if every > 1:
+        notes.append(f"{taken:,} samples at {rate:g} Hz: one in {every} kept (at most {MAX_SAMPLES:,}), each "
+                     "weighted by its block")
     weights = [w for _, w in raw]
     if used == "py-spy" and sum(weights) > wall > 0:
         # py-spy weighs every sample 1/rate; when it falls behind it catches up in a burst, so the sum
@@ -381,7 +453,7 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
         stacks.append(tuple(index.setdefault(fr, len(index)) for fr in st))
     result = FlameResult(
         frames=tuple(index), stacks=tuple(stacks), weights=tuple(weights), sampler=used,
-        rate_hz=float(rate), wall_s=wall, label=label or "", code=code_text, status=status, error=err,
+        rate_hz=float(rate) / every, wall_s=wall, label=label or "", code=code_text, status=status, error=err,
         fallback_reason=fallback, startup_s=startup, outside_samples=outside, native=native and used == "py-spy",
         idle=idle, subprocesses=subprocesses and used == "py-spy", file_labels=tuple(labels.items()),
         all_threads=all_threads and used == "py-spy",
@@ -394,5 +466,6 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
     return result
 
 
-__all__ = ["DEFAULT_RATE", "MAX_DEPTH", "MAX_RATE", "NATIVE_RATE", "SAMPLERS", "FlameResult", "Frame", "FuncStat", "InProcessSampler", "PySpy",
-           "SamplerUnavailable", "cut_to_cell", "find_py_spy", "flame", "idle_stack", "parse_speedscope"]
+__all__ = ["DEFAULT_RATE", "MAX_DEPTH", "MAX_RATE", "MAX_SAMPLES", "NATIVE_RATE", "PacedSampler", "SAMPLERS",
+           "FlameResult", "Frame", "FuncStat", "InProcessSampler", "PySpy", "SamplerUnavailable", "cut_to_cell",
+           "find_py_spy", "flame", "idle_stack", "parse_speedscope", "thin"]

@@ -8,7 +8,7 @@ import textwrap
 from typing import Any
 
 from .bundle import table_html
-from .units import fmt_time
+from .units import clip, fmt_time
 
 WIDTH = 100
 ORDER = ("algorithm", "data structure", "I/O", "memory", "concurrency", "vectorization", "compute", "caching")
@@ -46,9 +46,27 @@ def check_line(p: Any) -> str:
             f" — {p.action}")
 
 
+NOT_ABOUT_SHOWN = 8
+
+
+def not_about_lines(r: Any) -> list[str]:
+    """One line per run left out: which run, which label, why."""
+    rows = list(getattr(r, "not_about", ()) or ())
+    if not rows:
+        return []
+    lines = ["  not about this code (not used):"]
+    for rid, magic, label, why in rows[:NOT_ABOUT_SHOWN]:
+        lab = f" '{clip(label.splitlines()[0], 40)}'" if label else ""
+        lines += _wrap("    ", f"#{rid} {magic}{lab}: {why}", 6)
+    if len(rows) > NOT_ABOUT_SHOWN:
+        lines.append(f"    … and {len(rows) - NOT_ABOUT_SHOWN} more")
+    return lines
+
+
 def text(r: Any) -> str:
     lines: list[str] = []
-    where = f" on '{r.label}'" if r.label else ""
+    named = r.label and (f"'{r.label}'" in r.action or f"-l {r.label}" in r.action)
+    where = f" on '{r.label}'" if r.label and not named else ""
     if r.kind == "experiment":
         lines += _wrap("next: ", f"{r.action} ({r.level}){where} — expected {gain_text(r.low, r.high)}", 6)
         lines += _wrap("  why: ", r.basis, 7)
@@ -74,6 +92,7 @@ def text(r: Any) -> str:
         lines += _wrap("  evidence: ", ", ".join(f"#{e} {names.get(e, '')}".rstrip() for e in r.evidence), 12)
     for f in r.findings:
         lines += _wrap("  · ", f, 4)
+    lines += not_about_lines(r)
     for c in r.alternatives:
         lines += _wrap("  then: ", f"{c.action} ({c.level}) — {gain_text(c.low, c.high)}: {c.basis}", 8)
     if r.kind == "experiment":
@@ -90,6 +109,10 @@ def text(r: Any) -> str:
 
 def html_sections(r: Any) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
+    if getattr(r, "not_about", ()):
+        rows = [(f"#{i}", mg, lab, why) for i, mg, lab, why in r.not_about]
+        out.append((f"not about this code: {len(rows)} run{'s' if len(rows) != 1 else ''} not used",
+                    table_html(rows, ("run", "magic", "label", "why"))))
     if r.record:
         rows = [(f"#{p.id}", p.label or "", p.action, gain_text(p.low, p.high),
                  "" if p.measured is None else _x(p.measured),
@@ -108,4 +131,4 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["check_line", "gain_text", "html_sections", "order_line", "text"]
+__all__ = ["check_line", "gain_text", "html_sections", "not_about_lines", "order_line", "text"]

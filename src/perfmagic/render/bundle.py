@@ -6,7 +6,8 @@
 * ``image/png``: ``result.figure_png()`` when the result draws a figure (static exports pick it
   when they show no HTML);
 * ``text/html``: self-contained — the headline in bold, the rest of the text, the figure as an
-  inline PNG, then each of ``result.html_sections()`` (``[(title, html), ...]``, optional) folded
+  inline PNG, then — where the text folded some of its ``!`` lines (:mod:`perfmagic.render.warnings`)
+  — those warnings, then each of ``result.html_sections()`` (``[(title, html), ...]``, optional), each folded
   in a ``<details>`` element, which opens and closes with no script. Inline styles only: nothing
   is loaded from anywhere, so nbconvert, GitHub's viewer, VS Code and a reopened notebook all show
   the whole result.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from typing import Any
 
 _PRE = "margin:0;font-size:12px;white-space:pre-wrap"
@@ -69,6 +71,12 @@ def mimebundle(result: Any, *, plot: bool = True, text: str | None = None) -> di
     if note:
         body += "\n  " + note
     sections = result.html_sections() if callable(getattr(result, "html_sections", None)) else None
+    from .warnings import all_warnings, folded_html
+
+    # the text shows the two most important `!` lines and a "(+N more" line; the folded ones open here
+    folded = folded_html(all_warnings(result)) if re.search(r"\n *\(\+\d+ more", body) else None
+    if folded is not None:
+        sections = [folded] + list(sections or [])
     alt = getattr(result, "figure_alt", None) or f"{type(result).__name__} figure"
     return bundle_of(body, png, alt, sections)
 

@@ -46,33 +46,29 @@ def text(r: Any) -> str:
         if c.get("num_workers"):
             start += f" (starting {_n(c['num_workers'], 'worker')})"
         lines.append(start + f"; {r.warmup} warm-up batches not counted")
+    busy = r.loaded_phases()
+    if busy:  # every pass is watched: a number taken beside a busy neighbour is flagged where it is shown
+        said = ", ".join(f"{x:.1f} cores during {_PHASE.get(n, n)}" for n, x in busy)
+        lines.append(f"  ! load: other processes used {said} ({r.cores} usable cores): the times of "
+                     f"{'that pass include' if len(busy) == 1 else 'those passes include'} their competition "
+                     "for the cores")
     bps, co = r.loader_batches_per_s, r.compute_only_step_s
     if bps is not None:
         bs = c.get("batch_size")
         lines.append(f"  loader alone: {bps:.4g} batches/s ({fmt_time(1 / bps)} per batch"
                      + (f", {bps * bs:.4g} samples/s)" if bs else ")"))
     if co is not None and r.n_steps:
-        sp = r.step_s / co
-        if r.step_slowed:
-            lines.append(f"  compute alone (cached batch, workers stopped): {fmt_time(co)} per step; in the loop "
-                         f"{fmt_time(r.step_s)}, mostly the step's own compute slowed by the workers (below), "
-                         "not waiting for data")
-        elif sp >= 1.05:
-            lines.append(f"  compute alone (cached batch): {fmt_time(co)} per step → with infinitely fast data the "
-                         f"loop would be {speed_change(sp)}")
-        else:
-            lines.append(f"  compute alone (cached batch): {fmt_time(co)} per step vs {fmt_time(r.step_s)} in the "
-                         "loop → no gain from infinitely fast data"
-                         + (f" (alone it ran {speed_change(sp)})" if sp <= 1 / 1.05 else ""))
-        x = r.step_slowdown
-        if x is not None and r.step_slowed:
-            w = r.cfg.get("num_workers", 0)
-            lines.append(f"  the step itself slowed {fmt_time(co)} → {fmt_time(co * x)} (median, {x:.2f}×) while "
-                         f"{_n(w, 'worker')} ran: they compete for the {r.cores} usable cores")
+        lines += _compute_alone(r, co)
     if bps is not None and co:
-        lim = "the loader" if 1 / bps > co else "the compute"
-        lines.append(f"  headroom: loader {fmt_time(1 / bps)}/batch vs compute {fmt_time(co)}/step: {lim} sets "
-                     f"the pace of an overlapped loop (≥ {fmt_time(max(1 / bps, co))} per step)")
+        pace = f"  headroom: loader {fmt_time(1 / bps)}/batch vs compute {fmt_time(co)}/step: "
+        gap = r.load_gap("loader", "compute")
+        if gap or r.compute_disagreement is not None:
+            why = gap or "compute alone disagrees with the loop's compute (above)"
+            lines.append(pace + f"cannot tell which sets the pace, because {why}")
+        else:
+            lim = "the loader" if 1 / bps > co else "the compute"
+            lines.append(pace + f"{lim} sets the pace of an overlapped loop (≥ {fmt_time(max(1 / bps, co))} "
+                         "per step)")
     if r.cuda:
         g = r.gpu_idle_fraction
         lines.append(f"  GPU: idle {g:.0%} of each step (CUDA events)" if g is not None else "  GPU: in use")
@@ -94,6 +90,12 @@ def text(r: Any) -> str:
         b, p = r.best, r.plateau
         if b is not None and p is not None:
             unit = "samples/s" if b.batch_size else "batches/s"
+            gap = r.load_gap(*(q.label for q in r.sweep if q.ok))
+            if gap:  # a loaded setting set against a quiet one: no best named as a fact
+                lines.append(f"    best: cannot tell, because {gap} (highest measured: {b.label}, "
+                             f"{b.throughput:.4g} {unit})")
+                b = p = None
+        if b is not None and p is not None:
             msg = f"    best: {b.label} ({b.throughput:.4g} {unit})"
             if p is not b:
                 msg += f"; plateau from {p.label} (within {1 - r.PLATEAU:.0%} of the best)"
@@ -106,6 +108,56 @@ def text(r: Any) -> str:
             lines.append(msg)
     lines += [f"  note: {n}" for n in r.notes]
     return "\n".join(lines[:1] + [_wrap(ln) for ln in lines[1:]])  # the verdict is the headline: one line
+
+
+_PHASE = {"loop": "the loop", "loader": "the loader-alone pass", "compute": "compute alone"}
+
+
+def _compute_alone(r: Any, co: float) -> list[str]:
+    """Compute alone set against the loop: the gain from infinitely fast data, the step slowed by the
+    workers, or why neither can be told (the passes ran under different loads, or they disagree)."""
+    sp, gap, dis = r.step_s / co, r.load_gap("loop", "compute"), r.compute_disagreement
+    head = f"  compute alone (cached batch): {fmt_time(co)} per step vs {fmt_time(r.step_s)} in the loop → "
+    if gap or dis is not None:
+        out = [head + "cannot tell the gain from infinitely fast data, because "
+               + (gap or "the two disagree (below)")]
+        if dis is not None:
+            lc = _median(r.compute_s)
+            said = (f"the step alone took {fmt_time(co)}, {dis:.2f}× its compute in the loop ({fmt_time(lc)}, "
+                    "medians)" if dis > 1 else
+                    f"the step's compute in the loop took {fmt_time(lc)}, {1 / dis:.2f}× its time alone "
+                    f"({fmt_time(co)}, medians)")
+            pair = [(n, r.phase_cores(n)) for n in ("loop", "compute")]
+            why = ("other processes used " + " and ".join(f"{x:.1f} cores during {_PHASE[n]}" for n, x in pair)
+                   if all(x is not None for _, x in pair) and max(x for _, x in pair) > r.LOADED
+                   else "load does not explain it (both passes quiet): check that every batch does the same "
+                        "work")
+            out.append(f"  ! inconsistent: {said}; {why}"
+                       + (". The audit uses the loop's own compute" if r.input_bound else ""))
+        return out
+    if r.step_slowed and not any(f.topic == "threads" and f.level == "warn" for f in r.findings()):
+        # slowed, but the audit does not blame the workers (they hardly ran, others kept cores busy)
+        return [f"  compute alone (cached batch, workers stopped): {fmt_time(co)} per step; in the loop "
+                f"{fmt_time(r.step_s)}: the step ran {r.step_slowdown:.2f}× its time alone there (see threads "
+                "below)"]
+    if r.step_slowed:
+        w = r.cfg.get("num_workers", 0)
+        return [f"  compute alone (cached batch, workers stopped): {fmt_time(co)} per step; in the loop "
+                f"{fmt_time(r.step_s)}, mostly the step's own compute slowed by the workers (below), not "
+                "waiting for data",
+                f"  the step itself slowed {fmt_time(co)} → {fmt_time(co * r.step_slowdown)} (median, "
+                f"{r.step_slowdown:.2f}×) while {_n(w, 'worker')} ran: they compete for the {r.cores} usable cores"]
+    if sp >= 1.05:
+        return [f"  compute alone (cached batch): {fmt_time(co)} per step → with infinitely fast data the loop "
+                f"would be {speed_change(sp)}"]
+    return [head + "no gain from infinitely fast data" + (f" (alone it ran {speed_change(sp)})"
+                                                          if sp <= 1 / 1.05 else "")]
+
+
+def _median(xs: Sequence[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return (s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2) if n else math.nan
 
 
 def _wrap(line: str, width: int = 100) -> str:
@@ -125,7 +177,8 @@ def sweep_table(r: Any) -> str:
             continue
         unit = "/s" if p.batch_size else " b/s"
         rows.append(f"{p.label:<28} {fmt_time(p.first_batch_s):>11} {fmt_time(p.step_s):>10} "
-                    f"{p.data_wait_fraction:>6.0%} {p.throughput:>10.4g}{unit}")
+                    f"{p.data_wait_fraction:>6.0%} {p.throughput:>10.4g}{unit}"
+                    + (f"  (others: {p.others_cores:.1f} cores)" if p.loaded else ""))
     return "\n".join(rows)
 
 
@@ -197,10 +250,11 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     if r.sweep:
         rows = [(p.label, fmt_time(p.first_batch_s), fmt_time(p.step_s), f"{p.data_wait_fraction:.0%}",
-                 f"{p.throughput:.4g}" + ("/s" if p.batch_size else " b/s"), "") if p.ok
+                 f"{p.throughput:.4g}" + ("/s" if p.batch_size else " b/s"),
+                 f"loaded: other processes used {p.others_cores:.1f} cores" if p.loaded else "") if p.ok
                 else (p.label, "", "", "", "", p.error or "not measured") for p in r.sweep]
         out.append((f"Sweep ({len(r.sweep)} settings)",
-                    table_html(rows, ("setting", "first batch", "step", "wait", "throughput", "error"))))
+                    table_html(rows, ("setting", "first batch", "step", "wait", "throughput", "error / load"))))
     fs = r.findings()
     if fs:
         out.append((f"Audit ({len(fs)} findings)", table_html(

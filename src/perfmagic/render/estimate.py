@@ -14,6 +14,12 @@ from typing import Any
 from .bundle import table_html
 from .figures import new_figure, png_bytes
 from .units import fmt_bytes, fmt_time
+from .warnings import warning_lines
+
+
+def all_warnings(r: Any) -> list[str]:
+    """Every `!` item of an estimate: the sizes that failed, then its warnings."""
+    return [f"failed at {r.var}={n:,}: {err}" for n, err in r.failures] + list(r.warnings)
 
 
 def _pct(x: float) -> str:
@@ -106,9 +112,7 @@ def text(r: Any, run_id: Any = None) -> str:
             what = "the most units that fit" if r.mode == "iteration" else f"largest {r.var} that fits"
             L.append(f"  {what}: {r.largest_fit:,.0f}"
                      + (f" (by {', by '.join(why)})" if len(why) > 1 else ""))
-    for n, err in r.failures:
-        L.append(f"  ! failed at {r.var}={n:,}: {err}")
-    L += [f"  ! {w}" for w in r.warnings]
+    L += warning_lines(all_warnings(r))  # failures first, then the two that matter most; the rest folded
     L += [f"  note: {x}" for x in r.notes]
     a = r.actual
     if a is not None:
@@ -121,9 +125,10 @@ def text(r: Any, run_id: Any = None) -> str:
         elif a.status == "interrupted":
             got = f", {a.completed:.1%} done" if a.completed else ""
             e = r.time_error()
+            done = (f"; already {a.seconds / r.predicted_s:.0%} of the prediction"
+                    if r.predicted_s and not r.refused else "")  # a refused estimate predicted nothing
             L.append(f"  full run interrupted after {fmt_time(a.seconds, 3)}{got}"
-                     + (f"; its pace is {e:+.1%} vs predicted" if e is not None else
-                        (f"; already {a.seconds / r.predicted_s:.0%} of the prediction" if r.predicted_s else "")))
+                     + (f"; its pace is {e:+.1%} vs predicted" if e is not None else done))
         else:
             L.append(f"  full run failed after {fmt_time(a.seconds, 3)}: {a.error}")
     if run_id is not None:

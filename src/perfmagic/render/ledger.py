@@ -105,7 +105,8 @@ def result_text(row: dict[str, Any]) -> str:
             txt += f", {m['hot_fraction']:.0%} in {str(m['hot_line']).split(':', 1)[0]}"
         return txt
     if m.get("bound") and _num(m.get("fraction_of_roof")):  # a roofline run
-        return f"{m['bound']}-bound, {m['fraction_of_roof']:.0%} of roof (median {fmt_time(m.get('median_s'))})"
+        bound = "at the ridge" if m.get("at_ridge") else f"{m['bound']}-bound"
+        return f"{bound}, {m['fraction_of_roof']:.0%} of roof (median {fmt_time(m.get('median_s'))})"
     key = row.get("primary_metric")
     v = m.get(key) if key else None
     if not _num(v):

@@ -12,6 +12,7 @@ from typing import Any
 from .bundle import table_html
 from .figures import new_figure, png_bytes
 from .units import fmt_bytes, fmt_time
+from .warnings import warning_lines
 
 WIDTH = 100
 
@@ -29,6 +30,21 @@ def _ranks_words(line: str) -> str:
     """The thread sweep's words for the rank sweep's points."""
     line = line.replace("worker counts", "world sizes").replace("workers", "ranks")
     return line.replace("up to 1 ranks", "up to 1 rank").replace("e.g. ranks=", "e.g. --ranks ")
+
+
+def all_warnings(r: Any) -> list[str]:
+    """Every `!` item of a rank sweep: world sizes left out of the fit, the sweep's warnings, then the
+    fit's (in the ranks' words; the thread-count advice is said once, in the ranks' own words)."""
+    out = [f"{w}* ranks not fitted: they {why}" for w, why in r.excluded] + list(r.warnings)
+    sc = r.scaling
+    for w in (sc.warnings if sc is not None else ()):
+        if "exceed the" in w:  # said once, in the ranks' own words
+            continue
+        if w.startswith("other processes kept") and not r.needs_cores and sc.others_cores is not None:
+            w = (f"other processes kept {sc.others_cores:.1f} of {r.cores} cores busy during the sweep; the "
+                 "ranks kept under 0.4 cores busy (their steps wait), so the load did not hold them back")
+        out.append(_ranks_words(w))
+    return out
 
 
 def text(r: Any) -> str:
@@ -58,22 +74,12 @@ def text(r: Any) -> str:
     if sc is not None:
         for a in sc.advice():
             lines += _wrap("  ", _ranks_words(a))
-    for w, why in r.excluded:
-        lines += _wrap("  ! ", f"{w}* ranks not fitted: they {why}")
     roofs = [(p.world, p.link_roof) for p in r.good if p.link_roof]
     if roofs:
         lines += _wrap("  ", "link roof (all-reduce sweep, busbw = bytes/t × 2(n−1)/n): "
                        + ", ".join(f"{w} ranks {_bw(x)}" for w, x in roofs))
-    for w in r.warnings:
-        lines += _wrap("  ! ", w)
+    lines += warning_lines(all_warnings(r))  # the two that matter most; the rest folded
     if sc is not None:
-        for w in sc.warnings:
-            if "exceed the" in w:  # said once above, in the ranks' own words
-                continue
-            if w.startswith("other processes kept") and not r.needs_cores and sc.others_cores is not None:
-                w = (f"other processes kept {sc.others_cores:.1f} of {r.cores} cores busy during the sweep; the "
-                     "ranks kept under 0.4 cores busy (their steps wait), so the load did not hold them back")
-            lines += _wrap("  ! ", _ranks_words(w))
         for n in sc.notes:
             n = _ranks_words(n)
             if r.excluded and " world sizes: a model with" in n:  # the user did ask for more world sizes

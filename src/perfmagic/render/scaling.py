@@ -12,6 +12,7 @@ from typing import Any
 from .bundle import table_html
 from .figures import new_figure, png_bytes
 from .units import fmt_time
+from .warnings import warning_lines
 
 
 WIDTH = 100
@@ -49,8 +50,7 @@ def text(r: Any) -> str:
     if r.best_model and not r.weak and r.reliable("amdahl") and r.reliable("usl"):
         lines.append(f"  model choice (AICc): {r.best_model} "
                      f"(Amdahl {r.amdahl_fit.aicc:.1f}, USL {r.usl_fit.aicc:.1f}; lower is better)")
-    for w in r.warnings:   # other processes' load, when present, is the first warning: named before the notes
-        lines += _wrap("  ! ", w)
+    lines += warning_lines(r.warnings)  # named before the notes: the two that matter most; the rest folded
     for n in r.notes:
         lines += _wrap("  note: ", n)
     return "\n".join(lines)

@@ -8,7 +8,9 @@ The method (METHOD.md §1):
 2. **Time** of one call: :func:`perfmagic._engine.bench` (cold call apart, warmup, device sync, median).
 3. **Roofs**: :func:`perfmagic._ceilings.ceilings` of the device the code ran on (measured, cached).
 4. **Verdict**: intensity ``I = FLOPs / bytes``; achieved FLOP/s and bytes/s; ridge ``= peak / BW``;
-   attainable ``= min(peak, I × BW)``; **memory-bound** when ``I < ridge``, else compute-bound; the
+   attainable ``= min(peak, I × BW)``; **memory-bound** when ``I < ridge``, else compute-bound — and
+   **at the ridge** (both roofs limit it) when ``I`` is within ``RIDGE_BAND`` (10%) of the ridge, widened by
+   the two roofs' own trial spreads (the ridge's uncertainty); the
    fraction of the attainable roof reached (memory-bound: achieved bytes/s ÷ BW, which equals achieved
    FLOP/s ÷ (I × BW)); advice in the order that matters for that bound.
 5. **Doubts**: apparent bandwidth above the DRAM roof (working set in cache), FLOPs undercounted
@@ -27,9 +29,10 @@ from .ceilings import Ceilings, normalize_dtype
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
 from ..result import Displayed
 from ..render.units import fmt_bytes, fmt_rate, fmt_time
+from ..render.warnings import rank as warning_rank, warning_lines
 
-CACHE_BW_TOLERANCE = 1.05
-LOW_FRACTION = 0.3
+from .advice import CACHE_BW_TOLERANCE, LOW_FRACTION, _advice  # noqa: F401  (re-exported)
+RIDGE_BAND = 0.10  # an intensity this close to the ridge (relative) is limited by both roofs
 
 
 def _check_work(option: str, value: Any) -> float | None:
@@ -106,6 +109,28 @@ class RooflineResult(Displayed):
         return "memory" if self.intensity < self.ridge else "compute"
 
     @property
+    def ridge_band(self) -> float:
+        """Relative distance from the ridge within which neither roof alone limits the code:
+        ``RIDGE_BAND``, or the sum of the compute and bandwidth roofs' trial spreads where that is wider
+        (the ridge is their ratio, so its uncertainty spans both)."""
+        from .ceilings import settled_spread
+
+        d = self.ceilings.details or {}
+        per = (d.get("compute") or {}).get(self.dtype) or {}
+        trials = [x for x in per.values() if isinstance(x, dict)] if isinstance(per, dict) else []
+        best = max(trials, key=lambda x: x.get("flops_per_s", 0.0), default={})
+        bw = d.get("bandwidth") or {}
+        bwm = (bw.get("methods") or {}).get(bw.get("best"), {}) if isinstance(bw, dict) else {}
+        spreads = [best.get("spread"), settled_spread(bwm.get("trials"))]
+        wide = sum(abs(s) for s in spreads if isinstance(s, (int, float)) and math.isfinite(s))
+        return max(RIDGE_BAND, wide)
+
+    @property
+    def at_ridge(self) -> bool:
+        """The intensity is within :attr:`ridge_band` of the ridge: both compute and bandwidth limit it."""
+        return self.ridge > 0 and self.intensity > 0 and abs(self.intensity / self.ridge - 1) <= self.ridge_band
+
+    @property
     def attainable_flops_per_s(self) -> float:
         return min(self.peak_flops_per_s, self.intensity * self.bandwidth_Bps)
 
@@ -128,7 +153,7 @@ class RooflineResult(Displayed):
             "flops_per_s": self.flops_per_s, "bytes_per_s": self.bytes_per_s, "ridge": self.ridge,
             "peak_flops_per_s": self.peak_flops_per_s, "bandwidth_Bps": self.bandwidth_Bps,
             "attainable_flops_per_s": self.attainable_flops_per_s, "fraction_of_roof": self.fraction_of_roof,
-            "bound": self.bound, "dtype": self.dtype, "flops_source": self.flops_source,
+            "bound": self.bound, "at_ridge": self.at_ridge, "dtype": self.dtype, "flops_source": self.flops_source,
             "bytes_source": self.bytes_source, "ceilings_fingerprint": self.ceilings.fingerprint,
             "ceilings_measured_utc": self.ceilings.measured_utc,
         }
@@ -145,6 +170,12 @@ class RooflineResult(Displayed):
 
     # ---- text ------------------------------------------------------------------------------------
     def verdict(self) -> str:
+        if self.at_ridge:
+            return (f"at the ridge: both compute and bandwidth limit it ({self.intensity:.3g} vs ridge "
+                    f"{self.ridge:.3g} FLOP/B, {self.intensity / self.ridge - 1:+.1%}; {self.dtype}, {self.device}) — "
+                    f"{fmt_rate(self.bytes_per_s, 'B')} = {self.bytes_per_s / self.bandwidth_Bps:.0%} of the bandwidth "
+                    f"roof, {fmt_rate(self.flops_per_s, 'FLOP')} = {self.flops_per_s / self.peak_flops_per_s:.0%} of "
+                    f"the {self.dtype} roof")
         roof = (f"{fmt_rate(self.bytes_per_s, 'B')} = {self.fraction_of_roof:.0%} of the "
                 f"{fmt_rate(self.bandwidth_Bps, 'B')} bandwidth roof" if self.bound == "memory" else
                 f"{fmt_rate(self.flops_per_s, 'FLOP')} = {self.fraction_of_roof:.0%} of the "
@@ -169,7 +200,7 @@ class RooflineResult(Displayed):
             f"; unreliable: {', '.join(c.unreliable)}" if c.unreliable else "")
         lines.append(f"  roofs: {c.device} measured {c.measured_utc} ({c.source}, fingerprint {c.fingerprint}{mark})")
         lines += [_wrap(n, "  note: ", "        ") for n in self.notes]
-        lines += [_wrap(w, "  ! ", "    ") for w in self.warnings]
+        lines += warning_lines(self.warnings)  # the two that matter most; the rest folded
         # every line within 100 columns: a long one continues under its own indent + 2
         physical = [p for ln in lines for p in ln.split("\n")]  # wrapped items are already several lines
         return "\n".join(ln if len(ln) <= 100 else _wrap(ln.lstrip(), " " * (len(ln) - len(ln.lstrip())),
@@ -208,137 +239,6 @@ def _wrap(text: str, first: str, rest: str, width: int = 100) -> str:
 
     return textwrap.fill(text, width=width, initial_indent=first, subsequent_indent=rest,
                          break_long_words=False, break_on_hyphens=False)
-
-
-def _kinds(counts: Any) -> dict[str, float]:
-    """FLOPs per kind of op the code ran: conv, attention, matmul, other (from the counted aten ops)."""
-    out: dict[str, float] = {}
-    for name, v in ((counts.ops if counts is not None else None) or {}).items():
-        n = name.lower()
-        kind = ("conv" if "conv" in n else "attention" if "attention" in n else
-                "matmul" if any(k in n for k in ("mm", "matmul", "linear", "einsum", "baddbmm")) else "other")
-        out[kind] = out.get(kind, 0.0) + float(v.get("flops", 0) or 0)
-    return out
-
-
-def _main_kind(r: RooflineResult) -> str:
-    kinds = {k: v for k, v in _kinds(r.counts).items() if v > 0}
-    return max(kinds, key=kinds.__getitem__) if kinds else "unknown"
-
-
-def _faster(r: RooflineResult) -> list[str]:
-    """Measured dtypes at least 1.2× faster than the code's, leaving out emulated and unreliable roofs."""
-    c = r.ceilings
-    skip = set(c.emulated) | set(c.unreliable)
-    return sorted((d for d, v in c.compute.items() if d != r.dtype and d not in skip and v > 1.2 * r.peak_flops_per_s),
-                  key=lambda d: -c.compute[d])
-
-
-def _precision_advice(r: RooflineResult) -> str | None:
-    """One item about arithmetic precision that follows the device and the measured roofs (never an
-    emulated dtype; never 'use X' beside 'nothing is faster')."""
-    c, gpu = r.ceilings, r.ceilings.device.startswith("cuda")
-    faster = _faster(r)
-    rates = ", ".join(f"{d} {c.compute[d] / 1e9:.4g}" for d in faster)
-    if faster:
-        how = []
-        if "tf32" in faster:
-            how.append("TF32 for float32 matmuls (torch.backends.cuda.matmul.allow_tf32 = True)")
-        half = [d for d in faster if d in ("bfloat16", "float16")]
-        if half:
-            how.append(f"torch.autocast('{'cuda' if gpu else 'cpu'}', dtype=torch.{half[0]})")
-        if "fp8_e4m3" in faster:
-            how.append("fp8 (torch._scaled_mm / Transformer Engine) where accuracy allows")
-        if "float32" in faster and r.dtype == "float64":
-            how.append("float32 instead of float64 where accuracy allows")
-        units = " on the tensor cores (dimensions multiples of 8)" if gpu and (half or "tf32" in faster) else ""
-        return (f"lower precision{units}: this {'GPU' if gpu else 'CPU'} measured {rates} GFLOP/s vs {r.dtype} "
-                f"{r.peak_flops_per_s / 1e9:.4g} GFLOP/s — " + "; ".join(how or ["torch.autocast"]))
-    others = [d for d in c.compute if d != r.dtype]
-    if gpu and not any(d in c.compute for d in ("tf32", "bfloat16", "float16")):
-        return ("the tensor-core roofs (tf32, bfloat16, float16) were not measured: "
-                "perfmagic.ceilings('cuda', recalibrate=True) measures them before you choose a precision")
-    if not others:
-        return None
-    emu = [d for d in others if d in c.emulated]
-    return (f"precision is not the lever here: no measured dtype is faster than {r.dtype} on this "
-            f"{'GPU' if gpu else 'CPU'} ({', '.join(f'{d} {c.compute[d] / 1e9:.4g}' for d in others)} GFLOP/s"
-            + (f"; {', '.join(emu)} emulated, no native units" if emu else "") + ")")
-
-
-def _algorithm_advice(r: RooflineResult) -> str:
-    kind, gpu = _main_kind(r), r.ceilings.device.startswith("cuda")
-    if kind == "conv":
-        return ("fewer FLOPs per output: smaller or depthwise-separable kernels, fewer channels or a lower resolution; "
-                "try channels_last (x.to(memory_format=torch.channels_last)) so the convolution library picks "
-                "its fastest kernel")
-    if kind == "attention":
-        return ("fewer FLOPs: the sequence-length² term dominates — shorter or windowed sequences, KV caching when "
-                "generating; torch.nn.functional.scaled_dot_product_attention rather than softmax(QKᵀ)V by hand"
-                + (" (flash kernels on this GPU)" if gpu else ""))
-    if kind == "matmul":
-        return ("fewer FLOPs: avoid recomputation, exploit structure (sparsity, low rank, a smaller hidden size); "
-                "batch many small matmuls into one (torch.bmm)")
-    return "better algorithm: fewer FLOPs (avoid recomputation, exploit structure: sparsity, low rank, FFT)"
-
-
-def _advice(r: RooflineResult) -> list[str]:
-    out: list[str] = []
-    frac = r.fraction_of_roof
-    c = r.ceilings
-    if r.bytes_per_s > CACHE_BW_TOLERANCE * r.bandwidth_Bps:
-        out.append("the data stays in cache, so the DRAM roof does not bound this run: measure with the real data "
-                   "size, or keep it cache-sized on purpose (blocking) — that is already the best remedy for bandwidth")
-    if frac < LOW_FRACTION:
-        out.append(f"only {frac:.0%} of the roof: the limit is not the hardware yet — overheads (Python loops, "
-                   "small tensors, many tiny kernels, allocation, threads) dominate; profile and batch before tuning "
-                   "for the roof")
-    if r.bound == "memory":
-        out += [
-            "reduce data movement: avoid extra passes and temporaries, reuse data while it is in cache (blocking/tiling), "
-            "drop unneeded copies (.contiguous(), .clone(), dtype round trips)",
-            "fuse elementwise chains into one pass (torch.compile, in-place/out= ops, a fused kernel): each fused "
-            "op saves a full read+write of the tensor",
-            "change the layout: contiguous, stride-1 access along the inner loop; batch small tensors",
-        ]
-        gpu = c.device.startswith("cuda")
-        smaller = (["float32"] if r.dtype == "float64" else []) + [
-            d for d in ("bfloat16", "float16") if d != r.dtype and r.dtype in ("float32", "float64", "tf32")
-            and d not in c.emulated and (gpu or d in c.compute)]
-        if smaller:
-            out.append(f"lower the storage precision ({r.dtype} -> {'/'.join(smaller)} where accuracy allows): fewer "
-                       "bytes per element moves the point right and up")
-        if r.ridge > 0 and r.intensity > 0:
-            out.append(f"compute is not the limit: {r.ridge / r.intensity:.3g}× more FLOPs per byte would reach the ridge; "
-                       "faster arithmetic will not help here")
-    else:
-        b = _blas_advice(r)
-        if b:
-            out.append(b)
-        p = _precision_advice(r)
-        if p:
-            out.append(p)
-        out.append(_algorithm_advice(r))
-    return out
-
-
-def _blas_advice(r: RooflineResult) -> str | None:
-    """When this dtype's roof came from OpenBLAS's wide kernels in a child process (numpy's in this
-    process fell back to narrow ones, :mod:`perfmagic.roofs.widekernels`) and this code is well below it."""
-    blas = r.ceilings.blas or {}
-    wide = (blas.get("wide") or {}).get(r.dtype)
-    here = (blas.get("in_process") or {}).get(r.dtype) or {}
-    best_here = max(here.values(), default=0.0)
-    # a loaded calibration's in-process rates are not the libraries' (and a ratio past ~3 is not a vector
-    # width: 512- vs 256-bit kernels differ by about 2×): then nothing is said
-    if (not wide or best_here <= 0 or wide < 1.2 * best_here or wide > 3.0 * best_here or r.ceilings.loaded
-            or r.fraction_of_roof > 0.75):
-        return None
-    libs = ", ".join(f"{lib} {v / 1e9:.4g}" for lib, v in sorted(here.items()))
-    return (f"the {r.dtype} roof ({wide / 1e9:.4g} GFLOP/s) is OpenBLAS's AVX-512 kernels, run in a child "
-            f"process; {blas.get('why', 'numpy runs narrow kernels here')}: here {libs} GFLOP/s. For numpy, set "
-            f"OPENBLAS_CORETYPE={blas.get('coretype')} in the kernel's environment before it starts "
-            f"({wide / best_here:.1f}× in the calibration); torch's BLAS may have no wider path on this CPU")
 
 
 def _resolve_dtype(dtype: Any, counts: Any, c: Ceilings) -> tuple[str, list[str]]:
@@ -449,7 +349,8 @@ def _warnings(r: Any, c: Ceilings, counts: Any, F: float, B: float, t: float, dt
             w.append(f"the {roof} roof is unreliable ({bad[roof]}): its fraction of the roof is approximate")
     if dtype in c.emulated:
         w.append(f"{dtype} is {c.emulated[dtype]}: its roof is that of emulation, not of {dtype} units")
-    w += [x for x in r.warnings if "other processes" in x]
+    # the timing's load, oversubscription and machine-state lines (not the cold call's: it is not in the samples)
+    w += [x for x in r.warnings if "other processes" in x and warning_rank(x) != 4]
     dev = str(r.device)
     if not (dev == c.device or (dev.startswith("cuda") and c.device.startswith("cuda") and dev.split(":")[-1] == c.device.split(":")[-1])):
         w.append(f"the code ran on {dev} but the roofs are of {c.device}")

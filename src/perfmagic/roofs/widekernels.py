@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -109,6 +110,9 @@ def probe(coretype: str, dtypes: tuple[str, ...], budget_s: float, trial_s: floa
     except OSError as exc:
         return {"error": f"could not start {sys.executable}: {exc}"}
     line = next((x for x in cp.stdout.splitlines() if x.startswith("PERFMAGIC-WIDE ")), None)
+    if cp.returncode == -signal.SIGILL:
+        return {"error": (f"this CPU lacks the instructions of OpenBLAS core type {coretype!r}: the child process "
+                          "died of SIGILL (illegal instruction); its roof is not measured")}
     if cp.returncode != 0 or line is None:
         tail = (cp.stderr or cp.stdout).strip().splitlines()[-1:] or ["no output"]
         return {"error": f"child exited {cp.returncode}: {tail[0][:200]}"}

@@ -232,6 +232,12 @@ class RanksResult(Displayed):
         Steps that sleep or wait do not compete for cores."""
         return any((p.busy_cores or 0.0) >= 0.4 for p in self.good if p.world > 1)
 
+    def all_warnings(self) -> list[str]:
+        """Every `!` item of the output (the text shows two, the HTML folds the rest)."""
+        from ..render.ranks import all_warnings
+
+        return all_warnings(self)
+
     def verdict(self) -> str:
         from ..render.units import fmt_time
 

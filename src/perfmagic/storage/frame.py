@@ -107,7 +107,8 @@ def _primary(row: dict[str, Any]) -> float:
 
 def _ratios(led: Any, rows: list[dict[str, Any]]) -> list[float]:
     """``vs_baseline`` of each row: primary metric / the label's baseline's (same magic and
-    metric, a compared magic, both positive), else NaN."""
+    metric, a compared magic, both positive), else NaN; per unit of work when both runs declare
+    different amounts of it, NaN when only one does (:func:`perfmagic.timing.flow.basis`)."""
     by_id = {r["id"]: r for r in rows}
     bases = led.baselines(notebook=None)
     cache: dict[int, dict[str, Any] | None] = {}
@@ -126,6 +127,14 @@ def _ratios(led: Any, rows: list[dict[str, Any]]) -> list[float]:
         a, b = (_primary(base) if base else math.nan), _primary(r)
         same = base is not None and (base.get("magic"), base.get("primary_metric")) == (
             r.get("magic"), r.get("primary_metric"))
+        if same and r.get("magic") == "gpubench" and base is not None:
+            from ..timing.flow import basis
+
+            bs = basis(base, r)   # runs that declare their work: time per unit of it, or no ratio at all
+            if bs.refusal:
+                same = False
+            elif bs.unit and bs.a and bs.b:
+                a, b = a / bs.a, b / bs.b
         out.append(b / a if same and a > 0 and b == b else math.nan)
     return out
 

@@ -21,8 +21,11 @@ The algorithm, in order (every step is visible in the result):
    The GC is disabled during timed blocks unless ``gc=True`` (as ``timeit`` does).
 8. **Memory**, in one extra untimed call (:mod:`perfmagic._memory`).
 9. **Environment and doubts**: the environment is captured (:mod:`perfmagic._env`), the CPU load of
-   other processes during the run is measured, a fixed reference workload times the machine's own
-   speed (:mod:`perfmagic._reference`, for the drift guard), and one-line warnings are attached.
+   other processes during the run (and, apart, during the cold call) is measured, a fixed reference
+   workload times the machine's own speed before and after the run (:mod:`perfmagic.core.reference`),
+   and one-line warnings are attached, each only where its cause was measured: the cold call's cause
+   only when no other process took its CPU (:func:`cold_call_warning`), the machine's slow state only
+   where the samples show it (:func:`speed_state_warning`).
 
 Ctrl-C at any point after the cold call raises :class:`~perfmagic._errors.BenchInterrupted` carrying
 the partial result (status ``"interrupted"``). Exceptions from the user's code propagate unchanged.
@@ -166,6 +169,9 @@ def bench(
     prime()  # once per process: imports and version lookups are not the measurement's
     if not gc:  # a full collection of a big heap (torch loaded: ~0.3 s) is preparation, not measurement
         _gc.collect()
+    from ..core.reference import reference_time
+
+    ref_before = reference_time() if capture_env else None  # the machine's speed state before the run
     t_start = clock()  # the setup code is the user's own: the budget covers the measurement from here
 
     from ..core.env import LoadProbe
@@ -183,7 +189,9 @@ def bench(
     try:
         if not gc:
             _gc.disable()
+        cold_probe = LoadProbe().start()  # was the cold call alone on its CPU? (says whether its cause is known)
         subj.cold_call(flush)
+        cold_probe.stop()
         subj.measure_overhead()
         subj.number = subj.calls_for(subj.cold or 0.0, 1)
         # warmup
@@ -257,6 +265,12 @@ def bench(
     if probe.own_cores is not None:  # cores this process kept busy over the measurement (not the GC before it)
         env["own_cores"] = round(probe.own_cores, 4)
     if capture_env:
+        from ..core.reference import best_seen
+
+        env["reference_before_s"], env["reference_best_s"] = ref_before, best_seen()
+        if subj.cold is not None:
+            env.update(_cold_load(cold_probe))
+    if capture_env:
         _TAIL_S[0] = min(0.25, max(0.7 * _TAIL_S[0], clock() - t_tail))  # a slowly forgetting maximum
     work = {k: float(v) for k, v in (("items", items), ("flops", flops), ("bytes", bytes_moved)) if v is not None}
     policy = {
@@ -281,18 +295,22 @@ def _environment(device: str, others: float | None, warnings: list[str],
                  own_cores: float | None = None, active_threads: int | None = None) -> dict[str, Any]:
     """Capture the environment, add the load and drift-guard fields, append doubt warnings."""
     from ..core.env import capture, doubt_warnings
-    from ..core.reference import reference_time, slow_phase
+    from ..core.reference import reference_time
 
     env = capture(device)
     warnings += doubt_warnings(env, None, others, env.get("usable_cores"), own_cores, active_threads)
     env["others_cores"] = others
     env["active_threads"] = active_threads
-    env["reference_s"] = reference_time()  # the drift guard: this machine's speed right now
-    excess = slow_phase(env["reference_s"])
-    if excess is not None:
-        warnings.append(f"the machine ran {excess:.0%} slower than earlier in this session (fixed reference "
-                        "workload): a noisy neighbour or a frequency drop may have inflated this result; re-run to check")
-    return env
+    env["reference_s"] = reference_time()  # the drift guard: this machine's speed right now (after the samples)
+    return env  # a slow reading is named by _with_doubts only where the samples show it (speed_state_warning)
+
+
+def _cold_load(p: Any) -> dict[str, Any]:
+    """What the load probe saw during the cold call: other processes' cores (None under 20 ms), how often
+    the scheduler took this process's CPU, and the time it spent off the CPU."""
+    off = max(0.0, p.wall_s * (1 - p.own_cores)) if p.wall_s is not None and p.own_cores is not None else None
+    return {"cold_others_cores": None if p.others_cores is None else round(p.others_cores, 4),
+            "cold_preempted": p.preempted, "cold_off_cpu_s": off}
 
 
 def _with_doubts(r: BenchResult, warnings: list[str], min_samples: int, precision: float) -> BenchResult:
@@ -309,11 +327,80 @@ def _with_doubts(r: BenchResult, warnings: list[str], min_samples: int, precisio
                      "use --budget to measure longer")
         if med > 0 and r.iqr / med > 0.10:
             w.append(f"spread is high: the IQR is {r.iqr / med:.0%} of the median — the machine or the code is noisy")
-        if r.cold_s is not None and med > 0 and r.cold_s > 3 * med and r.cold_s - med > 1e-3:
-            w.append(f"the first call took {r.cold_s / med:.0f}× a warm call ({fmt_time(r.cold_s)}): lazy init, JIT, "
-                     "autotuning or cold caches; it is reported apart, not in the samples")
+        cold = cold_call_warning(r)
+        if cold:
+            w.append(cold)
         block = med * r.number
         if r.timer_overhead_s > 0 and r.timer_overhead_s > 0.01 * block:
             w.append(f"a sample ({fmt_time(block)}) is so short that the timer's own cost ({fmt_time(r.timer_overhead_s)}) "
                      f"is {r.timer_overhead_s / block:.0%} of it")
+        if "reference_s" in r.env and not r.policy.get("interleaved"):  # an interleaved A/B cancels the state
+            from ..core.reference import fast_median, note_run
+
+            key = _code_key(r)
+            speed = speed_state_warning(r, fast_median(key))
+            if speed:
+                w.append(speed)
+            if r.status == "ok":
+                note_run(key, med, r.env.get("reference_before_s"), r.env.get("reference_s"))
     return replace(r, warnings=tuple(w))
+
+
+QUIET_CORES = 0.25  # other processes' cores below which a probe counts as quiet (as doubt_warnings does)
+
+
+def _code_key(r: BenchResult) -> str:
+    import hashlib
+
+    return hashlib.sha256("\0".join((r.code, r.setup, r.device)).encode()).hexdigest()[:16]
+
+
+def cold_call_warning(r: BenchResult) -> str | None:
+    """The first call's line, when it took over 3× a warm call (and 1 ms more). Its cause (lazy init, JIT,
+    autotuning, cold caches) is named only when the load probe around it was quiet: other processes under
+    ``QUIET_CORES`` cores, or — a cold call under 20 ms, too short for that reading — the scheduler never
+    took this process's CPU, or took it for under half the extra time. Otherwise the load is named and
+    the cause left unknown."""
+    med = r.median if r.raw else math.nan
+    if r.cold_s is None or not med > 0 or not (r.cold_s > 3 * med and r.cold_s - med > 1e-3):
+        return None
+    head = f"the first call took {r.cold_s / med:.0f}× a warm call ({fmt_time(r.cold_s)})"
+    tail = "; it is reported apart, not in the samples"
+    oc, pre, off = (r.env.get(k) for k in ("cold_others_cores", "cold_preempted", "cold_off_cpu_s"))
+    if oc is not None:
+        if oc < QUIET_CORES:
+            return f"{head} with no other load ({oc:.2f} cores): lazy init, JIT, autotuning or cold caches{tail}"
+        return (f"{head} while other processes used {oc:.1f} cores: cause unknown (their load, or one-time "
+                f"setup){tail}")
+    if pre is not None:
+        lost = off or 0.0
+        if pre == 0 or lost < 0.5 * (r.cold_s - med):
+            return (f"{head}, never preempted by other processes: lazy init, JIT, autotuning or cold caches{tail}"
+                    if pre == 0 else
+                    f"{head}, off the CPU for only {fmt_time(lost)} of it: lazy init, JIT, autotuning or cold "
+                    f"caches{tail}")
+        return (f"{head} while other processes took its CPU {pre}× ({fmt_time(lost)} off the CPU): cause "
+                f"unknown (their load, or one-time setup){tail}")
+    return f"{head}; other processes' load during it was not measured, so its cause is unknown{tail}"
+
+
+def speed_state_warning(r: BenchResult, earlier_fast_median: float | None = None) -> str | None:
+    """The machine's slow speed state, named as such, when a fixed-reference reading beside the run was
+    slow *and* the run's samples show it (:func:`perfmagic.core.reference.speed_state`), and other
+    processes were quiet (under ``QUIET_CORES``; their load is its own warning). Says what still holds."""
+    from ..core.reference import speed_state
+
+    env = r.env
+    before, after, best = env.get("reference_before_s"), env.get("reference_s"), env.get("reference_best_s")
+    s = speed_state(r.times, before, after, best, earlier_fast_median)
+    oc = env.get("others_cores")
+    if s is None or (oc is not None and oc >= QUIET_CORES):
+        return None
+    where = {"last": f"during the last {s.slow_n} of {s.n} samples ({s.ratio:.2f}× the others)",
+             "first": f"during the first {s.slow_n} of {s.n} samples ({s.ratio:.2f}× the others)",
+             "run": f"during this run (its median {s.ratio:.2f}× this code's earlier run in this session)"}[s.where]
+    others = (f"not because of other processes ({oc:.2f} cores)" if oc is not None
+              else "other processes' load was not measured")
+    return (f"this machine ran in its slow state {where}: a fixed reference loop took {fmt_time(s.slow_ref_s)} vs "
+            f"{fmt_time(s.best_ref_s)} at its fastest, {others}. An interleaved A/B (%perf compare, --vs) "
+            "cancels it; this single number does not")

@@ -269,6 +269,21 @@ def _signed(r: float) -> str:
     return "+" + _pct(r - 1.0)
 
 
+def _factor(r: float) -> str:
+    """A time ratio as a factor: ``3.3× faster``, ``1.3× slower``, ``as fast``."""
+    if r < 1.0:
+        return f"{_times(1.0 / r)} faster"
+    return f"{_times(r)} slower" if r > 1.0 else "as fast"
+
+
+def span(lo: float, hi: float) -> str:
+    """An interval of time ratios in one unit: signed percentages (``−2.1%…+1.7%``), or factors at both ends
+    when either end is past 2× (``3.3× faster…1.3× faster``: "−132%" would read as more than all of the time)."""
+    if lo <= 0.5 or hi >= 2.0:
+        return f"{_factor(lo)}…{_factor(hi)}"
+    return f"{_signed(lo)}…{_signed(hi)}"
+
+
 def decide(ratio: float, lo: float, hi: float, min_effect: float = 0.10, *,
            confidence: float = 0.95, undecided: str = "measure longer") -> tuple[str, str]:
     """The verdict on a time ratio ``r = B/A`` with CI ``[lo, hi]``: ``(verdict, sentence)``.
@@ -303,8 +318,8 @@ def decide(ratio: float, lo: float, hi: float, min_effect: float = 0.10, *,
         return "slower", (f"slower by {_pct(ratio - 1.0)} ({ci} {_pct(lo - 1.0)}–{_pct(hi - 1.0)}): "
                           f"reject the change — the whole interval is past the {bar} bar")
     if down <= lo and hi <= up:
-        return "no real change", f"no real change: within ±{bar} ({ci} {_signed(lo)}…{_signed(hi)})"
-    return "inconclusive", (f"inconclusive — {undecided} ({ci} {_signed(lo)}…{_signed(hi)} "
+        return "no real change", f"no real change: within ±{bar} ({ci} {span(lo, hi)})"
+    return "inconclusive", (f"inconclusive — {undecided} ({ci} {span(lo, hi)} "
                             f"straddles the {bar} bar)")
 
 

@@ -21,6 +21,9 @@ from ..result import Displayed
 from .whatchanged import WhatChanged, what_changed
 
 
+_WORK_OPTIONS = ("items", "flops", "nbytes", "work")
+
+
 class CompareError(PerfmagicError):
     """Two runs cannot be compared (unknown id, different magics or metrics, no samples)."""
 
@@ -29,7 +32,9 @@ def _as_row(x: Any, ledger: Any) -> dict[str, Any]:
     from .results import BenchResult
 
     if isinstance(x, BenchResult):
-        opts = {"setup": x.setup}
+        opts: dict[str, Any] = {"setup": x.setup}
+        if x.work:
+            opts["work"] = dict(x.work)
         return {"id": x.run_id, "magic": "gpubench", "label": x.label, "code": x.code, "options": opts,
                 "samples": x.samples_dict(), "env": x.env, "created_utc": x.started_utc, "status": x.status,
                 "primary_metric": "median_s", "metrics": x.metrics()}
@@ -78,6 +83,7 @@ class RunComparison(Displayed):
     drift: float | None = None  # the drift guard's reference ratio B/A - 1 (informational)
     notes: tuple[str, ...] = field(default_factory=tuple)
     between_run: Any = None  # perfmagic.timing.betweenrun.BetweenRun of a historical comparison
+    basis: Any = None  # perfmagic.timing.flow.Basis: per call, or per unit of declared work
 
     @property
     def verdict(self) -> str:
@@ -93,8 +99,12 @@ class RunComparison(Displayed):
     def numbers(self) -> str:
         from ..render.units import fmt_time
 
-        c = self.comparison
+        c, bs = self.comparison, self.basis
         ma, mb = _median(per_call(self.a)), _median(per_call(self.b))
+        if bs is not None and bs.unit:
+            return (f"A {fmt_time(ma)} → B {fmt_time(mb)} median per call; {bs.per}: A {fmt_time(ma / bs.a)} → "
+                    f"B {fmt_time(mb / bs.b)}  (B/A {c.ratio:.3f}, CI {c.ci_low:.3f}–{c.ci_high:.3f}; "
+                    f"{c.n_a} vs {c.n_b} samples)")
         return (f"A {fmt_time(ma)} → B {fmt_time(mb)} median  (B/A {c.ratio:.3f}, CI {c.ci_low:.3f}–"
                 f"{c.ci_high:.3f}; {c.n_a} vs {c.n_b} samples)")
 
@@ -116,13 +126,14 @@ class RunComparison(Displayed):
         c = self.comparison
         return {"ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high, "verdict": c.verdict,
                 "min_effect": c.min_effect, "n_a": c.n_a, "n_b": c.n_b, "kind": self.kind, "drift": self.drift,
-                "between_run": c.between_run}
+                "between_run": c.between_run, "per": self.basis.unit if self.basis is not None else None}
 
     def samples(self) -> dict[str, list[Any]]:
         return {"a_per_call_s": list(per_call(self.a)), "b_per_call_s": list(per_call(self.b))}
 
     def to_dict(self) -> dict[str, Any]:
         return {"a": self.a.get("id"), "b": self.b.get("id"), "kind": self.kind, "drift": self.drift,
+                "basis": self.basis.to_dict() if self.basis is not None else None,
                 "comparison": self.comparison.to_dict(), "what_changed": self.what.things,
                 "isolated": self.what.isolated, "notes": list(self.notes)}
 
@@ -154,11 +165,15 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
     if ra.get("primary_metric") != rb.get("primary_metric"):
         raise CompareError(f"runs {ra.get('id')} and {rb.get('id')} measure different metrics "
                            f"({ra.get('primary_metric')} vs {rb.get('primary_metric')})")
+    from .flow import basis as _basis
+
     xa, xb = per_call(ra), per_call(rb)
     for r, xs in ((ra, xa), (rb, xb)):
         if len(xs) < 3:
             raise CompareError(f"run {r.get('id')} has {len(xs)} timed samples; a comparison needs at least 3 "
                                "(was it interrupted during warmup?)")
+    bs = _basis(ra, rb)
+    xa, xb = bs.scale(xa, "A"), bs.scale(xb, "B")   # per unit of work when both declare different amounts
     notes: list[str] = []
     interleaved = paired if paired is not None else bool((ra.get("options") or {}).get("interleaved_with") == rb.get("id") and rb.get("id") is not None
                        or (rb.get("options") or {}).get("interleaved_with") == ra.get("id") and ra.get("id") is not None)
@@ -196,21 +211,33 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
                          "measuring longer does not shrink that: re-measure A and B together")
     over = _oversubscribed(ra, rb)
     if over and comp.verdict != "inconclusive":  # the pools waited for cores: the ratio is not the code's
-        from .compare import _signed
+        from .compare import span
 
         comp = replace(comp, verdict="inconclusive", sentence=(
             f"inconclusive — cannot tell, because of thread oversubscription ({comp.confidence * 100:g}% CI "
-            f"{_signed(comp.ci_low)}…{_signed(comp.ci_high)} measured while the thread pools waited for cores)"))
+            f"{span(comp.ci_low, comp.ci_high)} measured while the thread pools waited for cores)"))
     notes += over
+    if bs.refusal:  # work declared on one side only (or in different units): no accept/reject per call
+        comp = replace(comp, verdict="inconclusive", sentence=f"cannot tell — {bs.refusal}")
+    elif bs.unit:
+        comp = replace(comp, sentence=f"{bs.per}: {comp.sentence}",
+                       method=comp.method + f"; on time {bs.per} (A {_amt(bs.a)}, B {_amt(bs.b)} {bs.unit} per call)")
     limit = {(r.get("options") or {}).get("thread_limit") for r in (ra, rb)}
     if len(limit) == 1 and None not in limit:
         n = limit.pop()
         notes.append(f"measured with BLAS/OpenMP and torch limited to {n} thread(s), because the thread pools "
                      f"were oversubscribed at their full size: the verdict holds for {n} thread(s); measure again "
                      "without the neighbour for the full-size answer")
-    what = what_changed(ra.get("code") or "", rb.get("code") or "", ra.get("options"), rb.get("options"),
+    oa, ob = ra.get("options"), rb.get("options")
+    if bs.unit:  # the declared work is what the verdict divides by, not another change
+        oa, ob = ({k: v for k, v in (o or {}).items() if k not in _WORK_OPTIONS} for o in (oa, ob))
+    what = what_changed(ra.get("code") or "", rb.get("code") or "", oa, ob,
                         ra.get("env"), rb.get("env"), tuple(data_changes))
-    return RunComparison(ra, rb, comp, what, kind, drift, tuple(notes), noise)
+    return RunComparison(ra, rb, comp, what, kind, drift, tuple(notes), noise, bs)
+
+
+def _amt(v: float | None) -> str:
+    return "?" if v is None else f"{v:g}" if v < 1e6 else f"{v:.3g}"
 
 
 def _oversubscribed(ra: dict[str, Any], rb: dict[str, Any]) -> list[str]:
@@ -230,14 +257,24 @@ def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[s
     """For the ``%perf`` table: each shown run's change against its label's baseline (the table's
     trend column draws the history).
 
-    Uses a light bootstrap (400 resamples) so the table stays quick; ``%perf compare`` gives the full one.
+    The latest same-process verdict between the two (an interleaved pair that re-measured the baseline
+    and the run, from ``%perf compare`` or ``--vs``) is used when there is one, marked "A/B": it cancels
+    the machine's drift that a historical comparison can only admit. Otherwise the recorded samples are
+    compared with a light bootstrap (400 resamples) so the table stays quick; ``%perf compare`` gives
+    the full one. Runs that declare work are compared per unit of it (see :mod:`perfmagic.timing.flow`).
     """
     from ..storage.codec import rerun_of
 
     out: dict[int, str] = {}
     by_label: dict[str, list[dict[str, Any]]] = {}
+    by_id = {r["id"]: r for r in every}
+    pairs: dict[tuple[int, int], tuple[dict[str, Any], dict[str, Any]]] = {}
     for r in sorted(every, key=lambda r: r["id"]):
         by_label.setdefault(r.get("label") or "", []).append(r)
+        x = by_id.get((r.get("options") or {}).get("interleaved_with"))
+        if x is not None and r.get("status") == "ok" and x.get("status") == "ok":
+            a0, b0 = rerun_of(x), rerun_of(r)
+            pairs[(a0 if a0 is not None else x["id"], b0 if b0 is not None else r["id"])] = (x, r)
     bases: dict[str, dict[str, Any] | None] = {}
     for r in rows:
         label = r.get("label") or ""
@@ -247,19 +284,28 @@ def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[s
         base = bases[label]
         cell = ""
         if rerun_of(r) is not None:  # A of a same-process A/B: judged with its B, not against the baseline
-            out[r["id"]] = f"A re-run of #{rerun_of(r)}"
+            out[r["id"]] = f"re-run of #{rerun_of(r)}"
             continue
         if base is not None and base["id"] == r["id"]:
             cell = "baseline"
         elif base is not None and base["id"] < r["id"]:
+            pair = pairs.get((base["id"], r["id"]))
             try:
-                rc = compare(base, r, min_effect=min_effect, n_boot=400)
+                rc = compare(*pair, min_effect=min_effect, n_boot=400) if pair else \
+                    compare(base, r, min_effect=min_effect, n_boot=400)
                 c = rc.comparison
-                if c.ratio <= 0.5 or c.ratio >= 2:
-                    factor = 1 / c.ratio if c.ratio < 1 else c.ratio
-                    cell = f"{factor:.3g}× {c.verdict}"
+                if rc.basis is not None and rc.basis.refusal:
+                    cell = "cannot tell (work on one side)"
                 else:
-                    cell = f"{(c.ratio - 1) * 100:+.1f}% {c.verdict}"
+                    if c.ratio <= 0.5 or c.ratio >= 2:
+                        factor = 1 / c.ratio if c.ratio < 1 else c.ratio
+                        cell = f"{factor:.3g}× {c.verdict}"
+                    else:
+                        cell = f"{(c.ratio - 1) * 100:+.1f}% {c.verdict}"
+                    if rc.basis is not None and rc.basis.unit:
+                        cell = f"{rc.basis.per} {cell}"
+                    if pair:
+                        cell += " (A/B)"
             except Exception:  # the table never fails on one odd row
                 cell = "?"
         out[r["id"]] = cell

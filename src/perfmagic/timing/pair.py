@@ -38,7 +38,11 @@ from .results import BenchResult
 
 DEFAULT_PAIR_BUDGET = 2.0
 AUTO_PAIRS = 12  # a default budget stretches to give at least this many pairs ...
-AUTO_MAX_S = 20.0  # ... up to this long (a 0.5 s training step: 12 pairs of 1 s)
+AUTO_MAX_S = 25.0  # ... up to this long (a 0.5 s training step: 12 pairs of 1 s; a noisy 0.2 s step: ~50)
+SIZE_AT = 6  # after this many pairs, the budget also grows to the pairs their spread says a decision needs
+DECISIVE_MIN = 30  # the earliest early stop on a clear verdict (looks at every 5th pair after it) ...
+DECISIVE_MIN_SLOW = 10  # ... for pairs of at least SLOW_PAIR_S: few, slow looks (a training step)
+SLOW_PAIR_S = 0.05
 PAIR_MIN_BLOCK_S = 1e-3  # longer blocks than a single run: a pair must not be split by one scheduler hiccup
 DECISIVE_CONFIDENCE = 0.99  # early stop on a clear verdict, at a stricter level for the repeated looks
 
@@ -66,10 +70,12 @@ class PairResult(Displayed):
                  f"B {self.b.label or 'B'}: {fmt_time(self.b.median)} median   B/A = {c.ratio:.3f} "
                  f"(CI {c.ci_low:.3f}–{c.ci_high:.3f})",
                  f"  method: {c.method}"]
-        lines += [f"  ! {w}" for w in dict.fromkeys(self.a.warnings + self.b.warnings)]
-        advice = self.advice()
+        from ..render.warnings import warning_lines
+
+        lines += warning_lines(list(dict.fromkeys(self.a.warnings + self.b.warnings)))
+        advice = self.advice()   # what to do next, not a warning: never folded
         if advice:
-            lines.append(f"  ! {advice}")
+            lines.append(f"  → {advice}")
         return "\n".join(lines)
 
     def advice(self) -> str | None:
@@ -126,6 +132,25 @@ class PairResult(Displayed):
         from ..render.timing import pair_figure_png
 
         return pair_figure_png(self)
+
+
+def pairs_needed(logs: list[float], min_effect: float, confidence: float = 0.95) -> int:
+    """About how many pairs put the interval of the median log ratio wholly on one side of the nearest
+    edge of the ±``min_effect`` band, from the pairs so far: the median's standard error is about
+    1.25 σ/√n (σ from the MAD); n = (z · 1.25 σ / distance)², at least ``len(logs)``, at most 10,000."""
+    n = len(logs)
+    if n < 3:
+        return n
+    med = _stats.median(logs)
+    sigma = 1.4826 * _stats.median([abs(x - med) for x in logs])
+    band = math.log1p(min_effect)
+    dist = min(abs(med - band), abs(med + band))
+    z = 1.96 if confidence <= 0.95 else 2.58
+    if sigma <= 0:
+        return n
+    if dist <= 1e-9:
+        return 10_000
+    return int(min(10_000, max(n, math.ceil((z * 1.25 * sigma / dist) ** 2))))
 
 
 def _decisive(logs: list[float], min_effect: float) -> bool:
@@ -188,11 +213,18 @@ def bench_pair(
     probe = LoadProbe()
     probe.start()
     logs: list[float] = []  # log(B/A) per pair
+    cold_probes: list[Any] = []
     try:
         if not gc:
             _gc.disable()
         for s in both:
-            s.cold_call(False)
+            cold_probe = LoadProbe()   # the first call's cause is named only when nothing else ran
+            cold_probe.start()
+            try:
+                s.cold_call(False)
+            finally:
+                cold_probe.stop()
+            cold_probes.append(cold_probe)
             s.measure_overhead()
             s.number = s.calls_for(s.cold or 0.0, 1)
         w0 = clock()
@@ -215,11 +247,21 @@ def bench_pair(
             if n == 1 and not hard:  # the budget sized to the calls: enough pairs for a verdict
                 pair_s = sa.raw[-1] + sb.raw[-1]
                 total = max(total, min(AUTO_MAX_S, clock() - t_start + AUTO_PAIRS * pair_s))
+            if n == SIZE_AT and not hard:  # ... and to their noise: the pairs a decision at the bar needs
+                pair_s = _stats.median([x + y for x, y in zip(sa.raw[-n:], sb.raw[-n:])])
+                need = pairs_needed(logs, min_effect)
+                want = clock() - t_start + max(0, need - n) * pair_s * 1.15
+                if want > total:
+                    total = min(AUTO_MAX_S, want)
+                    notes.append(f"budget sized to the calls' noise: ~{need} pairs of {pair_s * 1e3:.3g} ms needed "
+                                 f"for a decision at ±{min_effect:.0%}: {total:.3g} s"
+                                 + (f" (capped at {AUTO_MAX_S:g} s; -b for more)" if want > AUTO_MAX_S else ""))
             if n >= min_samples and n % 5 == 0:
                 lo, hi, cov = _stats.median_ci(logs, confidence)
                 if cov >= confidence and (math.exp(hi) - math.exp(lo)) / 2 <= precision * math.exp(_stats.median(logs)):
                     break
-                if n >= 30 and _decisive(logs, min_effect):
+                slow = sa.raw[-1] + sb.raw[-1] >= SLOW_PAIR_S  # few looks at slow pairs: decide from 10
+                if n >= (DECISIVE_MIN_SLOW if slow else DECISIVE_MIN) and _decisive(logs, min_effect):
                     stop = "verdict clear"
                     break
             if n >= max_samples:
@@ -247,7 +289,12 @@ def bench_pair(
         env["own_cores"] = round(probe.own_cores, 4)
     wall = clock() - t_start
     results = []
+    from .bench import _cold_load
+
     for k, s in enumerate(both):
+        side_env = dict(env)
+        if capture_env and s.cold is not None and k < len(cold_probes):
+            side_env.update(_cold_load(cold_probes[k]))
         policy = {"budget_s": total, "budget_hard": hard, "precision": precision, "confidence": confidence,
                   "warmup": "auto", "warmup_calls": s.warm_calls, "min_samples": min_samples,
                   "gc": "enabled" if gc else "disabled while timing", "flush": False,
@@ -255,7 +302,7 @@ def bench_pair(
         r = BenchResult(code=s.cell.source, raw=tuple(s.raw[: len(logs)]), number=s.number, cold_s=s.cold,
                         warmup=tuple(s.warm), label=labels[k], setup=s.setup, device=s.device, sync=s.sync.name,
                         timer_overhead_s=s.overhead, stop_reason=stop, wall_s=wall,
-                        status="interrupted" if interrupted else "ok", policy=policy, env=env, memory=mems[k],
+                        status="interrupted" if interrupted else "ok", policy=policy, env=side_env, memory=mems[k],
                         notes=tuple(notes + s.notes + ["measured interleaved with the other side (A/B)"]),
                         started_utc=started)
         results.append(_with_doubts(r, warnings, min_samples, 1.0))

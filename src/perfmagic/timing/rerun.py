@@ -5,11 +5,19 @@ hits both sides alike. After the fact that needs run A's code *as it was*: a not
 edits a function, measures B. So when a run is recorded, :func:`capture` keeps, for this kernel's
 lifetime, references to what its code called (functions, classes, modules, callables: not data) and a
 cheap signature of the data it read. Later :func:`check` says why A can no longer be re-run faithfully
-(a name gone; data rebound or changed in place, e.g. ``model.to(memory_format=torch.channels_last)``
-moves every parameter), and :func:`namespace` builds the namespace A runs in: the notebook's names
-now, with A's callables over them. A Python function defined in the notebook reads its globals live,
-so the ones A called are rebuilt over that namespace too: a function A called that calls another one
-the user redefined since still calls the old one.
+(a name gone; data rebound or changed in place), and :func:`namespace` builds the namespace A runs in:
+the notebook's names now, with A's callables over them. A Python function defined in the notebook reads
+its globals live, so the ones A called are rebuilt over that namespace too: a function A called that
+calls another one the user redefined since still calls the old one.
+
+**What a signature holds: what the cost depends on, not the values** (a tensor's shape, dtype, device
+and strides, a module's layers and mode; never the weights): :func:`signature`, in
+:mod:`perfmagic.timing.fingerprint`. Where values may matter after all (a sparse tensor, a boolean
+mask, ``nonzero()`` in the code), :func:`values_may_matter` says so.
+
+**Re-running changes the notebook's state.** Re-measuring a train step keeps training the user's model:
+:func:`preserved` (in :mod:`perfmagic.timing.snapshot`, re-exported here) copies what the run read
+before the re-measurement and writes it back after.
 
 What this cannot see: state inside objects that have no cheap signature (a dict's values replaced
 in place when it is large, a file the code reads), and C extensions' internal state.
@@ -17,14 +25,17 @@ in place when it is large, a file the code reads), and C extensions' internal st
 
 from __future__ import annotations
 
-import hashlib
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from .fingerprint import _differs, _type_name, signature
+
+if TYPE_CHECKING:  # defined in .snapshot, which imports this module: see __getattr__ below
+    from .snapshot import Snapshot, SnapshotError, preserved
 
 _MAX_DEPTH = 4          # how deep the functions a cell calls are followed
-_SMALL_BYTES = 1 << 20  # data up to this size is fingerprinted by content
 
 
 @dataclass
@@ -35,6 +46,7 @@ class Capture:
     setup: str
     callables: dict[str, Any] = field(default_factory=dict)   # name -> the object itself
     data: dict[str, tuple[int, Any]] = field(default_factory=dict)  # name -> (id, signature)
+    kinds: dict[str, str] = field(default_factory=dict)       # name -> its type's name (for notes)
 
 
 def _names(code: types.CodeType) -> set[str]:
@@ -56,31 +68,60 @@ def _has_data(obj: Any) -> bool:
     return mod.startswith("torch.nn") or hasattr(obj, "parameters") or hasattr(obj, "state_dict")
 
 
-def signature(obj: Any) -> Any:
-    """A cheap fingerprint of data: what changes when the data is changed in place. None: unknown."""
-    try:
-        if hasattr(obj, "data_ptr") and hasattr(obj, "_version"):  # a torch tensor
-            return ("tensor", tuple(obj.shape), tuple(obj.stride()), obj.data_ptr(), int(obj._version),
-                    str(obj.dtype), str(obj.device))
-        if hasattr(obj, "named_parameters") and hasattr(obj, "named_buffers"):  # a torch module
-            parts = []
-            for name, t in list(obj.named_parameters()) + list(obj.named_buffers()):
-                parts.append((name, tuple(t.shape), tuple(t.stride()), t.data_ptr(), int(t._version), str(t.dtype)))
-            return ("module", type(obj).__name__, bool(getattr(obj, "training", False)), tuple(parts))
-        iface = getattr(obj, "__array_interface__", None)
-        if isinstance(iface, dict):  # a numpy array (or one that speaks its interface)
-            nbytes = int(getattr(obj, "nbytes", 0) or 0)
-            digest = hashlib.sha1(obj.tobytes()).hexdigest() if 0 < nbytes <= _SMALL_BYTES and hasattr(obj, "tobytes") else None
-            return ("array", iface.get("shape"), iface.get("strides"), iface.get("data"), iface.get("typestr"), digest)
-        if isinstance(obj, (int, float, complex, str, bytes, bool, type(None), tuple, frozenset)):
-            return ("value", obj if len(repr(obj)) <= 10_000 else hashlib.sha1(repr(obj).encode()).hexdigest())
-        if isinstance(obj, (list, dict, set, bytearray)):
-            text = repr(obj) if len(obj) <= 10_000 else None
-            return (type(obj).__name__, len(obj), hashlib.sha1(text.encode()).hexdigest() if text is not None else None)
-    except Exception:  # noqa: BLE001 - a fingerprint is a best effort
-        return None
-    return None
+# ---- when the values may matter after all ------------------------------------------------------------
 
+_DATA_DEPENDENT = ("nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount")
+
+
+def _value_notes(name: str, sig: Any) -> list[str]:
+    if not isinstance(sig, tuple) or not sig:
+        return []
+    if sig[0] == "tensor" or sig[0] == "array":
+        f = dict(sig[1])
+        layout = str(f.get("layout", ""))
+        if layout and layout != "torch.strided":
+            return [f"`{name}` is a sparse tensor ({layout.replace('torch.', '')}): its cost depends on its values "
+                    f"(nnz, {f.get('nnz', '?')} now), not only its shape"]
+        if f.get("dtype") in ("torch.bool", "|b1"):
+            return [f"`{name}` is a bool {'tensor' if sig[0] == 'tensor' else 'array'}: code indexing with it "
+                    "(x[mask], masked_select, nonzero) does work that depends on its values"]
+        return []
+    if isinstance(sig[0], str) and len(sig) == 3 and isinstance(sig[1], int) and isinstance(sig[2], tuple):
+        out = []  # a container, item by item: a mapping's items are (repr(key), signature)
+        keyed = all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], str) for x in sig[2])
+        for i, item in enumerate(sig[2]):
+            key, sub = item if keyed and sig[0] not in ("list", "tuple", "deque") else (str(i), item)
+            out += _value_notes(f"{name}[{key}]", sub)
+        return out
+    return []
+
+
+def values_may_matter(cap: Capture) -> list[str]:
+    """Notes to print under a verdict: where the data's values, which the signatures leave out, may
+    steer the cost after all, and which data has no signature at all."""
+    out: list[str] = []
+    for n, (_, sig) in sorted(cap.data.items()):
+        out += _value_notes(n, sig)
+    names: set[str] = set()
+    for src in (cap.setup or "", cap.code or ""):
+        try:
+            names |= _names(compile(src, "<perfmagic-capture>", "exec"))
+        except SyntaxError:
+            pass
+    for obj in cap.callables.values():
+        if isinstance(obj, types.FunctionType):
+            names |= _names(obj.__code__)
+    for fn in _DATA_DEPENDENT:
+        if fn in names:
+            out.append(f"the code calls `{fn}`: the work after it depends on the values of its input, "
+                       "which a fingerprint does not compare")
+    unknown = [f"`{n}` ({cap.kinds.get(n, '?')})" for n, (_, sig) in sorted(cap.data.items()) if sig is None]
+    if unknown:
+        out.append("not fingerprinted, so a change to them since the run is not seen: " + ", ".join(unknown))
+    return out
+
+
+# ---- capture, check, namespace ----------------------------------------------------------------------
 
 def _follow(obj: Any, ns: Mapping[str, Any], depth: int, seen: set[int]) -> set[str]:
     """Names a notebook-defined function reads from the namespace, followed ``depth`` levels deep."""
@@ -112,6 +153,7 @@ def capture(code: str, setup: str, ns: Mapping[str, Any]) -> Capture:
             cap.callables[n] = obj
         else:
             cap.data[n] = (id(obj), signature(obj))
+            cap.kinds[n] = _type_name(obj)
     return cap
 
 
@@ -122,15 +164,18 @@ def moved_name(reason: str) -> str | None:
 
 
 def check(cap: Capture, ns: Mapping[str, Any]) -> list[str]:
-    """Why the run can no longer be re-run as it was: one reason per name (empty: it can)."""
+    """Why the run can no longer be re-run as it was: one reason per name (empty: it can). A change of
+    values alone (a training step's weights) is no reason: see the module docstring."""
     out = []
     for n, (oid, sig) in cap.data.items():
         if n not in ns:
             out.append(f"`{n}` is gone from the notebook")
         elif id(ns[n]) != oid:
             out.append(f"`{n}` now names another object than when the run was measured")
-        elif sig is not None and signature(ns[n]) != sig:
-            out.append(f"`{n}` was changed in place since (its shape, layout, storage or contents moved)")
+        elif sig is not None:
+            now = signature(ns[n])
+            if now != sig:
+                out.append(f"`{n}` was changed in place since ({_differs(sig, now)})")
     return out
 
 
@@ -148,4 +193,18 @@ def namespace(cap: Capture, ns: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["Capture", "capture", "check", "namespace", "signature"]
+_FROM_SNAPSHOT = ("Snapshot", "SnapshotError", "preserved")
+
+
+def __getattr__(name: str) -> Any:
+    """``preserved``, ``Snapshot`` and ``SnapshotError`` live in :mod:`perfmagic.timing.snapshot`; it imports this module (:class:`Capture`), so they
+    are fetched on first use, not imported at the top: no import cycle, whichever is imported first."""
+    if name in _FROM_SNAPSHOT:
+        from . import snapshot
+
+        return getattr(snapshot, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Capture", "Snapshot", "SnapshotError", "capture", "check", "namespace", "preserved", "signature",
+           "values_may_matter"]

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from ..core import stats as _stats
 from ..core.memory import MemoryReport
 from ..render.units import fmt_bytes, fmt_rate, fmt_time
+from ..render.warnings import warning_lines
 from ..result import Displayed
 
 _WORK_UNITS = {"items": "items", "flops": "FLOP", "bytes": "B"}
@@ -182,7 +183,7 @@ class BenchResult(Displayed):
         lines.append(f"  device {self.device} (sync: {self.sync}) · {fmt_time(self.wall_s, 3)} spent · "
                      f"stopped: {self.stop_reason}")
         lines += [f"  note: {n}" for n in self.notes]
-        lines += [f"  ! {w}" for w in self.warnings]
+        lines += warning_lines(self.warnings)  # the two that matter most; the rest folded
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -1,0 +1,429 @@
+"""One change judged: the comparison flow that ``%perf compare``, ``%%gpubench --vs`` and
+``perfmagic.compare()`` share.
+
+The comparison that cancels noise is the interleaved one (A B / B A pairs in one process,
+:mod:`perfmagic.timing.pair`): a slow stretch of the machine hits both members of a pair. So the flow
+**re-measures** when it can — both runs' code can still run here (:mod:`perfmagic.timing.rerun` keeps
+what each run called), and they were measured the same way — and only otherwise compares the recorded
+samples (:func:`perfmagic.timing.history.compare`), saying why. Re-running the user's code has a
+cost of its own: a training step keeps training the model. The state the runs read and a re-run
+would change (modules, optimizers, tensors) is snapshotted before and restored after, so the notebook
+is left as it was (:func:`perfmagic.timing.rerun.preserved`); what cannot be snapshotted is named.
+
+**Work.** A run that declares its work per call (``--items``, ``--flops``, ``--bytes``) is judged per
+unit of that work when the other run declares the same unit: batch 8 → 32 is 3× slower per call and
+may be 1.4× faster per item, and only the second is the question. When one side declares work and the
+other does not, or they use different units, the flow refuses to accept or reject (:class:`Basis`).
+
+The flow returns numbers and a verdict category (:class:`perfmagic.timing.history.RunComparison`);
+the sentences are written by :mod:`perfmagic.timing.compare` and :mod:`perfmagic.render.timing`. It
+never imports IPython: a front end passes ``notify`` (where its one-line notices go) and ``record``
+(how a row is written to its ledger).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..errors import BenchInterrupted, PerfmagicError
+
+WORK_UNITS = ("items", "flops", "bytes")
+UNIT_WORD = {"items": "item", "flops": "FLOP", "bytes": "byte"}
+OPTION = {"items": "--items", "flops": "--flops", "bytes": "--bytes"}
+
+# options of %%gpubench that change what is measured: A and B must agree on them to be re-measured as a pair
+MEASURING_OPTIONS = ("gc", "flush", "device", "sync")
+_DEFAULTS = {"gc": False, "flush": False, "device": "auto", "sync": "auto"}
+
+
+class RerunError(PerfmagicError):
+    """A re-measurement was asked for (``rerun=True``, ``%perf compare --rerun``) and cannot be made."""
+
+
+# ---- work per call ----------------------------------------------------------------------------------
+
+def _clean(x: float) -> float:
+    r = round(x)
+    return float(r) if r and abs(x - r) <= 1e-6 * abs(x) else float(x)
+
+
+def work_of(row: Mapping[str, Any]) -> dict[str, float]:
+    """The work one call of a recorded run declared: ``{"items": 32.0}``; empty when none.
+
+    Rows record it in ``options["work"]``; older rows only have the throughput (``items_per_s``), which
+    times the median gives the same number back."""
+    w = (row.get("options") or {}).get("work")
+    if isinstance(w, Mapping):
+        out = {}
+        for k in WORK_UNITS:
+            v = w.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and math.isfinite(v):
+                out[k] = float(v)
+        return out
+    m = row.get("metrics") or {}
+    med = m.get("median_s")
+    out = {}
+    for k in WORK_UNITS:
+        rate = m.get(f"{k}_per_s")
+        if isinstance(rate, (int, float)) and isinstance(med, (int, float)) and rate > 0 and med > 0:
+            out[k] = _clean(rate * med)
+    return out
+
+
+def _amount(v: float) -> str:
+    return f"{v:g}" if v < 1e6 else f"{v:.3g}"
+
+
+@dataclass(frozen=True)
+class Basis:
+    """What a comparison judges: time per call (``unit`` None) or per unit of declared work.
+
+    ``a``/``b``: the work per call of each side in ``unit``; ``refusal``: why neither per call nor per
+    unit can be judged (one side declares work, the other none; or different units)."""
+
+    unit: str | None = None
+    a: float | None = None
+    b: float | None = None
+    refusal: str | None = None
+
+    @property
+    def per(self) -> str:
+        return f"per {UNIT_WORD.get(self.unit or '', self.unit)}" if self.unit else "per call"
+
+    def scale(self, xs: list[float], side: str) -> list[float]:
+        """Per-call times -> times per unit of work (unchanged when judged per call)."""
+        if not self.unit:
+            return xs
+        w = self.a if side == "A" else self.b
+        return [x / w for x in xs] if w else xs
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"unit": self.unit, "a": self.a, "b": self.b, "refusal": self.refusal}
+
+
+def basis(ra: Mapping[str, Any], rb: Mapping[str, Any]) -> Basis:
+    """Per call when neither run declares work or both declare the same amount; per unit when both
+    declare different amounts of one unit (items first, then FLOPs, then bytes); else a refusal."""
+    wa, wb = work_of(ra), work_of(rb)
+    if not wa and not wb:
+        return Basis()
+    common = [k for k in WORK_UNITS if k in wa and k in wb]
+    if common:
+        k = common[0]
+        if wa[k] == wb[k]:
+            return Basis(None, wa[k], wb[k])   # the same work per call: per call is per unit
+        return Basis(k, wa[k], wb[k])
+    if wa and wb:
+        ua, ub = next(iter(wa)), next(iter(wb))
+        return Basis(refusal=(f"A declares its work in {ua} ({OPTION[ua]}) and B in {ub} ({OPTION[ub]}), so "
+                              f"neither time per call nor time per unit compares them; declare the same unit "
+                              f"on both, e.g. {OPTION[ua]} on B too"))
+    has, side, other = (wa, "A", "B") if wa else (wb, "B", "A")
+    k = next(iter(has))
+    return Basis(refusal=(f"{side} declares {_amount(has[k])} {k} per call ({OPTION[k]}) and {other} declares "
+                          f"none, so its time per call and time per {UNIT_WORD[k]} cannot be told apart; "
+                          f"give {other} {OPTION[k]} too (or drop it from {side})"))
+
+
+# ---- can A and B be re-measured here? ------------------------------------------------------------------
+
+def obstacles(ra: Mapping[str, Any], rb: Mapping[str, Any], captures: Mapping[int, Any],
+              ns: Mapping[str, Any]) -> tuple[list[str], tuple[str, ...]]:
+    """Why A and B cannot be re-measured interleaved in this process (empty: they can), and what A
+    read that changed since (named under "what changed" by a historical comparison)."""
+    from .rerun import check, moved_name
+
+    why: list[str] = []
+    if ra.get("magic") != "gpubench" or rb.get("magic") != "gpubench":
+        why.append("only %%gpubench runs can be re-measured")
+    oa, ob = ra.get("options") or {}, rb.get("options") or {}
+    differ = [k for k in MEASURING_OPTIONS if oa.get(k, _DEFAULTS.get(k)) != ob.get(k, _DEFAULTS.get(k))]
+    if differ:
+        why.append(f"A and B were measured with different options ({', '.join(differ)}); an interleaved "
+                   "re-measurement runs both sides one way")
+    data: tuple[str, ...] = ()
+    for side, r in (("A", ra), ("B", rb)):
+        cap = captures.get(r.get("id"))  # type: ignore[arg-type]
+        if cap is None:
+            why.append(f"{side} #{r.get('id')} was measured in another kernel (or before this one recorded it), "
+                       "so the functions it called are not held here")
+            continue
+        moved = check(cap, ns)
+        why += [f"{side} #{r.get('id')}: {x}" for x in moved]
+        if side == "A":
+            data = tuple(moved)
+        else:  # changed after B ran too: not a difference between A and B
+            names = {moved_name(x) for x in moved} - {None}
+            data = tuple(x for x in data if moved_name(x) not in names)
+    return why, data
+
+
+# ---- the state a re-run changes ---------------------------------------------------------------------
+
+class _Nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def protect(caps: list[Any], ns: Mapping[str, Any], *, force: bool, notify: Callable[[str], None]) -> Any:
+    """A context manager that snapshots the state ``caps`` read and restores it on exit (a re-measured
+    train step must not keep training the user's model); its size is said through ``notify``.
+
+    State that cannot be snapshotted: with ``force`` (the user asked to re-run anyway) a notice names
+    it and everything else is still protected; otherwise :class:`RerunError` names it and the fix."""
+    from ..render.units import fmt_bytes
+    from . import rerun
+
+    try:
+        snap = rerun.preserved(caps, ns)
+    except rerun.SnapshotError as exc:
+        if not force:
+            raise RerunError(str(exc)) from None
+        notify(f"perfmagic: re-measuring anyway, without restoring {', '.join(f'`{n}`' for n in exc.names)}: "
+               + "; ".join(f"`{k}` {v}" for k, v in exc.reasons.items()))
+        snap = rerun.preserved(caps, ns, skip=tuple(exc.names))
+    if snap.nbytes:
+        notify(f"perfmagic: the state the runs change ({', '.join(f'`{n}`' for n in snap.names)}) is kept in a "
+               f"{fmt_bytes(snap.nbytes)} snapshot and restored after the re-measurement")
+    return snap
+
+
+def value_notes(caps: list[Any]) -> list[str]:
+    """What the re-measurement cannot vouch for: data whose values, not only shapes, set the cost."""
+    from .rerun import values_may_matter
+
+    out: list[str] = []
+    for c in caps:
+        for n in values_may_matter(c):
+            if n not in out:
+                out.append(n)
+    return out
+
+
+# ---- the flow ------------------------------------------------------------------------------------------
+
+def _kernel() -> tuple[dict[str, Any] | None, Mapping[str, Any] | None]:
+    """The perfmagic state and the namespace of the running IPython shell, when the extension is loaded
+    there (``(None, None)`` in a script)."""
+    import sys
+
+    ip_mod = sys.modules.get("IPython")
+    try:
+        shell = ip_mod.get_ipython() if ip_mod is not None else None
+    except Exception:  # noqa: BLE001
+        shell = None
+    if shell is None:
+        return None, None
+    from ..magics import _STATE_ATTR
+
+    state = getattr(shell, _STATE_ATTR, None)
+    return (state, shell.user_ns) if state is not None else (None, None)
+
+
+def _recorder(record: Callable[..., Any] | None, ledger: Any) -> Callable[..., Any] | None:
+    if record is not None:
+        return record
+    if ledger is None:
+        return None
+
+    def rec(*, magic_line: str = "", code: str, **fields: Any) -> Any:
+        return ledger.record(code=f"%%{fields['magic']} {magic_line}".rstrip() + "\n" + code, **fields)
+
+    return rec
+
+
+def _with_work(res: Any, work: Mapping[str, float]) -> Any:
+    return replace(res, work=dict(work)) if work else res
+
+
+def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = None,
+                 captures: Mapping[int, Any] | None = None, globals: Mapping[str, Any] | None = None,
+                 budget: float | None = None, min_effect: float = 0.10, record: Callable[..., Any] | None = None,
+                 notify: Callable[[str], None] | None = None, filenames: tuple[str, str] | None = None,
+                 **historical: Any) -> Any:
+    """Judge run B against run A, the honest way first.
+
+    ``a``/``b``: run ids, ledger rows or :class:`BenchResult` s. ``rerun``: None (default) re-measures
+    A and B interleaved in this process when both can still run here — in a notebook with perfmagic
+    loaded, or when ``globals`` (the namespace their code reads) is given — else compares the recorded
+    samples and says why through ``notify``; True re-measures or raises :class:`RerunError`; False
+    compares the recorded samples. The re-measured rows are recorded (``record``, or ``ledger``) as
+    re-runs of A and B. Returns a :class:`RunComparison`; a Ctrl-C during the re-measurement raises
+    :class:`BenchInterrupted` with the partial :class:`PairResult` (its rows recorded as interrupted).
+    Other keywords go to :func:`perfmagic.timing.history.compare` (``between_run``, ``confidence``, ...).
+    """
+    from .history import _as_row, compare
+
+    say = notify or (lambda _msg: None)
+    ra, rb = _as_row(a, ledger), _as_row(b, ledger)
+    if rerun is False or _interleaved(ra, rb):
+        return compare(ra, rb, min_effect=min_effect, ledger=ledger, **historical)
+    script = captures is None and globals is not None   # a script: capture what the code calls now
+    state, user_ns = _kernel() if captures is None or globals is None else (None, None)
+    if captures is None:
+        captures = dict((state or {}).get("captures") or {})
+    ns: Mapping[str, Any] | None = globals if globals is not None else user_ns
+    if ns is None:
+        if rerun:
+            raise RerunError("A and B cannot be re-measured: no namespace to run their code in (pass "
+                             "globals=globals(), or call it in a notebook with perfmagic loaded)")
+        return compare(ra, rb, min_effect=min_effect, ledger=ledger, **historical)
+    if script:  # what the code calls now is what it called then
+        from .rerun import capture
+
+        captures = dict(captures)
+        for r in (ra, rb):
+            if r.get("id") not in captures and r.get("code") is not None:
+                captures[r.get("id")] = capture(_body(r), (r.get("options") or {}).get("setup") or "", ns)
+    why, data = obstacles(ra, rb, captures, ns)
+    if why:
+        if rerun:
+            raise RerunError("A and B cannot be re-measured in this process: " + "; ".join(why)
+                             + ". Compare the recorded samples instead (--historical, rerun=False)")
+        say("perfmagic: historical comparison (recorded samples) because A and B cannot be re-measured here: "
+            + "; ".join(why))
+        return compare(ra, rb, min_effect=min_effect, ledger=ledger, data_changes=data, **historical)
+    try:
+        guard = protect([captures[ra["id"]], captures[rb["id"]]], ns, force=bool(rerun), notify=say)
+    except RerunError as exc:
+        say(f"perfmagic: historical comparison (recorded samples), because it {exc}")
+        return compare(ra, rb, min_effect=min_effect, ledger=ledger, **historical)
+    rc = remeasure(ra, rb, captures[ra["id"]], captures[rb["id"]], ns, guard=guard, budget=budget,
+                   min_effect=min_effect, record=_recorder(record, ledger), ledger=ledger, notify=say,
+                   filenames=filenames)
+    notes = value_notes([captures[ra["id"]], captures[rb["id"]]])
+    if notes and hasattr(rc, "notes"):
+        rc = replace(rc, notes=tuple(rc.notes) + tuple(f"values may matter: {n}" for n in notes))
+    return rc
+
+
+def _body(row: Mapping[str, Any]) -> str:
+    from .whatchanged import cell_body
+
+    return cell_body(row.get("code") or "")
+
+
+def _interleaved(ra: Mapping[str, Any], rb: Mapping[str, Any]) -> bool:
+    ia, ib = (ra.get("options") or {}).get("interleaved_with"), (rb.get("options") or {}).get("interleaved_with")
+    return (ib is not None and ib == ra.get("id")) or (ia is not None and ia == rb.get("id"))
+
+
+def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: Any, ns: Mapping[str, Any], *,
+              guard: Any = None, budget: float | None = None, min_effect: float = 0.10,
+              record: Callable[..., Any] | None = None, ledger: Any = None,
+              notify: Callable[[str], None] | None = None,
+              filenames: tuple[str, str] | None = None) -> Any:
+    """A and B interleaved in this process (A with the callables it used then), inside ``guard`` (the
+    snapshot of the state they change); both re-measured rows recorded; the paired verdict."""
+    from ..core.env import env_oversubscription, free_cores, thread_limits
+    from .history import compare
+    from .pair import bench_pair
+    from .rerun import namespace
+
+    say = notify or (lambda _msg: None)
+    ob = rb.get("options") or {}
+    status, limit = "ok", None
+    wa, wb = work_of(ra), work_of(rb)
+
+    def measure() -> Any:
+        return bench_pair(cap_a.code, cap_b.code, cap_a.setup, cap_b.setup, globals=namespace(cap_a, ns),
+                          globals_b=namespace(cap_b, ns), labels=(ra.get("label"), rb.get("label")),
+                          budget=budget, min_effect=min_effect,
+                          filenames=filenames or ("<perfmagic-A>", "<perfmagic-B>"),
+                          gc=bool(ob.get("gc", False)), device=ob.get("device") or "auto",
+                          sync=ob.get("sync") or "auto")
+
+    with guard if guard is not None else _Nothing():
+        try:
+            pr = measure()
+            over = env_oversubscription(pr.b.env)
+            if over:  # the honest test under this load: both sides with the pools the free cores can run
+                limit = free_cores(pr.b.env)
+                say(f"perfmagic: {over.split(': its threads')[0]}; measuring A and B again with BLAS/OpenMP "
+                    f"and torch limited to {limit} thread(s)")
+                with thread_limits(limit):
+                    pr = measure()
+        except BenchInterrupted as exc:
+            if exc.result is None:
+                raise
+            pr, status = exc.result, "interrupted"
+    pr = replace(pr, a=_with_work(pr.a, wa), b=_with_work(pr.b, wb))
+    refs: list[Any] = []
+    if record is not None:
+        for r, res, work in ((ra, pr.a, wa), (rb, pr.b, wb)):
+            opts = {**(r.get("options") or {}), "remeasured_from": r.get("id"), "interleaved": True}
+            if work:
+                opts["work"] = dict(work)
+            if limit is not None:
+                opts["thread_limit"] = limit
+            if refs and refs[0] is not None:
+                opts["interleaved_with"] = refs[0].id
+            refs.append(record(magic="gpubench", label=res.label, code=res.code, magic_line="", options=opts,
+                               metrics=res.metrics(), samples=res.samples(), env=res.env, status=status,
+                               primary_metric=res.primary_metric,
+                               note=f"re-measured from run #{r.get('id')} by %perf compare"))
+        say(f"perfmagic: re-measured A #{ra.get('id')} and B #{rb.get('id')} interleaved in this process "
+            f"({pr.a.n_samples} pairs; A with the functions it called when it ran) as runs "
+            + " and ".join(f"#{x.id}" for x in refs if x is not None))
+    if pr.advice():
+        say(f"perfmagic: {pr.advice()} (%perf compare -b)")
+    if status == "interrupted":
+        raise BenchInterrupted(pr)
+    if pr.comparison is None:
+        return pr
+    if ledger is not None and len(refs) == 2 and all(x is not None for x in refs):
+        try:
+            return compare(ledger.get(refs[0].id), ledger.get(refs[1].id), min_effect=min_effect, ledger=ledger)
+        except Exception:  # noqa: BLE001 - a ledger that cannot be read back: judge the results in memory
+            pass
+    return judge_pair(pr, min_effect=min_effect)
+
+
+def judge_pair(pr: Any, *, min_effect: float = 0.10) -> Any:
+    """The paired verdict of a :class:`PairResult` as a :class:`RunComparison` (its results carry their
+    work, so a per-item comparison stays per item)."""
+    from .history import compare
+
+    return compare(pr.a, pr.b, min_effect=min_effect, paired=True)
+
+
+def measure_against(row_a: Mapping[str, Any], code_b: str, setup_b: str, ns: Mapping[str, Any], *,
+                    label_b: str | None, work_b: Mapping[str, float] | None = None, budget: float | None = None,
+                    precision: float = 0.01, min_effect: float = 0.10, min_samples: int = 10,
+                    device: str = "auto", sync: str = "auto", memory: bool = True, gc: bool = False,
+                    filenames: tuple[str, str] = ("<perfmagic-A>", "<perfmagic-B>"),
+                    notify: Callable[[str], None] | None = None, force: bool = True) -> Any:
+    """``%%gpubench --vs RUN``: this cell (B) timed interleaved with recorded run A's code, in ``ns``,
+    with the state both change snapshotted and restored. Returns the :class:`PairResult` (both sides
+    carry their work: A's from its row, B's as given); Ctrl-C raises :class:`BenchInterrupted`."""
+    from .pair import bench_pair
+    from .rerun import capture
+
+    say = notify or (lambda _msg: None)
+    code_a, setup_a = _body(row_a), (row_a.get("options") or {}).get("setup") or ""
+    caps = [capture(code_a, setup_a, ns), capture(code_b, setup_b, ns)]
+    guard = protect(caps, ns, force=force, notify=say)
+    interrupted: BenchInterrupted | None = None
+    with guard:
+        try:
+            pr = bench_pair(code_a, code_b, setup_a, setup_b, globals=ns, labels=(row_a.get("label"), label_b),
+                            budget=budget, precision=precision, min_effect=min_effect, min_samples=min_samples,
+                            device=device, sync=sync, memory=memory, gc=gc, filenames=filenames)
+        except BenchInterrupted as exc:
+            interrupted = exc
+            pr = exc.result
+    if pr is not None:
+        pr = replace(pr, a=_with_work(pr.a, work_of(row_a)), b=_with_work(pr.b, work_b or {}))
+    if interrupted is not None:
+        raise BenchInterrupted(pr)
+    return pr
+
+
+__all__ = ["Basis", "RerunError", "basis", "compare_runs", "judge_pair", "measure_against", "obstacles",
+           "protect", "remeasure", "work_of"]
