@@ -29,11 +29,23 @@ def _time_ok(r, ns, code, tol=0.15):
     """Whether the prediction is within ``tol`` of the actual full run (median of three if one run is off)."""
     if r.actual is None or r.actual.status != "ok" or not r.reliable:
         return False, f"no usable full run or prediction\n{r.text()}"
-    err = r.time_error()
+    err, actual = r.time_error(), r.actual.seconds
     if abs(err) > tol:  # one noisy full run on a shared machine: take the median of three
         runs = [r.actual.seconds] + [_actual_again(r, ns, code)[0] for _ in range(2)]
-        err = sorted(runs)[1] / r.predicted_s - 1
+        actual = sorted(runs)[1]
+        err = actual / r.predicted_s - 1
+    if abs(err) > tol and (r.others_cores or 0.0) >= LOADED_CORES:
+        # beside a busy process the small sizes and the full run meet different contention (a 2M-element
+        # sort leaves the shared L3 the neighbour also uses): the point cannot be held to ±tol, and the
+        # estimate says so. What it promises then is its interval, and that it names the load.
+        named = "other processes" in r.text()
+        inside = r.low_s is not None and r.high_s is not None and r.low_s <= actual <= r.high_s
+        return named and inside, (f"loaded ({r.others_cores:.2f} cores): actual {actual:.3f}s must lie in the "
+                                  f"interval and the load be named\n{r.text()}")
     return abs(err) <= tol, f"predicted {r.predicted_s:.3f}s vs actual: error {err:+.1%}\n{r.text()}"
+
+
+LOADED_CORES = 0.5   # other processes' cores while measuring above which a run counts as loaded
 
 
 def _predict_and_check(code, ns, N, tol=0.15, attempts=2, **kw):

@@ -264,6 +264,7 @@ def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[s
     the full one. Runs that declare work are compared per unit of it (see :mod:`perfmagic.timing.flow`).
     """
     from ..storage.codec import rerun_of
+    from .compare import _signed
 
     out: dict[int, str] = {}
     by_label: dict[str, list[dict[str, Any]]] = {}
@@ -301,7 +302,7 @@ def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[s
                         factor = 1 / c.ratio if c.ratio < 1 else c.ratio
                         cell = f"{factor:.3g}× {c.verdict}"
                     else:
-                        cell = f"{(c.ratio - 1) * 100:+.1f}% {c.verdict}"
+                        cell = f"{_signed(c.ratio)} {c.verdict}"   # −x%: faster by x% (A/B − 1), as the verdicts
                     if rc.basis is not None and rc.basis.unit:
                         cell = f"{rc.basis.per} {cell}"
                     if pair:
