@@ -223,6 +223,9 @@ class BenchMagics(Magics):
         opts_ra = {**opts_a, "remeasured_from": args.vs, "interleaved": True}
         if pr.a.work:
             opts_ra["work"] = dict(pr.a.work)
+        limit = pr.b.policy.get("thread_limit")
+        if limit is not None:
+            opts_ra["thread_limit"] = limit
         ref_a = record(magic="gpubench", label=pr.a.label, code=code_a, magic_line=line_a,
                        options=opts_ra,
                        metrics=pr.a.metrics(), samples=pr.a.samples(), env=pr.a.env,
@@ -233,6 +236,8 @@ class BenchMagics(Magics):
         options.update(setup=setup, interleaved=True, interleaved_with=ref_a.id if ref_a is not None else None)
         if pr.b.work:
             options["work"] = dict(pr.b.work)
+        if limit is not None:
+            options["thread_limit"] = limit
         ref_b = record(magic="gpubench", label=pr.b.label, code=cell, magic_line=line, options=options,
                        metrics=pr.b.metrics(), samples=pr.b.samples(), env=pr.b.env,
                        env_hash=fingerprint(pr.b.env) if pr.b.env else None, status=status,
