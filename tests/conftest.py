@@ -108,6 +108,24 @@ def slow_gc_heap(min_collect_s: float) -> Iterator[float]:
         del heap
 
 
+def amdahl_truth(cell: Any, base: int, n: int, reps: int = 5) -> float:
+    """The serial fraction a planted cell really has here, timed apart from perfmagic: ``cell(base)`` and
+    ``cell(n)`` alternated ``reps`` times, medians, Amdahl's law solved for S from their ratio q:
+    S = (q/n − 1/base) / ((1 − 1/base) − q·(1 − 1/n)). A planted sleep-based cell carries the thread
+    pool's own wake-up cost, which grows with n and with the VM's state: this is the S to recover."""
+    import statistics
+    import time
+
+    tb, tn = [], []
+    for _ in range(reps):
+        for k, out in ((base, tb), (n, tn)):
+            t = time.perf_counter()
+            cell(k)
+            out.append(time.perf_counter() - t)
+    q = statistics.median(tb) / statistics.median(tn)
+    return (q / n - 1 / base) / ((1 - 1 / base) - q * (1 - 1 / n))
+
+
 def spin_loop(k: int) -> int:
     x = 0
     for i in range(k):

@@ -13,6 +13,8 @@ from perfmagic.errors import BenchInterrupted
 from perfmagic.scaling.models import (amdahl_model, choose_model, efficiency, fit_amdahl, fit_gustafson, fit_usl,
                                 gustafson, karp_flatt, speedup, usl_model)
 
+from .conftest import amdahl_truth
+
 T = 0.04
 FAST = {"budget": 0.3, "rounds": 2}
 
@@ -82,15 +84,22 @@ def test_amdahl_data_chooses_amdahl_and_gustafson() -> None:
 # ---- planted truths, timed ------------------------------------------------------------------------
 @pytest.mark.parametrize("s", [0.1, 0.3, 0.5])
 def test_recovers_planted_serial_fraction(pool, s) -> None:
-    # a neighbour on a shared 2-core machine can delay thread wake-ups in one sweep: up to two sweeps,
-    # and every recovered S is reported if neither is within ±0.03
+    # S is planted by design; the pool's wake-ups add a parallel cost that grows with N and with the VM's
+    # state (a quiet fresh-clone run recovered 0.13-0.15 for 0.1, 0.34-0.41 for 0.3: every S biased up
+    # alike, perfmagic's fit right about the cell it ran). So the truth is also timed apart from perfmagic
+    # around each sweep (N = 1 vs 8, plain timing): perfmagic must recover the planted S or that truth,
+    # within ±0.03. A neighbour can still spoil one sweep: up to two, every reading reported on a miss.
     seen = []
+    cell = planted(pool, s)
     for _ in range(2):
-        r = amdahl(planted(pool, s), [1, 2, 4, 8], **FAST)
+        before = amdahl_truth(cell, 1, 8)
+        r = amdahl(cell, [1, 2, 4, 8], **FAST)
+        after = amdahl_truth(cell, 1, 8)
         # (no assertion on the model chosen: sleep overheads grow slightly with N, a hair of κ the USL may pick up)
         assert isinstance(r, AmdahlResult) and r.amdahl_fit is not None and not r.flat
-        seen.append(r.metrics()["S"])
-        if abs(seen[-1] - s) <= 0.03:
+        got = r.metrics()["S"]
+        seen.append(f"{got:.3f} (truth around it {before:.3f}, {after:.3f})")
+        if abs(got - s) <= 0.03 or min(before, after) - 0.03 <= got <= max(before, after) + 0.03:
             break
     else:
         pytest.fail(f"planted S = {s}, recovered {seen}")
@@ -348,9 +357,13 @@ def test_failure_at_one_n_keeps_the_others() -> None:
 
 
 def test_without_one_speedups_are_relative(pool) -> None:
-    r = amdahl(planted(pool, 0.2), [2, 4, 8], budget=0.2, rounds=1)
+    cell = planted(pool, 0.2)
+    before = amdahl_truth(cell, 2, 8)
+    r = amdahl(cell, [2, 4, 8], budget=0.2, rounds=1)
+    after = amdahl_truth(cell, 2, 8)
     assert r.base_n == 2 and "relative to N = 2" in _t(r)
-    assert r.metrics()["S"] == pytest.approx(0.2, abs=0.05)
+    got = r.metrics()["S"]   # the planted 0.2, or the truth timed around the sweep (see the test above)
+    assert abs(got - 0.2) <= 0.05 or min(before, after) - 0.05 <= got <= max(before, after) + 0.05, (got, before, after)
 
 
 @pytest.mark.parametrize("bad", [[0, 1, 2], [-1, 2], [4], [4, 4], [1, 2.5], ["1", "2"], "1,2", [True, 2]])

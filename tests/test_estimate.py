@@ -49,15 +49,39 @@ LOADED_CORES = 0.5   # other processes' cores while measuring above which a run 
 
 
 def _predict_and_check(code, ns, N, tol=0.15, attempts=2, **kw):
-    """Estimate, run, compare; on a miss, more attempts (a loaded 2-core machine can spoil one)."""
-    msgs = []
+    """Estimate, run, compare; on a miss, more attempts (a loaded 2-core machine can spoil one).
+
+    When no attempt gives a usable prediction because the estimator measured runs of one size differing
+    too much or the machine's own speed changing (its drift guard), and a fixed loop timed here apart from perfmagic swings as much (this VM has two speed
+    states, ~1.7x apart, invisible to /proc/stat), the machine cannot show the planted truth: skipped with
+    that reading. A refusal the machine does not explain fails."""
+    msgs, refused = [], []
     for _ in range(attempts):
         r = estimate(code, n=N, globals=ns, budget=1.5, max_fraction=0.3, run=True, force=True, **kw)
         ok, msg = _time_ok(r, ns, code, tol)
         if ok:
             return r
         msgs.append(msg)
+        text = " ".join(x.strip() for x in r.text().splitlines())
+        refused.append((not r.reliable and "differ by" in text) or "machine's own speed changed" in text)
+    if all(refused):
+        swing = _machine_swing()
+        if swing >= 1.25:
+            pytest.skip(f"this machine's speed swung {swing:.2f}x (a fixed loop, timed apart from perfmagic) "
+                        "and every estimate refused with that variation measured: the prediction cannot be "
+                        "checked here")
     raise AssertionError("\n\n".join(msgs))
+
+
+def _machine_swing(reps: int = 30) -> float:
+    """max / min of a fixed ~5 ms pure-Python loop timed ``reps`` times, 20 ms apart."""
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        spin_loop(100_000)
+        ts.append(time.perf_counter() - t)
+        time.sleep(0.02)
+    return max(ts) / min(ts)
 
 
 # ---- the cost models on planted curves ----------------------------------------------------------
@@ -219,7 +243,10 @@ def test_gate_will_not_fit_and_largest_size(spin_200us) -> None:
     # can only say "unknown", never "will fit" (a loaded machine widens the interval that far)
     assert r2.verdict == ("will fit" if r.reliable else "unknown"), r.text()
     r3 = gate(r, limit=1e6, available=1000)  # 1000 bytes free: memory says no... unless it needs none
-    assert r3.verdict in ("will fit", "will not fit", "borderline")
+    # ...and then the time decides: a reliable prediction gives a verdict, an unreliable one "unknown"
+    # (a fresh-clone run whose VM swung speed got the fit's interval 1.25 s - 22.6 s: unreliable)
+    allowed = ("will fit", "will not fit", "borderline") if r.reliable else ("will not fit", "unknown")
+    assert r3.verdict in allowed, r.text()
 
 
 def test_memory_gate_uses_available_memory() -> None:
