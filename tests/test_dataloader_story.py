@@ -300,3 +300,17 @@ def test_a_busy_neighbour_during_compute_alone_is_named() -> None:
         assert "→ cannot tell the gain from infinitely fast data, because other processes used" in t, t
         assert r.speedup_if_data_free is None, t
     _narrow(r.text())
+
+
+def test_a_short_pass_reads_no_load_from_clock_tick_rounding() -> None:
+    """A 6-step sweep point of ~60 ms: one clock tick per CPU and per worker is worth most of a core there,
+    so only a reading above that is other processes' load (a quiet CI run read 0.4 cores and refused the
+    sweep's best); over a 2 s pass the same rounding is a few hundredths of a core."""
+    import os
+
+    from perfmagic.dataloader.probe import _tick_resolution
+
+    tick = 1.0 / os.sysconf("SC_CLK_TCK")
+    short = _tick_resolution(2, 0.06)
+    assert short == pytest.approx(((os.cpu_count() or 1) + 2) * tick / 0.06) and short > 0.4
+    assert _tick_resolution(2, 2.0) < 0.1 and _tick_resolution(0, 0.0) == float("inf")

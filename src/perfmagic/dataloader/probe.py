@@ -56,6 +56,18 @@ def worker_pids(it: Any) -> list[int]:
     return [p.pid for p in getattr(it, "_workers", None) or () if getattr(p, "pid", None)]
 
 
+def _tick_resolution(workers: int, wall: float) -> float:
+    """Cores that clock-tick rounding alone can add to an "others" reading over ``wall`` seconds: one tick
+    for each CPU summed in /proc/stat's "cpu" line and for each worker's /proc/PID/stat."""
+    import os
+
+    try:
+        tick = 1.0 / os.sysconf("SC_CLK_TCK")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not Linux
+        tick = 0.01
+    return ((os.cpu_count() or 1) + workers) * tick / wall if wall > 0 else float("inf")
+
+
 class SteadyLoad:
     """Cores used during the steady state of the loop: by the DataLoader's worker processes, by this
     process and by other processes (the machine's busy time minus both): started after the warm-up."""
@@ -64,6 +76,7 @@ class SteadyLoad:
         self.workers_cores: float | None = None
         self.own_cores: float | None = None
         self.others_cores: float | None = None
+        self.resolution: float | None = None   # cores within which a reading is tick rounding (see stop)
         self._probe: Any = None
         self._kids0: float | None = None
         self._pids: list[int] = []
@@ -87,7 +100,12 @@ class SteadyLoad:
         if not self._pids:
             self.workers_cores = 0.0  # no worker processes: the loading runs in this process
         if others is not None:
-            self.others_cores = max(0.0, others - (self.workers_cores or 0.0))
+            # /proc/stat and each worker's /proc/PID/stat count whole clock ticks: over a short pass (a
+            # 6-step sweep point of ~60 ms) one tick per core and per worker is worth up to 0.7 cores.
+            # Only what exceeds that resolution is read as other processes' load (a quiet CI run read
+            # 0.4 "others" during num_workers=2 and refused the sweep's best for it)
+            self.resolution = _tick_resolution(len(self._pids), wall)
+            self.others_cores = max(0.0, others - (self.workers_cores or 0.0) - self.resolution)
         self._probe = None
 
 
