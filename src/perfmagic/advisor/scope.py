@@ -31,6 +31,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..timing.rerun import _names
+
 _DEPTH = 4
 _GENERIC = frozenset(dir(builtins)) | frozenset("""self cls np numpy torch nn pd math os sys time perfmagic batch
 F functional random itertools functools collections""".split())
@@ -133,14 +135,6 @@ def _user_thing(obj: Any) -> bool:
     return False
 
 
-def _code_names(co: types.CodeType) -> set[str]:
-    out = set(co.co_names)
-    for c in co.co_consts:
-        if isinstance(c, types.CodeType):
-            out |= _code_names(c)
-    return out
-
-
 def _follow(obj: Any, names: set[str], functions: set[str], depth: int, seen: set[int]) -> None:
     """Add what a notebook function or class (or an instance of one: a model) reads, ``depth`` deep."""
     if depth <= 0 or id(obj) in seen:
@@ -162,7 +156,7 @@ def _follow(obj: Any, names: set[str], functions: set[str], depth: int, seen: se
         return
     if "." not in obj.__qualname__:  # a module-level function: the same name in either sampler's frames
         functions.add(obj.__name__)
-    read = _code_names(obj.__code__)
+    read = _names(obj.__code__)
     names |= read
     for n in read:
         if n in obj.__globals__:

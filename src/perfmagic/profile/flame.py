@@ -58,7 +58,7 @@ from typing import Any
 
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
 from .flameresult import FlameResult, Frame, FuncStat
-from .samplers import InProcessSampler, PySpy, SamplerUnavailable, find_py_spy
+from .samplers import InProcessSampler, PySpy, SamplerUnavailable, find_py_spy, frame_stack
 
 SAMPLERS = ("auto", "py-spy", "inprocess")
 MAX_RATE = 2000
@@ -112,13 +112,7 @@ class PacedSampler(InProcessSampler):
             now = time.perf_counter()
             w, last = now - last, now
             due = max(due + self.interval, now + self.interval / 2)
-            stack = []
-            while f is not None:
-                co = f.f_code
-                stack.append((getattr(co, "co_qualname", co.co_name), co.co_filename, f.f_lineno or 0))
-                f = f.f_back
-            stack.reverse()
-            self.samples.append((tuple(stack), w))
+            self.samples.append((frame_stack(f), w))
 
     def stop(self) -> list[tuple[tuple[Frame, ...], float]]:
         out = super().stop()

@@ -153,6 +153,17 @@ class PySpy:
             self.ptracer_set = False
 
 
+def frame_stack(f: Any) -> tuple[Frame, ...]:
+    """A thread's frames, outermost first, as (qualified name, file, line)."""
+    stack = []
+    while f is not None:
+        co = f.f_code
+        stack.append((getattr(co, "co_qualname", co.co_name), co.co_filename, f.f_lineno or 0))
+        f = f.f_back
+    stack.reverse()
+    return tuple(stack)
+
+
 class InProcessSampler:
     """A daemon thread reading one thread's Python stack ``rate`` times a second."""
 
@@ -176,13 +187,7 @@ class InProcessSampler:
             f = frames().get(self.tid)
             now = time.perf_counter()
             w, last = now - last, now
-            stack = []
-            while f is not None:
-                co = f.f_code
-                stack.append((getattr(co, "co_qualname", co.co_name), co.co_filename, f.f_lineno or 0))
-                f = f.f_back
-            stack.reverse()
-            self.samples.append((tuple(stack), w))
+            self.samples.append((frame_stack(f), w))
 
     def stop(self) -> list[tuple[tuple[Frame, ...], float]]:
         self._stop.set()

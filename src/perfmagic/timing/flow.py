@@ -321,7 +321,7 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
               filenames: tuple[str, str] | None = None) -> Any:
     """A and B interleaved in this process (A with the callables it used then), inside ``guard`` (the
     snapshot of the state they change); both re-measured rows recorded; the paired verdict."""
-    from ..core.env import env_oversubscription, free_cores, thread_limits
+    from ..core.env import thread_limits
     from .history import compare
     from .pair import bench_pair
     from .rerun import namespace
@@ -342,11 +342,8 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
     with guard if guard is not None else _Nothing():
         try:
             pr = measure()
-            over = env_oversubscription(pr.b.env)
-            if over:  # the honest test under this load: both sides with the pools the free cores can run
-                limit = free_cores(pr.b.env)
-                say(f"perfmagic: {over.split(': its threads')[0]}; measuring A and B again with BLAS/OpenMP "
-                    f"and torch limited to {limit} thread(s)")
+            limit = _thread_limit(pr, say)
+            if limit is not None:
                 with thread_limits(limit):
                     pr = measure()
         except BenchInterrupted as exc:
@@ -385,6 +382,20 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
     return judge_pair(pr, min_effect=min_effect)
 
 
+def _thread_limit(pr: Any, say: Callable[[str], None]) -> int | None:
+    """The threads the pools may use for an honest A/B under this load, when the pair just measured was
+    oversubscribed (said through ``say``), else None: both sides are then measured again with that limit."""
+    from ..core.env import env_oversubscription, free_cores
+
+    over = env_oversubscription(pr.b.env)
+    if not over:
+        return None
+    limit = free_cores(pr.b.env)
+    say(f"perfmagic: {over.split(': its threads')[0]}; measuring A and B again with BLAS/OpenMP and torch "
+        f"limited to {limit} thread(s)")
+    return limit
+
+
 def judge_pair(pr: Any, *, min_effect: float = 0.10) -> Any:
     """The paired verdict of a :class:`PairResult` as a :class:`RunComparison` (its results carry their
     work, so a per-item comparison stays per item)."""
@@ -405,7 +416,7 @@ def measure_against(row_a: Mapping[str, Any], code_b: str, setup_b: str, ns: Map
     from .pair import bench_pair
     from .rerun import capture
 
-    from ..core.env import env_oversubscription, free_cores, thread_limits
+    from ..core.env import thread_limits
 
     say = notify or (lambda _msg: None)
     code_a, setup_a = _body(row_a), (row_a.get("options") or {}).get("setup") or ""
@@ -422,11 +433,8 @@ def measure_against(row_a: Mapping[str, Any], code_b: str, setup_b: str, ns: Map
     with guard:
         try:
             pr = measure()
-            over = env_oversubscription(pr.b.env)
-            if over:  # as %perf compare: the honest A/B under this load runs the pools the free cores can run
-                limit = free_cores(pr.b.env)
-                say(f"perfmagic: {over.split(': its threads')[0]}; measuring A and B again with BLAS/OpenMP "
-                    f"and torch limited to {limit} thread(s)")
+            limit = _thread_limit(pr, say)
+            if limit is not None:
                 with thread_limits(limit):
                     pr = measure()
         except BenchInterrupted as exc:
