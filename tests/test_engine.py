@@ -24,33 +24,34 @@ def test_sleep_5ms_is_timed_within_5_0_to_5_8_ms() -> None:
 
 
 def test_calibrated_spin_within_5_percent_of_independent_measurement(spin_200us: int) -> None:
-    """A ~200 µs spin, timed by bench and independently (median of 300 single calls) right around it.
+    """A ~200 µs spin, timed by bench and independently by the spin itself, call by call, in the same run.
 
-    On a shared 2-core machine a neighbour can slow one of the two measurements; up to three attempts
-    are made, and every attempt's numbers are reported if none agrees within 5%.
+    Timings taken before and after bench disagreed by 20-50% beside a busy neighbour (this VM's speed swings
+    within a second), so the independent truth is taken from the very calls bench times: the function
+    records ``perf_counter`` around its own work, and bench's median must agree with the median of those
+    records within 5%. Up to three attempts; every attempt's numbers are reported if none agrees.
     """
     k = spin_200us
-    ns = {"spin_loop": spin_loop, "k": k}
+    took: list[float] = []
 
-    def independent() -> float:
-        ts = []
-        for _ in range(300):
-            t = time.perf_counter()
-            spin_loop(k)
-            ts.append(time.perf_counter() - t)
-        return statistics.median(ts)
+    def timed_spin(k: int) -> None:
+        t = time.perf_counter()
+        spin_loop(k)
+        took.append(time.perf_counter() - t)
 
+    ns = {"timed_spin": timed_spin, "k": k}
     attempts = []
     for _ in range(3):
-        before = independent()
-        r = perfmagic.bench("spin_loop(k)", globals=ns, memory=False, capture_env=False)
-        after = independent()
-        truth = min((before, after), key=lambda x: abs(x - r.median))
-        attempts.append((r.median, before, after))
+        took.clear()
+        r = perfmagic.bench("timed_spin(k)", globals=ns, memory=False, capture_env=False)
+        n = len(r.raw) * r.number          # the measured calls are the last ones (warmup and cold call first)
+        assert 0 < n <= len(took), (n, len(took))
+        truth = statistics.median(took[-n:])
+        attempts.append((r.median, truth, len(took)))
         assert 50e-6 < truth < 800e-6  # the spin is calibrated cold; a warm core runs it up to 2× faster
         if abs(r.median / truth - 1) <= 0.05:
             return
-    pytest.fail(f"bench vs independent (median, before, after) never within 5%: {attempts}")
+    pytest.fail(f"bench vs the calls' own timings (median, truth, calls) never within 5%: {attempts}")
 
 
 def test_cold_call_catches_a_slow_first_call() -> None:

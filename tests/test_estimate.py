@@ -643,15 +643,40 @@ def test_a_slow_phase_across_units_is_named_and_the_later_pace_assumed() -> None
 
 def test_per_iteration_keeps_measuring_past_a_slow_phase_and_covers_the_job() -> None:
     # planted with sleep (a busy neighbour cannot move it): units 3 ms until unit 25, 6 ms after; the
-    # measuring (10% of ~1 s) would stop near unit 30, just after the step, and keeps going to confirm it
+    # measuring (10% of ~1 s) would stop near unit 30, just after the step, and keeps going to confirm it.
+    # The cell times its own sleeps: this VM's sleep overshoot drifts (a 6 ms sleep took 7.4 ms while
+    # measuring and 6.5 ms during the full run, once), which no estimator can foresee. So the estimate is
+    # held to what the measuring phase itself showed, and to the full run by as much as the sleeps agreed.
     import itertools
 
-    ns = {"time": time, "unit": itertools.count()}
-    r = estimate("i = next(unit)\ntime.sleep(0.003 if i < 25 else 0.006)", total=300, globals=ns, run=True)
+    from perfmagic.estimation.runner import _Runner, run_full
+
+    took: list[tuple[int, float]] = []
+
+    def unit_sleep(i: int) -> None:
+        t = time.perf_counter()
+        time.sleep(0.003 if i < 25 else 0.006)
+        took.append((i, time.perf_counter() - t))
+
+    code = "unit_sleep(next(unit))"
+    ns = {"unit_sleep": unit_sleep, "unit": itertools.count()}
+    r = estimate(code, total=300, globals=ns)
+    measured = [d for i, d in took if i >= 25]
+    r = run_full(r, _Runner(code, None, ns, "cpu", "<run>"))
+    ran = [d for i, d in took[len(took) - 300:]]
     assert any("slow phase" in w for w in r.warnings), r.text()
     assert sum(p.n for p in r.points) >= 20, r.text()
-    assert r.low_s <= r.actual.seconds <= r.high_s, r.text()
-    assert abs(r.time_error()) <= 0.15, r.text()
+    assert len(measured) >= 3 and r.predicted_s is not None, r.text()
+    # what the measuring showed: 300 units at the post-step pace it timed (the call around a unit adds
+    # microseconds); the estimator must predict that, whatever the machine does next
+    shown = 300 * sorted(measured)[len(measured) // 2]
+    assert abs(r.predicted_s / shown - 1) <= 0.15, (shown, r.text())
+    drift = abs(sum(ran) / len(ran) / (sum(measured) / len(measured)) - 1)
+    if drift <= 0.05:       # the sleeps held still: the estimate must hold for the job itself
+        assert r.low_s <= r.actual.seconds <= r.high_s, r.text()
+        assert abs(r.time_error()) <= 0.15, r.text()
+    else:                   # the sleeps themselves changed pace by more than 5% between measuring and running
+        assert abs(r.time_error()) <= 0.15 + drift, (drift, r.text())
 
 
 def test_re_timed_points_are_drawn_and_listed() -> None:

@@ -161,3 +161,16 @@ def test_perf_magic_fits_the_terminal(shell, monkeypatch):
     assert "a-rather-long-label-for-this-one-experiment" not in row and "…" in row
     assert "median" in row and "calls)" in row  # the number says what it is
     assert "a-rather-long-label-for-this-one-experiment" in shell.bundles[0]["text/html"]
+
+
+def test_the_label_is_cut_before_the_number():
+    # a loaded run needs more samples: "(1069 × 15 calls)" made the result 40 wide and, at 72 columns,
+    # the result was cut while the label still had room to give
+    from perfmagic.render.ledger import _fit
+
+    row = ["1", "12:00", "gpubench", "a-rather-long-label-for-this-one-experiment", "ok",
+           "median 12.35 µs ±12.5% (1069 × 15 calls)", "", "", "sum(range(1000))"]
+    cols, widths = _fit([row], 72)
+    assert sum(widths) + 2 * (len(cols) - 1) <= 72
+    assert widths[cols.index("result")] == len(row[5])       # whole
+    assert 6 <= widths[cols.index("label")] < len(row[3])    # cut instead

@@ -209,7 +209,7 @@ def _fit(table: list[list[str]], width: int) -> tuple[list[str], list[int]]:
     for c in ("trend", "when", "code"):
         if total() > width and c in cols:
             cols.remove(c)
-    for c, least in (("result", _MIN["result"]), ("label", 6)):
+    for c, least in (("label", 6), ("result", _MIN["result"])):  # the number is cut last
         if total() > width:
             widths[c] = max(min(widths[c], least), widths[c] - (total() - width))
     for c in ("label", "code"):  # what is left goes to the cut columns
