@@ -149,16 +149,18 @@ def test_user_budget_is_a_hard_limit() -> None:
     assert any("samples fit" in w or "precision" in w for w in r.warnings)
 
 
-def test_missing_cuda_falls_back_to_cpu_with_a_note() -> None:
+def test_asking_for_a_missing_cuda_device_names_the_fix() -> None:
     from perfmagic.core.sync import cuda_in_use
+    from perfmagic.errors import BadOptionError
 
     pytest.importorskip("torch")
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    r = perfmagic.bench("1", device="cuda", memory=False)
-    assert r.device == "cpu" and any("no CUDA" in n for n in r.notes)
+    for dev in ("cuda", "cuda:7"):
+        with pytest.raises(BadOptionError, match=r"no CUDA device here.*use -d auto"):
+            perfmagic.bench("1", device=dev, memory=False)
     assert not cuda_in_use()
 
 

@@ -434,6 +434,8 @@ def test_cuda_scaling_uses_max_memory_allocated_and_predicts_the_full_run() -> N
 class _VirtualRunner:
     """Planted cost ``f(n)`` with 3% noise; each run advances a virtual clock instead of taking time."""
 
+    device, device_why = "cpu", ""  # as a real runner reads from its first run's work
+
     def __init__(self, f, clock, seed=0):
         self.f, self.clock, self.rng = f, clock, random.Random(seed)
 

@@ -163,14 +163,15 @@ def test_perf_magic_fits_the_terminal(shell, monkeypatch):
     assert "a-rather-long-label-for-this-one-experiment" in shell.bundles[0]["text/html"]
 
 
-def test_the_label_is_cut_before_the_number():
+def test_a_column_that_says_ok_on_every_row_is_left_out():
     # a loaded run needs more samples: "(1069 × 15 calls)" made the result 40 wide and, at 72 columns,
-    # the result was cut while the label still had room to give
+    # the result was cut; the status column, "ok" on every row, gave its room
     from perfmagic.render.ledger import _fit
 
     row = ["1", "12:00", "gpubench", "a-rather-long-label-for-this-one-experiment", "ok",
            "median 12.35 µs ±12.5% (1069 × 15 calls)", "", "", "sum(range(1000))"]
     cols, widths = _fit([row], 72)
-    assert sum(widths) + 2 * (len(cols) - 1) <= 72
+    assert "status" not in cols and sum(widths) + 2 * (len(cols) - 1) <= 72
     assert widths[cols.index("result")] == len(row[5])       # whole
-    assert 6 <= widths[cols.index("label")] < len(row[3])    # cut instead
+    failed = [row, row[:4] + ["failed"] + row[5:]]
+    assert "status" in _fit(failed, 100)[0]                  # a status that differs is shown

@@ -510,13 +510,12 @@ Two places to read in the table and the graph:
 bandwidth, or by neither? It counts the FLOPs and bytes of the step's torch ops, times it, and places
 it under this machine's measured roofs (measured once, about 15 s on a CPU, then cached). A point far
 below both roofs means overhead, not hardware, is the limit: Python loops, many tiny operations.
-`-d cuda` asks for the GPU's roofs where there is a GPU (the roofs are chosen before the cell runs,
-so the default, `auto`, would pick the CPU's); on a machine without CUDA a note says so and the CPU's
-roofs are used.
+The roofs follow the device the step ran on, read from its work: on a GPU machine with the model on
+CUDA they are the GPU's, here the CPU's.
 """)
 
 code(r"""
-%%roofline -l step-loop -b 0.5 -d cuda
+%%roofline -l step-loop -b 0.5
 step(model_v0, opt_v0, X[:32], Y[:32])
 """, expect=[r"^(memory|compute)-bound: \S+ FLOP/B vs ridge", r"next, in order:"])
 
@@ -579,7 +578,7 @@ visible. Compare the fraction of the roof each reaches and the advice that comes
 """)
 
 code(r"""
-%%roofline -l step-bmm -b 0.5 -d cuda
+%%roofline -l step-bmm -b 0.5
 step(model_bmm, opt_bmm, X[:32], Y[:32])
 """, expect=[r"^(memory|compute)-bound: \S+ FLOP/B vs ridge"])
 

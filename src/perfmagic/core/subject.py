@@ -43,6 +43,7 @@ class Subject:
             self.notes.append("the cell cannot run inside a function (e.g. 'import *'): timed through exec, "
                               "which adds ~1 µs per call")
         self.flusher: Callable[[], None] | None = None
+        self.use: Any = None  # the DeviceUse of the cold call (auto sync), see core.devicework
         self.cold: float | None = None
         self.overhead = 0.0
         self.number = 1
@@ -67,16 +68,33 @@ class Subject:
 
     def cold_call(self, flush: bool) -> None:
         """Time the first call on its own; in auto mode, choose the sync backend from what it touched."""
-        t0 = self.clock()
-        value = self.cell.run(1)
+        if self.sync_choice == "auto" and not self.device.startswith("cuda"):
+            from .devicework import watch
+
+            with watch() as w:  # which device the work ran on, from the work (not from the process)
+                t0 = self.clock()
+                value = self.cell.run(1)
+                w.value(value)
+            self.use = w.use
+            t0 += w.cost_s  # reading the evidence is not the cell's time
+        else:
+            t0 = self.clock()
+            value = self.cell.run(1)
         if self.sync_choice == "auto":
-            name, why = detect(value, self.device)
+            name, why = detect(value, self.device, self.use)
             if name != "none":
-                target = self.device if self.device.startswith("cuda") else ("cuda" if name == "cuda" else self.device)
+                target = self.device
+                if name == "cuda" and not self.device.startswith("cuda"):
+                    target = f"cuda:{self.use.index}" if self.use is not None and self.use.index is not None else "cuda"
                 self.sync = make(name, target)
                 if name == "cuda" and not self.device.startswith("cuda"):
                     self.device = str(getattr(self.sync, "device", "cuda"))
                 self.notes.append(f"sync {name}: {why}")
+                if self.use is not None and self.use.mixed:
+                    self.notes.append("a mixed cell: it ran torch ops on the CPU and on CUDA; the time is the "
+                                      "wall time until the device finished, the memory the device's")
+            elif self.use is not None and "initialised" in self.use.why:
+                self.notes.append(f"timed on the CPU: {self.use.why}")
         else:
             self.sync.after(value)
         self.sync.finish()

@@ -141,10 +141,12 @@ def cuda_in_use() -> bool:
         return False
 
 
-def detect(value: Any, device: str) -> tuple[str, str]:
-    """Choose a backend from the cell's last value and what the process has initialised.
+def detect(value: Any, device: str, use: Any = None) -> tuple[str, str]:
+    """Choose a backend from the cell's last value and what its call did (``use``: a
+    :class:`~perfmagic.core.devicework.DeviceUse` from watching the call).
 
-    Returns ``(name, reason)``. Never imports a framework the cell did not import.
+    Returns ``(name, reason)``. Never imports a framework the cell did not import. That the process
+    initialised CUDA earlier is no reason: a CPU cell in a notebook that used a GPU is a CPU measurement.
     """
     if device.startswith("cuda"):
         return "cuda", f"device {device}"
@@ -162,9 +164,9 @@ def detect(value: Any, device: str) -> tuple[str, str]:
             return "cuda", "the cell returns a CUDA tensor"
         if kind == "mps":
             return "mps", "the cell returns an MPS tensor"
-    if cuda_in_use():
-        return "cuda", "CUDA is initialised in this process"
-    return "none", "no device work detected"
+    if use is not None and use.cuda:
+        return "cuda", use.why
+    return "none", (use.why if use is not None else "no device work detected")
 
 
 def make(name: str, device: str = "cpu") -> Sync:

@@ -92,12 +92,7 @@ def estimate(code: str | Callable[..., Any], n: float | None = None, *, total: f
         raise BadOptionError("var", var, "a Python identifier", "e.g. var='n'")
     from ..timing.bench import resolve_device
 
-    dev, dev_notes = resolve_device(device)
-    if dev == "cpu" and device == "auto":
-        from ..core.sync import cuda_in_use
-
-        if cuda_in_use():
-            dev = "cuda"
+    dev, dev_notes = resolve_device(device)  # "auto": the CPU until the first run shows CUDA work
     notes = list(dev_notes)
     if n is not None:
         if sizes is not None:

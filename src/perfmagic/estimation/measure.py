@@ -125,7 +125,6 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
     failures: list[tuple[int, str]] = []
     interrupted = False
     first_exc: BaseException | None = None
-    trace_ok = memory and not dev.startswith("cuda")
     traced_spent = [0.0]
     budget_now = [budget_s]  # the measuring allowance as known now (the fraction cap lowers it)
 
@@ -136,7 +135,7 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
         times, rss, traced = [], [], None
         # the drift guard around points that take a while: this machine's speed can swing by a third
         # within seconds, which bends the curve (see analyse_scaling); 3 ms of reference before and after
-        guard = expected >= SPEED_GUARD_MIN_S and not dev.startswith("cuda")
+        guard = expected >= SPEED_GUARD_MIN_S and not runner.device.startswith("cuda")
         ref0 = reference_time(0.003) if guard else None
         cpu0, wall0 = time.process_time(), time.perf_counter()
         # malloc_trim before a run costs up to ~1 ms: worth it where the run is long enough to matter
@@ -164,7 +163,7 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
         cpu_share = (time.process_time() - cpu0) / wall if wall > 0 else None
         ref = (ref0 + reference_time(0.003)) / 2 if ref0 is not None else None
         # tracing can slow allocation-heavy Python 30-fold: trace only while that stays within 5% of the budget
-        if trace_ok and not final and traced_spent[0] + 30 * t < 0.05 * budget_s:
+        if memory and not runner.device.startswith("cuda") and not final and traced_spent[0] + 30 * t < 0.05 * budget_s:
             tt, _, traced, _ = runner.once(s, memory=False, trace=True, clean=False)
             traced_spent[0] += tt
         return Point(s, tuple(times), tuple(rss), traced, c, ref_s=ref, cpu_share=cpu_share)
@@ -172,8 +171,10 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
     probe = LoadProbe().start()
 
     def analyse(pts: list[Point]) -> EstimateResult:
+        dev = runner.device  # the device the first run's work showed
         return analyse_scaling(pts, N=N, var=var, code=_source(fn_or_code), device=dev, spent_s=elapsed(),
-                               budget_s=budget_s, max_fraction=max_fraction, failures=failures, notes=notes,
+                               budget_s=budget_s, max_fraction=max_fraction, failures=failures,
+                               notes=notes + ([f"measured on {dev}: {runner.device_why}"] if runner.device_why else []),
                                memory_source="cuda" if dev.startswith("cuda") else "rss",
                                load=_others(probe))
 
@@ -344,8 +345,10 @@ def _iteration(runner: _Runner, T: float, fn_or_code: Any, dev: str, budget_s: f
     pts = tuple(Point(b[0], (b[1],), (b[2],) if b[2] is not None else (), None, None,
                       (b[3],) if b[3] is not None else (), cpu_share=min(b[4] / b[1], 4.0) if b[1] > 0 else None)
                 for b in blocks)
+    dev = runner.device  # the device the first unit's work showed
     res = analyse_iteration(pts, T=T, cold_s=cold, warmup=tuple(warm), code=_source(fn_or_code), device=dev,
-                            spent_s=spent, budget_s=budget_s, max_fraction=max_fraction, notes=notes,
+                            spent_s=spent, budget_s=budget_s, max_fraction=max_fraction,
+                            notes=notes + ([f"measured on {dev}: {runner.device_why}"] if runner.device_why else []),
                             load=_others(probe))
     return replace(res, status="interrupted" if interrupted else "ok")
 

@@ -29,7 +29,9 @@ class _Runner:
         from ..core.cells import compile_cell
 
         self.var = var
-        self.device = device
+        self.device = device  # "cpu" until the first call shows CUDA work (see core.devicework)
+        self.device_why = ""
+        self.use: Any = None
         self.sync: Any = None
         if isinstance(fn_or_code, str):
             self.ns: dict[str, Any] = dict(namespace) if namespace is not None else {"__name__": "__perfmagic__"}
@@ -53,8 +55,13 @@ class _Runner:
         from ..core.sync import Sync, detect, make
 
         if self.sync is None:
-            name, _why = detect(value, self.device)
+            name, why = detect(value, self.device, self.use)
+            if name == "cuda" and not self.device.startswith("cuda"):
+                idx = self.use.index if self.use is not None and self.use.index is not None else None
+                self.device = f"cuda:{idx}" if idx is not None else "cuda"
+                self.device_why = why
             self.sync = make(name, self.device if self.device.startswith("cuda") else "cuda") if name != "none" else Sync()
+            self.device = str(getattr(self.sync, "device", self.device))
         self.sync.after(value)
         self.sync.finish()
 
@@ -65,12 +72,22 @@ class _Runner:
 
         if clean:  # freed heap back to the system: this run's RSS peak is its own (~1 ms; gc.collect is not
             malloc_trim()  # worth its tens of ms on a big heap: reference counting has freed the last run)
-        torch = sys.modules.get("torch") if self.device.startswith("cuda") else None
+        from ..core.devicework import _initialised, watch
+
+        first = self.sync is None and not self.device.startswith("cuda")  # the device is read from this call
+        torch = sys.modules.get("torch")
+        if not (self.device.startswith("cuda") or first and torch is not None and _initialised(torch)):
+            torch = None  # never initialise CUDA here: only read its counters where the process already has
         cuda_base = None
         if memory and torch is not None:
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            cuda_base = int(torch.cuda.memory_allocated())
+            try:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                cuda_base = int(torch.cuda.memory_allocated())
+            except Exception:
+                if self.device.startswith("cuda"):
+                    raise
+                torch = None  # the device is not known yet, and its counters cannot be read: host only
         rss0 = current_rss() if memory else None
         hwm = memory and _reset_hwm() and rss0 is not None
         tm = None
@@ -84,8 +101,16 @@ class _Runner:
             tm.reset_peak()
             traced0 = tm.get_traced_memory()[0]
         try:
+            w = watch() if first else None
             t0 = time.perf_counter()
-            value = self.call(n)
+            if w is not None:
+                with w:
+                    value = self.call(n)
+                    w.value(value)
+                self.use = w.use
+                t0 += w.cost_s
+            else:
+                value = self.call(n)
             self._sync_after(value)
             dt = time.perf_counter() - t0
             traced = max(tm.get_traced_memory()[1] - traced0, 0) if tm is not None else None
@@ -96,7 +121,10 @@ class _Runner:
         if hwm:
             rss_peak = max((_status_kib("VmHWM") or 0) - rss0, 0)
         cuda_peak = None
-        if cuda_base is not None:
+        if first and memory and self.device.startswith("cuda") and cuda_base is None:
+            torch = sys.modules.get("torch")  # the call itself initialised CUDA: its peak is all of it
+            cuda_base = 0
+        if cuda_base is not None and self.device.startswith("cuda"):
             cuda_peak = max(int(torch.cuda.max_memory_allocated()) - cuda_base, 0)
         return dt, rss_peak, traced, cuda_peak
 

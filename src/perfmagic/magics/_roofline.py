@@ -55,7 +55,8 @@ class RooflineMagics(Magics):
 
         args, setup = _args.parse(self.roofline.parser, line, remainder="setup")
         try:
-            roofs = self._ceilings(args)
+            # the roofs follow the device the cell ran on: with --device auto they are fetched after timing
+            roofs = self._ceilings(args) if cell is None or args.device != "auto" else None
             if cell is None:
                 if setup:
                     raise UsageError(f"%roofline takes no code on the line ({setup!r}); use the cell form %%roofline")
@@ -111,13 +112,25 @@ class RooflineMagics(Magics):
 
         register_source(cell, filename)
         status = "ok"
+        bar: list[Any] = []
+
+        def update(frac: float, msg: str) -> None:  # a calibration after timing (first use of a device)
+            if not bar:
+                bar.extend(progress_bar(100, "measuring the roofs"))
+            bar[0](round(100 * frac), msg)
+
         try:
             r = roofline(cell, setup, globals=ns, flops=flops, bytes=nbytes, device=args.device, dtype=args.dtype,
-                         budget=args.budget, ceilings=roofs, label=label, filename=filename)
+                         budget=args.budget, ceilings=roofs, label=label, filename=filename, progress=update)
         except BenchInterrupted as exc:
             if exc.result is None:
                 raise
             r, status = exc.result, "interrupted"
+        except KeyboardInterrupt:
+            raise _boundary.Interrupted("perfmagic: calibration interrupted; the cache was left as it was") from None
+        finally:
+            if bar:
+                bar[1]()
         options = {k: v for k, v in vars(args).items() if k != "setup"}
         options["setup"] = setup
         ref = self.state["record"](

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import replace
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -97,7 +98,11 @@ def _check(interval: float, top: int, device: str) -> str | None:
         except Exception:
             has_cuda = False
     if dev == "auto":
-        return "cuda:%d" % torch.cuda.current_device() if has_cuda else None
+        # record CUDA alongside the host only where the process has initialised CUDA already (reading its
+        # counters then initialises nothing); whether the cell used it is read from its work afterwards
+        from ..core.devicework import _initialised
+
+        return "cuda:%d" % torch.cuda.current_device() if has_cuda and _initialised(torch) else None
     if dev.startswith("cuda"):
         if not has_cuda:
             raise BadOptionError("device", device, "a device that exists",
@@ -123,12 +128,27 @@ def run_memory(fn_or_code: str | Callable[[], Any], *, globals: dict[str, Any] |
     stmts = prepare(fn_or_code, globals, filename, "<perfmagic-memory>")
     rec = _Recorder(stmts, float(interval), trace, cuda, fmap)
     exc: BaseException | None = None
+    from ..core.devicework import watch
+
+    w = watch()
     try:
         rec.start()
-        exc = run_statements(stmts, rec.mark)
+        with w:
+            exc = run_statements(stmts, rec.mark)
     finally:
         rec.stop()
-    return _build(rec, fn_or_code, exc, top, fmap), exc
+    res = _build(rec, fn_or_code, exc, top, fmap)
+    auto = not (isinstance(device, str) and device.lower().startswith("cuda"))
+    if auto and res.device.startswith("cuda") and not w.use.cuda:
+        # CUDA was initialised by earlier cells, not used by this one: a host measurement
+        res = replace(res, device="cpu", cuda_allocated_bytes=(), cuda_reserved_bytes=(), cuda_sites=(),
+                      cuda_peak_abs_bytes=None, cuda_reserved_peak_bytes=None, cuda_base_bytes=None,
+                      notes=res.notes + (f"host memory: {w.use.why}",))
+    elif auto and not res.device.startswith("cuda") and w.use.cuda:
+        res = replace(res, notes=res.notes + (f"{w.use.why}; its device memory was not recorded (CUDA was not "
+                                              "initialised when it started, and perfmagic does not initialise it): "
+                                              "run it again, or use --device cuda",))
+    return res, exc
 
 
 def _build(rec: _Recorder, fn_or_code: Any, exc: BaseException | None, top: int,
@@ -206,7 +226,8 @@ def memory(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = No
             grows ``AUTO_TRACE_BYTES``), ``"on"``/True (tracemalloc from the first line: every site and
             the traced peak, 20-200x slower on allocation-heavy Python code), ``"off"``/False (RSS,
             VmHWM and CUDA only: no line is located).
-        device: ``"auto"`` (CUDA when torch is imported and has it), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
+        device: ``"auto"`` (CUDA when the cell's own work used it, read from its ops and allocations; never
+            initialises CUDA), ``"cpu"``, ``"cuda"``, ``"cuda:N"``.
         filename_map: cell filename -> execution count, to name sites ``In [n]`` (IPython's by default).
 
     Returns a :class:`MemoryResult`. An exception raised by the code propagates unchanged after the

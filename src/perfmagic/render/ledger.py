@@ -199,6 +199,8 @@ def _fit(table: list[list[str]], width: int) -> tuple[list[str], list[int]]:
     for c in ("trend", "vs baseline"):
         if widths[c] == len(c) and not any(t[COLUMNS.index(c)] for t in table):
             cols.remove(c)  # an empty column says nothing
+    if table and all(t[COLUMNS.index("status")] == "ok" for t in table):
+        cols.remove("status")  # nor does one that says "ok" on every row
 
     def total() -> int:
         return sum(widths[c] for c in cols) + 2 * (len(cols) - 1)
@@ -209,7 +211,7 @@ def _fit(table: list[list[str]], width: int) -> tuple[list[str], list[int]]:
     for c in ("trend", "when", "code"):
         if total() > width and c in cols:
             cols.remove(c)
-    for c, least in (("label", 6), ("result", _MIN["result"])):  # the number is cut last
+    for c, least in (("result", _MIN["result"]), ("label", 6)):
         if total() > width:
             widths[c] = max(min(widths[c], least), widths[c] - (total() - width))
     for c in ("label", "code"):  # what is left goes to the cut columns

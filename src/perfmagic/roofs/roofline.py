@@ -312,6 +312,8 @@ def roofline(code: str | Callable[[], Any], setup: str = "", *, globals: Mapping
                   label=label, filename=filename)
     except BenchInterrupted as exc:  # Ctrl-C: place what was timed, when anything was and the roofs are known
         part = exc.result
+        if ceilings is None and part is not None and part.raw:  # the cached roofs of the device it ran on
+            ceilings = _cached_roofs(part.device)
         if part is None or not part.raw or ceilings is None or not part.median > 0:
             raise BenchInterrupted(None) from None
         raise BenchInterrupted(place(part, ceilings, [f"interrupted after {part.n_samples} sample(s): the point "
@@ -325,6 +327,17 @@ def roofline(code: str | Callable[[], Any], setup: str = "", *, globals: Mapping
 
         ceilings = get_ceilings(r.device if r.device.startswith(("cpu", "cuda")) else "cpu", progress=progress)
     return place(r, ceilings, [])
+
+
+def _cached_roofs(device: str) -> Ceilings | None:
+    """The cached roofs of ``device`` without measuring anything (None when there are none)."""
+    try:
+        from .ceilings import _resolve_device, load_cached, machine_fingerprint
+
+        dev = _resolve_device(device if device.startswith(("cpu", "cuda")) else "cpu")
+        return load_cached(machine_fingerprint(dev)[0], None)
+    except Exception:
+        return None
 
 
 def _warnings(r: Any, c: Ceilings, counts: Any, F: float, B: float, t: float, dtype: str = "") -> list[str]:

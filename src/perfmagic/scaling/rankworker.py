@@ -98,6 +98,11 @@ def _union(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
+def _on_device(e: Any) -> bool:
+    """A profiler event on the device timeline (a CUDA kernel), not a host call."""
+    return str(getattr(e, "device_type", "")).upper().endswith("CUDA")
+
+
 def _is_comm(name: str, backend: str) -> bool:
     return name.startswith(("gloo:", "nccl:", "ucc:", "mpi:")) or (name.startswith("record_param_comms")
                                                                     and backend == "nccl")
@@ -128,7 +133,11 @@ def _profile_steps(step: Any, n: int, device: Any, backend: str) -> dict[str, An
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+    # NCCL collectives return to the host once enqueued; the wait for peers happens in the kernel on the
+    # device, so on GPUs the collectives' time is read from the CUDA timeline (their NCCL kernels)
+    on_gpu = backend == "nccl" and str(getattr(device, "type", device) or "").startswith("cuda")
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    prof = profile(activities=acts, record_shapes=True)
     with quiet_stderr():
         prof.start()
     try:
@@ -145,12 +154,14 @@ def _profile_steps(step: Any, n: int, device: Any, backend: str) -> dict[str, An
     steps = sorted((e.time_range.start, e.time_range.end) for e in events if e.name == "perfmagic::step")
     # every collective that starts inside a step counts, the step's own barriers too; perfmagic's barrier
     # before each step starts before the step's interval and is not counted
-    comm = [e for e in events if _is_comm(e.name, backend)]
+    comm = [e for e in events if _is_comm(e.name, backend) and not _on_device(e)]
+    timed = [e for e in events if _on_device(e) and e.name.lower().startswith("nccl")] if on_gpu else comm
     out: dict[str, list[float]] = {"step_s": [], "comm_s": [], "busy_s": [], "allreduce_bytes": [],
                                    "allreduce_s": []}
     for a, b in steps:
         inside = [e for e in comm if a <= e.time_range.start < b]
-        spans = [(e.time_range.start, min(e.time_range.end, b)) for e in inside]
+        kern = [e for e in timed if a <= e.time_range.start < b] if on_gpu else inside
+        spans = [(e.time_range.start, min(e.time_range.end, b)) for e in kern]
         c = _union(spans) / 1e6
         d = (b - a) / 1e6
         red = [e for e in inside if "all_reduce" in e.name or "allreduce" in e.name]
@@ -166,7 +177,8 @@ def _profile_steps(step: Any, n: int, device: Any, backend: str) -> dict[str, An
         out["comm_s"].append(min(c, d))
         out["busy_s"].append(max(d - c, 0.0))
         out["allreduce_bytes"].append(nbytes)
-        out["allreduce_s"].append(_union([(e.time_range.start, min(e.time_range.end, b)) for e in red]) / 1e6)
+        red_t = [e for e in kern if "allreduce" in e.name.lower().replace("_", "")] if on_gpu else red
+        out["allreduce_s"].append(_union([(e.time_range.start, min(e.time_range.end, b)) for e in red_t]) / 1e6)
     return out
 
 

@@ -7,7 +7,9 @@ The algorithm, in order (every step is visible in the result):
 2. **Cold call.** The first call is timed on its own (including a device synchronize) and reported as
    ``cold_s``: lazy initialisation, JIT, autotuning and cold caches all land here, not in the samples.
 3. **Sync choice.** With ``sync="auto"`` the backend is chosen from what the cold call touched
-   (:func:`perfmagic._sync.detect`): a CUDA tensor or an initialised CUDA context -> CUDA events.
+   (:func:`perfmagic.core.sync.detect`, :mod:`perfmagic.core.devicework`): CUDA events when the cold
+   call's own work ran on CUDA (its torch ops' tensors, its CUDA allocations, a CUDA tensor returned, or
+   CUDA initialised by the call); a CUDA context that earlier cells initialised is no reason.
 4. **Timer overhead.** Empty blocks (``run(0)`` + sync) are timed; their median is the overhead.
 5. **Warmup**, adaptive: blocks are run and re-sized until the median per-call time of the last three
    blocks is within 5% of the three before (at least 5 calls — 2 for calls over 50 ms — and 2% of the
@@ -114,14 +116,18 @@ def resolve_device(device: str) -> tuple[str, list[str]]:
         try:
             import torch
         except ImportError:
-            notes.append("no CUDA here (torch is not installed): timing on the CPU")
-            return "cpu", notes
+            raise BadOptionError("device", device, "cpu or auto (torch is not installed here, so there is no CUDA)",
+                                 "use -d auto (device='auto'): CUDA is used where the cell's work runs on it") from None
         if not torch.cuda.is_available():
-            notes.append("no CUDA device here (torch.cuda.is_available() is False): timing on the CPU")
-            return "cpu", notes
+            raise BadOptionError("device", device, "cpu or auto (no CUDA device here: torch.cuda.is_available() "
+                                 "is False)", "use -d auto (device='auto'): the cell is timed on the device its "
+                                 "work runs on") from None
         idx = int(d[5:]) if ":" in d else torch.cuda.current_device()
         if idx >= torch.cuda.device_count():
-            raise BadOptionError("device", device, f"cuda:0 … cuda:{torch.cuda.device_count() - 1}")
+            n = torch.cuda.device_count()
+            raise BadOptionError("device", device, f"cuda:0 … cuda:{n - 1} ({n} GPU(s) visible)",
+                                 f"use -d cuda:0{' … cuda:%d' % (n - 1) if n > 1 else ''}, or check "
+                                 "CUDA_VISIBLE_DEVICES")
         return f"cuda:{idx}", notes
     if d == "auto":
         if not cuda_present():

@@ -33,6 +33,21 @@ from ..errors import BadOptionError
 MAGIC = "distributed"
 
 
+def _gpus_per_rank(torch: Any) -> tuple[bool, str]:
+    """Whether every local rank of this job has a GPU of its own, and the count behind the answer."""
+    try:
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:
+        gpus = 0
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")) or 1)
+    local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
+    ok = gpus >= local_world and local_rank < gpus
+    return ok, f"{gpus} GPU(s) visible for {local_world} rank(s) on this machine"
+
+
+_BACKEND_NOTE: list[str] = []  # why the default backend is what it is (read into the result's notes)
+
+
 def _group(backend: str | None) -> tuple[Any, bool]:
     """(torch.distributed, whether this call initialised the group)."""
     import torch
@@ -47,11 +62,16 @@ def _group(backend: str | None) -> tuple[Any, bool]:
         from ..scaling.ranks import free_port
 
         os.environ["MASTER_PORT"] = str(free_port())
+    each, counted = _gpus_per_rank(torch)
+    _BACKEND_NOTE.clear()
     if backend is None:
-        backend = "nccl" if torch.cuda.is_available() and dist.is_nccl_available() else "gloo"
-    if backend == "nccl" and not torch.cuda.is_available():
-        raise BadOptionError("backend", backend, "gloo here (NCCL needs CUDA, and none is available)",
-                             "use backend='gloo'")
+        backend = "nccl" if each and dist.is_nccl_available() else "gloo"
+        if backend == "gloo" and torch.cuda.is_available():
+            _BACKEND_NOTE.append(f"gloo, not NCCL: NCCL needs one GPU per local rank ({counted})")
+    if backend == "nccl" and not each:
+        raise BadOptionError("backend", backend, f"gloo here (NCCL needs one GPU per local rank; {counted})",
+                             "use backend='gloo', or start at most as many ranks per machine as it has GPUs "
+                             "(torchrun --nproc-per-node)")
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     dist.init_process_group(backend)
@@ -141,7 +161,7 @@ def distributed_bench(
                          budget_per_point_s=float(budget) if budget is not None else 1.0, cores=usable_cores(),
                          device="cuda" if device is not None else "cpu", wall_s=point.wall_s,
                          notes=(f"process group {'initialised by perfmagic' if created else 'of the job'}; "
-                                f"{world} rank(s)",))
+                                f"{world} rank(s)",) + (tuple(_BACKEND_NOTE) if created else ()))
     run_id = None
     if record and rank == 0:
         run_id = _record(result, point, label, ledger)

@@ -1,0 +1,182 @@
+"""Which device a cell's work ran on, read from the work itself.
+
+A notebook that used CUDA once has CUDA initialised for the rest of its life; that says nothing about
+the cell being measured now. :func:`watch` wraps one call (the cold call) and records what the call
+itself did:
+
+* the torch ops it ran and the devices of their tensors (a ``TorchFunctionMode`` for the one call);
+* CUDA allocations made during the call (the caching allocator's counter, read only when CUDA was
+  already initialised, so reading it initialises nothing);
+* whether the call itself initialised CUDA (it was not initialised before, it is after).
+
+On a machine without a CUDA device none of this runs: the call cannot have used one. Nothing here
+imports torch or initialises CUDA; the mode costs a few microseconds per torch op, paid by the cold
+call only.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class DeviceUse:
+    """What one call ran on: ``cuda`` (device work seen), ``cpu_ops`` (torch ops on CPU tensors seen),
+    ``index`` (the CUDA device of that work, when seen) and ``why`` (the evidence, in words)."""
+
+    cuda: bool = False
+    cpu_ops: bool = False
+    index: int | None = None
+    why: str = "no device work detected"
+
+    @property
+    def mixed(self) -> bool:
+        return self.cuda and self.cpu_ops
+
+
+def _cuda_possible(torch: Any) -> bool:
+    try:
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+def _initialised(torch: Any) -> bool:
+    try:
+        return bool(torch.cuda.is_initialized())
+    except Exception:
+        return False
+
+
+def _alloc_count(torch: Any) -> int | None:
+    """CUDA allocations made so far by this process, all devices (None where they cannot be read)."""
+    try:
+        return sum(int(torch.cuda.memory_stats(i).get("allocation.all.allocated", 0))
+                   for i in range(torch.cuda.device_count()))
+    except Exception:
+        return None
+
+
+def _spy_class(torch: Any) -> Any:
+    from torch.overrides import TorchFunctionMode
+
+    Tensor = torch.Tensor
+
+    class _Spy(TorchFunctionMode):
+        """Notes the device types of the tensors every torch op of the call reads or returns."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.kinds: set[str] = set()
+            self.index: int | None = None
+            self.ops = 0
+
+        def _see(self, x: Any, depth: int = 0) -> None:
+            if isinstance(x, Tensor):
+                dev = x.device
+                self.kinds.add(dev.type)
+                if dev.type == "cuda" and self.index is None:
+                    self.index = dev.index
+            elif depth < 2 and isinstance(x, (list, tuple)):
+                for y in x[:16]:
+                    self._see(y, depth + 1)
+            elif depth < 2 and isinstance(x, dict):
+                for y in list(x.values())[:16]:
+                    self._see(y, depth + 1)
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            out = func(*args, **(kwargs or {}))
+            self.ops += 1
+            if len(self.kinds) < 2:  # once both kinds are seen there is nothing more to learn
+                self._see(args)
+                if kwargs:
+                    self._see(kwargs)
+                self._see(out)
+            return out
+
+    return _Spy
+
+
+class watch:
+    """``with watch() as w: value = cell()`` then ``w.use``: the :class:`DeviceUse` of that call.
+
+    ``w.use`` also reads the call's returned value when given to :meth:`value` (a CUDA tensor returned
+    by an op the mode could not see, e.g. from a C extension)."""
+
+    def __init__(self) -> None:
+        self.use = DeviceUse()
+        self._torch: Any = None
+        self._spy: Any = None
+        self._init0 = False
+        self._alloc0: int | None = None
+        self._value_cuda: int | None | bool = False
+        self.cost_s = 0.0
+
+    def __enter__(self) -> "watch":
+        torch = sys.modules.get("torch")
+        self._torch = torch
+        if torch is None or not _cuda_possible(torch):
+            return self
+        self._init0 = _initialised(torch)
+        if self._init0:
+            self._alloc0 = _alloc_count(torch)
+        try:
+            self._spy = _spy_class(torch)()
+            self._spy.__enter__()
+        except Exception:  # an old torch without function modes: the allocation counter still tells
+            self._spy = None
+        return self
+
+    def value(self, v: Any) -> None:
+        dev = getattr(v, "device", None)
+        if (type(v).__module__ or "").startswith("torch") and getattr(dev, "type", None) == "cuda":
+            self._value_cuda = dev.index if dev.index is not None else True
+
+    def __exit__(self, *exc: Any) -> None:
+        import time
+
+        t0 = time.perf_counter()
+        try:
+            self._read(exc)
+        finally:
+            self.cost_s = time.perf_counter() - t0  # what reading the evidence took (a caller timing the call
+            # around this block subtracts it)
+
+    def _read(self, exc: Any) -> None:
+        spy, self._spy = self._spy, None
+        if spy is not None:
+            spy.__exit__(*exc)
+        torch = self._torch if self._torch is not None else sys.modules.get("torch")
+        kinds = set(spy.kinds) if spy is not None else set()
+        cpu_ops = "cpu" in kinds
+        index = spy.index if spy is not None else None
+        why = []
+        if "cuda" in kinds:
+            why.append(f"its torch ops used CUDA tensors (cuda:{index or 0})")
+        if self._value_cuda is not False:
+            if index is None and self._value_cuda is not True:
+                index = int(self._value_cuda)
+            why.append("it returns a CUDA tensor")
+        if torch is not None and _cuda_possible(torch):
+            if not self._init0:
+                if _initialised(torch):
+                    why.append("it initialised CUDA")
+            elif self._alloc0 is not None:
+                now = _alloc_count(torch)
+                if now is not None and now > self._alloc0:
+                    why.append(f"it made {now - self._alloc0} CUDA allocation(s)")
+        if why:
+            self.use = DeviceUse(True, cpu_ops, index, "the cell's work ran on CUDA: " + "; ".join(why)
+                                 + ("; it also ran torch ops on the CPU" if cpu_ops else ""))
+        elif cpu_ops:
+            self.use = DeviceUse(False, True, None, "its torch ops ran on CPU tensors only"
+                                 + (" (CUDA is initialised in this process, but this cell did not use it)"
+                                    if self._init0 else ""))
+        elif self._init0:
+            self.use = DeviceUse(why="no CUDA work seen in this cell (CUDA is initialised in this process, "
+                                     "but this cell did not use it)")
+
+
+__all__ = ["DeviceUse", "watch"]
