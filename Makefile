@@ -8,7 +8,7 @@
 # about 17 nvidia-* packages, several GB). For the CPU-only build, name PyTorch's CPU index:
 #   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
 # Empty (the default): pip uses whatever index this machine's pip is configured with.
-# Finer targets: make unit | unit-busy | notebooks | docs | browser | bench
+# Finer targets: make unit | unit-busy | notebooks | docs | browser | bench | pod-check
 
 PY       ?= python3
 VENV     ?= .venv
@@ -20,7 +20,7 @@ STAGES   := unit notebooks docs browser
 STAMP    := $(VENV)/.perfmagic-installed
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 
-.PHONY: tour test unit unit-busy notebooks docs browser bench venv clean
+.PHONY: tour test unit unit-busy notebooks docs browser bench pod-check venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -51,6 +51,11 @@ unit: $(STAMP)
 # the unit tests beside one busy-loop process we start and stop ourselves (a planted noisy neighbour)
 unit-busy: $(STAMP)
 	$(BIN)/python -m perfmagic.core.neighbours 1 -- $(BIN)/python -m pytest -q --ignore=tests/browser
+
+# the workshop notebook inside a made-up Binder-sized pod (a 2 GiB memory limit, a 2-CPU quota; needs root
+# and writable cgroups): its peak memory, CPU and wall time, and any OOM kill
+pod-check: $(STAMP)
+	$(BIN)/python tools/pod_check.py --memory 2G --cpus 2 -- $(BIN)/python notebooks/run.py --check notebooks/10_one_change_at_a_time.ipynb
 
 notebooks: $(STAMP)
 	$(BIN)/python notebooks/run.py --check $(NOTEBOOKS)

@@ -23,7 +23,7 @@ DOCS = ROOT / "docs" / "benchmarks.md"
 RESULTS = ROOT / "benchmarks" / "results"
 
 # Fixed order of the sections in docs/benchmarks.md (a missing one is created in this order).
-SECTIONS = ("load_ext", "timing_quality", "gpu")
+SECTIONS = ("load_ext", "timing_quality", "timing_quality_busy", "gpu")
 
 INTRO = """\
 # Benchmarks

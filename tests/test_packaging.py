@@ -80,3 +80,32 @@ def test_make_test_runs_every_stage_and_fails_at_the_end(tmp_path) -> None:
     assert out.returncode != 0
     assert [ln.split()[2:4] for ln in lines] == [["unit", "ok"], ["notebooks", "FAILED"], ["docs", "ok"],
                                                 ["browser", "ok"]], out.stdout
+
+
+def test_the_method_is_cited_from_the_repository_and_every_section_exists() -> None:
+    # outputs and notebooks cited METHOD.md, a file that is in neither the repository nor a Binder image
+    sections = set(re.findall(r"^## (\d+)\. ", (ROOT / "docs" / "method.md").read_text(), re.M))
+    assert sections == {str(n) for n in range(1, 11)}, sections
+    cited = []
+    for folder in ("src", "docs", "notebooks", "tools"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix not in (".py", ".md", ".ipynb") or "_executed" in path.parts or not path.is_file():
+                continue
+            text = path.read_text(errors="replace")
+            assert "METHOD.md" not in text, f"{path} cites METHOD.md, which is not in the repository"
+            cited += [(path, n) for n in re.findall(r"method\.md(?:#| §)(\d+)", text)]
+    assert cited, "nothing cites the method: the test would pass on any text"
+    missing = [(str(p), n) for p, n in cited if n not in sections]
+    assert not missing, missing
+
+
+def test_binder_has_what_the_notebooks_run_in_a_subprocess() -> None:
+    # the workshop's guard cell runs `python -m pytest`; Binder lacked pytest and the cell printed a blank
+    # line, then the next one said "The guard passed"
+    env = (ROOT / "binder" / "environment.yml").read_text()
+    run = set()
+    for nb in (ROOT / "notebooks").glob("*.ipynb"):
+        run |= set(re.findall(r'\\"-m\\", \\"([\w.]+)\\"', nb.read_text()))
+    assert "pytest" in run, "the workshop no longer runs pytest: update this test"
+    missing = [m for m in run if not re.search(rf"^\s*-\s*{re.escape(m)}\b", env, re.M)]
+    assert not missing, f"binder/environment.yml lacks {missing}, which a notebook runs with python -m"

@@ -46,7 +46,7 @@ md(r"""
 # Workshop: one change at a time
 
 This notebook takes a small PyTorch training loop from slow to fast **one measured change at a time**,
-the way the method asks (METHOD.md §7): measure a baseline, find the bottleneck, make *one* change,
+the way the method asks (docs/method.md §7): measure a baseline, find the bottleneck, make *one* change,
 measure again under the same conditions, keep the change only if the gain is real, and repeat.
 
 "Real" has a precise meaning here: perfmagic compares the two runs' medians with a 95% confidence
@@ -287,7 +287,7 @@ code(r"""
 md(r"""
 ## 2. Find the bottleneck first
 
-Before changing anything, ask where the time goes (METHOD.md §1). A training loop can only be as fast
+Before changing anything, ask where the time goes (docs/method.md §1). A training loop can only be as fast
 as the slower of two things: delivering batches and computing on them. `%%dataloader_check` runs the
 loop over the loader and, for every step, separates the time spent **waiting for the next batch** from
 the time spent **computing** on it (the cell is one training step that uses `batch`). It then times
@@ -333,7 +333,7 @@ collate batches in the background and hand them over through a queue, prefetchin
 Two workers, because the machine this workshop is sized for has two cores. The loading here is
 mostly waiting (sleep, like I/O), which is why the sweep above could also try more workers than
 cores; for CPU-heavy decoding, more workers than free cores only compete with the main process
-(METHOD.md §2).
+(docs/method.md §2).
 
 **Why the dataset lives in `workshop_data.py`.** Each worker is a separate Python process that needs
 the dataset object. On Linux (up to Python 3.13) the default start method is `fork`: the worker is a
@@ -540,7 +540,7 @@ The model multiplies each of its 64 groups by its own 32 × 32 matrix, in a Pyth
 matmuls forward, each with its own Python call, dispatch and autograd bookkeeping, and again in the
 backward pass. `torch.bmm` does all of them in one call: a batch of 64 matrix products,
 `(64, batch, 32) @ (64, 32, 32)`. This is vectorization, step 6 of the optimization order
-(METHOD.md §6), and on a GPU the same change turns 64 kernel launches per pass into one.
+(docs/method.md §6), and on a GPU the same change turns 64 kernel launches per pass into one.
 
 First make sure the change changes nothing else: same initial weights, same output.
 """)
@@ -632,7 +632,7 @@ Every step turns the raw `uint8` batch into a normalised float tensor:
 `(xb.float() - MEAN) / STD` allocates three new tensors per step, and the memory of each is written
 and later freed. With `prealloc=True` the step converts the batch into `x_buf`, a buffer allocated
 once before the loop, and normalises it in place (`sub_`, `div_`): no allocation per step and fewer
-passes over fresh memory (METHOD.md §6, "memory"). On a GPU the same buffer is also where the
+passes over fresh memory (docs/method.md §6, "memory"). On a GPU the same buffer is also where the
 host→device copy lands, which CUDA graphs (change 7) require.
 
 Whether this pays depends on how large a share of the step those allocations are, which is exactly
@@ -657,7 +657,7 @@ print(f"step options kept so far: {opts_kept}")
 
 md(r"""
 If the verdict is not *faster*, that is the method working, not failing: a quick win from a list
-(METHOD.md §9) is a hypothesis about *some* loop, and on this one, at this size, the allocations may
+(docs/method.md §9) is a hypothesis about *some* loop, and on this one, at this size, the allocations may
 be too small a part of the step to matter. The change is then not kept, and the next one is measured
 without it (`opts_kept` holds what was kept).
 """)
@@ -691,14 +691,14 @@ print(f"batch size kept: {batch_kept}")
 md(r"""
 ## 9. On a GPU: mixed precision and CUDA graphs
 
-The last two changes act on the GPU only. On a machine without CUDA their cells say so and skip;
+The last two changes are measured here on a GPU. On a machine without CUDA their cells say so and skip;
 their code is complete and runs as written where `torch.cuda.is_available()`. Each is timed with
 the same `%%gpubench --vs baseline` as above, called from code
 (`get_ipython().run_cell_magic(...)`) so that it can sit inside the `if`.
 
 **Mixed precision.** Under `torch.autocast(device_type="cuda", dtype=torch.bfloat16)` matmuls run
 in bfloat16 on the tensor cores, while reductions and the loss stay in float32. bfloat16 has the
-exponent range of float32, so unlike float16 it needs no `GradScaler` (METHOD.md §8). The step's
+exponent range of float32, so unlike float16 it needs no `GradScaler` (docs/method.md §8). The step's
 `amp=True` option turns it on; the cell first checks that the loss stays close to the float32 loss.
 """)
 
@@ -716,7 +716,10 @@ if torch.cuda.is_available():
     amp_run = last_run("compute")
     kept_amp = judge("6. mixed precision (bfloat16 autocast)", "compute")
 else:
-    kept_amp = skip("6. mixed precision (bfloat16 autocast)", "mixed precision needs a GPU's tensor cores")
+    kept_amp = skip("6. mixed precision (bfloat16 autocast)",
+                    "this section measures it on CUDA; CPU bfloat16 autocast exists too, and pays only where the CPU "
+                    "has bf16 matrix instructions (AMX, AVX-512-BF16): there, time torch.autocast('cpu', "
+                    "dtype=torch.bfloat16) with --vs before keeping it")
 """, expect=[SKIPPED_OR_RUN])
 
 md(r"""
@@ -906,7 +909,67 @@ are (`Subset(data, range(1024))` gives eight batches).
 
 # ------------------------------------------------------------------------------------------------
 md(r"""
-## 11. Summary
+## 11. Stop when it is fast enough, and keep the gain
+
+Say what *fast enough* is, and `%perf next` says when to stop instead of proposing another
+experiment. Its record shows how its earlier predictions fared against what the comparisons measured.
+""")
+
+code(r"""
+%perf target epoch 100ms
+""", expect=[r"target of 'epoch'"])
+
+code(r"""
+%perf next epoch
+""", expect=[r"(already fast enough: stop|cannot tell|^next: )"])
+
+md(r"""
+A gain accepted in a notebook is lost silently the next time someone edits the code. `%perf guard`
+writes a plain pytest file that re-measures the accepted change with the same interleaved method and
+fails when the gain is gone. A guard rebuilds the call from a module's functions, not from notebook
+cells, so the final step lives in `workshop_data.training_chunk` too: the loop model
+(`batched=False`) against the bmm model (`batched=True`), measured as an interleaved pair.
+""")
+
+code(r"""
+from workshop_data import training_chunk
+""")
+
+code(r"""
+%%gpubench -l final-step -b 1 --items 128 --baseline --no-plot
+training_chunk(batched=False)
+""", expect=[r"is now the baseline of 'final-step'"])
+
+code(r"""
+%%gpubench -l final-step -b 2 --items 128 --vs baseline --no-plot
+training_chunk(batched=True)
+""", expect=[r"^B #\d+ final-step vs A #\d+ final-step: "])
+
+code(r"""
+import subprocess, sys, tempfile
+
+guard_path = os.path.join(tempfile.mkdtemp(prefix="workshop-guard-"), "test_final_step.py")
+get_ipython().run_line_magic("perf", f"guard {last_run('final-step')} {guard_path} --module workshop_data")
+done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--color=no", "-p", "no:cacheprovider", guard_path],
+                      capture_output=True, text=True, cwd=os.getcwd())
+print("\n".join(done.stdout.strip().splitlines()[-3:]))
+if done.returncode not in (0, 1):  # 1: the guard ran and failed (shown above); anything else: it did not run
+    raise RuntimeError(f"the guard did not run (pytest exit status {done.returncode}):\n"
+                       + (done.stderr.strip() or done.stdout.strip())[-1500:])
+print("guard:", "passed" if done.returncode == 0 else "FAILED: the gain is gone (see above)")
+""", expect=[r"wrote a regression guard", r"(1 passed|cannot tell)", r"^guard: passed"])
+
+md(r"""
+When the last line says `guard: passed`, the bmm model is still faster than the loop model beyond the
+10% bar. Put the file in your test suite (`tests/`), and the next edit that loses the gain fails CI with
+perfmagic's verdict instead of slipping through. (A guard that cannot run at all, e.g. without pytest,
+stops the cell with pytest's own error rather than looking like a pass.)
+""")
+
+
+# ------------------------------------------------------------------------------------------------
+md(r"""
+## 12. Summary
 
 The table is built from the ledger: for every judged change, the runs it compared (A before, B
 after), their medians per call, the speed-up A/B with its 95% confidence interval, the verdict, and
@@ -978,61 +1041,6 @@ What to take away, whatever your machine printed:
    nothing of one side runs in the background during the other's turn.
 3. **Keep only real gains.** A change that does not clear the bar is not kept, even when a list of
    quick wins says it should help: those are hypotheses to measure, not results.
-""")
-
-
-# ------------------------------------------------------------------------------------------------
-md(r"""
-## 9. Stop when it is fast enough, and keep the gain
-
-Say what *fast enough* is, and `%perf next` says when to stop instead of proposing another
-experiment. Its record shows how its earlier predictions fared against what the comparisons measured.
-""")
-
-code(r"""
-%perf target epoch 100ms
-""", expect=[r"target of 'epoch'"])
-
-code(r"""
-%perf next epoch
-""", expect=[r"(already fast enough: stop|cannot tell|^next: )"])
-
-md(r"""
-A gain accepted in a notebook is lost silently the next time someone edits the code. `%perf guard`
-writes a plain pytest file that re-measures the accepted change with the same interleaved method and
-fails when the gain is gone. A guard rebuilds the call from a module's functions, not from notebook
-cells, so the final step lives in `workshop_data.training_chunk` too: the loop model
-(`batched=False`) against the bmm model (`batched=True`), measured as an interleaved pair.
-""")
-
-code(r"""
-from workshop_data import training_chunk
-""")
-
-code(r"""
-%%gpubench -l final-step -b 1 --items 128 --baseline --no-plot
-training_chunk(batched=False)
-""", expect=[r"is now the baseline of 'final-step'"])
-
-code(r"""
-%%gpubench -l final-step -b 2 --items 128 --vs baseline --no-plot
-training_chunk(batched=True)
-""", expect=[r"^B #\d+ final-step vs A #\d+ final-step: "])
-
-code(r"""
-import subprocess, sys, tempfile
-
-guard_path = os.path.join(tempfile.mkdtemp(prefix="workshop-guard-"), "test_final_step.py")
-get_ipython().run_line_magic("perf", f"guard {last_run('final-step')} {guard_path} --module workshop_data")
-done = subprocess.run([sys.executable, "-m", "pytest", "-q", "--color=no", "-p", "no:cacheprovider", guard_path],
-                      capture_output=True, text=True, cwd=os.getcwd())
-print("\n".join(done.stdout.strip().splitlines()[-3:]))
-""", expect=[r"wrote a regression guard", r"(1 passed|cannot tell)"])
-
-md(r"""
-The guard passed: the bmm model is still faster than the loop model beyond the 10% bar. Put the file in
-your test suite (`tests/`), and the next edit that loses the gain fails CI with perfmagic's verdict
-instead of slipping through.
 """)
 
 

@@ -16,7 +16,7 @@ from .scope import share_interval
 #: a function whose share of self time is below this even at the top of its 95% interval is not "hot":
 #: the time is spread
 HOT_SHARE = 0.20
-#: the data-wait share above which a loop is input-bound (METHOD.md §8)
+#: the data-wait share above which a loop is input-bound (docs/method.md §8)
 INPUT_BOUND = 0.30
 #: at this fraction of the roof and above, only less work or lower precision can help
 NEAR_ROOF = 0.60

@@ -19,7 +19,7 @@ removal would clear the bar, whatever the sample count.
 
 The lower end is 1.0× unless a measurement guarantees more, and the result says so. Candidates
 whose upper bound cannot clear the bar (``min_effect``) are dropped with a note; of the rest, the
-first in the optimization order (METHOD.md §6) is proposed. Evidence a checked prediction already
+first in the optimization order (docs/method.md §6) is proposed. Evidence a checked prediction already
 used is spent: after the change it described, it describes old code.
 
 A proposal with a gain range is recorded (the ledger's ``predictions`` table). The next ``%%gpubench``
@@ -246,7 +246,7 @@ def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None
                 latest_run=None if latest is None else latest["id"], latest_s=_num(lm.get("median_s")),
                 latest_ci_high_s=_num(lm.get("ci_high_s")) or _num(lm.get("median_s")), **common)
 
-    # -- a target decides first: already fast enough is the end of the method (METHOD.md §10)
+    # -- a target decides first: already fast enough is the end of the method (docs/method.md §10)
     findings: list[str] = []
     if target is not None:
         t = float(target)
@@ -347,7 +347,7 @@ def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None
                             f"(at most {_x(high)})")
             continue
         kept.append(c)
-    # the bottleneck first (METHOD.md §1): while the loop waits for data, the loader; then the order
+    # the bottleneck first (docs/method.md §1): while the loop waits for data, the loader; then the order
     kept.sort(key=lambda c: (not (cap is not None and c.level == "I/O"), LEVELS.index(c.level),
                              -(c.high or math.inf)))
     evidence_ids = tuple(sorted({c.evidence[0] for c in cands} | ({latest["id"]} if latest else set())))

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from ..result import Displayed
 
-# The optimization order of METHOD.md §6: a lower level only after the higher ones are ruled out.
+# The optimization order of docs/method.md §6: a lower level only after the higher ones are ruled out.
 LEVELS = ("algorithm", "data structure", "I/O", "memory", "concurrency", "vectorization", "compute",
           "caching")
 

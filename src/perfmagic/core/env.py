@@ -201,6 +201,12 @@ def prime() -> None:
     _safe(lambda: __import__("psutil"))
 
 
+def _container_fields() -> dict[str, Any]:
+    from .container import env_fields
+
+    return _safe(env_fields) or {"cpu_quota": None, "mem_limit_bytes": None}
+
+
 def capture(device: str = "cpu") -> dict[str, Any]:
     """Describe the environment of a measurement on ``device`` (e.g. ``"cpu"``, ``"cuda:1"``).
 
@@ -225,7 +231,7 @@ def capture(device: str = "cpu") -> dict[str, Any]:
     sched_getaffinity = getattr(os, "sched_getaffinity", None)
     return {
         "python": platform.python_version(), **_static(), "logical_cores": os.cpu_count(),
-        "usable_cores": _safe(lambda: len(sched_getaffinity(0))) if sched_getaffinity else None,
+        "usable_cores": _safe(usable_cores) if sched_getaffinity else None, **_container_fields(),
         "loadavg_1m": _safe(lambda: float(os.getloadavg()[0])),
         "mem_available_bytes": int(vm.available) if vm else None, "mem_total_bytes": int(vm.total) if vm else None,
         "gc_enabled": gc.isenabled(), "torch_threads": threads, "torch_interop_threads": interop,
@@ -315,7 +321,9 @@ def _involuntary_switches() -> int | None:
 
 
 class LoadProbe:
-    """CPU used by *other* processes during an interval: busy time from ``/proc/stat`` minus this
+    """CPU used by *other* processes during an interval: busy time from ``/proc/stat`` (in a container,
+    the container's own CPU usage from its cgroup, so that other tenants of the host are not counted as
+    this pod's neighbours; ``host_others_cores`` keeps the host-wide reading) minus this
     process's CPU time (``time.process_time``) and that of its children that ended and were waited for
     meanwhile (``os.times``: a probe run in a child process, as the ceilings' wide-kernel probe does, is
     this process's own work), divided by wall time. Resolution is one clock tick (usually 10 ms), so
@@ -338,11 +346,20 @@ class LoadProbe:
         self.wall_s: float | None = None
         self._threads0: dict[int, float] | None = None
         self._nivcsw0: int | None = None
+        self._pod0: float | None = None
+        self._thr0: float | None = None
+        self.scope = "host"  # "container": others_cores counts this container's other processes only
+        self.host_others_cores: float | None = None  # in a container: the whole host's others (other tenants)
+        self.throttled_cores: float | None = None    # in a container: CPU its quota withheld, in cores
 
     def start(self) -> LoadProbe:
         """Take the starting readings; returns self."""
+        from .container import cpu_usage_s, throttled_s
+
         self._threads0 = _thread_cpu()
         self._nivcsw0 = _involuntary_switches()
+        self._pod0 = cpu_usage_s()  # in a container: its own processes, not the host's other tenants
+        self._thr0 = throttled_s() if self._pod0 is not None else None
         self._busy0, self._cpu0, self._wall0 = _proc_stat_busy(), _own_cpu(), time.perf_counter()
         return self
 
@@ -362,6 +379,15 @@ class LoadProbe:
             self.others_cores = None
         else:
             self.others_cores = max(0.0, (busy1 - self._busy0 - own) / wall)
+        if self._pod0 is not None:
+            from .container import cpu_usage_s, throttled_s
+
+            pod1, thr1 = cpu_usage_s(), throttled_s()
+            self.host_others_cores, self.scope = self.others_cores, "container"
+            self.others_cores = (None if pod1 is None or wall < 0.02 else
+                                 max(0.0, (pod1 - self._pod0 - own) / wall))
+            if thr1 is not None and self._thr0 is not None and wall > 0:
+                self.throttled_cores = max(0.0, (thr1 - self._thr0) / wall)
         return self.others_cores
 
 
@@ -445,8 +471,11 @@ def doubt_warnings(env_before: dict[str, Any], env_after: dict[str, Any] | None,
     if over:
         out.append(over)
     if others_cores is not None and others_cores > 0.25 and (not usable_cores or others_cores > 0.1 * usable_cores):
+        from .container import cpu_usage_s
+
         of = f" of {usable_cores} usable cores" if usable_cores else " cores"
-        out.append(f"other processes used {others_cores:.1f}{of} during the measurement: results may be slow and noisy")
+        who = "other processes in this container" if cpu_usage_s() is not None else "other processes"
+        out.append(f"{who} used {others_cores:.1f}{of} during the measurement: results may be slow and noisy")
     gpus = [e.get("gpu") for e in (env_before, env_after) if e and e.get("gpu")]
     reasons = [r for g in gpus if g.get("throttled") for r in g.get("throttle_reasons") or []]
     reasons = [r for r in dict.fromkeys(reasons) if r not in _BENIGN_REASONS]
@@ -461,8 +490,8 @@ def doubt_warnings(env_before: dict[str, Any], env_after: dict[str, Any] | None,
 
 
 def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity), else the logical cores."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
+    """The cores this process can keep busy: its CPU affinity (else the logical cores), capped by the
+    container's CPU quota rounded down (a 1.5-CPU pod keeps one core busy unthrottled; at least 1)."""
+    from .container import usable_cpus
+
+    return max(1, int(usable_cpus() + 1e-9))

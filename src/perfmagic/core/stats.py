@@ -13,6 +13,7 @@ which the comparison tools answer.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -59,12 +60,20 @@ def median_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, flo
     if n == 0:
         raise ValueError("median_ci of no samples")
     s = sorted(xs)
-    # j = 0-based index of the lower bound; coverage of [x_j, x_(n-1-j)] is 1 - 2 P(B <= j)
+    j, coverage = _ci_index(n, float(confidence))
+    return s[j], s[n - 1 - j], coverage
+
+
+@functools.lru_cache(maxsize=4096)
+def _ci_index(n: int, confidence: float) -> tuple[int, float]:
+    """The 0-based index j of the interval's lower bound for n samples, and its coverage: the bounds
+    depend on n and the confidence alone, so a sampling loop that checks its precision every few
+    samples computes each once (the binomial sums cost ~0.2 ms at n = 300)."""
+    # coverage of [x_j, x_(n-1-j)] is 1 - 2 P(B <= j)
     j = 0
     while j + 1 <= (n - 1) // 2 and 1.0 - 2.0 * _binom_cdf_half(j + 1, n) >= confidence:
         j += 1
-    coverage = 1.0 - 2.0 * _binom_cdf_half(j, n)
-    return s[j], s[n - 1 - j], coverage
+    return j, 1.0 - 2.0 * _binom_cdf_half(j, n)
 
 
 def rel_halfwidth(xs: Sequence[float], confidence: float = 0.95) -> float:

@@ -10,7 +10,7 @@ happens). The method, in order:
    prefetch_factor`` (the batches the workers had prefetched while the first step ran, which would make
    the wait look too small) plus 2; 2 for a loader without workers.
 2. **Steady state.** ``steps`` steps; the data-wait fraction is Σ wait / Σ (wait + compute). Above 0.3
-   the loop is *input-bound* (METHOD.md §8).
+   the loop is *input-bound* (docs/method.md §8).
 3. **Loader alone.** A fresh pass over the loader without compute, after the same warm-up: the loader's
    own batches per second. For a non-persistent DataLoader the first-batch latency of this second pass is
    the *re-spawn cost per epoch*.

@@ -19,7 +19,8 @@ MEM_HEADROOM = 0.9  # a run "fits" in memory when its peak stays under 90% of wh
 
 
 def available_memory(device: str) -> tuple[int | None, str]:
-    """Bytes available now for a new allocation: free GPU memory on CUDA, available RAM otherwise."""
+    """Bytes available now for a new allocation: free GPU memory on CUDA, else available RAM, or what the
+    container's memory limit still allows where that is less (a pod on a bigger host)."""
     if device.startswith("cuda"):
         torch = sys.modules.get("torch")
         if torch is not None:
@@ -28,12 +29,9 @@ def available_memory(device: str) -> tuple[int | None, str]:
                 return int(free), "free GPU memory"
             except Exception:
                 pass
-    try:
-        import psutil
+    from ..core.container import available_memory as host_or_pod
 
-        return int(psutil.virtual_memory().available), "available RAM"
-    except Exception:  # pragma: no cover
-        return None, "available RAM"
+    return host_or_pod()
 
 
 
@@ -68,11 +66,13 @@ def gate(r: EstimateResult, limit: float | None, available: int | None = ...) ->
         cap = MEM_HEADROOM * available
         if (r.peak_low or r.peak_bytes) > available:
             sure_no = True
-            reasons.append(f"memory: +{fmt_bytes(r.peak_low or r.peak_bytes)} needed, {fmt_bytes(available)} available")
+            reasons.append(f"memory: +{fmt_bytes(r.peak_low or r.peak_bytes)} needed, {fmt_bytes(available)} available"
+                           + (f" ({kind})" if kind and kind.startswith("memory the container") else ""))
         elif (r.peak_high or r.peak_bytes) > cap:
             maybe = True
             reasons.append(f"memory: up to +{fmt_bytes(r.peak_high or r.peak_bytes)}, over 90% of "
-                           f"{fmt_bytes(available)} available")
+                           f"{fmt_bytes(available)} available"
+                           + (f" ({kind})" if kind and kind.startswith("memory the container") else ""))
     if r.failures:
         sure_no = True
         n_f, err = r.failures[0]

@@ -126,7 +126,7 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
         rows = [(c.level, c.action, gain_text(c.low, c.high), c.basis, c.command) for c in r.alternatives]
         out.append(("other candidates, in the method's order",
                     table_html(rows, ("level", "change", "expected", "basis", "test"))))
-    out.append(("the optimization order (METHOD.md §6)", f"<pre style='margin:0'>{html.escape(order_line(r.level))}"
+    out.append(("the optimization order (docs/method.md §6)", f"<pre style='margin:0'>{html.escape(order_line(r.level))}"
                                                           "</pre>"))
     return out
 

@@ -448,7 +448,9 @@ def measure(dev: str, *, dtypes: Iterable[str] = CPU_DEFAULT_DTYPES, progress: P
     emulated = {d: why for d in compute if dev == "cpu" and (why := emulated_dtype(d))}
     for d, why in emulated.items():
         warnings.append(f"{d}: {why}; its roof is not a reason to use {d} here")
-    if bdetails.get("working_set_over_cache", LLC_FACTOR) < LLC_FACTOR:
+    if bdetails.get("sized_by_memory"):
+        warnings.append(bdetails["sized_by_memory"])
+    elif bdetails.get("working_set_over_cache", LLC_FACTOR) < LLC_FACTOR:
         warnings.append(f"bandwidth working set is {bdetails['working_set_over_cache']:.1f}× the reported "
                         f"last-level cache (wanted {LLC_FACTOR}×, memory cap reached); on a VM the reported LLC is "
                         "often the whole socket's, shared with other tenants")

@@ -264,14 +264,20 @@ def _cpu_bandwidth(clock: _Clock, budget_s: float, share: float = 0.3, min_trial
     from ..core.env import cache_sizes
 
     llc = int(cache_sizes()["llc_bytes"])
-    per_array = min(LLC_FACTOR * llc, MEMORY_CAP_BYTES / 3)
-    try:
-        import psutil
+    per_array = wanted = min(LLC_FACTOR * llc, MEMORY_CAP_BYTES / 3)
+    from ..core.container import available_memory
 
-        per_array = min(per_array, psutil.virtual_memory().available / 8)
-    except Exception:
-        pass
+    avail, bound = available_memory()  # a pod's limit, where it is tighter than the host's free RAM
+    if avail is not None:
+        per_array = min(per_array, avail / 8)  # three arrays and headroom: at most 3/8 of what is left
     n = max(1 << 20, int(per_array // 4))
+    sized = None
+    if per_array < wanted:
+        from ..render.units import fmt_bytes
+
+        sized = (f"bandwidth arrays sized from the {bound} ({fmt_bytes(avail)}): 3 × {fmt_bytes(n * 4)} instead of "
+                 f"3 × {fmt_bytes(wanted)}" + (" — within the last-level cache's reach, so the roof may read high"
+                                               if 3 * n * 4 < 4 * llc else ""))
     x = torch.empty(n, dtype=torch.float32).fill_(1.0)  # fill_: first touch, pages faulted in now
     y = torch.empty(n, dtype=torch.float32).fill_(2.0)
     z = torch.empty(n, dtype=torch.float32).fill_(0.0)
@@ -304,7 +310,7 @@ def _cpu_bandwidth(clock: _Clock, budget_s: float, share: float = 0.3, min_trial
     return methods[best_name]["bytes_per_s"], {
         "methods": methods, "best": best_name, "agreed": methods[best_name]["agreed"], "array_bytes": n * elt,
         "arrays": 3, "llc_bytes": llc, "working_set_over_cache": 3 * n * elt / llc, "counting": COUNTING,
-        "dtype": "float32"}
+        "dtype": "float32", "sized_by_memory": sized}
 
 
 PHASES_AGREE = 0.10  # the two bandwidth phases of a CPU calibration are pooled when this close

@@ -1,6 +1,6 @@
 """``roofline()``: where a piece of code sits under the device's measured roofs, and what to try next.
 
-The method (METHOD.md §1):
+The method (docs/method.md §1):
 
 1. **Work** of one call: FLOPs and bytes counted from the torch ops the code runs
    (:func:`perfmagic._counting.count`: FlopCounterMode + perfmagic's formulas; bytes = algorithmic

@@ -18,7 +18,9 @@ The algorithm, in order (every step is visible in the result):
 6. **Block calibration.** Calls per block ``n`` are chosen so a block lasts at least
    ``max(100 × overhead, 200 µs)``: the timer's own cost stays under 1% of a sample.
 7. **Sampling** until the distribution-free 95% CI of the median is within ``precision`` (±1% by
-   default) with at least ``min_samples`` samples, or the budget is spent. A budget the user gives is a
+   default) with at least ``min_samples`` samples spanning at least ``MIN_SPAN_S`` (50 ms, at most 30%
+   of the budget) of sampled time — a precise interval over 2 ms of samples cannot see the machine's
+   slower states — or the budget is spent. A budget the user gives is a
    hard limit; the default (1 s) may stretch, up to 10 s, only until ``min_samples`` are in.
    The GC is disabled during timed blocks unless ``gc=True`` (as ``timeit`` does).
 8. **Memory**, in one extra untimed call (:mod:`perfmagic._memory`).
@@ -51,6 +53,8 @@ from ..core.subject import DRIFT_TOL, Subject, cuda_present
 from ..core.sync import SYNC_CHOICES
 
 DEFAULT_BUDGET = 1.0
+MIN_SPAN_S = 0.05   # a precision stop needs this much sampled time (at most 30% of the budget)
+REFERENCE_S = 0.004  # the drift guard's reference workload, timed before and after the samples
 MAX_SOFT_BUDGET = 10.0
 _TAIL_S = [0.02]  # what the environment capture after the samples cost last time in this process
 WARMUP_MIN_CALLS = 5
@@ -173,11 +177,12 @@ def bench(
     from ..core.env import prime
 
     prime()  # once per process: imports and version lookups are not the measurement's
-    if not gc:  # a full collection of a big heap (torch loaded: ~0.3 s) is preparation, not measurement
-        _gc.collect()
+    if gc:  # the collector will run during the samples: start them from a clean heap, not from a
+        _gc.collect()  # collection that earlier cells' garbage makes due (with it disabled, no collection
+        # can fall inside a sample, and a full one over torch's heap cost ~90 ms of every answer)
     from ..core.reference import reference_time
 
-    ref_before = reference_time() if capture_env else None  # the machine's speed state before the run
+    ref_before = reference_time(REFERENCE_S) if capture_env else None  # the machine's speed state before
     t_start = clock()  # the setup code is the user's own: the budget covers the measurement from here
 
     from ..core.env import LoadProbe
@@ -223,6 +228,7 @@ def bench(
         # sampling
         next_check = min_samples
         limit = soft_budget
+        min_span = min(MIN_SPAN_S, 0.3 * soft_budget)
         while True:
             subj.sample()
             n = len(subj.raw)
@@ -230,7 +236,10 @@ def bench(
                 next_check = max(n + 1, int(n * 1.1))
                 pcs = subj.per_call()
                 lo, hi, cov = _stats.median_ci(pcs, confidence)
-                if cov >= confidence and (hi - lo) / 2 <= precision * _stats.median(pcs):
+                # a precise interval over a few milliseconds of samples says nothing about the machine
+                # states that last longer: the samples must also span min_span of sampled time
+                if cov >= confidence and (hi - lo) / 2 <= precision * _stats.median(pcs) \
+                        and sum(subj.raw) >= min_span:
                     stop = "precision"
                     break
             if n >= max_samples:
@@ -267,7 +276,13 @@ def bench(
             interrupted, stop = True, "interrupted"
     t_tail = clock()
     others = probe.stop()
+    throttle = _throttle_warning(probe)
+    if throttle:
+        warnings.append(throttle)
     env = _environment(subj.device, others, warnings, probe.own_cores, probe.active_threads) if capture_env else {}
+    if capture_env and probe.scope == "container":
+        env.update(others_scope="container", host_others_cores=probe.host_others_cores,
+                   throttled_cores=probe.throttled_cores)
     if probe.own_cores is not None:  # cores this process kept busy over the measurement (not the GC before it)
         env["own_cores"] = round(probe.own_cores, 4)
     if capture_env:
@@ -307,8 +322,23 @@ def _environment(device: str, others: float | None, warnings: list[str],
     warnings += doubt_warnings(env, None, others, env.get("usable_cores"), own_cores, active_threads)
     env["others_cores"] = others
     env["active_threads"] = active_threads
-    env["reference_s"] = reference_time()  # the drift guard: this machine's speed right now (after the samples)
+    env["reference_s"] = reference_time(REFERENCE_S)  # the drift guard: the machine's speed after the samples
     return env  # a slow reading is named by _with_doubts only where the samples show it (speed_state_warning)
+
+
+def _throttle_warning(probe: Any) -> str | None:
+    """The container's CPU quota paused this process's threads during the run (cgroup ``cpu.stat``)."""
+    t = getattr(probe, "throttled_cores", None)
+    if t is None or t < 0.05:
+        return None
+    from ..core.container import limits
+
+    q = limits().cpu_quota
+    n = max(1, int(q)) if q else 1
+    quota = f" ({q:g} CPUs)" if q else ""
+    return (f"the container's CPU quota{quota} paused this process for {t:.2f} cores' worth of time during the "
+            f"measurement (throttled): the times include those pauses; {n} thread(s) run unthrottled "
+            f"(torch.set_num_threads({n}), threadpoolctl.threadpool_limits({n}))")
 
 
 def _cold_load(p: Any) -> dict[str, Any]:

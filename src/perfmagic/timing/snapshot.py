@@ -428,12 +428,9 @@ class Snapshot:
 
 
 def _available_bytes() -> int | None:
-    try:
-        import psutil
+    from ..core.container import available_memory
 
-        return int(psutil.virtual_memory().available)
-    except Exception:  # noqa: BLE001
-        return None
+    return available_memory()[0]
 
 
 def _size(n: float) -> str:
