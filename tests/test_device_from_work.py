@@ -32,6 +32,9 @@ def cuda_initialised(monkeypatch):
         raise AssertionError("perfmagic initialised CUDA (or synchronised it) for a CPU cell")
 
     monkeypatch.setattr(torch.cuda, "_lazy_init", no_init)
+    import sys
+
+    monkeypatch.delitem(sys.modules, "torch._dynamo", raising=False)  # no torch.compile in play (restored after)
     return allocs
 
 
@@ -50,6 +53,24 @@ def test_the_watch_reads_the_work(cuda_initialised) -> None:
     with watch() as w:  # pure Python: nothing on any device
         sum(range(100))
     assert not w.use.cuda and not w.use.cpu_ops
+
+
+def test_with_torch_compile_in_play_the_watch_installs_no_mode(cuda_initialised, monkeypatch) -> None:
+    # Dynamo guards on the function-mode stack: a mode around the cold call alone would make the next
+    # call recompile. The allocation counter still tells.
+    import sys
+    import types
+
+    from torch.overrides import _get_current_function_mode_stack
+
+    from perfmagic.core.devicework import watch
+
+    monkeypatch.setitem(sys.modules, "torch._dynamo", types.ModuleType("torch._dynamo"))
+    seen = []
+    with watch() as w:
+        seen.append(len(_get_current_function_mode_stack()))
+        cuda_initialised["n"] += 1
+    assert seen == [0] and w.use.cuda and "1 CUDA allocation(s)" in w.use.why
 
 
 def test_a_cpu_cell_after_cuda_is_a_cpu_measurement(cuda_initialised) -> None:

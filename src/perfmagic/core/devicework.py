@@ -4,7 +4,8 @@ A notebook that used CUDA once has CUDA initialised for the rest of its life; th
 the cell being measured now. :func:`watch` wraps one call (the cold call) and records what the call
 itself did:
 
-* the torch ops it ran and the devices of their tensors (a ``TorchFunctionMode`` for the one call);
+* the torch ops it ran and the devices of their tensors (a ``TorchFunctionMode`` for the one call, where
+  CUDA is already initialised and ``torch.compile`` is not in play: Dynamo guards on the mode stack);
 * CUDA allocations made during the call (the caching allocator's counter, read only when CUDA was
   already initialised, so reading it initialises nothing);
 * whether the call itself initialised CUDA (it was not initialised before, it is after).
@@ -122,6 +123,11 @@ class watch:
         self._init0 = _initialised(torch)
         if self._init0:
             self._alloc0 = _alloc_count(torch)
+        if not self._init0 or "torch._dynamo" in sys.modules:
+            # not initialised yet: whether the call initialises it tells. With torch.compile in play the
+            # mode would be part of what Dynamo guards on (the next call, without it, would recompile):
+            # the allocation counter and the returned value tell instead
+            return self
         try:
             self._spy = _spy_class(torch)()
             self._spy.__enter__()
