@@ -549,9 +549,10 @@ def test_cpu_workers_slow_the_step_flagged_on_two_cores() -> None:
     elif r.step_slowed:
         assert th.level == "warn" and "the step itself slowed" in r.text(), r.text()
     else:
-        # fresh-clone CI runs measured the step's median only 1.15–1.16× its time alone (the mean 1.3×):
-        # below the 1.25× that counts as slowed, so it says it cannot tell — and gives no ✓ (asserted above)
-        assert r.step_slowdown is not None and r.step_slowdown >= 1.10, r.text()
+        # fresh-clone CI runs measured the step's median only 1.15–1.16× its time alone (the mean 1.3×), and
+        # once 1.08× (the mean 1.31×: the workers slow only the steps they overlap): below the 1.25× that
+        # counts as slowed, so it says it cannot tell — and gives no ✓ (asserted above)
+        assert r.step_slowdown is not None and max(r.step_slowdown, r.step_slowdown_mean) >= 1.10, r.text()
         assert th.message.startswith("cannot tell whether the workers slow the step"), r.text()
 
 
@@ -589,6 +590,28 @@ def test_io_workers_do_not_slow_the_step_on_two_cores() -> None:
     else:  # a quiet machine: the step's time does not grow with sleeping workers, and the ✓ stands
         assert not r.step_slowed and r.step_slowdown < 1.2, r.text()
         assert [f.level for f in fs if f.topic == "num_workers"] == ["ok"], r.text()
+
+
+def test_busy_workers_that_slow_only_some_steps_get_no_check_mark() -> None:
+    """Planted (no timing), from fresh-clone run fc8: busy workers slow the steps they overlap. The
+    median step was 1.08× its time alone and the mean 1.31×, and the audit gave a ✓ on the median. The
+    ✓ needs the step not to grow by either measure."""
+    r = DataLoaderResult(wait_s=(0.002,) * 12, compute_s=(0.041,) * 7 + (0.075,) * 5, compute_only_s=(0.040,) * 5,
+                         config=(("num_workers", 2), ("batch_size", 4), ("pin_memory", False),
+                                 ("persistent_workers", False), ("prefetch_factor", 2)),
+                         is_dataloader=True, cores=2, torch_threads=2, loader_s=(0.04,) * 10,
+                         workers_cores=1.31, others_cores=0.0)
+    assert r.step_slowdown < 1.10 <= r.step_slowdown_mean and not r.step_slowed
+    fs = r.findings()
+    assert not [f for f in fs if f.level == "ok" and f.topic == "num_workers"], [f.text() for f in fs]
+    (th,) = [f for f in fs if f.topic == "threads"]
+    assert th.level == "info" and th.message.startswith("cannot tell whether the workers slow the step"), th.message
+    assert "on average" in th.message, th.message
+    # the same loop with every step at its time alone keeps the ✓
+    ok = DataLoaderResult(wait_s=(0.002,) * 12, compute_s=(0.041,) * 12, compute_only_s=(0.040,) * 5,
+                          config=r.config, is_dataloader=True, cores=2, torch_threads=2, loader_s=(0.04,) * 10,
+                          workers_cores=1.31, others_cores=0.0)
+    assert [f.level for f in ok.findings() if f.topic == "num_workers"] == ["ok"]
 
 
 def test_oversubscribed_busy_workers_and_a_grown_step_get_no_check_mark() -> None:

@@ -149,6 +149,16 @@ class DataLoaderResult(Displayed):
         return _stats.median(self.compute_s) / alone if alone > 0 else None
 
     @property
+    def step_slowdown_mean(self) -> float | None:
+        """Mean step in the loop ÷ median step alone: what the slowdown costs the loop on average (busy
+        workers slow only the steps they overlap, so the median can stay low while the mean grows)."""
+        w = self.cfg.get("num_workers", 0) or 0
+        if not w or not self.compute_only_s or not self.compute_s:
+            return None
+        alone = _stats.median(self.compute_only_s)
+        return _mean(self.compute_s) / alone if alone > 0 else None
+
+    @property
     def step_slowed(self) -> bool:
         """The step ran materially slower while the workers ran (≥ 1.25× and ≥ 1 ms)."""
         x = self.step_slowdown
