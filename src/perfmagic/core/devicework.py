@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 
@@ -35,6 +36,11 @@ class DeviceUse:
     @property
     def mixed(self) -> bool:
         return self.cuda and self.cpu_ops
+
+    @property
+    def device(self) -> str:
+        """The CUDA device to time and measure on: ``cuda:N`` where the work showed N, else ``cuda``."""
+        return f"cuda:{self.index}" if self.index is not None else "cuda"
 
 
 def _cuda_possible(torch: Any) -> bool:
@@ -98,6 +104,16 @@ def _spy_class(torch: Any) -> Any:
             return out
 
     return _Spy
+
+
+def run_watched(call: Callable[[], Any], clock: Callable[[], float]) -> tuple[Any, DeviceUse, float]:
+    """``call()`` under a :class:`watch`: its value, the :class:`DeviceUse`, and the clock reading to time
+    the call from (taken before it, moved on by what reading the evidence cost afterwards)."""
+    with watch() as w:
+        t0 = clock()
+        value = call()
+        w.value(value)
+    return value, w.use, t0 + w.cost_s
 
 
 class watch:
@@ -185,4 +201,4 @@ class watch:
                                      "but this cell did not use it)")
 
 
-__all__ = ["DeviceUse", "watch"]
+__all__ = ["DeviceUse", "watch", "run_watched"]

@@ -69,24 +69,18 @@ class Subject:
     def cold_call(self, flush: bool) -> None:
         """Time the first call on its own; in auto mode, choose the sync backend from what it touched."""
         if self.sync_choice == "auto" and not self.device.startswith("cuda"):
-            from .devicework import watch
+            from .devicework import run_watched
 
-            with watch() as w:  # which device the work ran on, from the work (not from the process)
-                t0 = self.clock()
-                value = self.cell.run(1)
-                w.value(value)
-            self.use = w.use
-            t0 += w.cost_s  # reading the evidence is not the cell's time
+            # which device the work ran on, from the work (not from the process)
+            value, self.use, t0 = run_watched(lambda: self.cell.run(1), self.clock)
         else:
             t0 = self.clock()
             value = self.cell.run(1)
         if self.sync_choice == "auto":
             name, why = detect(value, self.device, self.use)
             if name != "none":
-                target = self.device
-                if name == "cuda" and not self.device.startswith("cuda"):
-                    target = f"cuda:{self.use.index}" if self.use is not None and self.use.index is not None else "cuda"
-                self.sync = make(name, target)
+                on_work = name == "cuda" and not self.device.startswith("cuda") and self.use is not None
+                self.sync = make(name, self.use.device if on_work else self.device)
                 if name == "cuda" and not self.device.startswith("cuda"):
                     self.device = str(getattr(self.sync, "device", "cuda"))
                 self.notes.append(f"sync {name}: {why}")

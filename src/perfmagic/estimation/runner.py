@@ -57,8 +57,7 @@ class _Runner:
         if self.sync is None:
             name, why = detect(value, self.device, self.use)
             if name == "cuda" and not self.device.startswith("cuda"):
-                idx = self.use.index if self.use is not None and self.use.index is not None else None
-                self.device = f"cuda:{idx}" if idx is not None else "cuda"
+                self.device = self.use.device if self.use is not None else "cuda"
                 self.device_why = why
             self.sync = make(name, self.device if self.device.startswith("cuda") else "cuda") if name != "none" else Sync()
             self.device = str(getattr(self.sync, "device", self.device))
@@ -72,12 +71,12 @@ class _Runner:
 
         if clean:  # freed heap back to the system: this run's RSS peak is its own (~1 ms; gc.collect is not
             malloc_trim()  # worth its tens of ms on a big heap: reference counting has freed the last run)
-        from ..core.devicework import _initialised, watch
+        from ..core.devicework import run_watched
+        from ..core.sync import cuda_in_use
 
         first = self.sync is None and not self.device.startswith("cuda")  # the device is read from this call
-        torch = sys.modules.get("torch")
-        if not (self.device.startswith("cuda") or first and torch is not None and _initialised(torch)):
-            torch = None  # never initialise CUDA here: only read its counters where the process already has
+        torch = sys.modules.get("torch") if self.device.startswith("cuda") or first and cuda_in_use() else None
+        # (never initialise CUDA here: only read its counters where the process already has)
         cuda_base = None
         if memory and torch is not None:
             try:
@@ -101,15 +100,10 @@ class _Runner:
             tm.reset_peak()
             traced0 = tm.get_traced_memory()[0]
         try:
-            w = watch() if first else None
-            t0 = time.perf_counter()
-            if w is not None:
-                with w:
-                    value = self.call(n)
-                    w.value(value)
-                self.use = w.use
-                t0 += w.cost_s
+            if first:
+                value, self.use, t0 = run_watched(lambda: self.call(n), time.perf_counter)
             else:
+                t0 = time.perf_counter()
                 value = self.call(n)
             self._sync_after(value)
             dt = time.perf_counter() - t0

@@ -100,9 +100,9 @@ def _check(interval: float, top: int, device: str) -> str | None:
     if dev == "auto":
         # record CUDA alongside the host only where the process has initialised CUDA already (reading its
         # counters then initialises nothing); whether the cell used it is read from its work afterwards
-        from ..core.devicework import _initialised
+        from ..core.sync import cuda_in_use
 
-        return "cuda:%d" % torch.cuda.current_device() if has_cuda and _initialised(torch) else None
+        return "cuda:%d" % torch.cuda.current_device() if has_cuda and cuda_in_use() else None
     if dev.startswith("cuda"):
         if not has_cuda:
             raise BadOptionError("device", device, "a device that exists",

@@ -328,7 +328,7 @@ def _environment(device: str, others: float | None, warnings: list[str],
 
 def _throttle_warning(probe: Any) -> str | None:
     """The container's CPU quota paused this process's threads during the run (cgroup ``cpu.stat``)."""
-    t = getattr(probe, "throttled_cores", None)
+    t = probe.throttled_cores
     if t is None or t < 0.05:
         return None
     from ..core.container import limits
