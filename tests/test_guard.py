@@ -218,7 +218,7 @@ def test_ctrl_c_while_writing_leaves_no_file(pkg, monkeypatch, where) -> None:
         raise KeyboardInterrupt
 
     if where == "write":
-        real_open = open
+        real_fdopen = os.fdopen
 
         class Half:
             def __init__(self, fh: Any) -> None:
@@ -234,7 +234,7 @@ def test_ctrl_c_while_writing_leaves_no_file(pkg, monkeypatch, where) -> None:
                 self.fh.write(text[: len(text) // 2])
                 raise KeyboardInterrupt
 
-        monkeypatch.setattr("builtins.open", lambda p, *a, **k: Half(real_open(p, *a, **k)))
+        monkeypatch.setattr(writer.os, "fdopen", lambda fd, *a, **k: Half(real_fdopen(fd, *a, **k)))
     else:
         monkeypatch.setattr(writer.os, where, interrupt)
     with pytest.raises(KeyboardInterrupt):

@@ -85,6 +85,27 @@ def test_bad_input_is_a_one_line_usage_error(shell: Any, capsys: Any) -> None:
     assert "%perf next --target: 'soon' is not a positive time" in text
     text = _usage(shell, "%perf next nolabel", capsys)
     assert "%perf next: label 'nolabel' has no runs" in text and "'nap'" in text
+    text = _usage(shell, "%perf compare 1 1", capsys)  # a run against itself: refused, nothing re-measured
+    assert "A and B are the same run" in text and "%perf compare BASELINE CHANGE" in text
+    from perfmagic.storage.session import current_ledger
+
+    assert len(current_ledger(shell.ip.user_ns).rows()) == 1
+
+
+def test_times_down_to_nanoseconds_are_accepted(shell: Any, capsys: Any) -> None:
+    from perfmagic.render.units import parse_duration
+
+    assert parse_duration("1ns") == 1e-9 and parse_duration("500 ns") == pytest.approx(5e-7)
+    assert parse_duration("3µs") == parse_duration("3us") == pytest.approx(3e-6)
+    with pytest.raises(ValueError):
+        parse_duration("1n")
+    shell.run("import time")
+    shell.run("%%gpubench -l nap -b 0.3 --no-memory --no-plot\ntime.sleep(0.001)")
+    capsys.readouterr()
+    assert shell.run("%perf target nap 500ns").success
+    assert "500 ns" in capsys.readouterr().out
+    assert shell.run("%perf next --target 1ns").success
+    assert "not met" in shell.text()
 
 
 def test_a_corrupt_row_is_named_with_the_fix(shell: Any, capsys: Any) -> None:

@@ -5,6 +5,8 @@ Every test checks that no rank outlives the call (psutil: this process has no ch
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import _thread
 
@@ -264,3 +266,42 @@ def test_forked_ranks_after_the_kernel_used_openmp_do_not_hang() -> None:
     assert cp.returncode == 0, cp.stderr[-2000:]
     assert "threads [1, 1] ok True" in cp.stdout, cp.stdout + cp.stderr[-2000:]
     assert "USDT" not in cp.stdout + cp.stderr, (cp.stdout + cp.stderr)[-2000:]
+
+
+LISTENERS = '''
+import os, json
+def _listening():
+    """This process's listening TCP sockets: (local address hex, port) from /proc/net/tcp{,6}."""
+    mine = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            mine.add(link[8:-1])
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for ln in lines:
+            f = ln.split()
+            if f[3] == "0A" and f[9] in mine:  # LISTEN, and ours
+                out.append(f[1])
+    return out
+'''
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="needs Linux's /proc/net/tcp")
+def test_ranks_listen_on_loopback_only(tmp_path) -> None:
+    """Every socket a rank listens on (rendezvous, gloo pairs) is bound to 127.0.0.1 or ::1, none to
+    every interface (``*:PORT``, as torch's TCPStore server was)."""
+    code = (f"json.dump(_listening(), open({str(tmp_path)!r} + f'/rank{{rank}}.json', 'w')); "
+            "import torch.distributed as dist; dist.all_reduce(torch.ones(4))")
+    amdahl_ranks(code, [2], setup=LISTENERS + "import torch", budget=0.1, link=False)
+    seen = [a for p in tmp_path.glob("rank*.json") for a in json.load(open(p))]
+    assert len(list(tmp_path.glob("rank*.json"))) == 2
+    loop4, loop6 = "0100007F", "00000000000000000000000001000000"
+    assert seen and all(a.split(":")[0] in (loop4, loop6) for a in seen), seen

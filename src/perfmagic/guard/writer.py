@@ -70,15 +70,25 @@ class GuardFile(Displayed):
 
 
 def _literal(text: str) -> str:
-    """A readable Python literal for code: triple-quoted when that is exact, else repr."""
-    if text and "\n" in text and '"""' not in text and "\\" not in text and not text.endswith('"'):
-        return '"""\\\n' + text + '\n"""'
+    """A readable Python literal for code: triple-quoted when that is exact (printable characters and
+    newlines only: a carriage return in source would be read back as a newline), else repr."""
+    if (text and "\n" in text and '"""' not in text and "\\" not in text and not text.endswith('"')
+            and all(c == "\n" or c.isprintable() for c in text)):
+        return '"""\\\n' + text + '\\\n"""'  # the backslashes: no newline added at either end
     return repr(text)
 
 
 def _safe(text: Any) -> str:
-    """Text for the module docstring."""
-    return str(text).replace("\\", "/").replace('"""', "'''")
+    """Text from the ledger (a label, a path, a notebook name) for the docstring or a ``#`` comment: one
+    line of printable characters, no backslash, no triple quote. A newline or carriage return in a label
+    would otherwise end a comment and make the rest of it code."""
+    one = "".join(c if c.isprintable() else " " for c in str(text))
+    return one.replace("\\", "/").replace('"""', "'''")
+
+
+def _slug(label: str) -> str:
+    """An ASCII identifier fragment from a label (a label's '²' or '①' is no identifier character)."""
+    return re.sub(r"[^a-z0-9]+", "_", label.lower(), flags=re.ASCII).strip("_")[:40] or "run"
 
 
 def _median(row: dict[str, Any]) -> float:
@@ -104,7 +114,7 @@ def _root_line(mod: Any, module: str, path: pathlib.Path) -> list[str]:
         where = f'pathlib.Path(__file__).resolve().parent / {rel.replace(os.sep, "/")!r}'
     except ValueError:  # another drive
         where = f"pathlib.Path({str(root)!r})"
-    return [f"_ROOT = {where}  # the folder that holds {module.split('.')[0]}",
+    return [f"_ROOT = {where}  # the folder that holds {_safe(module.split('.')[0])}",
             "if str(_ROOT.resolve()) not in sys.path:",
             "    sys.path.insert(0, str(_ROOT.resolve()))"]
 
@@ -199,17 +209,17 @@ def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, 
              f"by at least this much",
              f"BUDGET_S = {budget!r}  # measuring time; an interval on the bar is measured once more with twice it"]
     if plan.target_s is not None:
-        body += [f"TARGET_S = {plan.target_s!r}  # seconds per call ({plan.target_source})"]
+        body += [f"TARGET_S = {plan.target_s!r}  # seconds per call ({_safe(plan.target_source)})"]
     if a is not None:
         bs = getattr(plan.comparison, "basis", None)
-        per = f" {bs.per}" if bs is not None and bs.unit else ""
+        per = f" {_safe(bs.per)}" if bs is not None and bs.unit else ""
         body += [f"ACCEPTED_RATIO = {plan.comparison.comparison.ratio!r}  # B/A{per} when the change was accepted",
                  f"HOLD_GAIN = {hold_gain!r}  # True: also fail when B/A > ACCEPTED_RATIO × (1 + MIN_EFFECT)"]
         if per:  # judged per unit of declared work (--items): the guard judges the same way
-            body += [f"WORK = ({bs.a!r}, {bs.b!r})  # {bs.unit} per call of A and of B: B/A is judged{per}"]
+            body += [f"WORK = ({bs.a!r}, {bs.b!r})  # {_safe(bs.unit)} per call of A and of B: B/A is judged{per}"]
     kw = (f"device={opts.get('device') or 'auto'!r}, sync={opts.get('sync') or 'auto'!r}, "
           f"gc={bool(opts.get('gc', False))!r}")
-    slug = re.sub(r"\W+", "_", label_b).strip("_").lower()[:40] or "run"
+    slug = _slug(label_b)
     if a is not None:
         body += ["", "", f"def test_run_{b['id']}_{slug}_keeps_its_gain() -> None:",
                  "    report(check_pair(A_CODE, B_CODE, setup_a=A_SETUP, setup_b=B_SETUP, namespace=NAMES,",
@@ -229,10 +239,17 @@ def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, 
 
 def atomic_write(path: pathlib.Path, text: str) -> None:
     """Write ``text`` to a temporary file beside ``path``, then move it into place: an interrupted
-    write (Ctrl-C, a full disk) leaves neither a half-written guard nor the temporary file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    write (Ctrl-C, a full disk) leaves neither a half-written guard nor the temporary file.
+
+    The temporary file gets an unpredictable name and is created exclusively (``O_EXCL``: a file or
+    symlink planted at that name makes it fail, never write through it); ``os.replace`` then renames
+    it over ``path``, which replaces a symlink at ``path`` rather than writing to its target."""
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = pathlib.Path(name)
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
@@ -265,7 +282,10 @@ def write_guard(run: Any, path: str | os.PathLike, *, module: str | None = None,
     p = pathlib.Path(path)
     if p.suffix != ".py":
         raise GuardError(f"the guard's PATH must end in .py, got {str(path)!r}; e.g. tests/test_guard_fast.py")
-    if p.exists() and not force:
+    if p.is_dir():
+        raise GuardError(f"{str(path)!r} is a folder; give the PATH of a file ending in .py inside it, e.g. "
+                         f"{str(p / 'test_guard_fast.py')!r}")
+    if (p.exists() or p.is_symlink()) and not force:
         raise GuardError(f"{str(path)!r} exists; give another PATH, or replace it with --force")
     if not p.parent.is_dir():
         raise GuardError(f"the folder {str(p.parent)!r} does not exist; create it, or give a PATH in an existing "
@@ -274,7 +294,11 @@ def write_guard(run: Any, path: str | os.PathLike, *, module: str | None = None,
     regen = regenerate or (f"%perf guard {plan.b['id']} {path}" + (f" --module {module}" if module else "")
                            + (f" --target {target}s" if target is not None else "") + " --force")
     text, gf = render(plan, p, str(path), module, namespace or {}, regen, hold_gain)
-    atomic_write(p, text)
+    try:
+        atomic_write(p, text)
+    except OSError as exc:  # a read-only folder, /proc, a full disk: one line, not a traceback
+        raise GuardError(f"cannot write {str(path)!r} ({exc.strerror or type(exc).__name__}); give a PATH in a "
+                         "folder you can write to, e.g. tests/test_guard_fast.py in your project") from None
     return gf
 
 

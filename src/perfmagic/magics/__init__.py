@@ -25,8 +25,16 @@ def _record_factory(shell: Any, state: dict[str, Any]) -> Any:
         if ident:
             session += f", kernel session {ident}"
         full = f"%%{fields['magic']} {magic_line}".rstrip() + "\n" + code
+        from ..storage.ledger import RecordedInterrupt
+
         try:
             ref = led.record(code=full, cell_id=state.get("cell_id"), session=session, **fields)
+        except RecordedInterrupt as stop:  # saved once; the result is shown, then the cell stops
+            ref = stop.ref
+            from ._template import interrupt_after_show
+
+            interrupt_after_show(f"perfmagic: Ctrl-C while run #{ref.id} was being recorded; it was "
+                                 f"{'saved' if ref.saved else 'kept in memory'} once and is shown above")
         except Exception as exc:  # never lose the measurement to a ledger bug
             print(f"perfmagic: could not record this run in the ledger ({type(exc).__name__}: {exc})", file=sys.stderr)
             return None
@@ -50,6 +58,9 @@ def load(shell: Any) -> None:
 
     def pre_run_cell(info: Any) -> None:
         state["cell_id"] = getattr(info, "cell_id", None)
+        from ._template import PENDING_INTERRUPT
+
+        PENDING_INTERRUPT.clear()  # one a magic did not raise (it showed nothing) ends with its cell
 
     magics = [BenchMagics(shell, state), PerfMagics(shell, state), RooflineMagics(shell, state),
               ScalingMagics(shell, state)]

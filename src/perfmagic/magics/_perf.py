@@ -125,6 +125,10 @@ class PerfMagics(Magics):
             raise UsageError(f"%perf compare takes at most two RUN ids (A B), got {' '.join(t)!r}")
         if len(t) == 2:
             a, b = _run_id(t[0]), _run_id(t[1])
+            if a == b:
+                raise UsageError(f"%perf compare {a} {b}: A and B are the same run; a run compared with itself "
+                                 "tells nothing and would be re-measured against itself. Give two runs: %perf "
+                                 "compare BASELINE CHANGE (%perf lists the ids)")
         else:
             from ..storage.codec import rerun_of
 

@@ -49,11 +49,30 @@ def quiet_out(shell: Any) -> None:
     events.register("post_execute", restore)
 
 
+PENDING_INTERRUPT: list[str] = []  # a Ctrl-C held while the ledger wrote this cell's run
+
+
+def interrupt_after_show(message: str) -> None:
+    """Ctrl-C arrived while the run was recorded: the result is still shown, then the cell stops."""
+    PENDING_INTERRUPT[:] = [message]
+
+
+def _raise_pending() -> None:
+    if PENDING_INTERRUPT:
+        from ._boundary import Interrupted
+
+        message = PENDING_INTERRUPT.pop()
+        PENDING_INTERRUPT.clear()
+        raise Interrupted(message)
+
+
 def display_bundle(bundle: dict[str, Any]) -> None:
-    """Show a prepared mime bundle as one output (``raw``: the keys are mimetypes)."""
+    """Show a prepared mime bundle as one output (``raw``: the keys are mimetypes); then a Ctrl-C held
+    while the run was recorded ends the cell."""
     from IPython.display import display
 
     display(bundle, raw=True)
+    _raise_pending()
 
 
 def finish(shell: Any, result: Any, args: Any, bundle: dict[str, Any] | None = None, *,
@@ -79,6 +98,8 @@ def finish(shell: Any, result: Any, args: Any, bundle: dict[str, Any] | None = N
         if interrupted is not None:
             raise Interrupted(interrupted)
         raise without_perfmagic_frames(failure)  # type: ignore[arg-type]
+    if quiet or output:
+        _raise_pending()  # nothing to show first
     if quiet:
         if output:
             quiet_out(shell)

@@ -40,13 +40,23 @@ def fmt_rate(per_s: float, unit: str) -> str:
     return f"{per_s:.4g} {unit}/s"
 
 
+_DURATION = None
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0,
+          "h": 3600.0}
+
+
 def parse_duration(text: str) -> float:
-    """``'1.5'``, ``'500ms'``, ``'2s'``, ``'10m'``, ``'1h'`` -> seconds. Raises ValueError."""
-    t = text.strip().lower()
-    for suffix, scale in (("ms", 1e-3), ("us", 1e-6), ("µs", 1e-6), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
-        if t.endswith(suffix):
-            return float(t[: -len(suffix)]) * scale
-    return float(t)
+    """``'1.5'``, ``'250ns'``, ``'3us'``/``'3µs'``, ``'500ms'``, ``'2s'``, ``'10m'``, ``'1h'`` -> seconds.
+    Raises ValueError for anything else (no unit: seconds)."""
+    import re
+
+    global _DURATION
+    if _DURATION is None:
+        _DURATION = re.compile(r"([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)\s*(ns|us|µs|μs|ms|sec|min|s|m|h)?")
+    m = _DURATION.fullmatch(text.strip().lower())
+    if m is None:
+        raise ValueError(f"not a duration: {text!r}; e.g. 250ns, 3us, 500ms, 2s, 10m, 1h")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
 
 
 def clip(text: str, n: int) -> str:

@@ -2,7 +2,9 @@
 
 One process per rank, started by ``torch.multiprocessing.start_processes``; in each:
 
-1. **Process group.** ``MASTER_ADDR=127.0.0.1``, the port the parent chose, ``RANK``/``WORLD_SIZE``/
+1. **Process group.** Rendezvous through a ``FileStore`` in the sweep's temporary folder (a TCPStore's
+   server would listen on every interface); gloo and NCCL bound to loopback (``GLOO_SOCKET_IFNAME`` /
+   ``NCCL_SOCKET_IFNAME`` = ``lo`` unless set); ``MASTER_ADDR=127.0.0.1``, ``RANK``/``WORLD_SIZE``/
    ``LOCAL_RANK`` set; ``torch.set_num_threads(threads)`` (the parent gives 1 when forked, ``max(1, cores // world)`` when spawned);
    for NCCL ``torch.cuda.set_device(local_rank)``; then ``init_process_group``.
 2. **The user's names.** The namespace given (the notebook's, inherited by fork; its picklable part under
@@ -70,6 +72,11 @@ class RankSpec:
     link: bool = True
     init_timeout_s: float = 60.0
     env: dict[str, str] = field(default_factory=dict)
+
+
+# gloo's and NCCL's sockets bind to the interface these name: the loopback one, so no rank listens on
+# an interface other machines can reach
+LOOPBACK_ENV = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 
 
 def _sync(device: Any) -> None:
@@ -269,6 +276,8 @@ def rank_main(rank: int, spec: RankSpec) -> None:
     os.environ.update(spec.env)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(spec.port), RANK=str(rank),
                       WORLD_SIZE=str(spec.world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(spec.world))
+    for var in LOOPBACK_ENV:  # the ranks talk over loopback only (unless the user named an interface)
+        os.environ.setdefault(var, "lo")
     t_start = time.perf_counter()
     import torch
     import torch.distributed as dist
@@ -279,7 +288,9 @@ def rank_main(rank: int, spec: RankSpec) -> None:
         torch.cuda.set_device(rank % torch.cuda.device_count())
         device = torch.device("cuda", rank % torch.cuda.device_count())
     t_init = time.perf_counter()
-    dist.init_process_group(spec.backend, rank=rank, world_size=spec.world,
+    # the rendezvous is a file beside the result, not a TCPStore: its server listens on every interface
+    store = dist.FileStore(spec.out_path + ".store", spec.world)
+    dist.init_process_group(spec.backend, store=store, rank=rank, world_size=spec.world,
                             timeout=datetime.timedelta(seconds=spec.init_timeout_s))
     before = {"import_s": t_init - t_start, "init_s": time.perf_counter() - t_init}
     try:

@@ -53,6 +53,7 @@ from .db import (
     _classify,
     _Database,
 )
+from ..core.interrupts import sigint_deferred
 from .advice import AdviceStore
 from .locate import ENV_DIR, LEDGER_FILENAME, LEDGER_FOLDER, _notebook_key, locate
 
@@ -64,6 +65,7 @@ __all__ = [
     "STATUSES",
     "Ledger",
     "LedgerError",
+    "RecordedInterrupt",
     "RunRef",
     "UnknownRunError",
     "code_hash",
@@ -72,6 +74,15 @@ __all__ = [
 ]
 
 STATUSES = ("ok", "interrupted", "failed")
+
+
+class RecordedInterrupt(KeyboardInterrupt):
+    """Ctrl-C arrived while ``record()`` wrote a run: it was held until the run was saved (or kept in
+    memory) once; ``ref`` says which. Still a ``KeyboardInterrupt``."""
+
+    def __init__(self, ref: RunRef) -> None:
+        super().__init__(f"interrupted while recording run #{ref.id}; it was {'saved' if ref.saved else 'kept in memory'}")
+        self.ref = ref
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,28 +177,37 @@ class Ledger(AdviceStore, _Database):
     ) -> RunRef:
         """Append one run. Never raises over the file: on failure the run is kept in memory and
         ``RunRef(saved=False, error=...)`` says why and what to do."""
-        if status not in STATUSES:
-            raise ValueError(f"status: got {status!r}; expected one of {', '.join(STATUSES)}")
-        if not isinstance(magic, str) or not magic:
-            raise ValueError(f"magic: got {magic!r}; expected the magic's name, e.g. 'bench'")
-        row: dict[str, Any] = {
-            "created_utc": _utc_now(),
-            "notebook": _text(self._notebook),
-            "cell_id": _text(cell_id),
-            "session": _text(session if session is not None else _default_session()),
-            "magic": _text(magic),
-            "label": _text(label),
-            "status": status,
-            "code": _text(code if code is not None else ""),
-            "code_hash": code_hash(code),
-            "options": _dumps(options if options is not None else {}),
-            "metrics": _dumps(metrics if metrics is not None else {}),
-            "primary_metric": _text(primary_metric),
-            "samples": None if samples is None else _dumps(samples),
-            "env": _dumps(env if env is not None else {}),
-            "env_hash": _text(env_hash),
-            "note": _text(note),
-        }
+        # Ctrl-C is held from here to the return: the row is written once (with the pending ones before
+        # it) or kept in memory once, never both; a held Ctrl-C is raised after, carrying the RunRef
+        with sigint_deferred(raise_after=False) as hit:
+            if status not in STATUSES:
+                raise ValueError(f"status: got {status!r}; expected one of {', '.join(STATUSES)}")
+            if not isinstance(magic, str) or not magic:
+                raise ValueError(f"magic: got {magic!r}; expected the magic's name, e.g. 'bench'")
+            row: dict[str, Any] = {
+                "created_utc": _utc_now(),
+                "notebook": _text(self._notebook),
+                "cell_id": _text(cell_id),
+                "session": _text(session if session is not None else _default_session()),
+                "magic": _text(magic),
+                "label": _text(label),
+                "status": status,
+                "code": _text(code if code is not None else ""),
+                "code_hash": code_hash(code),
+                "options": _dumps(options if options is not None else {}),
+                "metrics": _dumps(metrics if metrics is not None else {}),
+                "primary_metric": _text(primary_metric),
+                "samples": None if samples is None else _dumps(samples),
+                "env": _dumps(env if env is not None else {}),
+                "env_hash": _text(env_hash),
+                "note": _text(note),
+            }
+            ref = self._record_row(row)
+        if hit:
+            raise RecordedInterrupt(ref)
+        return ref
+
+    def _record_row(self, row: dict[str, Any]) -> RunRef:
         with self._lock:
             try:
                 ids = self._write([*self._pending, row])
@@ -211,7 +231,7 @@ class Ledger(AdviceStore, _Database):
 
     def flush(self) -> int:
         """Try to write the pending in-memory runs now; returns how many were written."""
-        with self._lock:
+        with sigint_deferred(), self._lock:  # Ctrl-C held: the pending rows are written once or not at all
             if not self._pending:
                 return 0
             try:

@@ -57,11 +57,22 @@ def _group(backend: str | None) -> tuple[Any, bool]:
         raise BadOptionError("torch.distributed", "unavailable", "a torch build with distributed support")
     if dist.is_initialized():
         return dist, False
-    if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:
+    store = None
+    if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:  # one process, no launcher: a group of one
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
+        import tempfile
+
         from ..scaling.ranks import free_port
+        from ..scaling.rankworker import LOOPBACK_ENV
 
         os.environ["MASTER_PORT"] = str(free_port())
+        for var in LOOPBACK_ENV:
+            os.environ.setdefault(var, "lo")
+        # a file rendezvous: a TCPStore's server would listen on every interface
+        fd, path = tempfile.mkstemp(prefix="perfmagic-group-", suffix=".store")
+        os.close(fd)
+        os.unlink(path)
+        store = dist.FileStore(path, 1)
     each, counted = _gpus_per_rank(torch)
     _BACKEND_NOTE.clear()
     if backend is None:
@@ -74,7 +85,10 @@ def _group(backend: str | None) -> tuple[Any, bool]:
                              "(torchrun --nproc-per-node)")
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    dist.init_process_group(backend)
+    if store is not None:
+        dist.init_process_group(backend, store=store, rank=0, world_size=1)
+    else:  # a launcher (torchrun) set the rendezvous up: its way
+        dist.init_process_group(backend)
     atexit.register(_leave_group, dist)
     return dist, True
 

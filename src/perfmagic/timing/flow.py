@@ -260,8 +260,13 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
     """
     from .history import _as_row, compare
 
+    from .history import CompareError
+
     say = notify or (lambda _msg: None)
     ra, rb = _as_row(a, ledger), _as_row(b, ledger)
+    if ra.get("id") is not None and ra.get("id") == rb.get("id"):
+        raise CompareError(f"A and B are the same run (#{ra['id']}): a run compared with itself tells nothing; "
+                           "give two different runs, e.g. the baseline and the change")
     if rerun is False or _interleaved(ra, rb):
         return compare(ra, rb, min_effect=min_effect, ledger=ledger, **historical)
     script = captures is None and globals is not None   # a script: capture what the code calls now

@@ -158,6 +158,9 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
     from .compare import compare_samples
 
     ra, rb = _as_row(a, ledger), _as_row(b, ledger)
+    if ra.get("id") is not None and ra.get("id") == rb.get("id"):
+        raise CompareError(f"A and B are the same run (#{ra['id']}): a run compared with itself tells nothing; "
+                           "give two different runs, e.g. the baseline and the change")
     if ra.get("magic") != rb.get("magic"):
         raise CompareError(f"run {ra.get('id')} is a %%{ra.get('magic')} run and run {rb.get('id')} a "
                            f"%%{rb.get('magic')} run: only runs of the same magic can be compared; pick two "

@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import copy
 import io
-import signal
 import sys
-import threading
 import types
 from collections import deque
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import PerfmagicError
 from .fingerprint import (_IMMUTABLE_MODULES, _MISSING, _NEST, _PLAIN, _is_module, _is_optimizer, _is_plain,
                           _is_plain_object, _is_tensor, _is_torch_data_reader, _torch, _type_name)
+from ..core.interrupts import sigint_deferred
 from .rerun import Capture
 
 _FIX = ("re-run with `--rerun` to re-measure anyway ({its} state will keep changing), or `--historical` to "
@@ -366,25 +364,6 @@ def _rng_item() -> _Item:
     return _Item("random generators", 0, take)
 
 
-@contextmanager
-def _sigint_deferred() -> Iterator[None]:
-    """Ctrl-C during the restore is held until the restore is done (then raised), so the state is
-    never left half put back."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    hit: list[Any] = []
-    try:
-        old = signal.signal(signal.SIGINT, lambda *a: hit.append(a))
-    except (ValueError, OSError):  # no signals here
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
-    if hit:
-        raise KeyboardInterrupt
 
 
 class Snapshot:
@@ -409,7 +388,7 @@ class Snapshot:
         if not restores:
             return
         failed: list[tuple[str, BaseException]] = []
-        with _sigint_deferred():
+        with sigint_deferred():
             for item, r in zip(self._items, restores):
                 try:
                     r()
