@@ -8,7 +8,11 @@
 # about 17 nvidia-* packages, several GB). For the CPU-only build, name PyTorch's CPU index:
 #   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
 # Empty (the default): pip uses whatever index this machine's pip is configured with.
-# Finer targets: make unit | unit-busy | notebooks | docs | browser | bench | pod-check
+# Finer targets: make unit | unit-busy | notebooks | docs | browser | bench | pod-check | binder-check
+#   make binder-check - the workshop run against Binder's package set: a separate venv (.binder-venv) with
+#                 exactly what binder/environment.yml names (translated to pip by tools/binder_requirements.py;
+#                 torch pinned as above), perfmagic installed by binder/postBuild itself (no dev extras),
+#                 then the workshop inside a 2 GiB / 2-CPU pod (tools/pod_check.py: needs root and cgroups)
 
 PY       ?= python3
 VENV     ?= .venv
@@ -19,8 +23,10 @@ TORCH_PIP := $(if $(strip $(TORCH_INDEX)),--index-url $(TORCH_INDEX),)
 STAGES   := unit notebooks docs browser
 STAMP    := $(VENV)/.perfmagic-installed
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
+BINDER_VENV ?= .binder-venv
+BINDER_STAMP := $(BINDER_VENV)/.binder-installed
 
-.PHONY: tour test unit unit-busy notebooks docs browser bench pod-check venv clean
+.PHONY: tour test unit unit-busy notebooks docs browser bench pod-check binder-check venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -57,6 +63,23 @@ unit-busy: $(STAMP)
 pod-check: $(STAMP)
 	$(BIN)/python tools/pod_check.py --memory 2G --cpus 2 -- $(BIN)/python notebooks/run.py --check notebooks/10_one_change_at_a_time.ipynb
 
+# Binder's package set, nothing more: pytest, nbclient and the rest only if environment.yml names them
+$(BINDER_STAMP): binder/environment.yml binder/postBuild tools/binder_requirements.py pyproject.toml
+	test -x $(BINDER_VENV)/bin/python || $(PY) -m venv $(BINDER_VENV)
+	$(BINDER_VENV)/bin/python -m pip install --upgrade pip
+	$(BINDER_VENV)/bin/python -m pip install $(TORCH_PIP) "$(TORCH)"
+	$(BINDER_VENV)/bin/python tools/binder_requirements.py binder/environment.yml > $(BINDER_VENV)/requirements.txt
+	$(BINDER_VENV)/bin/python -m pip install -r $(BINDER_VENV)/requirements.txt
+	PATH="$(abspath $(BINDER_VENV))/bin:$$PATH" bash binder/postBuild
+	touch $(BINDER_STAMP)
+
+# the workshop against Binder's package set, inside a Binder-sized pod (as pod-check): its peak memory, CPU and
+# wall time, any OOM kill, and every notebook check. An empty roofs cache, as in a fresh Binder pod: the
+# roofs calibration (sized from the pod's memory) runs inside the pod and counts in its peak
+binder-check: $(BINDER_STAMP)
+	cache=$$(mktemp -d) && PERFMAGIC_CACHE_DIR=$$cache $(BINDER_VENV)/bin/python tools/pod_check.py --memory 2G --cpus 2 -- $(BINDER_VENV)/bin/python notebooks/run.py --check notebooks/10_one_change_at_a_time.ipynb; \
+	rc=$$?; rm -rf "$$cache"; exit $$rc
+
 notebooks: $(STAMP)
 	$(BIN)/python notebooks/run.py --check $(NOTEBOOKS)
 
@@ -82,4 +105,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_gpu.py
 
 clean:
-	rm -rf $(VENV) site build notebooks/*.html notebooks/_executed .perfmagic notebooks/.perfmagic
+	rm -rf $(VENV) $(BINDER_VENV) site build notebooks/*.html notebooks/_executed .perfmagic notebooks/.perfmagic

@@ -109,3 +109,45 @@ def test_binder_has_what_the_notebooks_run_in_a_subprocess() -> None:
     assert "pytest" in run, "the workshop no longer runs pytest: update this test"
     missing = [m for m in run if not re.search(rf"^\s*-\s*{re.escape(m)}\b", env, re.M)]
     assert not missing, f"binder/environment.yml lacks {missing}, which a notebook runs with python -m"
+
+
+def test_binder_pins_the_torch_ci_tests() -> None:
+    # Binder keeps conda-forge's CPU build of PyTorch, at the version CI tests (the Makefile's TORCH)
+    env = (ROOT / "binder" / "environment.yml").read_text()
+    conda = re.search(r"^\s*-\s*pytorch-cpu\s*=+\s*([\w.]+)", env, re.M)
+    assert conda, "binder/environment.yml does not pin pytorch-cpu"
+    ci = re.search(r"^TORCH\s*\?=\s*torch==([\w.]+)", (ROOT / "Makefile").read_text(), re.M).group(1)
+    assert conda.group(1) == ci, f"Binder gets pytorch-cpu {conda.group(1)}, CI tests torch {ci}"
+
+
+def test_binder_requirements_are_the_environment_in_pip_terms() -> None:
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import binder_requirements
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    reqs, left_out = binder_requirements.requirements((ROOT / "binder" / "environment.yml").read_text())
+    assert set(left_out) == {"python", "pip", "pytorch-cpu"}, left_out
+    names = {_name(r) for r in reqs}
+    assert {"pytest", "nbclient", "nbconvert", "ipykernel", "nvidia-ml-py", "line-profiler"} <= names, names
+    assert not any(n in ("torch", "pytorch", "pytorch-cpu", "python", "pip") for n in names)
+    planted, _ = binder_requirements.requirements(
+        "name: x\ndependencies:\n  - python=3.11\n  - numpy=2.1  # a comment\n  - pandas>=2\n  - scipy=1.14.1\n"
+        "  - pip:\n      - nvidia-ml-py>=12\n  - tqdm\n")
+    assert planted == ["numpy==2.1.*", "pandas>=2", "scipy==1.14.1", "nvidia-ml-py>=12", "tqdm"], planted
+
+
+def test_binder_check_runs_the_workshop_in_binders_package_set() -> None:
+    import subprocess
+
+    out = subprocess.run(["make", "-n", "-B", "-f", "Makefile", "binder-check"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60).stdout.splitlines()
+    step = lambda *needles: next(i for i, ln in enumerate(out) if all(n in ln for n in needles))  # noqa: E731
+    torch = step(".binder-venv/bin/python -m pip install", '"torch==2.13.0"')
+    assert torch < step("-r .binder-venv/requirements.txt")
+    assert step("-r .binder-venv/requirements.txt") < step("bash binder/postBuild") < step("tools/pod_check.py")
+    run = out[step("tools/pod_check.py")]
+    assert "--memory 2G --cpus 2 -- .binder-venv/bin/python notebooks/run.py --check" in run
+    assert "10_one_change_at_a_time.ipynb" in run and ".venv/bin" not in run.replace(".binder-venv/bin", "")
+    assert "PERFMAGIC_CACHE_DIR=" in run, "a fresh pod has no cached roofs: the calibration must run in the pod"
+    assert ".binder-venv/" in (ROOT / ".gitignore").read_text().splitlines()

@@ -4,8 +4,13 @@
     .venv/bin/python notebooks/run.py --check notebooks/10_one_change_at_a_time.ipynb
 
 Edit the text here, not in the .ipynb: the cell metadata (the ``expect`` regexes that ``run.py
---check`` enforces, the collapsed solution cells, stable cell ids) is generated with it. The data and
-the model live in notebooks/workshop_data.py.
+--check`` enforces, the collapsed solution cells, the ``rebuild`` tags, stable cell ids) is generated with
+it. The data and the model live in notebooks/workshop_data.py.
+
+The catch-up cell (after the set-up) re-runs, after a culled kernel, every cell tagged ``rebuild`` (the
+set-up and the cells that build the data, models and loaders), read from the notebook file, and restores
+the judged changes and predictions that ``judge``/``skip``/``predict`` save to ``workshop-state.json`` in
+the ledger folder. A cell that later sections need and that measures nothing gets ``rebuild=True``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ TARGET = (Path(os.environ.get("PERFMAGIC_NB_OUT") or Path(__file__).resolve().pa
 # a verdict line of a comparison, whatever the verdict (for changes whose effect is not planted huge)
 ANY_VERDICT = r"^B #\d+ {b} vs A #\d+ {a}: (\S+× )?(faster|slower|no real change|inconclusive)"
 SKIPPED_OR_RUN = r"skipped: no CUDA device|^B #\d+ \S+ vs A #\d+ "
+# judge's check of a range stated with predict() before the measurement: either outcome is an answer
+PREDICTION_CHECKED = (r"^\s+prediction [\d.]+×–[\d.]+×(, measured [\d.]+× \(95% CI [\d.]+×–[\d.]+×\): "
+                      r"(within range|MISSED: .+)|: not checked \(not judged\))$")
 
 cells: list = []
 
@@ -31,13 +39,15 @@ def md(text: str) -> None:
     cells.append(new_markdown_cell(text.strip("\n")))
 
 
-def code(text: str, expect: list[str] | None = None, solution: bool = False) -> None:
+def code(text: str, expect: list[str] | None = None, solution: bool = False, rebuild: bool = False) -> None:
     meta: dict = {}
     if expect:
         meta["perfmagic"] = {"expect": expect}
     if solution:
         meta["jupyter"] = {"source_hidden": True}
         meta["tags"] = ["solution"]
+    if rebuild:  # re-run by the catch-up cell after a culled kernel: cheap, measures nothing
+        meta.setdefault("tags", []).append("rebuild")
     cells.append(new_code_cell(text.strip("\n"), metadata=meta))
 
 
@@ -85,10 +95,11 @@ md(r"""
 (`.perfmagic/ledger.sqlite`): the verdicts and the summary table at the end are read back from it.
 """)
 
-code("%load_ext perfmagic")
+code("%load_ext perfmagic", rebuild=True)
 
 code(r"""
 import copy
+import json
 import os
 
 import pandas as pd
@@ -104,7 +115,7 @@ torch.set_num_threads(1)  # fixed for the whole notebook: one environment for ev
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 print(f"torch {torch.__version__} · device {device} · torch intra-op threads {torch.get_num_threads()} · "
       f"usable cores {len(os.sched_getaffinity(0))} · CUDA available: {torch.cuda.is_available()}")
-""", expect=[r"^torch \S+ · device (cpu|cuda)"])
+""", expect=[r"^torch \S+ · device (cpu|cuda)"], rebuild=True)
 
 md(r"""
 The thread count is part of the environment, so it is set once, here, and never touched again: a
@@ -181,24 +192,38 @@ def train_chunk(model, opt, batch_size=32, step_fn=step, **opts):
     # train on the 128 cached samples X, Y: the step alone, with no waiting for data
     for i in range(0, len(Y), batch_size):
         step_fn(model, opt, X[i:i + batch_size], Y[i:i + batch_size], **opts)
-""")
+""", rebuild=True)
 
 md(r"""
-Two small helpers read the ledger. `last_run(label)` is the id of the newest run of a label.
+A few small helpers read the ledger. `last_run(label)` is the id of the newest run of a label.
 `judge(change, label)` applies the rule of the method to the newest run of `label`: it compares it
 with the run it was measured against (`perfmagic.compare`, the same verdict `%perf compare` prints),
 keeps the change only if the verdict is *faster*, and then makes that run the new baseline of its
 label, so the next change is measured against the improved code. It also records the change for the
-summary table at the end.
+summary table at the end. `predict(change, low, high, why)` states, *before* a change is measured,
+the range of gains expected from it; `judge` then checks the measured gain against that range.
+The judged changes and the predictions are also saved to a small file beside the ledger, so that the
+catch-up cell below can restore them after a culled kernel.
 """)
 
 code(r"""
-CHANGES = []   # every judged change: (name, label, run A, run B, kept); the summary table is built from it
-SKIPPED = []   # changes that need CUDA, on a machine without it
+CHANGES = []       # every judged change: name, label, run A, run B, kept, prediction; the summary table is built from it
+SKIPPED = []       # changes that need CUDA, on a machine without it
+PREDICTIONS = {}   # change -> [low, high, why]: stated before the change is measured, checked by judge
+STATE = perfmagic.Ledger(user_ns=get_ipython().user_ns).directory / "workshop-state.json"
+_ran = perfmagic.ledger()
+FIRST_RUN = int(_ran.index.max()) if len(_ran) else 0   # runs after this one are this session's
+
+
+def save_state():   # what the catch-up cell restores after a culled kernel
+    STATE.parent.mkdir(parents=True, exist_ok=True)
+    STATE.write_text(json.dumps(dict(first_run=FIRST_RUN, changes=CHANGES, skipped=SKIPPED,
+                                     predictions=PREDICTIONS)))
 
 
 def skip(change, why):   # a change that needs CUDA, on a machine without it: listed in the summary, not kept
     SKIPPED.append(change)
+    save_state()
     print(f"skipped: no CUDA device — {why}")
     return False
 
@@ -208,28 +233,123 @@ def last_run(label):
     return int(runs.index[runs.label == label].max())
 
 
+def predict(change, low, high, why):
+    # a range of gains (A's time / B's time), stated before the change is measured; judge checks it
+    PREDICTIONS[change] = [float(low), float(high), why]
+    save_state()
+    print(f"predicted for {change}: {low:.2f}×–{high:.2f}× — {why}")
+
+
+def check_prediction(change, c):
+    # within range when the measured gain's 95% interval reaches the range, MISSED when all of it lies outside
+    low, high, _ = PREDICTIONS[change]
+    gain, g_low, g_high = 1 / c.ratio, 1 / c.ci_high, 1 / c.ci_low
+    if g_high < low:
+        where = "MISSED: the whole interval is below the low end"
+    elif g_low > high:
+        where = "MISSED: the whole interval is above the high end"
+    else:
+        where = "within range"
+    print(f"  prediction {low:.2f}×–{high:.2f}×, measured {gain:.2f}× (95% CI {g_low:.2f}×–{g_high:.2f}×): {where}")
+    return where
+
+
 def judge(change, label, a=None):
     b = last_run(label)
     if a is None:  # a same-process A/B (%%gpubench --vs): A is the run measured interleaved with B
         a = perfmagic.ledger("gpubench").loc[b, "options"]["interleaved_with"]
+    entry = dict(change=change, label=label, a=int(a), b=int(b), kept=False, prediction=None)
+    CHANGES.append(entry)
     try:
         rc = perfmagic.compare(a, b)
     except perfmagic.PerfmagicError as exc:  # e.g. a run with too few samples on a very busy machine
-        CHANGES.append(dict(change=change, label=label, a=int(a), b=int(b), kept=False))
+        save_state()
         print(f"{change}: not judged ({exc}) → not kept: measure again with a larger -b")
+        if change in PREDICTIONS:
+            low, high, _ = PREDICTIONS[change]
+            print(f"  prediction {low:.2f}×–{high:.2f}×: not checked (not judged)")
         return False
     c = rc.comparison
-    kept = rc.verdict == "faster"
-    CHANGES.append(dict(change=change, label=label, a=int(a), b=int(b), kept=kept))
+    entry["kept"] = kept = rc.verdict == "faster"
     why = {"faster": "kept", "no real change": "not kept: the gain, if any, is inside the ±10% bar",
            "inconclusive": "not kept: the interval straddles the bar (measure longer to decide)",
            "slower": "not kept: it is slower"}[rc.verdict]
     print(f"{change}: {rc.verdict} — B/A = {c.ratio:.3f} (95% CI {c.ci_low:.3f}–{c.ci_high:.3f}, "
           f"{rc.kind}, run #{b} vs run #{a}) → {why}")
+    if change in PREDICTIONS:
+        entry["prediction"] = check_prediction(change, c)
+    save_state()
     if kept:
         get_ipython().run_line_magic("perf", f"baseline {b}")
     return kept
+
+
+save_state()   # a fresh set-up starts a fresh record (the ledger keeps every run)
+""", rebuild=True)
+
+md(r"""
+### Catch-up after a culled kernel
+
+Binder stops a kernel that has been idle for about 10 minutes. The ledger survives (it is a file beside
+this notebook); the Python state does not: the data, the models, the loaders, which changes were kept.
+**After a culled kernel, restart it if it is not already (Kernel → Restart Kernel), run this one cell,
+then carry on at the section where you were**; do not re-run the sections in between.
+
+The cell runs again every cell of this notebook tagged `rebuild` (the set-up above, and the cells
+below that build the data, the models and the loaders: they measure nothing), read from the notebook
+file; restores the judged changes and the predictions from `workshop-state.json` in the ledger folder;
+and finds the baseline of the whole loop in the ledger again. `--vs baseline` and `%perf baseline RUN`
+then work as before: the baselines are in the ledger, and their code finds its objects again. It takes
+a few seconds. In a kernel that still has its state (as when the notebook runs from top to bottom) it
+does nothing, so running it twice is harmless. On a GPU, a CUDA graph (section 9) cannot be restored:
+run that section's cell again if you had got past it.
 """)
+
+code(r"""
+# Catch-up after a culled kernel: run this one cell (only this one), then carry on where you were
+import json
+import os
+from pathlib import Path
+
+if "judge" in globals():
+    print("nothing to catch up: this kernel has its state. After a culled kernel, restart it and run only this cell.")
+else:
+    import perfmagic
+
+    saved_file = perfmagic.Ledger(user_ns=get_ipython().user_ns).directory / "workshop-state.json"
+    saved = json.loads(saved_file.read_text()) if saved_file.is_file() else {}
+    session = Path(str(globals().get("__session__") or "")).name   # the notebook open in Jupyter
+    nb_file = next((p for p in (Path(session), Path("10_one_change_at_a_time.ipynb")) if p.suffix and p.is_file()), None)
+    if nb_file is None:
+        raise FileNotFoundError("the catch-up reads the set-up from 10_one_change_at_a_time.ipynb in the working "
+                                f"directory ({os.getcwd()}): open the notebook from its own folder")
+    rebuild = [c for c in json.loads(nb_file.read_text())["cells"] if "rebuild" in c["metadata"].get("tags", [])]
+    for cell in rebuild:   # the set-up, the data, the models and the loaders
+        if not get_ipython().run_cell("".join(cell["source"])).success:
+            saved_file.write_text(json.dumps(saved))   # the set-up started a fresh record: keep the saved one
+            raise RuntimeError(f"a cell tagged rebuild failed (its error is above); {nb_file} may be an older copy")
+    FIRST_RUN = saved.get("first_run", FIRST_RUN)
+    CHANGES[:], SKIPPED[:] = saved.get("changes", []), saved.get("skipped", [])
+    PREDICTIONS.update(saved.get("predictions", {}))
+    save_state()
+
+    def was_kept(number):
+        return any(ch["kept"] for ch in CHANGES if ch["change"].startswith(f"{number}. "))
+
+    kept_workers, kept_pinned, kept_bmm, kept_prealloc, kept_batch, kept_amp = (was_kept(n) for n in range(1, 7))
+    kept_graph = False   # a CUDA graph cannot be restored: on a GPU, run section 9's graph cell again
+    opts_kept = dict(prealloc=True) if kept_prealloc else {}
+    batch_kept = 128 if kept_batch else 32
+    amp_run = next((ch["b"] for ch in CHANGES if ch["change"].startswith("6. ")), None)
+    _epoch = perfmagic.ledger()
+    _epoch = _epoch.index[(_epoch.label == "epoch") & (_epoch.index > FIRST_RUN)]
+    if len(_epoch):
+        v0_run = int(_epoch.min())   # the first run of the whole loop: the baseline section 10 goes back to
+    print(f"\ncaught up: {len(rebuild)} cells re-run from {nb_file}; {len(CHANGES)} judged change(s) restored"
+          + "".join(f"\n  {ch['change']}: {'kept' if ch['kept'] else 'not kept'}" for ch in CHANGES)
+          + (f"\n  baseline of the whole loop: run #{v0_run}" if len(_epoch) else "")
+          + "\ncarry on at the section where you were")
+""", expect=[r"^(nothing to catch up|caught up)"])
 
 # ------------------------------------------------------------------------------------------------
 md(r"""
@@ -253,7 +373,7 @@ epoch_v0 = make_loader(num_workers=0, dataset=EPOCH)  # the DataLoader defaults:
 loader_v0 = make_loader(num_workers=0)                # the same settings over all the data, for the checks
 loss = step(model_v0, opt_v0, *next(iter(loader_v0)))
 print(f"one step runs: loss {loss.item():.3f} (chance level is ln {CLASSES} = {torch.log(torch.tensor(float(CLASSES))):.3f})")
-""", expect=[r"^one step runs: loss \d"])
+""", expect=[r"^one step runs: loss \d"], rebuild=True)
 
 code(r"""
 %%gpubench -l epoch -b 3 --no-memory --items 256 --baseline
@@ -306,7 +426,8 @@ md(r"""
 Now the ledger has evidence, and `%perf next` turns it into a proposal: its upper bound is what
 infinitely fast data would give (the share of each step spent waiting), its low end what nothing
 guarantees (workers need free cores). The proposal is recorded; the next comparison of the same label
-checks it.
+checks it. A low end of 1.0× is honest (nothing guarantees a gain), but it also means that check can
+only fail if the change makes the loop *slower*; section 3 states a range that can fail both ways.
 """)
 
 code(r"""
@@ -348,7 +469,7 @@ code(r"""
 epoch_w2 = make_loader(num_workers=2, dataset=EPOCH)
 print(f"start method of the worker processes: {torch.multiprocessing.get_start_method()}; "
       f"dataset class from module {type(data).__module__!r}")
-""", expect=[r"start method of the worker processes: \w+; dataset class from module 'workshop_data'"])
+""", expect=[r"start method of the worker processes: \w+; dataset class from module 'workshop_data'"], rebuild=True)
 
 md(r"""
 The change is judged with `--vs baseline`: perfmagic re-runs the baseline's code **interleaved**
@@ -364,6 +485,29 @@ endless stream", B's workers would have kept fetching during A's turn, and B wou
 batches ready that a real loop would have waited for: a flattering, wrong verdict.
 """)
 
+md(r"""
+**First, a prediction that can fail.** Say before measuring what the change should gain, as a range
+that the measurement can miss on *either* side, derived from what the check above measured. Call `w`
+the share of each step spent waiting for data:
+
+* **high end `1/(1 − w)`**: with infinitely fast data the wait disappears and only the step is left
+  (the bound `%perf next` gave);
+* **low end `1/(1 − w/2)`**: two workers load two batches at once, each as fast as the main process
+  did, so the wait at least halves, even if none of it overlapped the step.
+
+`judge` checks the measured gain against it: *within range* when the gain's 95% interval reaches the
+range; *MISSED* when the whole interval lies below the low end (the workers did less than that
+arithmetic: no free core, start-up or hand-over costs) or above the high end (the bound, or the check
+it came from, was wrong).
+""")
+
+code(r"""
+wait = float(perfmagic.ledger("dataloader_check")["data_wait_fraction"].iloc[-1])   # the check of section 2
+predict("1. DataLoader workers: 0 → 2", low=1 / (1 - wait / 2), high=1 / (1 - wait),
+        why=f"{wait:.0%} of each step waited for data: two workers at least halve the wait, no loader removes more "
+            "than all of it")
+""", expect=[r"^predicted for 1\. DataLoader workers: 0 → 2: [\d.]+×–[\d.]+× — \d+% of each step waited"])
+
 code(r"""
 %%gpubench -l epoch -b 5 --no-memory --items 256 --vs baseline --no-plot
 train_epoch(epoch_w2, model_v0, opt_v0)
@@ -371,11 +515,11 @@ train_epoch(epoch_w2, model_v0, opt_v0)
 
 code(r"""
 kept_workers = judge("1. DataLoader workers: 0 → 2", "epoch")
-""", expect=[r"^1\. DataLoader workers: 0 → 2: .*(→ (kept|not kept)|not judged)"])
+""", expect=[r"^1\. DataLoader workers: 0 → 2: .*(→ (kept|not kept)|not judged)", PREDICTION_CHECKED])
 
 md(r"""
-The comparison just made tested the proposal: `%perf next` shows the measured gain beside the
-predicted range, the running record of its predictions, and the next experiment.
+The comparison just made also tested `%perf next`'s proposal: it shows the measured gain beside its
+predicted range (low end 1.0×), the running record of its predictions, and the next experiment.
 """)
 
 code(r"""
@@ -552,7 +696,38 @@ x = normalise(X[:32])
 torch.testing.assert_close(model_bmm(x), model_ref(x))
 print("same output: the bmm model computes what the loop model computes")
 del model_ref
-""", expect=[r"^same output"])
+""", expect=[r"^same output"], rebuild=True)
+
+md(r"""
+**The prediction.** `%perf next compute` above bounded nothing from above: the hot frame is a library's
+(autograd's backward engine), spent on behalf of the code that calls it. A bound can be measured
+instead. The change can only remove time spent in the 64 group maps (their matmuls forward and
+backward, and the Python loop around them); the rest of the step stays: the normalisation, the
+classifier, the loss, the optimizer update. So time the step with the group maps removed altogether
+(a model whose groups cost nothing, with the same classifier) against the step as it is, interleaved:
+no rewrite of the groups can beat that ratio (Amdahl's law), and the upper end of its 95% interval is
+the high end of the range. The low end is the bar: the prediction is that the change is kept. It can
+fail both ways: a `bmm` that does not clear 10%, or one faster than removing the groups altogether
+(which would mean a broken measurement).
+""")
+
+code(r"""
+class NoGroups(GroupedNet):   # the step without the 64 group maps: what no rewrite of them can beat
+    def forward(self, x):
+        return self.head(torch.relu(x).flatten(1))
+
+
+model_nog = NoGroups().to(device)
+opt_nog = torch.optim.SGD(model_nog.parameters(), lr=LR)
+bound = perfmagic.bench_pair("train_chunk(model_v0, opt_v0, 32)", "train_chunk(model_nog, opt_nog, 32)",
+                             globals=globals(), budget=1.5, memory=False).comparison
+print(f"the step without its group maps: {1 / bound.ratio:.1f}× faster "
+      f"(95% CI {1 / bound.ci_high:.1f}×–{1 / bound.ci_low:.1f}×)")
+predict("3. many small matmuls → one bmm", low=1.10, high=1 / bound.ci_low,
+        why="the bar (kept) up to the step with no group maps at all (Amdahl)")
+del model_nog, opt_nog
+""", expect=[r"^the step without its group maps: [\d.]+× faster",
+             r"^predicted for 3\. many small matmuls → one bmm: 1\.10×–[\d.]+×"])
 
 md(r"""
 As for change 1, `--vs baseline` times the baseline's code and this cell's code interleaved in
@@ -566,7 +741,7 @@ train_chunk(model_bmm, opt_bmm, 32)
 
 code(r"""
 kept_bmm = judge("3. many small matmuls → one bmm", "compute")
-""", expect=[r"^3\. many small matmuls → one bmm: .*(→ (kept|not kept)|not judged)"])
+""", expect=[r"^3\. many small matmuls → one bmm: .*(→ (kept|not kept)|not judged)", PREDICTION_CHECKED])
 
 code(r"""
 %perf next compute
@@ -972,8 +1147,9 @@ md(r"""
 ## 12. Summary
 
 The table is built from the ledger: for every judged change, the runs it compared (A before, B
-after), their medians per call, the speed-up A/B with its 95% confidence interval, the verdict, and
-whether the change was kept. The *timed* column names the label and how the pair was measured:
+after), their medians per call, the speed-up A/B with its 95% confidence interval, the verdict,
+whether the change was kept, and the range predicted before measuring, where one was stated
+(`predict`), with the outcome of its check. The *timed* column names the label and how the pair was measured:
 *interleaved* for a same-process A/B (`--vs`), *historical* for runs taken at different times
 (whose intervals are widened for the machine's drift).
 Rows of the same label build on each other: each change is measured against the last kept one.
@@ -994,6 +1170,7 @@ for ch in CHANGES:
     except perfmagic.PerfmagicError:
         rows.append({"change": ch["change"], "runs": f"#{ch['a']} → #{ch['b']}", "verdict": "not judged", "kept": "no"})
         continue
+    low_high = PREDICTIONS.get(ch["change"])
     c = rc.comparison
     rows.append({
         "change": ch["change"],
@@ -1005,13 +1182,15 @@ for ch in CHANGES:
         "95% CI": f"{1 / c.ci_high:.2f}–{1 / c.ci_low:.2f}×",
         "verdict": rc.verdict,
         "kept": "yes" if ch["kept"] else "no",
+        "predicted": (f"{low_high[0]:.2f}–{low_high[1]:.2f}×: {(ch.get('prediction') or '').split(':')[0]}"
+                      if low_high else ""),
     })
 for name in SKIPPED:
     rows.append({"change": name, "verdict": "skipped: no CUDA device", "kept": "no"})
 summary = pd.DataFrame(rows).set_index("change").fillna("")
 with pd.option_context("display.width", 200, "display.max_colwidth", 60):
     print(summary.sort_index().to_string())
-""", expect=[r"speed-up\s+95% CI\s+verdict\s+kept", r"^1\. DataLoader workers", r"^3\. many small matmuls"])
+""", expect=[r"speed-up\s+95% CI\s+verdict\s+kept\s+predicted", r"^1\. DataLoader workers", r"^3\. many small matmuls"])
 
 md(r"""
 The history of the `compute` label, every run with its confidence interval and the baseline

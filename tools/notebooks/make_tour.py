@@ -144,11 +144,15 @@ cells = [
        "recorded samples instead (*historical*, with a wider interval):"),
     code("%perf compare"),
     md("**Beside a noisy neighbour.** A verdict must hold on a shared 2-core box too. `perfmagic.busy_neighbours(1)` "
-       "starts one process that spins on a core for the length of the block, and stops it afterwards. The "
-       "re-measured comparison still holds: both sides meet the same neighbour, pair by pair. When the neighbour "
-       "fights a thread pool (NumPy's BLAS, torch) for the cores, the output names the *thread oversubscription* "
-       "and measures both sides again with the pools limited to the cores left free, so the verdict is about the "
-       "code, not about the contention:"),
+       "starts one process that spins on a core for the length of the block, and stops it afterwards; the last "
+       "line says how many cores it kept busy. Both sides of each pair meet the same neighbour. This `np.dot` of "
+       "20,000 values is not single-threaded: OpenBLAS, NumPy's usual BLAS, splits a dot product of more than "
+       "10,000 elements over the threads of its pool, so beside the neighbour those threads "
+       "can end up waiting for each other on the one free core. perfmagic names that *thread oversubscription* "
+       "only when it sees it: a pool larger than the cores the neighbour left free, and at least two of the "
+       "cell's threads taking CPU time. Then the output lists the pools' sizes, measures A and B again with the "
+       "pools limited to the free cores, and gives the verdict for that thread count, saying so. Without that "
+       "line, the verdict is for the pools at their full size. Which of the two happened is in the output below:"),
     code("with perfmagic.busy_neighbours(1) as nb:\n    %perf compare\nprint(f\"the neighbour kept {nb.others_cores:.1f} "
          "cores busy while it ran\")"),
     md("`--vs` does the same from the cell itself: it re-runs the baseline's code **interleaved** with the cell "

@@ -1,6 +1,6 @@
 """01_gpubench: timing a cell with %%gpubench."""
 
-from nbbuild import code, magic, md
+from nbbuild import check, code, magic, md, solution
 
 NAME = "01_gpubench"
 
@@ -349,6 +349,69 @@ CELLS = [
         print("no CUDA device here: on a GPU this cell compares a host timer with and without a sync, "
               "then times the same matmul with CUDA events")
     """),
+    md("""
+    ### Exercise 1: a query, warm and cold
+
+    `query(q)` below asks a server for an answer. The first call also opens the connection, which is
+    then kept (`functools.cache`). Both waits are planted — sleeps stand in for the network — so the
+    right numbers are known in advance: the answer takes **2 ms**, opening the connection **30 ms**.
+
+    **Task.** Time `query("ping")` with `%%gpubench` (`-b 0.3` is enough) so that the median is the
+    time of a warm query and the cold call includes opening the connection. Keep the result: `-o`,
+    then `ex1 = _` in the next cell.
+
+    **You are done when** the check cell prints `exercise 1: passed`. It checks, on `ex1`:
+
+    - the **median within 15% of 2 ms** (1.7–2.3 ms: the OS wakes a sleeping thread a little late,
+      never early), and
+    - the **cold call at least 30 ms**: the connection was opened inside the measurement.
+
+    *Hint:* if `query` ran before in this kernel, the connection is already open and the cold call
+    is just another warm one. Setup code after the options runs once, before the cold call:
+    `connect.cache_clear()` there opens the connection afresh.
+
+    Write your attempt in the empty cell below. The solution follows it, collapsed (click the bar or
+    the "…" to open it): it runs with the rest of the notebook, so *Run All* replaces your `ex1` with
+    its own. To check your attempt, run the check cell right after it.
+    """),
+    code("""
+    import functools
+    import time
+
+    @functools.cache
+    def connect():
+        time.sleep(0.030)   # opening the connection: 30 ms, on the first call only
+        return "connection"
+
+    def query(q):
+        connect()
+        time.sleep(0.002)   # the server's answer: 2 ms
+        return q
+    """),
+    code("""
+    # Exercise 1: your code here (a %%gpubench ... -o cell, then ex1 = _ in the next cell)
+    """),
+    solution("""
+    %%gpubench -l ex1-query -b 0.3 -o --no-plot  connect.cache_clear()
+    query("ping")
+    """, MEDIAN, r"cold call"),
+    solution("""
+    # Expected: a warm median of about 2 ms (the planted answer, plus ~0.1 ms of wake-up) and a cold call
+    # of about 32 ms, ~15x a warm one: the first call opens the connection (30 ms) and then waits for its
+    # answer. The setup `connect.cache_clear()` runs before the cold call, so the cold call is really cold
+    # however often the cell runs; the median leaves the cold call out, by design.
+    ex1 = _
+    """),
+    check("""
+    assert ex1.cold_s >= 0.030, (
+        f"the cold call took {ex1.cold_s * 1e3:.1f} ms; expected at least 30 ms, the planted connection. "
+        "The connection was already open: clear it in the setup, after the options: connect.cache_clear()")
+    assert 1.7e-3 <= ex1.median <= 2.3e-3, (
+        f"the median is {ex1.median * 1e3:.3f} ms; expected 2 ms ± 15% (1.7–2.3 ms), the planted answer "
+        "time. Did the cell time query('ping') and nothing else?")
+    print(f"exercise 1: passed (warm median {ex1.median * 1e3:.2f} ms, cold call {ex1.cold_s * 1e3:.1f} ms: "
+          f"{ex1.cold_s / ex1.median:.0f}× a warm query)")
+    """, 1),
     md("""
     ## Pitfalls
 

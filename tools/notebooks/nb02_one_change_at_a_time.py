@@ -1,6 +1,6 @@
 """02_one_change_at_a_time: %perf, baselines, %perf compare, --vs, verdicts, what changed."""
 
-from nbbuild import code, magic, md
+from nbbuild import check, code, magic, md, solution
 
 NAME = "02_one_change_at_a_time"
 
@@ -237,6 +237,81 @@ CELLS = [
                                 globals=globals(), budget=0.5)
     print(pair.text())
     """),
+    md("""
+    ### Exercise 1: fetch each key once
+
+    `report()` below looks up four keys from a remote service, one call each; two of the four are
+    repeats. `report_cached()` fetches each distinct key once and reuses the answer. The lookup's cost is
+    planted — a sleep of 1 ms stands in for the network — so the true effect of the change is known:
+    it removes two of the four lookups.
+
+    **Task.** Follow the method: mark `report()` as the baseline of a new label, `ex-report`; then
+    judge `report_cached()` against it with `--vs baseline` (interleaved, same process), with `-b 0.3`
+    for both. Keep the comparison: `-o` on the `--vs` cell, then `ex1 = _` in the next cell. Before you
+    run it, predict the verdict and the time ratio B/A.
+
+    **You are done when** the check cell prints `exercise 1: passed`. It checks, on `ex1`:
+
+    - the **verdict**: the one the planted change implies, with the whole interval past the 10% bar,
+      and
+    - the **time ratio B/A within ±0.1** of the share of lookups the change keeps (count them).
+
+    *Hint:* the cells of section 1 and section 4 above show both steps; only the label and the code
+    change.
+
+    Write your attempt in the empty cell below (add cells as you need). The solution follows it,
+    collapsed (click the bar or the "…" to open it): it runs with the rest of the notebook, so *Run All*
+    replaces your `ex1` with its own. To check your attempt, run the check cell right after it.
+    """),
+    code("""
+    import time
+
+    KEYS = ["id", "name", "id", "name"]   # four lookups, two distinct keys
+
+    def fetch(key):
+        time.sleep(0.001)   # a remote lookup: 1 ms
+        return key.upper()
+
+    def report():
+        return [fetch(k) for k in KEYS]
+
+    def report_cached():
+        answers = {}
+        for k in KEYS:
+            if k not in answers:
+                answers[k] = fetch(k)
+        return [answers[k] for k in KEYS]
+
+    assert report() == report_cached()
+    """),
+    code("""
+    # Exercise 1: your code here (a --baseline cell, a --vs baseline -o cell, then ex1 = _)
+    """),
+    solution("""
+    %%gpubench -l ex-report --baseline -b 0.3 --no-plot
+    report()
+    """, r"is now the baseline of 'ex-report'", MEDIAN),
+    solution("""
+    %%gpubench -l ex-report -b 0.3 --no-plot --vs baseline -o
+    report_cached()
+    """, r"same-process A/B", r"vs A #\d+ ex-report: .*faster.*: accept"),
+    solution("""
+    # Expected: faster, about 2x, accept. Of the four 1 ms lookups, report_cached() makes two (the two
+    # distinct keys): the time ratio B/A is about 2/4 = 0.5, and its interval lies far below the 10% bar
+    # (1/1.1 = 0.91), so the change is kept. The dictionary costs microseconds against milliseconds.
+    ex1 = _   # with --vs, -o returns the comparison
+    """),
+    check("""
+    c = ex1.comparison
+    planted = len(set(KEYS)) / len(KEYS)   # the share of lookups report_cached() still makes
+    assert ex1.verdict == "faster" and c.accept, (
+        f"the verdict is {ex1.verdict!r} (accept: {c.accept}); expected 'faster' with accept: the change "
+        f"removes half the lookups. Was B report_cached() and A the baseline report()?")
+    assert abs(c.ratio - planted) <= 0.1, (
+        f"the time ratio B/A is {c.ratio:.3f}; expected {planted:.2f} ± 0.1, the share of lookups kept")
+    print(f"exercise 1: passed ({ex1.verdict}, accept; time ratio B/A {c.ratio:.3f}, "
+          f"95% CI {c.ci_low:.3f}–{c.ci_high:.3f}; planted {planted:.2f})")
+    """, 1),
     md("""
     ## Pitfalls
 

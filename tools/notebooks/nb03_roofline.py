@@ -1,6 +1,6 @@
 """03_roofline: %%roofline and %roofline."""
 
-from nbbuild import code, magic, md
+from nbbuild import check, code, magic, md, solution
 
 NAME = "03_roofline"
 
@@ -205,6 +205,57 @@ CELLS = [
         print("no CUDA device here: on a GPU this cell places a 4096² matmul and an elementwise chain "
               "under the GPU's own measured roofs")
     """),
+    md("""
+    ### Exercise 1: place an add under the roofs
+
+    Adding two vectors is as simple as arithmetic gets, and its work per element is known exactly.
+
+    **Task.** Before running anything, work out for `u + v` on the float32 vectors below: the FLOPs and
+    the bytes moved per element, the arithmetic intensity, and on which side of this machine's ridge
+    (printed by `%roofline` above) it falls. Then place `u + v` under the roofs with `%%roofline`
+    (`-b 0.3`), and keep the result: `-o`, then `ex1 = _` in the next cell.
+
+    **You are done when** the check cell prints `exercise 1: passed`. It checks, on `ex1`:
+
+    - the **counted intensity within 10%** of the one you worked out (FLOPs per element ÷ bytes per
+      element: a structural truth, not a timing, so it does not depend on the machine's noise), and
+    - the **bound** that this intensity implies against the ridge of `ex1`'s data type.
+
+    *Hint:* each element is read from two vectors and written to a third; a float32 is 4 bytes. The
+    ridge of float32 is printed in the first cells of this notebook.
+
+    Write your attempt in the empty cell below. The solution follows it, collapsed (click the bar or
+    the "…" to open it): it runs with the rest of the notebook, so *Run All* replaces your `ex1` with
+    its own. To check your attempt, run the check cell right after it.
+    """),
+    code("""
+    u = torch.randn(4_000_000)   # float32, 16 MB each: much larger than the last-level cache
+    v = torch.randn(4_000_000)
+    """),
+    code("""
+    # Exercise 1: your code here (a %%roofline ... -o cell, then ex1 = _ in the next cell)
+    """),
+    solution("""
+    %%roofline -l ex1-add -b 0.3 -o --no-plot
+    u + v
+    """, r"^memory-bound: "),
+    solution("""
+    # Expected: memory-bound. An add does 1 FLOP per element and moves 12 bytes (two 4-byte reads, one
+    # 4-byte write): 1/12 = 0.083 FLOP/B, far left of the float32 ridge (several FLOP/B on a CPU, more on
+    # a GPU), so the bandwidth roof binds. Faster arithmetic cannot help; moving fewer bytes can.
+    ex1 = _
+    """),
+    check("""
+    expected = 1 / 12   # FLOP/B: 1 FLOP and 3 × 4 bytes per float32 element
+    assert abs(ex1.intensity - expected) <= 0.1 * expected, (
+        f"the counted intensity is {ex1.intensity:.4f} FLOP/B ({ex1.flops:.3g} FLOP, {ex1.bytes:.3g} B per call); "
+        f"expected {expected:.4f} ± 10% for u + v on float32. Did the cell run u + v and nothing else?")
+    assert ex1.bound == "memory" and ex1.intensity < ex1.ridge, (
+        f"classified {ex1.bound}-bound at {ex1.intensity:.3f} FLOP/B against a ridge of {ex1.ridge:.2f} FLOP/B; "
+        "expected memory-bound: the intensity lies left of the ridge")
+    print(f"exercise 1: passed (intensity {ex1.intensity:.3f} FLOP/B, ridge {ex1.ridge:.2f} FLOP/B: "
+          f"{ex1.bound}-bound; {ex1.bytes_per_s / 1e9:.1f} GB/s achieved)")
+    """, 1),
     md("""
     ## Pitfalls
 

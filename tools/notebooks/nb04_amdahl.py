@@ -1,6 +1,6 @@
 """04_amdahl: %%amdahl (workers, --threads, --weak) and %littles."""
 
-from nbbuild import code, magic, md
+from nbbuild import check, code, magic, md, solution
 
 NAME = "04_amdahl"
 
@@ -232,6 +232,66 @@ CELLS = [
     print()
     print(perfmagic.littles(throughput=100, latency=1.0).text())
     """),
+    md("""
+    ### Exercise 1: where is the ceiling?
+
+    A nightly batch makes twelve calls to a remote service, half a millisecond each (a sleep stands
+    in for each call). Four come first and cannot be split: log in, list the files, and so on. The
+    other eight are split evenly among the workers, which wait at the same time, so `batch_job(workers)`
+    takes the time one worker's batch takes — the same planted model as the ranks example above. The
+    serial fraction is therefore known in advance.
+
+    **Task.** Predict the serial fraction *S* and the ceiling 1/*S*: can any number of workers make the
+    batch 4× faster? Then sweep `batch_job(workers)` over `workers=1,2,4,8` with `%%amdahl`
+    (`-b 0.12 --rounds 3`), and keep the result: `-o`, then `ex1 = _` in the next cell.
+
+    **You are done when** the check cell prints `exercise 1: passed`. It checks that `ex1` has a
+    reliable Amdahl fit whose **serial fraction is within ±0.1 of the planted one** (count the calls
+    that cannot be split), and prints the ceiling it implies.
+
+    *Hint:* *S* is the share of the one-worker time that no worker count can shorten; the sleeps are all
+    the same length.
+
+    Write your attempt in the empty cell below. The solution follows it, collapsed (click the bar or
+    the "…" to open it): it runs with the rest of the notebook, so *Run All* replaces your `ex1` with
+    its own. To check your attempt, run the check cell right after it.
+    """),
+    code("""
+    CALL = 0.0005                 # one call to the service: 0.5 ms
+    SERIAL_CALLS, SPLIT_CALLS = 4, 8
+
+    def batch_job(workers):
+        for _ in range(SERIAL_CALLS):               # log in, list the files: cannot be split
+            time.sleep(CALL)
+        for _ in range(SPLIT_CALLS // workers):     # this worker's share; the others wait meanwhile
+            time.sleep(CALL)
+    """),
+    code("""
+    # Exercise 1: your code here (a %%amdahl ... -o cell, then ex1 = _ in the next cell)
+    """),
+    solution("""
+    %%amdahl workers=1,2,4,8 -b 0.12 --rounds 3 -o --no-plot
+    batch_job(workers)
+    """, VERDICT, r"serial fraction S = "),
+    solution("""
+    # Expected: S = 4/12 = 0.33, a ceiling of 1/S = 3x. Four of the twelve calls happen before the work
+    # can be split, so no number of workers gets the batch below those four: 8 workers give at most
+    # 1 / (1/3 + (2/3)/8) = 2.4x, and 4x is out of reach whatever the count. To go further, shrink the
+    # serial part (fewer calls before the split, or overlap them), not the worker count.
+    ex1 = _
+    """),
+    check("""
+    planted = SERIAL_CALLS / (SERIAL_CALLS + SPLIT_CALLS)
+    s = ex1.serial_fraction
+    assert s is not None, (
+        f"no reliable Amdahl fit ({ex1.verdict()}): sweep at least 3 worker counts, e.g. workers=1,2,4,8; "
+        "on a busy machine, run the sweep again")
+    assert abs(s - planted) <= 0.1, (
+        f"the fitted serial fraction is {s:.3f}; expected {planted:.3f} ± 0.1, the planted one "
+        f"({SERIAL_CALLS} of {SERIAL_CALLS + SPLIT_CALLS} calls cannot be split). Did the cell run batch_job(workers)?")
+    print(f"exercise 1: passed (S = {s:.3f}, planted {planted:.3f}: a ceiling of {ex1.ceiling:.1f}×; "
+          f"measured at N = {ex1.ns[-1]}: {ex1.speedups[-1]:.2f}×)")
+    """, 1),
     md("""
     ## Pitfalls
 

@@ -1,6 +1,6 @@
 """05_estimate: %%estimate, scaling and per-iteration forms, the gate, --run."""
 
-from nbbuild import code, magic, md
+from nbbuild import check, code, magic, md, solution
 
 NAME = "05_estimate"
 
@@ -213,6 +213,71 @@ CELLS = [
         print("no CUDA device here: on a GPU this cell predicts the time and GPU memory of a "
               "16384² matmul from smaller ones")
     """),
+    md("""
+    ### Exercise 1: a quadratic job, predicted then run
+
+    `all_pairs(n)` compares every pair of `n` records through a service that answers in bulk: 50 ns per
+    pair, planted as a sleep, so that the right answer is known. The full run has 4,000 records.
+
+    **Task.** Before running anything: how long should the full run take, and what happens to the time
+    when `n` doubles? Then estimate the full run with `%%estimate` (`n=4000`, a limit of 2 seconds,
+    measured at the sizes 500, 1000, 1500 and 2000), and let it run the full job so that the prediction
+    can be checked (`--run`). Keep the result: `-o`, then `ex1 = _` in the next cell.
+
+    **You are done when** the check cell prints `exercise 1: passed`. It checks, on `ex1`:
+
+    - the **cost model** grows as *n*² (its exponent within 1.8–2.2), and
+    - the **actual full run lies inside the predicted 90% interval**, and
+    - the gate's **verdict** is the one the planted time implies against the 2 s limit.
+
+    *Hint:* the scaling form names the variable and the full size on the magic line
+    (`%%estimate n=4000 ...`), and the cell uses `n`; `--sizes` takes the sizes to measure. Sizes of a
+    few milliseconds and more keep the fixed overheads and the machine's noise small against the work
+    (the first pitfall below).
+
+    Write your attempt in the empty cell below. The solution follows it, collapsed (click the bar or
+    the "…" to open it): it runs with the rest of the notebook, so *Run All* replaces your `ex1` with
+    its own. To check your attempt, run the check cell right after it.
+    """),
+    code("""
+    PER_PAIR = 5e-8   # seconds per pair of records: 50 ns
+
+    def all_pairs(n):
+        time.sleep(PER_PAIR * n * n)   # n² pairs
+    """),
+    code("""
+    # Exercise 1: your code here (a %%estimate ... -o cell, then ex1 = _ in the next cell)
+    """),
+    solution("""
+    %%estimate n=4000 --sizes 500,1000,1500,2000 --limit 2s --run -o --no-plot
+    all_pairs(n)
+    """, r"^estimate for n=4,000: .*WILL FIT", r"time model: a \+ b·n", r"actual full run"),
+    solution("""
+    # Expected: a quadratic model (a + b·n²), a prediction of about 0.8 s (5e-8 s × 4000²) with an interval
+    # around it, WILL FIT against the 2 s limit, and an actual full run of about 0.8 s inside the interval.
+    # Doubling n quadruples the time: sizes up to half of n already pin the curve, because the job really
+    # follows one cost model (in real code, a change of regime above the sizes measured would not show).
+    ex1 = _
+    """),
+    check("""
+    assert ex1.reliable and ex1.time_fit is not None, (
+        f"the estimate is not reliable ({ex1.headline()}): measure larger sizes (--sizes 500,1000,1500,2000), "
+        "or again on a quieter machine")
+    k = ex1.time_fit.best.exponent()
+    assert 1.8 <= k <= 2.2, (
+        f"the time model {ex1.time_fit.best.describe()} grows as n^{k:.2f}; expected n² (1.8–2.2): "
+        "all_pairs(n) sleeps for n² pairs. Did the cell call all_pairs(n) with the magic's n?")
+    assert ex1.actual is not None and ex1.actual.status == "ok", (
+        "no full run was made: add --run to the magic line (and a --limit it fits in)")
+    assert ex1.low_s <= ex1.actual.seconds <= ex1.high_s, (
+        f"the full run took {ex1.actual.seconds:.3f} s, outside the predicted interval "
+        f"{ex1.low_s:.3f}–{ex1.high_s:.3f} s (predicted {ex1.predicted_s:.3f} s)")
+    assert ex1.verdict == "will fit", (
+        f"the gate says {ex1.verdict!r}; expected 'will fit': about 0.8 s against a 2 s limit (--limit 2s)")
+    print(f"exercise 1: passed (n^{k:.2f}; predicted {ex1.predicted_s:.3f} s, 90% interval "
+          f"{ex1.low_s:.3f}–{ex1.high_s:.3f} s; actual {ex1.actual.seconds:.3f} s, error {ex1.time_error():+.0%}; "
+          f"{ex1.verdict})")
+    """, 1),
     md("""
     ## Pitfalls
 

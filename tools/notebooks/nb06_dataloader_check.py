@@ -1,6 +1,6 @@
 """06_dataloader_check: is the training loop waiting for data?"""
 
-from nbbuild import code, magic, md
+from nbbuild import check, code, magic, md, solution
 
 NAME = "06_dataloader_check"
 
@@ -194,6 +194,79 @@ CELLS = [
         print("no CUDA device here: on a GPU this cell adds the GPU idle share and the "
               "pinned-memory / non_blocking audit")
     """),
+    md("""
+    ### Exercise 1: who sets the pace?
+
+    A new loader: `Thumbnails` decodes each image in `__getitem__`, 1 ms per item (planted: a sleep
+    stands in for the decoder), in batches of 16, in the training process (`num_workers=0`). The
+    training step is the small model above plus 6 ms of other work (planted too). So each step should
+    wait about 16 ms for its batch and compute for about 6 ms.
+
+    **Task.** Predict the verdict and the share of each step spent waiting. Then check the loop with
+    `%%dataloader_check thumbs` (`--steps 6`), the cell being the training step below, and keep the
+    result: `-o`, then `ex1 = _` in the next cell.
+
+    **You are done when** the check cell prints `exercise 1: passed`. It checks, on `ex1`:
+
+    - the **verdict** the planted times imply (input-bound or compute-bound),
+    - the **data-wait share within ±0.15** of the planted one (wait ÷ (wait + compute)), and
+    - the **loader alone slower per batch than the step alone**, which is why.
+
+    *Hint:* the step is the cell body, with `batch` bound to each batch; copy the training step of the
+    first check above and add `time.sleep(0.006)`.
+
+    Write your attempt in the empty cell below. The solution follows it, collapsed (click the bar or
+    the "…" to open it): it runs with the rest of the notebook, so *Run All* replaces your `ex1` with
+    its own. To check your attempt, run the check cell right after it.
+    """),
+    code("""
+    class Thumbnails(Dataset):
+        \"\"\"192 images of 32 features; decoding one takes 1 ms (a sleep stands in for the decoder).\"\"\"
+
+        def __len__(self):
+            return 192
+
+        def __getitem__(self, i):
+            time.sleep(0.001)
+            return torch.randn(32), i % 2
+
+    thumbs = DataLoader(Thumbnails(), batch_size=16)   # num_workers=0
+    PLANTED_WAIT, PLANTED_COMPUTE = 16 * 0.001, 0.006   # seconds per step: decoding, the rest of the step
+    """),
+    code("""
+    # Exercise 1: your code here (a %%dataloader_check thumbs ... -o cell, then ex1 = _ in the next cell)
+    """),
+    solution("""
+    %%dataloader_check thumbs --steps 6 -o --no-plot
+    x, y = batch
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    time.sleep(0.006)   # the rest of the step
+    """, r"^input-bound: \d+% of each step waits for data", r"loader alone: "),
+    solution("""
+    # Expected: input-bound, about 73% of each step waiting. Each batch is 16 decodes of 1 ms, read in the
+    # training process, against a step of about 6 ms: 16 / (16 + 6) = 0.73 of the step waits, far above
+    # the 0.3 bar. The loader alone delivers a batch in ~16 ms, the step alone takes ~6 ms: the loader sets
+    # the pace, and a faster model would gain little: at most (16 + 6) / 16 = 1.4x even if it took no time
+    # at all. Loading in workers (num_workers=2 or more), overlapped with the step, is the change to try.
+    ex1 = _
+    """),
+    check("""
+    planted = PLANTED_WAIT / (PLANTED_WAIT + PLANTED_COMPUTE)
+    assert ex1.input_bound, (
+        f"judged compute-bound ({ex1.data_wait_fraction:.0%} of each step waits); expected input-bound: "
+        f"16 decodes of 1 ms per batch against a ~6 ms step. Was the loader thumbs?")
+    assert abs(ex1.data_wait_fraction - planted) <= 0.15, (
+        f"{ex1.data_wait_fraction:.0%} of each step waits for data; expected {planted:.0%} ± 15 points, the planted "
+        "16 ms of decoding against 6 ms of step. Did the step include time.sleep(0.006)?")
+    per_batch = 1 / ex1.loader_batches_per_s
+    assert per_batch > ex1.compute_only_step_s, (
+        f"the loader alone takes {per_batch * 1e3:.1f} ms a batch, the step alone "
+        f"{ex1.compute_only_step_s * 1e3:.1f} ms; "
+        "expected the loader to be the slower one")
+    print(f"exercise 1: passed (input-bound: {ex1.data_wait_fraction:.0%} of each step waits, planted {planted:.0%}; "
+          f"loader alone {per_batch * 1e3:.1f} ms a batch, step alone {ex1.compute_only_step_s * 1e3:.1f} ms)")
+    """, 1),
     md("""
     ## Pitfalls
 

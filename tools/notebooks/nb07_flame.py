@@ -1,6 +1,6 @@
 """07_flame: %%flame, a sampling flame graph of a cell."""
 
-from nbbuild import code, magic, md
+from nbbuild import check, code, magic, md, solution
 
 NAME = "07_flame"
 
@@ -200,6 +200,66 @@ CELLS = [
     heaviest = max(stacks, key=stacks.get)
     print(f"\\n{len(stacks)} distinct stacks; the heaviest ({stacks[heaviest] * 1e3:.0f} ms):\\n  {heaviest}")
     """),
+    md("""
+    ### Exercise 1: where does the wall-clock time go?
+
+    `nightly()` downloads rows, then tidies them. The download is planted: 150 ms of waiting for the
+    network (a sleep stands in for it), against much less tidying, which is real Python work. The
+    question a user asks is *why does `nightly()` take so long?*: wall-clock time.
+
+    **Task.** Profile `nightly()` with `%%flame` so that the profile answers that question, and keep the
+    result: `-o`, then `ex1 = _` in the next cell. Predict the top function first.
+
+    **You are done when** the check cell prints `exercise 1: passed`. It checks that the **top function
+    by self time** in `ex1` is the planted one, the function that holds the wall-clock time, with **at
+    least half of the self time**.
+
+    *Hint:* profile with the defaults first and look at the top function. Then read the section on
+    waiting time above: which option keeps the samples of a thread that waits?
+
+    Write your attempt in the empty cell below. The solution follows it, collapsed (click the bar or
+    the "…" to open it): it runs with the rest of the notebook, so *Run All* replaces your `ex1` with
+    its own. To check your attempt, run the check cell right after it.
+    """),
+    code("""
+    ROWS = [f"2024-03-07 row {i}" for i in range(50_000)]   # what the server sends
+
+    def download():
+        time.sleep(0.15)   # the network: 150 ms of waiting
+        return ROWS
+
+    def tidy(rows):
+        return sorted(row.upper().replace("ROW", "record") for row in rows)
+
+    def nightly():
+        return tidy(download())
+    """),
+    code("""
+    # Exercise 1: your code here (a %%flame ... -o cell, then ex1 = _ in the next cell)
+    """),
+    solution("""
+    %%flame --idle -o --no-plot
+    nightly()
+    """, HEADLINE, SAMPLER),
+    solution("""
+    # Expected: download, with most of the self time (150 ms of waiting against some milliseconds of
+    # tidying). Without --idle, py-spy keeps only the samples where the thread runs, and the top function
+    # is the tidying: right for "where does the processor work", wrong for "why does it take so long".
+    # The in-process sampler (the fallback) always samples wall-clock time and finds download either way.
+    ex1 = _
+    """),
+    check("""
+    top = ex1.functions()[0]
+    assert top.name == "download", (
+        f"the top function by self time is {top.name} ({top.self_frac:.0%}, sampler {ex1.sampler}, idle samples "
+        f"kept: {ex1.idle}); expected download, which waits 150 ms for the network. The default profile drops "
+        "waiting samples: add --idle")
+    assert top.self_frac >= 0.5, (
+        f"download has {top.self_frac:.0%} of the self time; expected at least 50%: 150 ms of waiting against "
+        "much less tidying")
+    print(f"exercise 1: passed ({top.name} has {top.self_frac:.0%} of the self time over {ex1.n_samples} samples, "
+          f"{ex1.sampler} sampler)")
+    """, 1),
     md("""
     ## Pitfalls
 

@@ -1,6 +1,6 @@
 """08_memory_and_lineprof: %%memory and %%lineprof."""
 
-from nbbuild import code, magic, md
+from nbbuild import check, code, magic, md, solution
 
 NAME = "08_memory_and_lineprof"
 
@@ -241,6 +241,121 @@ CELLS = [
     lp2 = perfmagic.lineprof(lambda: dedupe(items[:2_000]), [dedupe], top=3)
     print(lp2.verdict())
     """),
+    md("""
+    ### Exercise 1: a planted 80 MB peak
+
+    `build_table()` below builds a table of ten million float64 values, writes every one of them, and
+    returns their sum: **80 MB** (80,000,000 bytes) at its peak, planted, so the right answer is known.
+
+    **Task.** Run a cell with `%%memory` (`--no-plot` is fine) whose lines are `names = [f"col{i}" for i
+    in range(100)]`, then `total = build_table()`, then `n = len(names)`. Before running it, say which
+    line holds the peak and how large it is. Keep the result: `-o`, then `ex1 = _` in the next cell.
+
+    **You are done when** the check cell prints `exercise 1: passed`. It checks, on `ex1`:
+
+    - the **peak within 10% of 80 MB** (72–88 MB above the cell's start), and
+    - the **peak statement** is the line that holds it.
+
+    *Hint:* `np.ones` writes the pages it allocates, so all of them count in the process's memory
+    (RSS); the table is dropped when `build_table()` returns.
+
+    Write your attempt in the empty cell below. The solution follows it, collapsed (click the bar or
+    the "…" to open it): it runs with the rest of the notebook, so *Run All* replaces your `ex1` with
+    its own. To check your attempt, run the check cell right after it.
+    """),
+    code("""
+    def build_table():
+        table = np.ones(10_000_000)   # 10 million float64, written: 80 MB
+        return float(table.sum())
+    """),
+    code("""
+    # Exercise 1: your code here (a %%memory ... -o cell, then ex1 = _ in the next cell)
+    """),
+    solution("""
+    %%memory -o --no-plot
+    names = [f"col{i}" for i in range(100)]
+    total = build_table()
+    n = len(names)
+    """, MEM, r"per statement"),
+    solution("""
+    # Expected: a peak of about 80 MB (76 MiB) at `total = build_table()`: ten million 8-byte floats, all
+    # written, live until build_table returns; the list of 100 names is a few kB. The increment (what is
+    # still held at the end) is close to zero: the table is freed on return, but the peak is what the job
+    # needs to fit in memory.
+    ex1 = _
+    """),
+    check("""
+    planted = 80_000_000
+    assert ex1.peak_bytes is not None and abs(ex1.peak_bytes - planted) <= 0.10 * planted, (
+        f"the peak is {(ex1.peak_bytes or 0) / 1e6:.1f} MB above the start; expected 80 MB ± 10% (72–88 MB), "
+        "the planted table. Did the cell call build_table() once?")
+    assert "build_table" in ex1.peak_statement.text, (
+        f"the peak is charged to {ex1.peak_statement.label}: {ex1.peak_statement.text!r}; expected the line "
+        "that calls build_table()")
+    print(f"exercise 1: passed (peak {ex1.peak_bytes / 1e6:.1f} MB at {ex1.peak_statement.label}: "
+          f"{ex1.peak_statement.text})")
+    """, 1),
+    md("""
+    ### Exercise 2: the slow line
+
+    `handle(requests)` normalises each request, formats it as JSON, looks it up in a cache service and
+    collects the answers. One line is planted to be slow: the lookup waits 0.3 ms for the service
+    (a sleep stands in for it); everything else takes microseconds.
+
+    **Task.** Guess the slowest line first, then find it with `%%lineprof` on `handle`, running
+    `handle(REQUESTS)`. Keep the result: `-o`, then `ex2 = _` in the next cell.
+
+    **You are done when** the check cell prints `exercise 2: passed`. It checks that the **hottest line**
+    in `ex2` is the planted one, in `handle`, with **at least half** of the function's time.
+
+    *Hint:* `-f` names the function to profile; the line that *calls* a slow function carries that
+    function's time.
+
+    Write your attempt in the empty cell below. The solution follows it, collapsed (click the bar or
+    the "…" to open it): it runs with the rest of the notebook, so *Run All* replaces your `ex2` with
+    its own. To check your attempt, run the check cell right after it.
+    """),
+    code("""
+    import json
+    import time
+
+    def lookup(payload):
+        time.sleep(0.0003)   # the cache service: 0.3 ms a request
+        return len(payload)
+
+    def handle(requests):
+        answers = []
+        for r in requests:
+            key = r.strip().lower()
+            payload = json.dumps({"key": key, "size": len(r), "tags": ["web", "v2"]})
+            answer = lookup(payload)
+            answers.append((key, answer))
+        return answers
+
+    REQUESTS = [f"  Item-{i}  " for i in range(150)]
+    """),
+    code("""
+    # Exercise 2: your code here (a %%lineprof ... -o cell, then ex2 = _ in the next cell)
+    """),
+    solution("""
+    %%lineprof -f handle -o
+    handle(REQUESTS)
+    """, r"^lineprof: hottest line .* in handle\(\)"),
+    solution("""
+    # Expected: `answer = lookup(payload)`, with nearly all of handle's time (150 × 0.3 ms = 45 ms against
+    # microseconds for the rest): the line that calls lookup carries its waiting. json.dumps looks heavier
+    # but costs a few microseconds a call.
+    ex2 = _
+    """),
+    check("""
+    hot = ex2.hot_lines(1)[0]
+    assert hot.function == "handle" and "lookup(" in hot.text, (
+        f"the hottest line is {hot.label} in {hot.function}(): {hot.text!r}; expected the line of handle() that "
+        "calls lookup(payload). Did you profile handle (-f handle)?")
+    assert hot.share >= 0.5, (
+        f"that line has {hot.share:.0%} of handle's time; expected at least half: 150 waits of 0.3 ms")
+    print(f"exercise 2: passed ({hot.label}: {hot.text} — {hot.share:.0%} of {hot.function}(), {hot.hits} hits)")
+    """, 2),
     md("""
     ## Pitfalls
 

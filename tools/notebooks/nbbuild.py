@@ -8,6 +8,12 @@ and ``CELLS``, a list made with :func:`md`, :func:`code` and :func:`magic`. A ma
 expected output in the cell metadata, ``{"perfmagic": {"expect": [REGEX, ...]}}``: regular
 expressions that ``re.search`` (MULTILINE) the cell's printed text when the notebooks are checked.
 Notebooks are written without outputs, with stable cell ids, for the ``python3`` kernel.
+
+Exercises (docs/teaching.md, "Exercises in notebooks 01–08") are made of a markdown cell
+``### Exercise N: title`` that states the checkable outcome, a code cell for the student's attempt,
+:func:`solution` cells (tagged ``solution`` and collapsed, as in the workshop notebook; they run with
+the rest, so the notebook checks itself unattended) and a :func:`check` cell that prints
+``exercise N: passed`` or raises AssertionError with what was expected and what was measured.
 """
 
 from __future__ import annotations
@@ -48,16 +54,31 @@ def magic(src: str, *expect: str) -> tuple[str, str, tuple[str, ...]]:
     return ("code", _clean(src), tuple(expect))
 
 
-def build(name: str, cells: list[tuple[str, str, tuple[str, ...]]]) -> Path:
+def solution(src: str, *expect: str) -> tuple[str, str, tuple[str, ...], dict[str, Any]]:
+    """A solution cell: code tagged ``solution`` and collapsed (``jupyter.source_hidden``), with zero to
+    three regexes its printed text must match. It runs with the rest of the notebook."""
+    if len(expect) > 3:
+        raise ValueError(f"a solution cell takes at most three expectations, got {len(expect)}: {src!r}")
+    return ("code", _clean(src), tuple(expect), {"jupyter": {"source_hidden": True}, "tags": ["solution"]})
+
+
+def check(src: str, number: int) -> tuple[str, str, tuple[str, ...]]:
+    """The check cell of exercise ``number``: it must print ``exercise N: passed`` (its expectation)."""
+    return ("code", _clean(src), (rf"^exercise {number}: passed",))
+
+
+def build(name: str, cells: list[tuple[Any, ...]]) -> Path:
     nb = new_notebook()
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     nb.metadata["language_info"] = {"name": "python"}
     prefix = name.split("_", 1)[0]
-    for i, (kind, src, expect) in enumerate(cells):
+    for i, (kind, src, expect, *meta) in enumerate(cells):
         cell: Any = new_markdown_cell(src) if kind == "markdown" else new_code_cell(src)
         cell.id = f"nb{prefix}-{i:02d}"
         if expect:
             cell.metadata["perfmagic"] = {"expect": list(expect)}
+        for extra in meta:
+            cell.metadata.update(extra)
         nb.cells.append(cell)
     nbformat.validate(nb)
     path = NOTEBOOKS / f"{name}.ipynb"
