@@ -12,7 +12,8 @@ alone:
 * at a fraction ``r`` of the roof: at most ``1/r`` at this precision and amount of work;
 * serial fraction ``S``: at most ``1/S`` on any number of workers.
 
-Only evidence about the advised label's code is read (:mod:`perfmagic.advisor.scope`): the same
+The newest ``WINDOW`` (2,000) runs of the notebook are read, and the advised label's newest runs when
+they are older. Only evidence about the advised label's code is used (:mod:`perfmagic.advisor.scope`): the same
 label, the same code, or code the label's code calls; the rest is listed as "not about this code",
 each with its reason. A function is hot when its share's 95% interval lies above the share whose
 removal would clear the bar, whatever the sample count.
@@ -39,6 +40,8 @@ from .result import LEVELS, Candidate, NextStep, PredictionCheck
 from .scope import CallSet, call_set, flame_within, relation
 
 _EVIDENCE_MAGICS = ("dataloader_check", "flame", "roofline", "amdahl")
+WINDOW = 2000  # the newest runs the advisor reads (and the label's newest, when it is older): a ledger of
+# 100,000 runs is advised on in a fraction of a second, and evidence older than that describes older code
 
 
 class AdvisorError(PerfmagicError):
@@ -80,7 +83,7 @@ def _measured_gain(led: Any, ra: dict[str, Any], rb: dict[str, Any]) -> tuple[fl
 def check_predictions(led: Any, rows: list[dict[str, Any]] | None = None) -> list[PredictionCheck]:
     """Check every open prediction against the first comparison of its label after it; store what
     was measured. Returns the whole record, oldest first."""
-    rows = led.rows() if rows is None else rows
+    rows = led.rows(limit=WINDOW) if rows is None else rows
     out = []
     for p in led.predictions():
         pc = _to_check(p)
@@ -91,6 +94,11 @@ def check_predictions(led: Any, rows: list[dict[str, Any]] | None = None) -> lis
                 rb = later[0]
                 a_id = (rb.get("options") or {}).get("interleaved_with") or p.get("base_run")
                 ra = next((r for r in rows if r["id"] == a_id), None) if a_id is not None else None
+                if ra is None and a_id is not None:  # older than the runs read: fetched alone
+                    try:
+                        ra = led.get(a_id)
+                    except (KeyError, PerfmagicError):
+                        ra = None
                 got = _measured_gain(led, ra, rb) if ra is not None else None
                 if got is not None:
                     g, g_lo, g_hi = got
@@ -166,7 +174,10 @@ def next_step(ledger: Any = None, *, target: float | str | None = None, label: s
             raise AdvisorError(f"target: got {target!r}; expected a time per call such as 50ms, 2s or 0.05") from None
     if target is not None and not (_num(target) and float(target) > 0):
         raise AdvisorError(f"target: got {target!r}; expected a positive time per call such as 50ms or 0.05")
-    rows = [r for r in led.rows(notebook=notebook)]
+    rows = led.rows(notebook=notebook, limit=WINDOW)  # the newest runs: older evidence describes older code
+    if label is not None and not any(r.get("label") == label for r in rows):
+        more = {r["id"]: r for r in rows + led.rows(notebook=notebook, label=label, limit=WINDOW)}
+        rows = sorted(more.values(), key=lambda r: r["id"], reverse=True)
     for r in rows:
         _check_row(r)
     step = _advise(led, rows, target, label, min_effect, record, namespace, captures)

@@ -36,7 +36,9 @@ class PerfMagics(Magics):
         self.state = state
 
     @magic_arguments()
-    @argument("-n", "--rows", type=_args.positive_int, default=20, help="how many runs to show (default 20, newest first)")
+    @argument("-n", "--rows", "--limit", type=_args.positive_int, default=20,
+              help="show: how many runs to show (default 20, newest first)")
+    @argument("--label", default=None, help="show: only the runs of this label (also: %%perf show LABEL)")
     @argument("--all", action="store_true", help="runs of every notebook in this folder, not only this one")
     @argument("--min-effect", type=_args.fraction, default=0.10,
               help="the smallest change worth keeping, for verdicts: 0.1 or 10%% (default 10%%)")
@@ -64,6 +66,7 @@ class PerfMagics(Magics):
         """The per-notebook ledger of every perfmagic run, and one-change-at-a-time comparisons.
 
         %perf                   this notebook's runs, newest first, with the change vs each label's baseline
+                                (-n N: how many, default 20; --label L or %perf show L: one label's)
         %perf baseline [RUN]    mark RUN (default: the latest run) as the baseline of its label
         %perf compare [A [B]]   verdict for B vs A (defaults: B = latest run, A = its label's baseline);
                                 A and B are re-measured interleaved in this process when both can still
@@ -99,11 +102,19 @@ class PerfMagics(Magics):
         from ..render.ledger import ledger_bundle
         from ..timing.history import baseline_changes
 
-        rows = led.rows(notebook=notebook, limit=args.rows)
-        every = led.rows(notebook=notebook)
+        from ..storage.views import count, table_context
+
+        label = " ".join(t) if t else args.label
+        rows = led.rows(notebook=notebook, limit=args.rows, label=label)
+        if label is not None and not rows:
+            from ..storage.views import labels
+
+            raise UsageError(f"%perf: label {label!r} has no runs here; labels with runs: "
+                             + (", ".join(repr(x) for x in labels(led, notebook=notebook)) or "none"))
+        every = table_context(led, rows, notebook=notebook)  # what the table reads beside the rows shown
         changes = baseline_changes(led, rows, every, min_effect=args.min_effect)
-        display_bundle(ledger_bundle(rows, total=len(every), where=str(led.path), notebook=led.notebook,
-                                     changes=changes, every=every))
+        display_bundle(ledger_bundle(rows, total=count(led, notebook=notebook, label=label), where=str(led.path),
+                                     notebook=led.notebook, changes=changes, every=every, label=label))
 
     def _baseline(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
         if len(t) > 1:
@@ -212,9 +223,10 @@ class PerfMagics(Magics):
         rows = [r for r in led.rows(notebook=notebook, label=label, newest_first=False)
                 if (r.get("metrics") or {}).get("median_s") is not None and rerun_of(r) is None]
         if not rows:
-            labels = sorted({r["label"] for r in led.rows(notebook=notebook) if r.get("label")})
+            from ..storage.views import labels
+
             raise UsageError(f"%perf plot: no timed runs with label {label!r}; labels in this ledger: "
-                             + (", ".join(repr(x) for x in labels) or "none"))
+                             + (", ".join(repr(x) for x in labels(led, notebook=notebook)) or "none"))
         base = led.baseline(label)
         text = history_text(rows, label, base)
         display_bundle(bundle_of(text, history_png(rows, label, base), f"history of {label}"))

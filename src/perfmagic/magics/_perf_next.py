@@ -27,7 +27,9 @@ def _duration(text: str, where: str) -> float:
 
 
 def _labels(led: Any, notebook: Any) -> list[str]:
-    return sorted({r["label"] for r in led.rows(notebook=notebook) if r.get("label")})
+    from ..storage.views import labels
+
+    return labels(led, notebook=notebook)
 
 
 def perf_next(magics: Any, led: Any, t: list[str], args: Any, notebook: Any) -> Any:
@@ -67,7 +69,7 @@ def perf_target(magics: Any, led: Any, t: list[str], args: Any, notebook: Any) -
                              + (", ".join(repr(x) for x in labels) or "none")
                              + f". Fix: give one of them, or time the code first with %%gpubench -l {label}")
     else:
-        latest = next((r for r in led.rows(notebook=notebook) if r.get("magic") == "gpubench"), None)
+        latest = next(iter(led.rows(notebook=notebook, magic="gpubench", limit=1)), None)
         if latest is None:
             raise UsageError("%perf target: no timed run yet, so no label to set it for; time the code first "
                              "(%%gpubench -l NAME) or name the label: %perf target NAME 50ms")

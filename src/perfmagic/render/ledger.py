@@ -222,7 +222,7 @@ def _fit(table: list[list[str]], width: int) -> tuple[list[str], list[int]]:
 
 def ledger_bundle(rows: list[dict[str, Any]], *, total: int, where: str, notebook: str | None,
                   changes: dict[Any, str] | None = None, every: list[dict[str, Any]] | None = None,
-                  width: int | None = None) -> dict[str, Any]:
+                  width: int | None = None, label: str | None = None) -> dict[str, Any]:
     """text/plain and text/html for ``%perf``: one line per run, newest first.
 
     ``changes``: ``{run id: "+2.1% slower"}`` for the *vs baseline* column; ``every``: all runs of
@@ -231,8 +231,10 @@ def ledger_bundle(rows: list[dict[str, Any]], *, total: int, where: str, noteboo
     width = terminal_width() if width is None else max(40, width)
     changes = changes or {}
     trends = _trends(rows, every if every is not None else rows)
-    shown = f" (newest {len(rows)} shown)" if total > len(rows) else ""
-    title = f"perfmagic ledger of {notebook or 'no notebook (working directory)'}: {total} run{'s' if total != 1 else ''}{shown}"
+    shown = f" (newest {len(rows)} shown; -n N for more)" if total > len(rows) else ""
+    of = f", label {label!r}" if label is not None else ""
+    title = (f"perfmagic ledger of {notebook or 'no notebook (working directory)'}{of}: {total} "
+             f"run{'s' if total != 1 else ''}{shown}")
     where_line = f"file: {where}" if len(where) + 6 <= width else f"file: …{where[-(width - 7):]}"
     table = [[str(r.get("id")) + ("" if r.get("saved", True) else "*"), _when(r.get("created_utc")),
               r.get("magic") or "", r.get("label") or "", r.get("status") or "", result_text(r),

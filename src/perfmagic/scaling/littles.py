@@ -42,7 +42,7 @@ def parse_duration(text: str, option: str = "latency") -> float:
     try:
         v = pd(str(text))
     except ValueError:
-        raise BadOptionError(option, text, "a duration such as 1s, 250ms, 2m or 0.5 (seconds)") from None
+        raise BadOptionError(option, text, "a positive, finite duration such as 1s, 250ms, 2m or 0.5 (seconds)") from None
     if not (v > 0 and math.isfinite(v)):
         raise BadOptionError(option, text, "a positive, finite duration", "e.g. 250ms or 1s")
     return v

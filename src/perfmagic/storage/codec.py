@@ -18,7 +18,37 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["code_hash"]
+__all__ = ["STATUSES", "code_hash", "storage_row"]
+
+STATUSES = ("ok", "interrupted", "failed")
+
+
+def storage_row(notebook: str | None, *, magic: str, label: Any, code: Any, options: Any, metrics: Any,
+                samples: Any, env: Any, env_hash: Any = None, status: str = "ok", primary_metric: Any = None,
+                cell_id: Any = None, session: Any = None, note: Any = None) -> dict[str, Any]:
+    """A run in the form the ledger stores (JSON text), checked; what ``Ledger.record`` writes."""
+    if status not in STATUSES:
+        raise ValueError(f"status: got {status!r}; expected one of {', '.join(STATUSES)}")
+    if not isinstance(magic, str) or not magic:
+        raise ValueError(f"magic: got {magic!r}; expected the magic's name, e.g. 'bench'")
+    return {
+        "created_utc": _utc_now(),
+        "notebook": _text(notebook),
+        "cell_id": _text(cell_id),
+        "session": _text(session if session is not None else _default_session()),
+        "magic": _text(magic),
+        "label": _text(label),
+        "status": status,
+        "code": _text(code if code is not None else ""),
+        "code_hash": code_hash(code),
+        "options": _dumps(options if options is not None else {}),
+        "metrics": _dumps(metrics if metrics is not None else {}),
+        "primary_metric": _text(primary_metric),
+        "samples": None if samples is None else _dumps(samples),
+        "env": _dumps(env if env is not None else {}),
+        "env_hash": _text(env_hash),
+        "note": _text(note),
+    }
 
 
 def code_hash(code: str | None) -> str:

@@ -19,62 +19,8 @@ from .locate import ENV_DIR
 
 __all__ = ["COLUMNS", "JSON_COLUMNS", "SCHEMA_VERSION", "LedgerError", "UnknownRunError"]
 
-SCHEMA_VERSION = 1
+from .schema import COLUMNS, JSON_COLUMNS, OUR_TABLES as _OUR_TABLES, SCHEMA as _SCHEMA, SCHEMA_VERSION  # noqa: E402
 
-# Columns of ``runs`` in schema order; JSON-encoded ones are decoded by ``rows()``.
-COLUMNS = (
-    "id",
-    "created_utc",
-    "notebook",
-    "cell_id",
-    "session",
-    "magic",
-    "label",
-    "status",
-    "code",
-    "code_hash",
-    "options",
-    "metrics",
-    "primary_metric",
-    "samples",
-    "env",
-    "env_hash",
-    "note",
-)
-JSON_COLUMNS = ("options", "metrics", "samples", "env")
-_INSERT_COLUMNS = COLUMNS[1:]
-
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS runs (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        created_utc TEXT NOT NULL,
-        notebook TEXT,
-        cell_id TEXT,
-        session TEXT,
-        magic TEXT NOT NULL,
-        label TEXT,
-        status TEXT NOT NULL,
-        code TEXT,
-        code_hash TEXT,
-        options TEXT,
-        metrics TEXT,
-        primary_metric TEXT,
-        samples TEXT,
-        env TEXT,
-        env_hash TEXT,
-        note TEXT
-    )""",
-    "CREATE INDEX IF NOT EXISTS runs_notebook_id ON runs (notebook, id)",
-    "CREATE INDEX IF NOT EXISTS runs_notebook_label ON runs (notebook, label)",
-    """CREATE TABLE IF NOT EXISTS baselines (
-        notebook TEXT,
-        label TEXT,
-        run_id INTEGER,
-        created_utc TEXT,
-        PRIMARY KEY (notebook, label)
-    )""",
-    f"PRAGMA user_version = {SCHEMA_VERSION}",
-)
 # Tables of the advisor (``%perf target``, ``%perf next``'s checked predictions), created on first
 # use by their writers with CREATE TABLE IF NOT EXISTS: a ledger of schema version 1 stays version 1.
 ADVISOR_SCHEMA = (
@@ -105,7 +51,6 @@ ADVISOR_SCHEMA = (
         checked_utc TEXT
     )""",
 )
-_OUR_TABLES = {"runs", "baselines", "sqlite_sequence", "targets", "predictions"}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
@@ -126,7 +71,7 @@ class UnknownRunError(LedgerError, KeyError):
 
 
 
-def _refusal(version: int, tables: set[str]) -> str | None:
+def _refusal(version: int, tables: set[str], writer: str | None = None) -> str | None:
     """Why a database with this ``user_version`` and these tables must not be written, or None
     when it is a perfmagic ledger of this schema or an empty database that can become one.
 
@@ -134,8 +79,9 @@ def _refusal(version: int, tables: set[str]) -> str | None:
     hold ``runs``. A higher version is a newer perfmagic only when ``runs`` is there."""
     if version > SCHEMA_VERSION and "runs" in tables:
         return (
-            f"ledger schema version {version} was written by a newer perfmagic "
-            f"(this one writes version {SCHEMA_VERSION})"
+            f"ledger schema version {version} was written by a newer perfmagic"
+            f"{f' ({writer})' if writer else ''}; this one reads what it can and writes nothing "
+            f"(it writes version {SCHEMA_VERSION}): upgrade perfmagic to record here"
         )
     if tables - _OUR_TABLES or (version != 0 and "runs" not in tables):
         return "file is an SQLite database but not a perfmagic ledger"
@@ -193,6 +139,7 @@ class _Database:
     _path: pathlib.Path
     timeout: float
     _pending: list[dict[str, Any]]
+    newer: str | None = None  # set when the file has a newer schema: what it is, and that nothing is written
 
     def _connect(self):
         """A connection for writing: creates the folder and file, WAL mode, no implicit txns.
@@ -271,9 +218,24 @@ class _Database:
             if wal:
                 return
             raise
-        reason = _refusal(version, tables)
+        reason = _refusal(version, tables, self._writer_of(version))
         if reason:
             raise LedgerError(reason)
+
+    def _writer_of(self, version: int) -> str | None:
+        """Which perfmagic wrote a file of a newer schema (its ``meta`` table), read apart."""
+        if version <= SCHEMA_VERSION:
+            return None
+        try:
+            con = self._connect_read()
+        except Exception:  # noqa: BLE001 - the version alone is said then
+            return None
+        try:
+            from .schema import writer
+
+            return writer(con)
+        finally:
+            con.close()
 
     def _connect_read(self):
         """A connection for reading an existing file (never creates it, never changes it).
@@ -322,15 +284,22 @@ class _Database:
 
         :meth:`_check_before_write` already refused a foreign file before it was opened for
         writing; this repeats the check under the lock, for a file replaced meanwhile."""
+        from .. import __version__
+        from .schema import migrate, stamp, writer
+
         version = con.execute("PRAGMA user_version").fetchone()[0]
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        reason = _refusal(version, tables)
+        reason = _refusal(version, tables, writer(con) if version > SCHEMA_VERSION else None)
         if reason:
             raise LedgerError(reason)
         if version == SCHEMA_VERSION:
             return
-        for stmt in _SCHEMA:
-            con.execute(stmt)
+        if version == 1 and "runs" in tables:
+            migrate(con)  # once: schema 1's rows rewritten as schema 2 (packed samples, columns)
+        else:
+            for stmt in _SCHEMA:
+                con.execute(stmt)
+        stamp(con, __version__)
 
     def _read_error(self, exc: BaseException) -> LedgerError:
         text = " ".join(str(exc).split()) or type(exc).__name__
@@ -346,6 +315,17 @@ class _Database:
 
     def _query(self, sql: str, params: tuple = ()) -> list[dict[str, Any]] | None:
         """Run a read query; None when the file or the table does not exist yet."""
+        def run(con: Any, version: int, columns: set[str]) -> list[dict[str, Any]]:
+            cur = con.execute(sql, params)
+            names = [d[0] for d in cur.description] if cur.description else []
+            return [dict(zip(names, row)) for row in cur.fetchall()]  # type: ignore[misc]
+
+        return self._read(run)
+
+    def _read(self, fn: Any) -> Any:
+        """``fn(connection, schema version, columns of runs)`` on a read connection; None when the file or
+        the table does not exist yet. A file of a newer schema is read as far as this version knows it
+        (``newer`` says so; writing it is refused)."""
         import sqlite3
 
         if not self._path.exists():
@@ -354,11 +334,6 @@ class _Database:
             con = self._connect_read()
             try:
                 version = con.execute("PRAGMA user_version").fetchone()[0]
-                if version > SCHEMA_VERSION:
-                    raise LedgerError(
-                        f"cannot read the perfmagic ledger {self._path}: schema version {version} "
-                        f"was written by a newer perfmagic; upgrade perfmagic"
-                    )
                 tables = {
                     r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
                 }
@@ -369,9 +344,14 @@ class _Database:
                             f"move it aside to start a new ledger"
                         )
                     return None
-                cur = con.execute(sql, params)
-                names = [d[0] for d in cur.description] if cur.description else []
-                return [dict(zip(names, row)) for row in cur.fetchall()]  # type: ignore[misc]
+                if version > SCHEMA_VERSION and self.newer is None:
+                    from .schema import writer
+
+                    self.newer = (f"the ledger {self._path} has schema version {version}, written by "
+                                  f"{writer(con) or 'a newer perfmagic'}; this perfmagic reads what it knows of it "
+                                  f"and writes nothing there: upgrade perfmagic to record here")
+                columns = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
+                return fn(con, version, columns)
             finally:
                 con.close()
         except LedgerError:
@@ -404,14 +384,9 @@ class _Database:
             con.execute("BEGIN IMMEDIATE")
             try:
                 self._ensure_schema(con)
-                sql = (
-                    f"INSERT INTO runs ({', '.join(_INSERT_COLUMNS)}) "
-                    f"VALUES ({', '.join('?' * len(_INSERT_COLUMNS))})"
-                )
-                ids = []
-                for r in rows:
-                    cur = con.execute(sql, tuple(r[c] for c in _INSERT_COLUMNS))
-                    ids.append(int(cur.lastrowid))
+                from .schema import insert
+
+                ids = insert(con, rows)
                 con.execute("COMMIT")
             except BaseException:
                 if con.in_transaction:

@@ -28,7 +28,7 @@ import os
 import pathlib
 from typing import Any
 
-from .codec import _dumps_strict, rerun_of
+from .codec import _dumps_strict
 from .db import LedgerError, UnknownRunError
 
 __all__ = ["KNOWN_MAGICS", "VIEWS", "export", "ledger_frame", "metric_unit", "wide_frame"]
@@ -100,38 +100,101 @@ def _series(values: list[Any], index: Any):
     return pd.Series(values, index=index, dtype=object)
 
 
-def _primary(row: dict[str, Any]) -> float:
-    v = (row.get("metrics") or {}).get(row.get("primary_metric") or "")
+LIGHT_FIELDS = ("id", "created_utc", "notebook", "magic", "label", "status", "primary_metric", "primary_value",
+                "rerun_of", "has_work", "code")
+
+
+def light_rows(led: Any, *, notebook: Any = ..., magic: str | None = None, newest_first: bool = False
+               ) -> dict[str, list[Any]]:
+    """What the common view reads of each run, as columns (``LIGHT_FIELDS`` plus ``saved``), from one query
+    (no JSON decoded, no samples read) and the runs kept in memory."""
+    from .schema import derived
+    from .views import column
+
+    filt, nb = led._resolve_notebook(notebook)
+    where, params = ["1"], []
+    if filt:
+        where.append("notebook IS ?")
+        params.append(nb)
+    if magic is not None:
+        where.append("magic = ?")
+        params.append(magic)
+
+    def run(con: Any, version: int, columns: set[str]) -> list[tuple]:
+        pick = ", ".join(f"{column(c, columns)} AS {c}" if c in ("primary_value", "rerun_of", "has_work") else c
+                         for c in LIGHT_FIELDS)
+        return con.execute(f"SELECT {pick} FROM runs WHERE {' AND '.join(where)} ORDER BY id", tuple(params)).fetchall()
+
+    got = list(led._read(run) or [])
+    n_saved = len(got)
+    for p in led.pending:
+        if (filt and p["notebook"] != nb) or (magic is not None and p["magic"] != magic):
+            continue
+        d = {c: p.get(c) for c in LIGHT_FIELDS}
+        d["primary_value"], d["rerun_of"], _, d["has_work"] = derived(p.get("options"), p.get("metrics"),
+                                                                      p.get("primary_metric"))
+        got.append(tuple(d[c] for c in LIGHT_FIELDS))
+    saved = [True] * n_saved + [False] * (len(got) - n_saved)
+    if newest_first:
+        got, saved = got[::-1], saved[::-1]
+    cols = dict(zip(LIGHT_FIELDS, (list(c) for c in zip(*got)))) if got else {c: [] for c in LIGHT_FIELDS}
+    cols["saved"] = saved
+    return cols
+
+
+def _light(row: dict[str, Any]) -> dict[str, Any]:
+    """A full row (``Ledger.get``) as a light record."""
+    from .codec import _dumps
+    from .schema import derived
+
+    d = {c: row.get(c) for c in LIGHT_FIELDS}
+    d["primary_value"], d["rerun_of"], _, d["has_work"] = derived(_dumps(row.get("options")),
+                                                                  _dumps(row.get("metrics")), row.get("primary_metric"))
+    return d
+
+
+def _num(v: Any) -> float:
     return float(v) if _is_number(v) else math.nan
 
 
-def _ratios(led: Any, rows: list[dict[str, Any]]) -> list[float]:
-    """``vs_baseline`` of each row: primary metric / the label's baseline's (same magic and
-    metric, a compared magic, both positive), else NaN; per unit of work when both runs declare
-    different amounts of it, NaN when only one does (:func:`perfmagic.timing.flow.basis`)."""
-    by_id = {r["id"]: r for r in rows}
+def _ratios(led: Any, t: dict[str, list[Any]]) -> list[float]:
+    """``vs_baseline`` of each run of the light table ``t``: primary metric / the label's baseline's (same
+    magic and metric, a compared magic, both positive), else NaN; per unit of work when both runs declare
+    different amounts of it, NaN when only one does (:func:`perfmagic.timing.flow.basis`: the two runs
+    are read whole only then)."""
+    pos = {rid: i for i, rid in enumerate(t["id"])}
     bases = led.baselines(notebook=None)
     cache: dict[int, dict[str, Any] | None] = {}
-    out = []
-    for r in rows:
-        bid = bases.get((r.get("notebook"), r.get("label")))
-        if r.get("magic") not in COMPARED or bid is None or rerun_of(r) is not None:
-            out.append(math.nan)
-            continue
+
+    def base_of(bid: int) -> dict[str, Any] | None:
         if bid not in cache:
+            i = pos.get(bid)
             try:
-                cache[bid] = by_id.get(bid) or led.get(bid)
+                cache[bid] = {c: t[c][i] for c in LIGHT_FIELDS} if i is not None else _light(led.get(bid))
             except (UnknownRunError, LedgerError):
                 cache[bid] = None
-        base = cache[bid]
-        a, b = (_primary(base) if base else math.nan), _primary(r)
-        same = base is not None and (base.get("magic"), base.get("primary_metric")) == (
-            r.get("magic"), r.get("primary_metric"))
-        if same and r.get("magic") == "gpubench" and base is not None:
+        return cache[bid]
+
+    out = []
+    for i, (nb, label, magic, metric, value, again, work) in enumerate(zip(
+            t["notebook"], t["label"], t["magic"], t["primary_metric"], t["primary_value"], t["rerun_of"],
+            t["has_work"])):
+        bid = bases.get((nb, label))
+        if magic not in COMPARED or bid is None or again is not None:
+            out.append(math.nan)
+            continue
+        base = base_of(bid)
+        a = _num(base["primary_value"]) if base else math.nan
+        b = _num(value)
+        same = base is not None and (base["magic"], base["primary_metric"]) == (magic, metric)
+        if same and magic == "gpubench" and (work or base["has_work"]):
             from ..timing.flow import basis
 
-            bs = basis(base, r)   # runs that declare their work: time per unit of it, or no ratio at all
-            if bs.refusal:
+            try:
+                bs = basis(led.get(bid), led.get(t["id"][i]) if t["saved"][i] else _pending(led, t["id"][i]))
+            except (UnknownRunError, LedgerError):
+                bs = None
+            if bs is None or bs.refusal:
                 same = False
             elif bs.unit and bs.a and bs.b:
                 a, b = a / bs.a, b / bs.b
@@ -139,27 +202,29 @@ def _ratios(led: Any, rows: list[dict[str, Any]]) -> list[float]:
     return out
 
 
-def _common(led: Any, rows: list[dict[str, Any]], *, notebooks: bool) -> Any:
+def _pending(led: Any, rid: int) -> dict[str, Any]:
+    return next(r for r in led.rows(notebook=None) if r["id"] == rid)
+
+
+def _common(led: Any, t: dict[str, list[Any]], *, notebooks: bool) -> Any:
     import pandas as pd
 
-    index = pd.Index([r["id"] for r in rows], name="id", dtype="Int64")
-    created = pd.to_datetime(pd.Series([r["created_utc"] for r in rows], index=index, dtype=object),
-                             utc=True)
+    index = pd.Index(t["id"], name="id", dtype="Int64")
+    created = pd.to_datetime(pd.Series(t["created_utc"], index=index, dtype=object), utc=True, format="ISO8601")
     data: dict[str, Any] = {"created": created}
     if notebooks:
-        data["notebook"] = pd.Series([r.get("notebook") for r in rows], index=index, dtype="string")
-    data["magic"] = pd.Series([r.get("magic") for r in rows], index=index, dtype="category")
-    data["label"] = pd.Series([r.get("label") for r in rows], index=index, dtype="string")
-    data["status"] = pd.Series([r.get("status") for r in rows], index=index,
-                               dtype=pd.CategoricalDtype(["ok", "interrupted", "failed"]))
-    names = [r.get("primary_metric") for r in rows]
+        data["notebook"] = pd.Series(t["notebook"], index=index, dtype="string")
+    data["magic"] = pd.Series(t["magic"], index=index, dtype="category")
+    data["label"] = pd.Series(t["label"], index=index, dtype="string")
+    data["status"] = pd.Series(t["status"], index=index, dtype=pd.CategoricalDtype(["ok", "interrupted", "failed"]))
+    names = t["primary_metric"]
     data["primary_metric"] = pd.Series(names, index=index, dtype="string")
-    data["value"] = pd.Series([_primary(r) for r in rows], index=index, dtype="float64")
-    data["unit"] = pd.Series([metric_unit(n) if n else None for n in names], index=index,
-                             dtype="string")
-    data["vs_baseline"] = pd.Series(_ratios(led, rows) if rows else [], index=index, dtype="float64")
-    roles = [f"rerun-of #{rerun_of(r)}" if rerun_of(r) is not None else None for r in rows]
-    data["role"] = pd.Series(roles, index=index, dtype="string")  # <NA>: an ordinary run of its label
+    data["value"] = pd.Series([_num(v) for v in t["primary_value"]], index=index, dtype="float64")
+    units = {n: metric_unit(n) for n in set(names) if n}
+    data["unit"] = pd.Series([units.get(n) for n in names], index=index, dtype="string")
+    data["vs_baseline"] = pd.Series(_ratios(led, t) if t["id"] else [], index=index, dtype="float64")
+    data["role"] = pd.Series([None if x is None else f"rerun-of #{x}" for x in t["rerun_of"]], index=index,
+                             dtype="string")  # <NA>: an ordinary run of its label
     return pd.DataFrame(data, index=index)
 
 
@@ -218,21 +283,22 @@ def ledger_frame(magic: str | None = None, view: str | None = None, *, all_noteb
 
         ledger = current_ledger()
     notebook = None if all_notebooks else ...
-    rows = ledger.rows(notebook=notebook, magic=magic, newest_first=newest_first)
-    if magic is not None and not rows and magic not in KNOWN_MAGICS:
-        present = sorted({r["magic"] for r in ledger.rows(notebook=notebook)})
+    light = light_rows(ledger, notebook=notebook, magic=magic, newest_first=newest_first)
+    if magic is not None and not light["id"] and magic not in KNOWN_MAGICS:
+        present = sorted(set(light_rows(ledger, notebook=notebook)["magic"]))
         raise ValueError(f"magic: got {magic!r}, which is not a perfmagic magic; expected one of "
                          f"{', '.join(KNOWN_MAGICS)}" + (f" (this ledger has runs of {', '.join(present)})"
                                                          if present else ""))
     if view == "long":
-        return _long(rows, notebooks=all_notebooks)
-    frame = _common(ledger, rows, notebooks=all_notebooks)
+        return _long(ledger.rows(notebook=notebook, magic=magic, newest_first=newest_first), notebooks=all_notebooks)
+    frame = _common(ledger, light, notebooks=all_notebooks)
     if view == "wide":
+        rows = ledger.rows(notebook=notebook, magic=magic, newest_first=newest_first)
         taken = set(frame.columns) | {"id", "code"}
         for k in _metric_names(rows):
             col = f"metric.{k}" if k in taken else k
             frame[col] = _series([r["metrics"].get(k) for r in rows], frame.index)
-    frame["code"] = _series([r.get("code") for r in rows], frame.index).astype("string")
+    frame["code"] = _series(light["code"], frame.index).astype("string")
     if view == "wide":
         frame["options"] = _series([r.get("options") for r in rows], frame.index)
     return frame

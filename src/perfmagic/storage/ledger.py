@@ -30,9 +30,10 @@ Notebook discovery (:func:`locate`): ``$PERFMAGIC_LEDGER_DIR`` (the ledger folde
 The ``notebook`` column holds the notebook's file name when the notebook sits beside the ledger
 folder (the usual case, stable when the folder is moved), else the path as found.
 
-The code is split by concern: ``locate.py`` (notebook discovery), ``codec.py`` (JSON and hashes),
-``db.py`` (the file: schema, connections, errors), this module (the :class:`Ledger` API) and
-``frame.py`` (export and the pandas views).
+The code is split by concern: ``locate.py`` (notebook discovery), ``codec.py`` (JSON, hashes, the
+stored form of a run), ``db.py`` (the file: connections, errors), ``schema.py`` (the tables, the
+migration), ``compact.py`` (packed samples, the machine stored once), ``rows.py`` (rows decoded on
+use), this module (the :class:`Ledger` API) and ``frame.py`` (export and the pandas views).
 """
 
 from __future__ import annotations
@@ -43,10 +44,8 @@ import pathlib
 import threading
 from typing import Any
 
-from .codec import _default_session, _dumps, _loads, _text, _utc_now, code_hash, rerun_of
+from .codec import STATUSES, _loads, _utc_now, code_hash, rerun_of, storage_row
 from .db import (
-    COLUMNS,
-    JSON_COLUMNS,
     SCHEMA_VERSION,
     LedgerError,
     UnknownRunError,
@@ -55,6 +54,7 @@ from .db import (
 )
 from ..core.interrupts import sigint_deferred
 from .advice import AdviceStore
+from .rows import Reader, decoded, select_list, unpack
 from .locate import ENV_DIR, LEDGER_FILENAME, LEDGER_FOLDER, _notebook_key, locate
 
 __all__ = [
@@ -73,7 +73,6 @@ __all__ = [
     "rerun_of",
 ]
 
-STATUSES = ("ok", "interrupted", "failed")
 
 
 class RecordedInterrupt(KeyboardInterrupt):
@@ -128,6 +127,7 @@ class Ledger(AdviceStore, _Database):
         self._next_pending = -1
         self._renumbered: dict[int, int] = {}  # pending id -> id in the file once flushed
         self._lock = threading.RLock()
+        self._machines: dict[int, Any] = {}  # envs rows read so far (a machine description per id)
         self.last_error: str | None = None  # like RunRef.error: no "perfmagic: " prefix
 
     # -- properties -------------------------------------------------------------------------
@@ -180,28 +180,9 @@ class Ledger(AdviceStore, _Database):
         # Ctrl-C is held from here to the return: the row is written once (with the pending ones before
         # it) or kept in memory once, never both; a held Ctrl-C is raised after, carrying the RunRef
         with sigint_deferred(raise_after=False) as hit:
-            if status not in STATUSES:
-                raise ValueError(f"status: got {status!r}; expected one of {', '.join(STATUSES)}")
-            if not isinstance(magic, str) or not magic:
-                raise ValueError(f"magic: got {magic!r}; expected the magic's name, e.g. 'bench'")
-            row: dict[str, Any] = {
-                "created_utc": _utc_now(),
-                "notebook": _text(self._notebook),
-                "cell_id": _text(cell_id),
-                "session": _text(session if session is not None else _default_session()),
-                "magic": _text(magic),
-                "label": _text(label),
-                "status": status,
-                "code": _text(code if code is not None else ""),
-                "code_hash": code_hash(code),
-                "options": _dumps(options if options is not None else {}),
-                "metrics": _dumps(metrics if metrics is not None else {}),
-                "primary_metric": _text(primary_metric),
-                "samples": None if samples is None else _dumps(samples),
-                "env": _dumps(env if env is not None else {}),
-                "env_hash": _text(env_hash),
-                "note": _text(note),
-            }
+            row = storage_row(self._notebook, magic=magic, label=label, code=code, options=options,
+                              metrics=metrics, samples=samples, env=env, env_hash=env_hash, status=status,
+                              primary_metric=primary_metric, cell_id=cell_id, session=session, note=note)
             ref = self._record_row(row)
         if hit:
             raise RecordedInterrupt(ref)
@@ -250,17 +231,38 @@ class Ledger(AdviceStore, _Database):
     # -- reading ----------------------------------------------------------------------------
 
     def _decode(self, row: dict[str, Any], *, saved: bool) -> dict[str, Any]:
-        out = {c: row.get(c) for c in COLUMNS}
-        for c in JSON_COLUMNS:
-            out[c] = _loads(out[c])
-        if not isinstance(out["metrics"], dict):
-            out["metrics"] = {} if out["metrics"] is None else {"value": out["metrics"]}
-        if out["options"] is None:
-            out["options"] = {}
-        if out["env"] is None:
-            out["env"] = {}
-        out["saved"] = saved
-        return out
+        return decoded(row, saved=saved)
+
+    def _machine(self, env_id: int) -> dict[str, Any] | None:
+        """The machine description ``env_id`` names (all of them read once per ledger object)."""
+        if env_id not in self._machines:
+            got = self._query("SELECT id, data FROM envs") or []
+            self._machines.update({r["id"]: _loads(r["data"]) for r in got})
+        return self._machines.get(env_id)
+
+    def _samples_of(self, rid: int, v1: bool) -> Any:
+        """A saved run's samples (schema 2: unpacked from ``run_samples``; schema 1: its JSON column)."""
+        if v1:
+            got = self._query("SELECT samples FROM runs WHERE id = ?", (rid,))
+            return _loads(got[0]["samples"]) if got else None
+        got = self._query("SELECT data FROM run_samples WHERE run_id = ?", (rid,))
+        if got:
+            return unpack(got[0]["data"])
+        old = self._query("SELECT samples FROM runs WHERE id = ?", (rid,))  # a row a newer writer left as text
+        return _loads(old[0]["samples"]) if old else None
+
+    def _select(self, where: Any, params: tuple = (), tail: str = "") -> list[dict[str, Any]]:
+        """Saved rows matching ``where`` (light columns; heavy values load on use). ``where`` may be a
+        function of the file's ``runs`` columns returning ``(where, params, tail)`` (a schema-1 file has
+        no relation columns: :func:`.views.column` reads them from the JSON there)."""
+        def run(con: Any, version: int, columns: set[str]) -> list[dict[str, Any]]:
+            w, p, t = where(columns) if callable(where) else (where, params, tail)
+            cur = con.execute(f"SELECT {select_list(columns)} FROM runs{w}{t}", p)
+            names = [d[0] for d in cur.description]
+            reader = Reader(self, version, columns)
+            return [reader.row(dict(zip(names, r))) for r in cur.fetchall()]
+
+        return self._read(run) or []
 
     def _resolve_notebook(self, notebook: Any) -> tuple[bool, str | None]:
         """(filter?, value) for a ``notebook=`` argument: ``...`` this one, None all."""
@@ -292,14 +294,12 @@ class Ledger(AdviceStore, _Database):
             if val is not None:
                 where.append(f"{col} = ?")
                 params.append(val)
-        sql = "SELECT * FROM runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY id " + ("DESC" if newest_first else "ASC")
+        sql = " WHERE " + " AND ".join(where) if where else ""
+        tail = " ORDER BY id " + ("DESC" if newest_first else "ASC")
         if limit is not None:
             if limit <= 0:
                 return []
-            sql += f" LIMIT {int(limit)}"
+            tail += f" LIMIT {int(limit)}"
         with self._lock:
             pending = [
                 r
@@ -310,7 +310,7 @@ class Ledger(AdviceStore, _Database):
                 and (status is None or r["status"] == status)
             ]
             pending = [self._decode(dict(r), saved=False) for r in pending]
-        saved = [self._decode(r, saved=True) for r in (self._query(sql, tuple(params)) or [])]
+        saved = self._select(sql, tuple(params), tail)
         if newest_first:
             out = pending[::-1] + saved
         else:
@@ -372,10 +372,10 @@ class Ledger(AdviceStore, _Database):
                     if r["id"] == rid:
                         return self._decode(dict(r), saved=False)
             raise self._unknown(run_id)
-        got = self._query("SELECT * FROM runs WHERE id = ?", (rid,))
+        got = self._select(" WHERE id = ?", (rid,))
         if not got:
             raise self._unknown(run_id)
-        return self._decode(got[0], saved=True)
+        return got[0]
 
     def latest(
         self, *, label: str | None = None, magic: str | None = None, status: str | None = None
@@ -397,20 +397,22 @@ class Ledger(AdviceStore, _Database):
         if not self._path.exists():
             raise self._unknown(run_id)
 
+        try:
+            removed = self.get(rid)
+        except UnknownRunError:
+            raise self._unknown(run_id) from None
+        removed.copy()  # everything read before the row goes
+
         def delete(con):
-            cur = con.execute("SELECT * FROM runs WHERE id = ?", (rid,))
-            names = [d[0] for d in cur.description]
-            found = cur.fetchone()
-            if found is None:
+            if con.execute("DELETE FROM runs WHERE id = ?", (rid,)).rowcount == 0:
                 return None
             con.execute("DELETE FROM baselines WHERE run_id = ?", (rid,))
-            con.execute("DELETE FROM runs WHERE id = ?", (rid,))
-            return dict(zip(names, found))
+            con.execute("DELETE FROM run_samples WHERE run_id = ?", (rid,))
+            return True
 
-        removed = self._modify(delete)
-        if removed is None:
+        if self._modify(delete) is None:
             raise self._unknown(run_id)
-        return self._decode(removed, saved=True)
+        return removed.copy()
 
     # -- baselines --------------------------------------------------------------------------
 

@@ -94,13 +94,39 @@ def evidence(rows: list[dict[str, Any]], machine_env: dict[str, Any] | None = No
     return [d for _, d in out[:EVIDENCE_MAX]]
 
 
+def _newest_evidence(ledger: Any, env: dict[str, Any] | None) -> list[float]:
+    """The newest ``EVIDENCE_MAX`` A/A pairs of the ledger, read page by page (re-measurements and what they
+    re-measured only: a ledger of 100,000 runs is not read whole). A ledger object without the paged
+    reader (a stand-in) is read whole."""
+    if not hasattr(ledger, "_select"):
+        return evidence(ledger.rows(notebook=None), env)
+    from ..storage.views import reruns
+
+    rows: dict[Any, dict[str, Any]] = {}
+    before = None
+    while True:
+        page = reruns(ledger, before=before)
+        rows.update({r["id"]: r for r in page})
+        found = evidence(list(rows.values()), env)
+        again = [r["id"] for r in page if (r.get("options") or {}).get("remeasured_from") is not None]
+        pending = [r for r in getattr(ledger, "pending", [])]
+        if len(found) >= EVIDENCE_MAX or len(again) < 200:
+            if pending:  # runs kept in memory are evidence too
+                from ..storage.rows import decoded
+
+                rows.update({r["id"]: decoded(r, saved=False) for r in pending})
+                found = evidence(list(rows.values()), env)
+            return found
+        before = min(again)
+
+
 def between_run_noise(ledger: Any, env: dict[str, Any] | None = None) -> BetweenRun:
     """The between-run noise for a historical comparison of runs measured on ``env``'s machine, from
     the A/A evidence in ``ledger`` (see the module docstring); :data:`PRIOR` when there is too little."""
     ds: list[float] = []
     if ledger is not None:
         try:
-            ds = evidence(ledger.rows(notebook=None), env)
+            ds = _newest_evidence(ledger, env)
         except Exception:  # an unreadable ledger: no evidence, the prior stands
             ds = []
     n = len(ds)

@@ -1,0 +1,217 @@
+"""The ledger's tables (schema 2), the migration from schema 1, and the read of a newer schema.
+
+Schema 2 keeps a run's light fields in ``runs`` and its heavy ones beside it, so that the commands
+that list runs (``%perf``, ``%perf next``, ``perfmagic.ledger()``) read a few columns and decode no
+samples:
+
+* ``runs``: the run's own fields; ``options``, ``metrics`` and ``env`` (only the fields the run measured
+  itself) as JSON deflated against a fixed dictionary (:func:`.compact.pack_json`); ``env_id`` the machine it ran on (``envs``); and, as columns, what listing needs
+  without JSON: ``primary_value`` (the headline metric's value), ``rerun_of`` (the run this row
+  re-measured, ``--vs``), ``interleaved_with`` (the A side a B was measured beside) and ``has_work``
+  (1 when the run declared its work per call, ``--items``/``--flops``/``--bytes``, or recorded a
+  throughput: a comparison then reads its options). ``samples`` is NULL (schema 1 kept the samples'
+  JSON there).
+* ``run_samples``: the samples, packed (:mod:`.compact`), one row per run.
+* ``envs``: each distinct machine description once.
+* ``meta``: which perfmagic wrote the file last (a newer one is named when this one cannot write it).
+
+:func:`migrate` turns a schema-1 file into schema 2 in the write transaction that first finds it
+(every row rewritten once; a ledger of 20,000 runs takes a few seconds, once).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .compact import pack_json, pack_samples, split_env
+
+SCHEMA_VERSION = 2
+
+# Columns of ``runs`` in schema order; JSON-encoded ones are decoded when read.
+V1_COLUMNS = ("id", "created_utc", "notebook", "cell_id", "session", "magic", "label", "status", "code", "code_hash",
+              "options", "metrics", "primary_metric", "samples", "env", "env_hash", "note")
+NEW_COLUMNS = (("env_id", "INTEGER"), ("primary_value", ""), ("rerun_of", "INTEGER"), ("interleaved_with", "INTEGER"),
+               ("has_work", "INTEGER"))
+COLUMNS = V1_COLUMNS + tuple(c for c, _ in NEW_COLUMNS)
+ROW_COLUMNS = V1_COLUMNS  # what a row dict holds, as in schema 1 (the new columns are derived from them)
+JSON_COLUMNS = ("options", "metrics", "samples", "env")
+LIGHT = tuple(c for c in COLUMNS if c not in ("samples",))  # what listing reads: no samples
+
+_V2_ONLY = (
+    "CREATE TABLE IF NOT EXISTS run_samples (run_id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS envs (id INTEGER PRIMARY KEY, hash TEXT UNIQUE NOT NULL, data TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
+    # partial: only the few re-measured and interleaved runs are in them (a sweep's rows add nothing)
+    "CREATE INDEX IF NOT EXISTS runs_interleaved ON runs (interleaved_with) WHERE interleaved_with IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS runs_rerun ON runs (rerun_of) WHERE rerun_of IS NOT NULL",
+)
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_utc TEXT NOT NULL,
+        notebook TEXT,
+        cell_id TEXT,
+        session TEXT,
+        magic TEXT NOT NULL,
+        label TEXT,
+        status TEXT NOT NULL,
+        code TEXT,
+        code_hash TEXT,
+        options TEXT,
+        metrics TEXT,
+        primary_metric TEXT,
+        samples TEXT,
+        env TEXT,
+        env_hash TEXT,
+        note TEXT,
+        env_id INTEGER,
+        primary_value,
+        rerun_of INTEGER,
+        interleaved_with INTEGER,
+        has_work INTEGER
+    )""",
+    "CREATE INDEX IF NOT EXISTS runs_notebook_id ON runs (notebook, id)",
+    "CREATE INDEX IF NOT EXISTS runs_notebook_label ON runs (notebook, label)",
+    """CREATE TABLE IF NOT EXISTS baselines (
+        notebook TEXT,
+        label TEXT,
+        run_id INTEGER,
+        created_utc TEXT,
+        PRIMARY KEY (notebook, label)
+    )""",
+    *_V2_ONLY,
+)
+OUR_TABLES = {"runs", "baselines", "sqlite_sequence", "targets", "predictions", "run_samples", "envs", "meta"}
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(v) if v is not None and not isinstance(v, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+_RATES = ("items_per_s", "flops_per_s", "bytes_per_s")
+
+
+def derived(options_text: str | None, metrics_text: str | None, primary: str | None) -> tuple[Any, Any, Any, int]:
+    """``(primary_value, rerun_of, interleaved_with, has_work)`` from a row's options and metrics JSON."""
+    try:
+        opts = json.loads(options_text) if options_text else {}
+    except ValueError:
+        opts = {}
+    try:
+        mets = json.loads(metrics_text) if metrics_text else {}
+    except ValueError:
+        mets = {}
+    opts = opts if isinstance(opts, dict) else {}
+    value = mets.get(primary) if isinstance(mets, dict) and primary else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        value = None
+    mets = mets if isinstance(mets, dict) else {}
+    work = bool(opts.get("work")) or any(mets.get(k) is not None for k in _RATES)
+    return value, _int(opts.get("remeasured_from")), _int(opts.get("interleaved_with")), int(work)
+
+
+def env_id(con: Any, machine: str | None, digest: str | None) -> int | None:
+    """The ``envs`` id of a machine description, added when new."""
+    if machine is None:
+        return None
+    got = con.execute("SELECT id FROM envs WHERE hash = ?", (digest,)).fetchone()
+    if got is not None:
+        return int(got[0])
+    return int(con.execute("INSERT INTO envs (hash, data) VALUES (?, ?)", (digest, machine)).lastrowid)
+
+
+def storage_parts(row: dict[str, Any]) -> tuple[dict[str, Any], bytes | None, tuple[str | None, str | None]]:
+    """A storage-form row (JSON text, as ``Ledger.record`` builds it) split for schema 2: the ``runs``
+    columns, the packed samples, and the machine description with its hash."""
+    out = {c: row.get(c) for c in V1_COLUMNS if c != "id"}
+    blob = None
+    if row.get("samples") is not None:
+        try:
+            blob = pack_samples(json.loads(row["samples"]))
+        except ValueError:  # not JSON: kept as it was
+            blob = None
+        else:
+            out["samples"] = None
+    machine, digest = None, None
+    if row.get("env") is not None:
+        try:
+            env = json.loads(row["env"])
+        except ValueError:
+            env = None
+        if isinstance(env, dict):
+            machine, digest, own = split_env(env)
+            out["env"] = json.dumps(own, allow_nan=True)
+    out["primary_value"], out["rerun_of"], out["interleaved_with"], out["has_work"] = derived(
+        row.get("options"), row.get("metrics"), row.get("primary_metric"))
+    for c in ("options", "metrics", "env"):  # deflated against the format's dictionary
+        out[c] = pack_json(out[c]) if isinstance(out[c], str) else out[c]
+    return out, blob, (machine, digest)
+
+
+def insert(con: Any, rows: list[dict[str, Any]]) -> list[int]:
+    """Insert storage-form rows (inside the caller's transaction); returns their ids."""
+    ids = []
+    for r in rows:
+        cols, blob, (machine, digest) = storage_parts(r)
+        cols["env_id"] = env_id(con, machine, digest)
+        names = list(cols)
+        cur = con.execute(f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                          tuple(cols[c] for c in names))
+        rid = int(cur.lastrowid)
+        if blob is not None:
+            con.execute("INSERT OR REPLACE INTO run_samples (run_id, data) VALUES (?, ?)", (rid, blob))
+        ids.append(rid)
+    return ids
+
+
+def migrate(con: Any) -> int:
+    """Schema 1 → 2 inside the caller's write transaction; returns the rows rewritten."""
+    have = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
+    for name, kind in NEW_COLUMNS:
+        if name not in have:
+            con.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}".rstrip())
+    for stmt in _V2_ONLY:
+        con.execute(stmt)
+    n = 0
+    last = 0
+    while True:
+        batch = con.execute("SELECT id, options, metrics, primary_metric, samples, env FROM runs WHERE id > ? "
+                            "ORDER BY id LIMIT 2000", (last,)).fetchall()
+        if not batch:
+            break
+        for rid, options, metrics, primary, samples, env in batch:
+            cols, blob, (machine, digest) = storage_parts(
+                {"options": options, "metrics": metrics, "primary_metric": primary, "samples": samples, "env": env})
+            eid = env_id(con, machine, digest)
+            con.execute("UPDATE runs SET samples = ?, env = ?, env_id = ?, primary_value = ?, rerun_of = ?, "
+                        "interleaved_with = ?, has_work = ? WHERE id = ?",
+                        (cols.get("samples"), cols.get("env"), eid, cols["primary_value"], cols["rerun_of"],
+                         cols["interleaved_with"], cols["has_work"], rid))
+            if blob is not None:
+                con.execute("INSERT OR REPLACE INTO run_samples (run_id, data) VALUES (?, ?)", (rid, blob))
+            n += 1
+            last = rid
+    return n
+
+
+def stamp(con: Any, version: str) -> None:
+    """Record the writer and the schema version (inside the caller's transaction)."""
+    con.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('writer', ?)", (f"perfmagic {version}",))
+    con.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def writer(con: Any) -> str | None:
+    """Which perfmagic wrote the file last (schema 2 and later), or None."""
+    try:
+        got = con.execute("SELECT value FROM meta WHERE key = 'writer'").fetchone()
+    except Exception:  # noqa: BLE001 - no meta table: schema 1
+        return None
+    return str(got[0]) if got else None
+
+
+__all__ = ["COLUMNS", "JSON_COLUMNS", "LIGHT", "OUR_TABLES", "SCHEMA", "SCHEMA_VERSION", "derived", "insert",
+           "migrate", "stamp", "storage_parts", "writer"]
