@@ -101,6 +101,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_estimate.py
 	$(BIN)/python benchmarks/bench_dataloader.py
 	$(BIN)/python benchmarks/bench_flame.py
+	$(BIN)/python benchmarks/bench_ledger.py
 	$(BIN)/python benchmarks/bench_memprof.py
 	$(BIN)/python benchmarks/bench_gpu.py
 

@@ -39,6 +39,7 @@ root) that produced it. `--quick` runs fewer repetitions and is only meant as a 
 | `%load_ext` time | `benchmarks/bench_load_ext.py` | time of `%load_ext X` in a fresh IPython shell, perfmagic vs other profiling extensions |
 | timing quality | `benchmarks/bench_timing_quality.py` | spread of the answer over repeated measurements and the time spent per answer, vs `%timeit` and `torch.utils.benchmark` (CPU) |
 | GPU timing | `benchmarks/bench_gpu.py` | the same on a CUDA device, vs `triton.testing.do_bench` and `torch.utils.benchmark` |
+| the ledger at 100k runs | `benchmarks/bench_ledger.py` | `%perf`, `%perf next`, `%perf target`, `perfmagic.ledger()`, a historical `%perf compare` and one new row on ledgers of 1k, 10k and 100k runs; bytes per run on disk |
 
 Numbers from a small shared cloud VM are noisy by nature; that noise is exactly what the
 timing-quality benchmark is about. Compare rows of the same section only (same run, same machine).
