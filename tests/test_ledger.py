@@ -175,15 +175,16 @@ def test_schema(tmp_path):
         assert cols == [
             "id", "created_utc", "notebook", "cell_id", "session", "magic", "label", "status",
             "code", "code_hash", "options", "metrics", "primary_metric", "samples", "env",
-            "env_hash", "note", "env_id", "primary_value", "rerun_of", "interleaved_with", "has_work",
+            "env_hash", "note", "env_id", "primary_value", "rerun_of", "interleaved_with", "work",
         ]  # fmt: skip
         bcols = [r[1] for r in con.execute("PRAGMA table_info(baselines)")]
         assert bcols == ["notebook", "label", "run_id", "created_utc"]
-        assert [r[1] for r in con.execute("PRAGMA table_info(run_samples)")] == ["run_id", "data"]
+        assert [r[1] for r in con.execute("PRAGMA table_info(run_data)")] == ["run_id", "options", "metrics", "env",
+                                                                               "samples"]
         assert [r[1] for r in con.execute("PRAGMA table_info(envs)")] == ["id", "hash", "data"]
         writer = con.execute("SELECT value FROM meta WHERE key = 'writer'").fetchone()[0]
         assert writer.startswith("perfmagic ")
-        assert con.execute("SELECT samples FROM runs").fetchone()[0] is None  # packed in run_samples
+        assert con.execute("SELECT samples, options FROM runs").fetchone() == (None, None)  # packed in run_data
         idx = {r[1] for r in con.execute("PRAGMA index_list(runs)")}
         cols_of = {
             name: [r[2] for r in con.execute(f"PRAGMA index_info({name})")] for name in idx

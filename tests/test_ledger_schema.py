@@ -55,7 +55,7 @@ def test_a_schema_1_ledger_reads_the_same_before_and_after_its_migration(tmp_pat
     con = sqlite3.connect(led.path)
     assert con.execute("PRAGMA user_version").fetchone()[0] == 2
     assert con.execute("SELECT COUNT(*) FROM runs WHERE samples IS NOT NULL").fetchone()[0] == 0
-    assert con.execute("SELECT COUNT(*) FROM run_samples").fetchone()[0] == len(rows) + 1
+    assert con.execute("SELECT COUNT(*) FROM run_data WHERE samples IS NOT NULL").fetchone()[0] == len(rows) + 1
     pair = con.execute("SELECT id, rerun_of, interleaved_with FROM runs WHERE rerun_of IS NOT NULL "
                        "OR interleaved_with IS NOT NULL ORDER BY id").fetchall()
     con.close()

@@ -183,6 +183,36 @@ def _loads(text: Any) -> Any:
     except ValueError:
         return text
 
+WORK_UNITS = ("items", "flops", "bytes")
+
+
+def _clean(x: float) -> float:
+    r = round(x)
+    return float(r) if r and abs(x - r) <= 1e-6 * abs(x) else float(x)
+
+
+def work_of(options: Any, metrics: Any) -> dict[str, float]:
+    """The work one call of a recorded run declared, from its options and metrics: ``{"items": 32.0}``;
+    empty when none. Runs record it in ``options["work"]``; older runs only have the throughput
+    (``items_per_s``), which times the median gives the same number back."""
+    w = options.get("work") if isinstance(options, dict) else None
+    if isinstance(w, dict):
+        out = {}
+        for k in WORK_UNITS:
+            v = w.get(k)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and math.isfinite(v):
+                out[k] = float(v)
+        return out
+    m = metrics if isinstance(metrics, dict) else {}
+    med = m.get("median_s")
+    out = {}
+    for k in WORK_UNITS:
+        rate = m.get(f"{k}_per_s")
+        if isinstance(rate, (int, float)) and isinstance(med, (int, float)) and rate > 0 and med > 0:
+            out[k] = _clean(rate * med)
+    return out
+
+
 def rerun_of(row: dict[str, Any]) -> int | None:
     """The run a row re-measured, when it is the A side that ``%%gpubench --vs RUN`` measured again
     (its role is ``rerun-of #RUN``): such a row is evidence for that one comparison, not a new point

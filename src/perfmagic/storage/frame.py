@@ -28,7 +28,7 @@ import os
 import pathlib
 from typing import Any
 
-from .codec import _dumps_strict
+from .codec import STATUSES, _dumps_strict
 from .db import LedgerError, UnknownRunError
 
 __all__ = ["KNOWN_MAGICS", "VIEWS", "export", "ledger_frame", "metric_unit", "wide_frame"]
@@ -101,13 +101,18 @@ def _series(values: list[Any], index: Any):
 
 
 LIGHT_FIELDS = ("id", "created_utc", "notebook", "magic", "label", "status", "primary_metric", "primary_value",
-                "rerun_of", "has_work", "code")
+                "rerun_of", "work", "code", "ratio", "needs", "base_work")
 
 
 def light_rows(led: Any, *, notebook: Any = ..., magic: str | None = None, newest_first: bool = False
                ) -> dict[str, list[Any]]:
     """What the common view reads of each run, as columns (``LIGHT_FIELDS`` plus ``saved``), from one query
-    (no JSON decoded, no samples read) and the runs kept in memory."""
+    (no JSON decoded, no samples read) and the runs kept in memory.
+
+    ``ratio`` is ``vs_baseline`` from the columns (the run's headline value over its label's baseline's,
+    same magic and metric, a compared magic, not a re-measurement; the few baselines read once); ``needs``
+    marks the runs whose ratio depends on the work they declared (``work``, ``base_work``): :func:`_ratios`
+    judges those."""
     from .schema import derived
     from .views import column
 
@@ -120,97 +125,132 @@ def light_rows(led: Any, *, notebook: Any = ..., magic: str | None = None, newes
         where.append("magic = ?")
         params.append(magic)
 
-    def run(con: Any, version: int, columns: set[str]) -> list[tuple]:
-        pick = ", ".join(f"{column(c, columns)} AS {c}" if c in ("primary_value", "rerun_of", "has_work") else c
-                         for c in LIGHT_FIELDS)
-        return con.execute(f"SELECT {pick} FROM runs WHERE {' AND '.join(where)} ORDER BY id", tuple(params)).fetchall()
+    def run(con: Any, version: int, columns: set[str]) -> tuple[list[tuple], dict[Any, tuple]]:
+        pv, ro, w = column("primary_value", columns), column("rerun_of", columns), column("work", columns)
+        # magic and status as small ints (Python keeps one object of each), the time as epoch seconds: a
+        # string less to make per run, and no text to parse
+        mcase = "CASE magic " + " ".join(f"WHEN '{m}' THEN {i}" for i, m in enumerate(KNOWN_MAGICS)) + " ELSE magic END"
+        scase = "CASE status " + " ".join(f"WHEN '{x}' THEN {i}" for i, x in enumerate(STATUSES)) + " ELSE status END"
+        got = con.execute(f"SELECT id, CAST(strftime('%s', created_utc) AS INTEGER), notebook, {mcase}, label, "
+                          f"{scase}, primary_metric, {pv}, {ro}, {w}, code FROM runs r WHERE {' AND '.join(where)} "
+                          "ORDER BY id", tuple(params)).fetchall()
+        base = {(nb_, label): rest for nb_, label, *rest in con.execute(
+            f"SELECT b.notebook, b.label, r.magic, r.primary_metric, {pv}, {w} FROM baselines b "
+            "JOIN runs r ON r.id = b.run_id").fetchall()}
+        return got, base
 
-    got = list(led._read(run) or [])
-    n_saved = len(got)
+    got, bases = led._read(run) or ([], {})
+    names = LIGHT_FIELDS[:11]
+    cols: dict[str, list[Any]] = dict(zip(names, (list(c) for c in zip(*got)))) if got else {c: [] for c in names}
+    cols["magic"] = [KNOWN_MAGICS[c] if type(c) is int else c for c in cols["magic"]]
+    cols["status"] = [STATUSES[c] if type(c) is int else c for c in cols["status"]]
+    n = len(cols["id"])
+    ratio: list[Any] = [None] * n
+    needs: list[int] = [0] * n
+    base_work: list[Any] = [None] * n
+    compared, num = set(COMPARED), (int, float)
+    if bases:  # only the runs of labels that have a baseline are looked at
+        for i, key in enumerate(zip(cols["notebook"], cols["label"])):
+            b = bases.get(key)
+            if b is None or cols["rerun_of"][i] is not None or cols["magic"][i] not in compared \
+                    or b[0] != cols["magic"][i] or b[1] != cols["primary_metric"][i]:
+                continue
+            bv, value = b[2], cols["primary_value"][i]
+            if type(bv) in num and bv > 0 and type(value) in num:
+                ratio[i] = value / bv
+            needs[i] = int(cols["work"][i] is not None or b[3] is not None)
+            base_work[i] = b[3]
+    cols.update(ratio=ratio, needs=needs, base_work=base_work)
+    saved = [True] * len(cols["id"])
     for p in led.pending:
         if (filt and p["notebook"] != nb) or (magic is not None and p["magic"] != magic):
             continue
         d = {c: p.get(c) for c in LIGHT_FIELDS}
-        d["primary_value"], d["rerun_of"], _, d["has_work"] = derived(p.get("options"), p.get("metrics"),
-                                                                      p.get("primary_metric"))
-        got.append(tuple(d[c] for c in LIGHT_FIELDS))
-    saved = [True] * n_saved + [False] * (len(got) - n_saved)
-    if newest_first:
-        got, saved = got[::-1], saved[::-1]
-    cols = dict(zip(LIGHT_FIELDS, (list(c) for c in zip(*got)))) if got else {c: [] for c in LIGHT_FIELDS}
+        d["primary_value"], d["rerun_of"], _, d["work"] = derived(p.get("options"), p.get("metrics"),
+                                                                  p.get("primary_metric"))
+        d["ratio"], d["needs"], d["base_work"] = None, 1, None  # judged whole by _ratios
+        d["created_utc"] = _epoch(p.get("created_utc"))
+        for c in LIGHT_FIELDS:
+            cols[c].append(d[c])
+        saved.append(False)
     cols["saved"] = saved
+    if newest_first:
+        cols = {c: v[::-1] for c, v in cols.items()}
     return cols
 
 
-def _light(row: dict[str, Any]) -> dict[str, Any]:
-    """A full row (``Ledger.get``) as a light record."""
-    from .codec import _dumps
-    from .schema import derived
+def _epoch(text: Any) -> int | None:
+    from datetime import datetime
 
-    d = {c: row.get(c) for c in LIGHT_FIELDS}
-    d["primary_value"], d["rerun_of"], _, d["has_work"] = derived(_dumps(row.get("options")),
-                                                                  _dumps(row.get("metrics")), row.get("primary_metric"))
-    return d
+    try:
+        return int(datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return None
 
 
 def _num(v: Any) -> float:
     return float(v) if _is_number(v) else math.nan
 
 
+def _work(text: Any) -> dict[str, Any]:
+    import json
+
+    try:
+        w = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        w = None
+    return {"options": {"work": w if isinstance(w, dict) else {}}}
+
+
 def _ratios(led: Any, t: dict[str, list[Any]]) -> list[float]:
-    """``vs_baseline`` of each run of the light table ``t``: primary metric / the label's baseline's (same
-    magic and metric, a compared magic, both positive), else NaN; per unit of work when both runs declare
-    different amounts of it, NaN when only one does (:func:`perfmagic.timing.flow.basis`: the two runs
-    are read whole only then)."""
-    pos = {rid: i for i, rid in enumerate(t["id"])}
-    bases = led.baselines(notebook=None)
-    cache: dict[int, dict[str, Any] | None] = {}
+    """``vs_baseline`` of each run of the light table ``t``: SQL's ratio, except where it depends on the
+    work the runs declared (``needs``): per unit of work when both declare different amounts of it, NaN
+    when only one does (:func:`perfmagic.timing.flow.basis`). A run kept in memory, or one of a schema-1
+    file (whose work is not a column), is read whole for that."""
+    from ..timing.flow import basis
 
-    def base_of(bid: int) -> dict[str, Any] | None:
-        if bid not in cache:
-            i = pos.get(bid)
+    out = t["ratio"]
+    if any(t["needs"]):
+        out = list(out)
+    bases = None
+    for i in (i for i, n in enumerate(t["needs"]) if n):
+        if t["saved"][i] and t["work"][i] != "?" and t["base_work"][i] != "?":  # schema 2: the work columns
+            if t["ratio"][i] is None:
+                continue
+            bs = basis(_work(t["base_work"][i]), _work(t["work"][i]))
+            a, b = 1.0, float(t["ratio"][i])
+        else:
+            if bases is None:
+                bases = led.baselines(notebook=None)
+            bid = bases.get((t["notebook"][i], t["label"][i]))
+            if t["magic"][i] not in COMPARED or bid is None or t["rerun_of"][i] is not None:
+                continue
             try:
-                cache[bid] = {c: t[c][i] for c in LIGHT_FIELDS} if i is not None else _light(led.get(bid))
-            except (UnknownRunError, LedgerError):
-                cache[bid] = None
-        return cache[bid]
-
-    out = []
-    for i, (nb, label, magic, metric, value, again, work) in enumerate(zip(
-            t["notebook"], t["label"], t["magic"], t["primary_metric"], t["primary_value"], t["rerun_of"],
-            t["has_work"])):
-        bid = bases.get((nb, label))
-        if magic not in COMPARED or bid is None or again is not None:
-            out.append(math.nan)
-            continue
-        base = base_of(bid)
-        a = _num(base["primary_value"]) if base else math.nan
-        b = _num(value)
-        same = base is not None and (base["magic"], base["primary_metric"]) == (magic, metric)
-        if same and magic == "gpubench" and (work or base["has_work"]):
-            from ..timing.flow import basis
-
-            try:
-                bs = basis(led.get(bid), led.get(t["id"][i]) if t["saved"][i] else _pending(led, t["id"][i]))
-            except (UnknownRunError, LedgerError):
-                bs = None
-            if bs is None or bs.refusal:
-                same = False
-            elif bs.unit and bs.a and bs.b:
-                a, b = a / bs.a, b / bs.b
-        out.append(b / a if same and a > 0 and b == b else math.nan)
+                ra, rb = led.get(bid), (led.get(t["id"][i]) if t["saved"][i] else
+                                        next(r for r in led.rows(notebook=None) if r["id"] == t["id"][i]))
+            except (UnknownRunError, LedgerError, StopIteration):
+                continue
+            if (ra.get("magic"), ra.get("primary_metric")) != (rb.get("magic"), rb.get("primary_metric")):
+                continue
+            a = _num((ra.get("metrics") or {}).get(ra.get("primary_metric") or ""))
+            b = _num((rb.get("metrics") or {}).get(rb.get("primary_metric") or ""))
+            if not (a > 0 and b == b):
+                continue
+            bs = basis(ra, rb)
+        if bs.refusal:
+            out[i] = math.nan
+        elif bs.unit and bs.a and bs.b:
+            out[i] = (b / bs.b) / (a / bs.a)
+        else:
+            out[i] = b / a
     return out
-
-
-def _pending(led: Any, rid: int) -> dict[str, Any]:
-    return next(r for r in led.rows(notebook=None) if r["id"] == rid)
 
 
 def _common(led: Any, t: dict[str, list[Any]], *, notebooks: bool) -> Any:
     import pandas as pd
 
     index = pd.Index(t["id"], name="id", dtype="Int64")
-    created = pd.to_datetime(pd.Series(t["created_utc"], index=index, dtype=object), utc=True, format="ISO8601")
+    created = pd.to_datetime(pd.Series(t["created_utc"], index=index, dtype="Int64"), unit="s", utc=True)
     data: dict[str, Any] = {"created": created}
     if notebooks:
         data["notebook"] = pd.Series(t["notebook"], index=index, dtype="string")
@@ -219,12 +259,16 @@ def _common(led: Any, t: dict[str, list[Any]], *, notebooks: bool) -> Any:
     data["status"] = pd.Series(t["status"], index=index, dtype=pd.CategoricalDtype(["ok", "interrupted", "failed"]))
     names = t["primary_metric"]
     data["primary_metric"] = pd.Series(names, index=index, dtype="string")
-    data["value"] = pd.Series([_num(v) for v in t["primary_value"]], index=index, dtype="float64")
+    try:
+        data["value"] = pd.Series(t["primary_value"], index=index, dtype="float64")
+    except (TypeError, ValueError):  # schema 1's JSON: any type
+        data["value"] = pd.Series([_num(v) for v in t["primary_value"]], index=index, dtype="float64")
     units = {n: metric_unit(n) for n in set(names) if n}
-    data["unit"] = pd.Series([units.get(n) for n in names], index=index, dtype="string")
+    data["unit"] = data["primary_metric"].map(units).astype("string")
     data["vs_baseline"] = pd.Series(_ratios(led, t) if t["id"] else [], index=index, dtype="float64")
-    data["role"] = pd.Series([None if x is None else f"rerun-of #{x}" for x in t["rerun_of"]], index=index,
-                             dtype="string")  # <NA>: an ordinary run of its label
+    again = t["rerun_of"]
+    roles = [None if x is None else f"rerun-of #{x}" for x in again] if any(x is not None for x in again) else None
+    data["role"] = pd.Series(roles, index=index, dtype="string")  # <NA>: an ordinary run of its label
     return pd.DataFrame(data, index=index)
 
 
@@ -298,7 +342,9 @@ def ledger_frame(magic: str | None = None, view: str | None = None, *, all_noteb
         for k in _metric_names(rows):
             col = f"metric.{k}" if k in taken else k
             frame[col] = _series([r["metrics"].get(k) for r in rows], frame.index)
-    frame["code"] = _series(light["code"], frame.index).astype("string")
+    import pandas as pd
+
+    frame["code"] = pd.Series(light["code"], index=frame.index, dtype="string")
     if view == "wide":
         frame["options"] = _series([r.get("options") for r in rows], frame.index)
     return frame
@@ -343,6 +389,9 @@ def export(led: Any, path: str | os.PathLike, *, notebook: Any = ...) -> pathlib
             f"(got {suffix or 'no suffix'!r})"
         )
     rows = led.rows(notebook=notebook, newest_first=False)
+    from .views import prefetch_samples
+
+    prefetch_samples(led, rows)  # every run's samples in a few queries, not one each
     try:
         if suffix == ".json":
             with open(target, "w", encoding="utf-8") as fh:

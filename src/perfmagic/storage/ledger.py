@@ -54,7 +54,7 @@ from .db import (
 )
 from ..core.interrupts import sigint_deferred
 from .advice import AdviceStore
-from .rows import Reader, decoded, select_list, unpack
+from .rows import Reader, decoded, select_from, unpack
 from .locate import ENV_DIR, LEDGER_FILENAME, LEDGER_FOLDER, _notebook_key, locate
 
 __all__ = [
@@ -241,15 +241,11 @@ class Ledger(AdviceStore, _Database):
         return self._machines.get(env_id)
 
     def _samples_of(self, rid: int, v1: bool) -> Any:
-        """A saved run's samples (schema 2: unpacked from ``run_samples``; schema 1: its JSON column)."""
-        if v1:
-            got = self._query("SELECT samples FROM runs WHERE id = ?", (rid,))
-            return _loads(got[0]["samples"]) if got else None
-        got = self._query("SELECT data FROM run_samples WHERE run_id = ?", (rid,))
-        if got:
-            return unpack(got[0]["data"])
-        old = self._query("SELECT samples FROM runs WHERE id = ?", (rid,))  # a row a newer writer left as text
-        return _loads(old[0]["samples"]) if old else None
+        """A saved run's samples (schema 2: unpacked from ``run_data``; schema 1: its JSON column)."""
+        got = self._query("SELECT samples FROM runs WHERE id = ?" if v1 else
+                          "SELECT samples FROM run_data WHERE run_id = ?", (rid,))
+        value = got[0]["samples"] if got else None
+        return unpack(value) if isinstance(value, (bytes, memoryview)) else _loads(value)
 
     def _select(self, where: Any, params: tuple = (), tail: str = "") -> list[dict[str, Any]]:
         """Saved rows matching ``where`` (light columns; heavy values load on use). ``where`` may be a
@@ -257,7 +253,7 @@ class Ledger(AdviceStore, _Database):
         no relation columns: :func:`.views.column` reads them from the JSON there)."""
         def run(con: Any, version: int, columns: set[str]) -> list[dict[str, Any]]:
             w, p, t = where(columns) if callable(where) else (where, params, tail)
-            cur = con.execute(f"SELECT {select_list(columns)} FROM runs{w}{t}", p)
+            cur = con.execute(f"{select_from(columns)}{w}{t}", p)
             names = [d[0] for d in cur.description]
             reader = Reader(self, version, columns)
             return [reader.row(dict(zip(names, r))) for r in cur.fetchall()]
@@ -407,7 +403,7 @@ class Ledger(AdviceStore, _Database):
             if con.execute("DELETE FROM runs WHERE id = ?", (rid,)).rowcount == 0:
                 return None
             con.execute("DELETE FROM baselines WHERE run_id = ?", (rid,))
-            con.execute("DELETE FROM run_samples WHERE run_id = ?", (rid,))
+            con.execute("DELETE FROM run_data WHERE run_id = ?", (rid,))
             return True
 
         if self._modify(delete) is None:

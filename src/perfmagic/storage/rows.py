@@ -139,9 +139,13 @@ def finish(out: dict[str, Any], saved: bool) -> dict[str, Any]:
     return out
 
 
-def select_list(columns: set[str]) -> str:
-    """The light columns present in this file's ``runs`` (a newer schema may have more; an older fewer)."""
-    return ", ".join(c for c in LIGHT if c in columns)
+def select_from(columns: set[str]) -> str:
+    """``SELECT … FROM …`` of a row without its samples: the light columns present in this file's ``runs``
+    (a newer schema may have more; an older fewer) and the heavy ones, from ``run_data`` (schema 2)."""
+    light = ", ".join(f"runs.{c}" for c in LIGHT if c in columns)
+    if "env_id" in columns:
+        return (f"SELECT {light}, d.options, d.metrics, d.env FROM runs LEFT JOIN run_data d ON d.run_id = runs.id")
+    return f"SELECT {light}, runs.options, runs.metrics, runs.env FROM runs"
 
 
 class Reader:
@@ -182,4 +186,4 @@ def unpack(blob: Any) -> Any:
         return None
 
 
-__all__ = ["Reader", "Row", "decoded", "finish", "select_list", "unpack"]
+__all__ = ["Reader", "Row", "decoded", "finish", "select_from", "unpack"]

@@ -4,14 +4,16 @@ Schema 2 keeps a run's light fields in ``runs`` and its heavy ones beside it, so
 that list runs (``%perf``, ``%perf next``, ``perfmagic.ledger()``) read a few columns and decode no
 samples:
 
-* ``runs``: the run's own fields; ``options``, ``metrics`` and ``env`` (only the fields the run measured
-  itself) as JSON deflated against a fixed dictionary (:func:`.compact.pack_json`); ``env_id`` the machine it ran on (``envs``); and, as columns, what listing needs
-  without JSON: ``primary_value`` (the headline metric's value), ``rerun_of`` (the run this row
-  re-measured, ``--vs``), ``interleaved_with`` (the A side a B was measured beside) and ``has_work``
-  (1 when the run declared its work per call, ``--items``/``--flops``/``--bytes``, or recorded a
-  throughput: a comparison then reads its options). ``samples`` is NULL (schema 1 kept the samples'
-  JSON there).
-* ``run_samples``: the samples, packed (:mod:`.compact`), one row per run.
+* ``runs``: the run's light fields, all a listing reads (a row stays ~200 bytes, so a scan of 100,000
+  runs reads a few MB): ``env_id`` the machine it ran on (``envs``); and, as columns, what listing
+  needs without JSON: ``primary_value`` (the headline metric's value), ``rerun_of`` (the run this row
+  re-measured, ``--vs``), ``interleaved_with`` (the A side a B was measured beside) and ``work`` (the
+  work per call the run declared, ``--items``/``--flops``/``--bytes``, or recorded as a throughput, as
+  JSON: ``{"items": 32.0}``; NULL when none: a comparison judges such runs per unit of it).
+  ``options``, ``metrics``, ``samples`` and ``env`` are NULL there (schema 1 kept their JSON in them).
+* ``run_data``: the heavy fields, one row per run: ``options``, ``metrics`` and ``env`` (only the fields the
+  run measured itself) as JSON deflated against a fixed dictionary (:func:`.compact.pack_json`), and the
+  ``samples`` packed (:func:`.compact.pack_samples`). Reading a row joins it; its samples are read on use.
 * ``envs``: each distinct machine description once.
 * ``meta``: which perfmagic wrote the file last (a newer one is named when this one cannot write it).
 
@@ -32,14 +34,16 @@ SCHEMA_VERSION = 2
 V1_COLUMNS = ("id", "created_utc", "notebook", "cell_id", "session", "magic", "label", "status", "code", "code_hash",
               "options", "metrics", "primary_metric", "samples", "env", "env_hash", "note")
 NEW_COLUMNS = (("env_id", "INTEGER"), ("primary_value", ""), ("rerun_of", "INTEGER"), ("interleaved_with", "INTEGER"),
-               ("has_work", "INTEGER"))
+               ("work", "TEXT"))
 COLUMNS = V1_COLUMNS + tuple(c for c, _ in NEW_COLUMNS)
 ROW_COLUMNS = V1_COLUMNS  # what a row dict holds, as in schema 1 (the new columns are derived from them)
 JSON_COLUMNS = ("options", "metrics", "samples", "env")
-LIGHT = tuple(c for c in COLUMNS if c not in ("samples",))  # what listing reads: no samples
+HEAVY = ("options", "metrics", "env", "samples")  # in run_data (schema 2); in runs (schema 1)
+LIGHT = tuple(c for c in COLUMNS if c not in HEAVY)  # what listing reads of runs
 
 _V2_ONLY = (
-    "CREATE TABLE IF NOT EXISTS run_samples (run_id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS run_data (run_id INTEGER PRIMARY KEY, options BLOB, metrics BLOB, env BLOB, "
+    "samples BLOB)",
     "CREATE TABLE IF NOT EXISTS envs (id INTEGER PRIMARY KEY, hash TEXT UNIQUE NOT NULL, data TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
     # partial: only the few re-measured and interleaved runs are in them (a sweep's rows add nothing)
@@ -69,7 +73,7 @@ SCHEMA = (
         primary_value,
         rerun_of INTEGER,
         interleaved_with INTEGER,
-        has_work INTEGER
+        work TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS runs_notebook_id ON runs (notebook, id)",
     "CREATE INDEX IF NOT EXISTS runs_notebook_label ON runs (notebook, label)",
@@ -82,7 +86,8 @@ SCHEMA = (
     )""",
     *_V2_ONLY,
 )
-OUR_TABLES = {"runs", "baselines", "sqlite_sequence", "targets", "predictions", "run_samples", "envs", "meta"}
+OUR_TABLES = {"runs", "baselines", "sqlite_sequence", "targets", "predictions", "run_data", "envs", "meta"}
+
 
 
 def _int(v: Any) -> int | None:
@@ -92,11 +97,10 @@ def _int(v: Any) -> int | None:
         return None
 
 
-_RATES = ("items_per_s", "flops_per_s", "bytes_per_s")
+def derived(options_text: str | None, metrics_text: str | None, primary: str | None) -> tuple[Any, Any, Any, Any]:
+    """``(primary_value, rerun_of, interleaved_with, work)`` from a row's options and metrics JSON."""
+    from .codec import work_of
 
-
-def derived(options_text: str | None, metrics_text: str | None, primary: str | None) -> tuple[Any, Any, Any, int]:
-    """``(primary_value, rerun_of, interleaved_with, has_work)`` from a row's options and metrics JSON."""
     try:
         opts = json.loads(options_text) if options_text else {}
     except ValueError:
@@ -106,12 +110,13 @@ def derived(options_text: str | None, metrics_text: str | None, primary: str | N
     except ValueError:
         mets = {}
     opts = opts if isinstance(opts, dict) else {}
-    value = mets.get(primary) if isinstance(mets, dict) and primary else None
+    mets = mets if isinstance(mets, dict) else {}
+    value = mets.get(primary) if primary else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         value = None
-    mets = mets if isinstance(mets, dict) else {}
-    work = bool(opts.get("work")) or any(mets.get(k) is not None for k in _RATES)
-    return value, _int(opts.get("remeasured_from")), _int(opts.get("interleaved_with")), int(work)
+    work = work_of(opts, mets)
+    return (value, _int(opts.get("remeasured_from")), _int(opts.get("interleaved_with")),
+            json.dumps(work, sort_keys=True) if work else None)
 
 
 def env_id(con: Any, machine: str | None, digest: str | None) -> int | None:
@@ -124,46 +129,49 @@ def env_id(con: Any, machine: str | None, digest: str | None) -> int | None:
     return int(con.execute("INSERT INTO envs (hash, data) VALUES (?, ?)", (digest, machine)).lastrowid)
 
 
-def storage_parts(row: dict[str, Any]) -> tuple[dict[str, Any], bytes | None, tuple[str | None, str | None]]:
+def storage_parts(row: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], tuple[str | None, str | None]]:
     """A storage-form row (JSON text, as ``Ledger.record`` builds it) split for schema 2: the ``runs``
-    columns, the packed samples, and the machine description with its hash."""
-    out = {c: row.get(c) for c in V1_COLUMNS if c != "id"}
-    blob = None
+    columns, the ``run_data`` columns (packed), and the machine description with its hash."""
+    out = {c: row.get(c) for c in V1_COLUMNS if c not in ("id", *HEAVY)}
+    data: dict[str, Any] = {}
     if row.get("samples") is not None:
         try:
-            blob = pack_samples(json.loads(row["samples"]))
+            data["samples"] = pack_samples(json.loads(row["samples"]))
         except ValueError:  # not JSON: kept as it was
-            blob = None
-        else:
-            out["samples"] = None
+            data["samples"] = row["samples"]
     machine, digest = None, None
-    if row.get("env") is not None:
+    env_text = row.get("env")
+    if env_text is not None:
         try:
-            env = json.loads(row["env"])
+            env = json.loads(env_text)
         except ValueError:
             env = None
         if isinstance(env, dict):
             machine, digest, own = split_env(env)
-            out["env"] = json.dumps(own, allow_nan=True)
-    out["primary_value"], out["rerun_of"], out["interleaved_with"], out["has_work"] = derived(
+            env_text = json.dumps(own, allow_nan=True)
+    out["primary_value"], out["rerun_of"], out["interleaved_with"], out["work"] = derived(
         row.get("options"), row.get("metrics"), row.get("primary_metric"))
-    for c in ("options", "metrics", "env"):  # deflated against the format's dictionary
-        out[c] = pack_json(out[c]) if isinstance(out[c], str) else out[c]
-    return out, blob, (machine, digest)
+    for c, text in (("options", row.get("options")), ("metrics", row.get("metrics")), ("env", env_text)):
+        data[c] = pack_json(text) if isinstance(text, str) else text  # deflated against the format's dictionary
+    return out, data, (machine, digest)
+
+
+def _put_data(con: Any, rid: int, data: dict[str, Any]) -> None:
+    con.execute("INSERT OR REPLACE INTO run_data (run_id, options, metrics, env, samples) VALUES (?, ?, ?, ?, ?)",
+                (rid, data.get("options"), data.get("metrics"), data.get("env"), data.get("samples")))
 
 
 def insert(con: Any, rows: list[dict[str, Any]]) -> list[int]:
     """Insert storage-form rows (inside the caller's transaction); returns their ids."""
     ids = []
     for r in rows:
-        cols, blob, (machine, digest) = storage_parts(r)
+        cols, data, (machine, digest) = storage_parts(r)
         cols["env_id"] = env_id(con, machine, digest)
         names = list(cols)
         cur = con.execute(f"INSERT INTO runs ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
                           tuple(cols[c] for c in names))
         rid = int(cur.lastrowid)
-        if blob is not None:
-            con.execute("INSERT OR REPLACE INTO run_samples (run_id, data) VALUES (?, ?)", (rid, blob))
+        _put_data(con, rid, data)
         ids.append(rid)
     return ids
 
@@ -184,15 +192,13 @@ def migrate(con: Any) -> int:
         if not batch:
             break
         for rid, options, metrics, primary, samples, env in batch:
-            cols, blob, (machine, digest) = storage_parts(
+            cols, data, (machine, digest) = storage_parts(
                 {"options": options, "metrics": metrics, "primary_metric": primary, "samples": samples, "env": env})
-            eid = env_id(con, machine, digest)
-            con.execute("UPDATE runs SET samples = ?, env = ?, env_id = ?, primary_value = ?, rerun_of = ?, "
-                        "interleaved_with = ?, has_work = ? WHERE id = ?",
-                        (cols.get("samples"), cols.get("env"), eid, cols["primary_value"], cols["rerun_of"],
-                         cols["interleaved_with"], cols["has_work"], rid))
-            if blob is not None:
-                con.execute("INSERT OR REPLACE INTO run_samples (run_id, data) VALUES (?, ?)", (rid, blob))
+            con.execute("UPDATE runs SET options = NULL, metrics = NULL, samples = NULL, env = NULL, env_id = ?, "
+                        "primary_value = ?, rerun_of = ?, interleaved_with = ?, work = ? WHERE id = ?",
+                        (env_id(con, machine, digest), cols["primary_value"], cols["rerun_of"],
+                         cols["interleaved_with"], cols["work"], rid))
+            _put_data(con, rid, data)
             n += 1
             last = rid
     return n
@@ -213,5 +219,5 @@ def writer(con: Any) -> str | None:
     return str(got[0]) if got else None
 
 
-__all__ = ["COLUMNS", "JSON_COLUMNS", "LIGHT", "OUR_TABLES", "SCHEMA", "SCHEMA_VERSION", "derived", "insert",
+__all__ = ["COLUMNS", "HEAVY", "JSON_COLUMNS", "LIGHT", "OUR_TABLES", "SCHEMA", "SCHEMA_VERSION", "derived", "insert",
            "migrate", "stamp", "storage_parts", "writer"]

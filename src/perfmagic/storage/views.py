@@ -12,7 +12,7 @@ from typing import Any
 _JSON = {"rerun_of": "json_extract(options, '$.remeasured_from')",
          "interleaved_with": "json_extract(options, '$.interleaved_with')",
          "primary_value": "json_extract(metrics, '$.\"' || primary_metric || '\"')",
-         "has_work": "1"}  # schema 1: every run's options are read to tell
+         "work": "'?'"}  # schema 1: unknown without reading every run's options (read whole then)
 
 
 def column(name: str, columns: set[str], table: str = "") -> str:
@@ -92,6 +92,30 @@ def reruns(led: Any, *, before: int | None = None, limit: int = 200) -> list[dic
     return got + originals
 
 
+def prefetch_samples(led: Any, rows: list[dict[str, Any]]) -> None:
+    """Read the samples of all ``rows`` in a few queries (an export of every run), instead of one query per
+    row on first use. Rows of a schema-1 file keep loading theirs on use."""
+    from .rows import Row, _loads as _json, unpack
+
+    want = {r["id"]: r for r in rows if isinstance(r, Row) and "samples" in r._lazy}
+    ids = sorted(want)
+
+    def run(con: Any, version: int, columns: set[str]) -> list[tuple]:
+        if "env_id" not in columns:
+            return []
+        got: list[tuple] = []
+        for i in range(0, len(ids), 900):
+            chunk = ids[i:i + 900]
+            got += con.execute(f"SELECT run_id, samples FROM run_data WHERE run_id IN ({', '.join('?' * len(chunk))})",
+                               tuple(chunk)).fetchall()
+        return got
+    found = dict(led._read(run) or [])
+    for rid, row in want.items():
+        if rid in found:  # the others load on use
+            value = found[rid]
+            row["samples"] = unpack(value) if isinstance(value, (bytes, memoryview)) else _json(value)
+
+
 def table_context(led: Any, rows: list[dict[str, Any]], *, notebook: Any = ..., last: int = 8) -> list[dict[str, Any]]:
     """The runs the ``%perf`` table reads beside the ``rows`` it shows: each label's baseline, the pairs that
     judged a shown run against it, and the label's last ``last`` runs up to each shown run."""
@@ -119,4 +143,4 @@ def table_context(led: Any, rows: list[dict[str, Any]], *, notebook: Any = ..., 
     return sorted(out.values(), key=lambda r: r["id"], reverse=True)
 
 
-__all__ = ["column", "count", "history", "labels", "pair", "reruns", "table_context"]
+__all__ = ["column", "count", "history", "labels", "pair", "prefetch_samples", "reruns", "table_context"]

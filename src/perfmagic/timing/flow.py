@@ -23,7 +23,6 @@ never imports IPython: a front end passes ``notify`` (where its one-line notices
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -45,32 +44,12 @@ class RerunError(PerfmagicError):
 
 # ---- work per call ----------------------------------------------------------------------------------
 
-def _clean(x: float) -> float:
-    r = round(x)
-    return float(r) if r and abs(x - r) <= 1e-6 * abs(x) else float(x)
-
-
 def work_of(row: Mapping[str, Any]) -> dict[str, float]:
-    """The work one call of a recorded run declared: ``{"items": 32.0}``; empty when none.
+    """The work one call of a recorded run declared: ``{"items": 32.0}``; empty when none
+    (:func:`perfmagic.storage.codec.work_of`, which the ledger also keeps as a column)."""
+    from ..storage.codec import work_of as _work_of
 
-    Rows record it in ``options["work"]``; older rows only have the throughput (``items_per_s``), which
-    times the median gives the same number back."""
-    w = (row.get("options") or {}).get("work")
-    if isinstance(w, Mapping):
-        out = {}
-        for k in WORK_UNITS:
-            v = w.get(k)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and math.isfinite(v):
-                out[k] = float(v)
-        return out
-    m = row.get("metrics") or {}
-    med = m.get("median_s")
-    out = {}
-    for k in WORK_UNITS:
-        rate = m.get(f"{k}_per_s")
-        if isinstance(rate, (int, float)) and isinstance(med, (int, float)) and rate > 0 and med > 0:
-            out[k] = _clean(rate * med)
-    return out
+    return _work_of(row.get("options") or {}, row.get("metrics") or {})
 
 
 def _amount(v: float) -> str:
