@@ -284,6 +284,9 @@ def test_the_gate_names_the_limit() -> None:
     ({"n": 10, "total": 5}, "exactly one of"),
     ({"n": 0}, ">= 1"),
     ({"total": float("nan")}, ">= 1"),
+    ({"total": 0}, "whole number >= 1"),
+    ({"total": 2.5}, "whole number of units"),
+    ({"n": 1000.5}, "whole number of items"),
     ({"n": 100, "sizes": [10, 20, 400]}, "no larger than the full size"),
     ({"n": 100, "budget": -1}, "positive"),
     ({"n": 100, "limit": 0}, "positive"),
@@ -307,6 +310,11 @@ def test_failure_at_a_larger_size_is_reported_and_the_rest_fitted() -> None:
     assert r.failures and r.failures[0][0] > 20000 and "planted" in r.failures[0][1]
     assert r.verdict == "will not fit" or r.verdict == "unknown"
     assert "failed at n=" in r.text()
+    # it ran at the sizes measured below the failure, and nothing is claimed between them and it
+    ran = max(p.n for p in r.points if p.n < r.failures[0][0])
+    if r.largest_fit is not None:
+        assert r.largest_fit <= ran <= 20000, r.text()
+        assert f"largest n that ran (it failed at {r.failures[0][0]:,}" in r.text()
 
 
 def test_failure_at_the_first_size_is_the_users_error() -> None:
@@ -762,3 +770,19 @@ def test_estimate_text_shows_two_warnings_and_folds_the_rest() -> None:
     assert "<summary style='cursor:pointer'>2 more warnings</summary>" in page and "a planted note" in page
     quiet = replace(r, failures=(), warnings=("spread is high: planted",))
     assert "more: " not in quiet.text() and "more warning" not in mimebundle(quiet, plot=False)["text/html"]
+
+
+def test_the_figure_draws_no_band_it_cannot_compute_and_warns_nothing() -> None:
+    """A low end at or below zero (or not finite) drew a band with ``(low/predicted) ** frac`` and a
+    ``RuntimeWarning: invalid value encountered in power`` reached the cell (issue 29)."""
+    import warnings
+
+    from perfmagic.render.estimate import figure_png
+
+    sizes = (3_000, 6_000, 12_000, 24_000, 48_000, 96_000)
+    r = analyse_scaling([Point(n, (1e-7 * n,)) for n in sizes], N=12_000_000)
+    for low in (-1.0, 0.0, float("nan"), r.low_s):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            png = figure_png(replace(r, low_s=low))
+        assert png is None or png.startswith(b"\x89PNG")

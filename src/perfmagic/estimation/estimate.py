@@ -78,7 +78,10 @@ def estimate(code: str | Callable[..., Any], n: float | None = None, *, total: f
     full = n if n is not None else total
     name = "n" if n is not None else "total"
     if not isinstance(full, (int, float)) or isinstance(full, bool) or not math.isfinite(full) or full < 1:
-        raise BadOptionError(name, full, "a number >= 1", f"e.g. {name}=1_000_000")
+        raise BadOptionError(name, full, "a whole number >= 1", f"e.g. {name}=1_000_000")
+    if full != int(full):
+        raise BadOptionError(name, full, f"a whole number of {'units' if name == 'total' else 'items'}",
+                             f"e.g. {name}={int(full):_} or {name}={int(full) + 1:_}")
     budget_s = DEFAULT_BUDGET_S if budget is None else float(budget)
     if not 0 < budget_s <= MAX_BUDGET_S:
         raise BadOptionError("budget", budget, "a positive number of seconds of measuring, at most 24 h",

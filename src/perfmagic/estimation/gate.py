@@ -98,8 +98,10 @@ def gate(r: EstimateResult, limit: float | None, available: int | None = ...) ->
         if available is not None and r.mem_fit is not None and r.mem_fit.best.b > 0:
             lm = invert(r.mem_fit.best, MEM_HEADROOM * available, 1.0, hi_n)
             lm = 0.0 if lm is None else lm
-        if r.failures:
-            lm = min(lm, r.failures[0][0] - 1) if lm is not None else r.failures[0][0] - 1
+        if r.failures:  # it ran at the sizes measured below the failure; between them and the failure, unknown
+            ran = [p.n for p in r.points if p.n < r.failures[0][0]]
+            ok = float(max(ran)) if ran else 0.0
+            lm = min(lm, ok) if lm is not None else ok
     cands = [x for x in (lt, lm) if x is not None]
     if cands:
         largest = float(min(cands))

@@ -23,7 +23,11 @@ def _number(what: str, expr: str, ns: dict[str, Any]) -> float:
         raise UsageError(f"%%estimate {what}{expr!r}: {type(exc).__name__}: {exc}. The expression is evaluated in the "
                          "notebook's namespace: define its names first, or give a number") from None
     if not value >= 1 or value != value or value == float("inf"):
-        raise UsageError(f"%%estimate {what}{expr!r} is {value!r}; it must be a finite number >= 1")
+        raise UsageError(f"%%estimate {what}{expr!r} is {value!r}; it must be a whole number >= 1, e.g. "
+                         f"{what}1_000_000")
+    if value != int(value):
+        raise UsageError(f"%%estimate {what}{expr!r} is {value!r}, not a whole number of "
+                         f"{'steps' if what.startswith('--total') else 'items'}; give one, e.g. {what}{int(value)}")
     return value
 
 

@@ -110,6 +110,8 @@ def text(r: Any, run_id: Any = None) -> str:
             if r.largest_fit_memory is not None:
                 why.append(f"memory {r.largest_fit_memory:,.0f}")
             what = "the most units that fit" if r.mode == "iteration" else f"largest {r.var} that fits"
+            if r.failures and r.mode != "iteration":
+                what = f"largest {r.var} that ran (it failed at {r.failures[0][0]:,}; sizes between were not tried)"
             L.append(f"  {what}: {r.largest_fit:,.0f}"
                      + (f" (by {', by '.join(why)})" if len(why) > 1 else ""))
     L += warning_lines(all_warnings(r))  # failures first, then the two that matter most; the rest folded
@@ -176,8 +178,9 @@ def _figure_scaling(r: Any, fig: Any) -> None:
     if r.time_fit is not None:
         xs = np.geomspace(ns.min(), max(N, top), 200)
         ax.plot(xs, r.time_fit.best.predict(xs), color="tab:orange", lw=1.5, label=r.time_fit.best.describe())
-        if r.low_s and r.high_s and N > top:
-            xb = np.geomspace(top, N, 60)
+        if (r.predicted_s and r.low_s and r.high_s and N > top
+                and all(math.isfinite(v) and v > 0 for v in (r.low_s, r.high_s, r.predicted_s))):
+            xb = np.geomspace(top, N, 60)  # the band widens from the largest size to the interval at N
             frac = np.log(xb / top) / math.log(N / top)
             mid = r.time_fit.best.predict(xb)
             ax.fill_between(xb, mid * (r.low_s / r.predicted_s) ** frac, mid * (r.high_s / r.predicted_s) ** frac,
