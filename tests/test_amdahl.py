@@ -396,6 +396,23 @@ def test_interrupt_keeps_points(monkeypatch) -> None:
     assert r.status == "interrupted" and len(r.good) == 3 and "INTERRUPTED" in _t(r)
 
 
+def test_waiting_workers_with_a_small_real_speedup_are_not_called_serialized(pool) -> None:
+    """Threads that only wait, with a planted serial fraction of 0.75 (1.14× at 2, 1.23× at 4): the speedup
+    is real, below 1.5×, and no busy core is needed for it. It was reported as "no speedup from workers"
+    (the rule for threads stuck on one busy core fired for threads that keep none busy)."""
+    r = amdahl(planted(pool, 0.75), [1, 2, 4], **FAST)
+    assert "no speedup" not in r.verdict(), _t(r)
+    assert r.speedups[-1] > 1.1, _t(r)
+    # and beside a load that leaves one core free, the load is named without claiming it capped them
+    pts = [_pt(n, 40e-3 * (0.75 + 0.25 / n), 0.02) for n in (1, 2, 4)]
+    loaded = analyse(pts, code="list(pool.map(f, xs))", cores=2, others_cores=1.2)
+    load_line = next(w for w in loaded.warnings if w.startswith("other processes kept 1.2 of 2"))
+    assert "mostly waited" in load_line and "no parallel speedup could show" not in load_line
+    assert "no speedup" not in loaded.verdict() and loaded.diagnosis != "load", _t(loaded)
+    busy = analyse([_pt(n, 4e-3, 1.0) for n in (1, 2, 4)], code="list(pool.map(f, xs))", cores=2, others_cores=1.2)
+    assert any("no parallel speedup could show" in w for w in busy.warnings)
+
+
 def test_analyse_synthetic_points_and_warnings() -> None:
     def pt(n, t, own=0.1):
         return _pt(n, t, own)
