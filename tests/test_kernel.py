@@ -124,7 +124,9 @@ def test_amdahl_in_a_real_kernel(tmp_path: Path) -> None:
 def test_estimate_in_a_real_kernel(tmp_path: Path) -> None:
     cells = _run(["%load_ext perfmagic",
                   "def work(k):\n    x = 0\n    for _ in range(k):\n        x += 1\n    return x",
-                  "%%estimate n=2_000_000 --limit 1m --run -b 1s\nwork(n)"], tmp_path)
+                  # --force: the full run goes ahead whatever the gate says (a noisy episode on the VM made a
+                  # re-time differ by ±72% and the estimate refused, fc14): this test is about the kernel's output
+                  "%%estimate n=2_000_000 --limit 1m --run --force -b 1s\nwork(n)"], tmp_path)
     out = [o for o in cells[2].outputs if o.output_type == "display_data"]
     data = out[-1].data
     assert data["text/plain"].startswith("estimate for n=2,000,000") and "actual full run" in data["text/plain"]
