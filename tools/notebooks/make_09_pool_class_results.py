@@ -12,12 +12,10 @@ and ``%perf export`` them. docs/teaching.md ("Pooling the class's results") poin
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
-import nbformat
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from nbformat.v4 import new_code_cell, new_markdown_cell
 
 TARGET = (Path(os.environ.get("PERFMAGIC_NB_OUT") or Path(__file__).resolve().parents[2] / "notebooks")
           / "09_pool_class_results.ipynb")
@@ -258,17 +256,9 @@ and `compute` (the step alone); the exercises' runs appear too, under the code t
 
 
 def main() -> None:
-    nb = new_notebook(cells=cells)
-    nb.metadata = {
-        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
-        "language_info": {"name": "python"},
-    }
-    # stable cell ids (a hash of position and source) keep diffs of regenerated notebooks small
-    for i, cell in enumerate(nb.cells):
-        cell.id = hashlib.sha1(f"{i}:{cell.source}".encode()).hexdigest()[:8]
-    nbformat.validate(nb)
-    nbformat.write(nb, TARGET)
-    print(f"wrote {TARGET} ({len(nb.cells)} cells)")
+    from nbbuild import write_notebook  # this script's folder is on sys.path when it runs
+
+    write_notebook(cells, TARGET)
 
 
 if __name__ == "__main__":

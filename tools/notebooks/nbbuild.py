@@ -86,6 +86,24 @@ def build(name: str, cells: list[tuple[Any, ...]]) -> Path:
     return path
 
 
+def write_notebook(cells: list[Any], target: Path) -> None:
+    """Write the cells of a workshop-style generator (``make_09_…``, ``make_10_…``: cells made with their own
+    ``md``/``code``) to ``target``: the ipykernel kernelspec, stable cell ids (a hash of position and source,
+    which keeps diffs of regenerated notebooks small), validated."""
+    import hashlib
+
+    nb = new_notebook(cells=cells)
+    nb.metadata = {
+        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    }
+    for i, cell in enumerate(nb.cells):
+        cell.id = hashlib.sha1(f"{i}:{cell.source}".encode()).hexdigest()[:8]
+    nbformat.validate(nb)
+    nbformat.write(nb, target)
+    print(f"wrote {target} ({len(nb.cells)} cells)")
+
+
 def _load(path: Path) -> Any:
     spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec and spec.loader

@@ -8,22 +8,16 @@ iteration, ``dict(row)``, ``json.dumps(row)`` and ``==`` all see every key (iter
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .codec import _loads as _json_loads
 from .compact import join_env, unpack_json, unpack_samples
 from .schema import LIGHT, ROW_COLUMNS
 
 
 def _loads(text: Any) -> Any:
-    text = unpack_json(text)  # schema 2 stores the JSON deflated
-    if text is None or not isinstance(text, str):
-        return text
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+    return _json_loads(unpack_json(text))  # schema 2 stores the JSON deflated
 
 
 class Row(dict):
