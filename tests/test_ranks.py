@@ -109,14 +109,33 @@ def step():
 """
 
 
+def _slept_step(world_size: int, reps: int = 9) -> float:
+    """The planted step's sleeps as this machine actually sleeps them (median seconds). A VM's sleeps
+    overshoot by up to a few ms each, which alone moves the planted speedup at 4 ranks from 2.29 to ~2.0
+    (CI stop 36 measured 1.85 against the nominal 2.29); the truth is what was slept."""
+    import statistics
+    import time
+
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        time.sleep(0.012)
+        time.sleep(0.036 / world_size)
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
 def test_planted_serial_fraction_across_world_sizes() -> None:
-    """Step ≈ 12 ms + 36 ms / N: speedups 1, 1.6, 2.29 (Amdahl S = 0.25). Sleeping ranks need no cores, so
-    even 4 ranks on 2 cores are fitted (and the result says why)."""
+    """Step ≈ 12 ms + 36 ms / N: speedups 1, 1.6, 2.29 (Amdahl S = 0.25) as planted, measured against the
+    sleeps as this machine sleeps them. Sleeping ranks need no cores, so even 4 ranks on 2 cores are fitted
+    (and the result says why)."""
     r = amdahl_ranks("step()", [1, 2, 4], setup=AMDAHL_STEP, budget=0.4, link=False)
     _no_children()
     assert all(p.ok for p in r.points), r.errors
-    for s, want in zip(r.speedups, (1.0, 48 / 30, 48 / 21)):
-        assert abs(s / want - 1) < 0.15, r.speedups
+    slept = {n: _slept_step(n) for n in (1, 2, 4)}
+    for s, n in zip(r.speedups, (1, 2, 4)):
+        want = slept[1] / slept[n]
+        assert abs(s / want - 1) < 0.15, (r.speedups, {k: round(v * 1e3, 1) for k, v in slept.items()})
     assert not r.excluded and r.scaling is not None and len(r.scaling.good) == 3
     a = r.scaling.reliable("amdahl")
     if a is not None:
