@@ -169,18 +169,19 @@ def test_schema(tmp_path):
     rec(led)
     con = sqlite3.connect(str(led.path))
     try:
-        assert con.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert con.execute("PRAGMA user_version").fetchone()[0] == 3
         assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         cols = [r[1] for r in con.execute("PRAGMA table_info(runs)")]
         assert cols == [
             "id", "created_utc", "notebook", "cell_id", "session", "magic", "label", "status",
             "code", "code_hash", "options", "metrics", "primary_metric", "samples", "env",
             "env_hash", "note", "env_id", "primary_value", "rerun_of", "interleaved_with", "work",
+            "magic_line", "kind", "thread_limit",
         ]  # fmt: skip
         bcols = [r[1] for r in con.execute("PRAGMA table_info(baselines)")]
         assert bcols == ["notebook", "label", "run_id", "created_utc"]
         assert [r[1] for r in con.execute("PRAGMA table_info(run_data)")] == ["run_id", "options", "metrics", "env",
-                                                                               "samples"]
+                                                                               "samples", "payload"]
         assert [r[1] for r in con.execute("PRAGMA table_info(envs)")] == ["id", "hash", "data"]
         writer = con.execute("SELECT value FROM meta WHERE key = 'writer'").fetchone()[0]
         assert writer.startswith("perfmagic ")

@@ -130,7 +130,9 @@ def test_default_charges_growth_to_the_line_that_ran_without_tracemalloc() -> No
     assert "where RSS grew (gross; every 10 ms" in r.text()
     m = r.metrics()
     assert "in fill()" in m["top_site"] and "(sampled growth)" in m["top_site"] and m["top_site_bytes"] > 0
-    assert "where RSS grew (sampled;" in r.sites_html()
+    from perfmagic.render.memory import sites_html
+
+    assert "where RSS grew (sampled;" in sites_html(r)
     png = r.figure_png()
     assert png is not None and png[:4] == b"\x89PNG"
 

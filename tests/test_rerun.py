@@ -207,7 +207,8 @@ def test_preserved_puts_weights_and_optimizer_state_back_bit_identically(ending:
     import copy
     import random
 
-    from perfmagic.timing.rerun import capture, preserved
+    from perfmagic.timing.rerun import capture
+    from perfmagic.timing.snapshot import preserved
 
     ns = _train_ns(torch, "adam")
     ns["sched"] = torch.optim.lr_scheduler.StepLR(ns["opt"], step_size=3, gamma=0.5)
@@ -246,7 +247,8 @@ def test_preserved_puts_weights_and_optimizer_state_back_bit_identically(ending:
 
 def test_preserved_undoes_a_change_of_structure_too() -> None:
     torch = pytest.importorskip("torch")
-    from perfmagic.timing.rerun import capture, check, preserved
+    from perfmagic.timing.rerun import capture, check
+    from perfmagic.timing.snapshot import preserved
 
     ns = _train_ns(torch)
     cap = capture(TRAIN_STEP, "", ns)
@@ -263,7 +265,8 @@ def test_preserved_undoes_a_change_of_structure_too() -> None:
 
 def test_preserved_restores_a_notebook_object_and_its_containers() -> None:
     torch = pytest.importorskip("torch")
-    from perfmagic.timing.rerun import capture, preserved
+    from perfmagic.timing.rerun import capture
+    from perfmagic.timing.snapshot import preserved
 
     ns = _train_ns(torch)
     ns_run: dict = {"__name__": "__main__"}  # as in a notebook
@@ -287,7 +290,8 @@ def test_what_cannot_be_restored_is_refused_by_name_with_the_fix(tmp_path) -> No
     import threading
 
     from perfmagic.errors import PerfmagicError
-    from perfmagic.timing.rerun import SnapshotError, capture, preserved
+    from perfmagic.timing.rerun import capture
+    from perfmagic.timing.snapshot import SnapshotError, preserved
 
     f = open(tmp_path / "log.txt", "w")  # noqa: SIM115 - the cell writes to it
     ns = {"rows": iter(range(100)), "log": f, "lock": threading.Lock(), "n": 3, "data": [1, 2]}
@@ -309,7 +313,8 @@ def test_what_cannot_be_restored_is_refused_by_name_with_the_fix(tmp_path) -> No
 
 def test_a_snapshot_larger_than_its_limit_is_refused() -> None:
     torch = pytest.importorskip("torch")
-    from perfmagic.timing.rerun import SnapshotError, capture, preserved
+    from perfmagic.timing.rerun import capture
+    from perfmagic.timing.snapshot import SnapshotError, preserved
 
     ns = _train_ns(torch)
     cap = capture(TRAIN_STEP, "", ns)
@@ -352,7 +357,8 @@ def test_a_learning_rate_annealed_to_zero_is_no_change() -> None:
 
 def test_numpy_weights_updated_in_place_are_judged_and_restored() -> None:
     np = pytest.importorskip("numpy")
-    from perfmagic.timing.rerun import capture, check, preserved
+    from perfmagic.timing.rerun import capture, check
+    from perfmagic.timing.snapshot import preserved
 
     rng = np.random.default_rng(0)
     ns = {"W": rng.standard_normal((64, 32)), "X": rng.standard_normal((128, 64)), "sizes": np.array([8, 16]),
@@ -373,7 +379,8 @@ def test_numpy_weights_updated_in_place_are_judged_and_restored() -> None:
 
 def test_a_data_loader_and_its_dataset_are_read_not_copied() -> None:
     torch = pytest.importorskip("torch")
-    from perfmagic.timing.rerun import capture, check, preserved
+    from perfmagic.timing.rerun import capture, check
+    from perfmagic.timing.snapshot import preserved
 
     big = torch.randn(1000, 64)
     ns = {"loader": torch.utils.data.DataLoader(torch.utils.data.TensorDataset(big), batch_size=100, shuffle=True)}
@@ -386,7 +393,8 @@ def test_a_data_loader_and_its_dataset_are_read_not_copied() -> None:
 
 
 def test_a_refused_object_inside_a_container_is_named_by_its_path() -> None:
-    from perfmagic.timing.rerun import SnapshotError, capture, preserved
+    from perfmagic.timing.rerun import capture
+    from perfmagic.timing.snapshot import SnapshotError, preserved
 
     ns = {"batch": {"rows": iter([1, 2]), "n": [3]}}
     cap = capture("next(batch['rows'])", "", ns)
@@ -414,7 +422,7 @@ def test_ctrl_c_during_the_restore_waits_until_everything_is_back(monkeypatch) -
 
     monkeypatch.setattr(snapshot, "_refill", refill_then_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
-        with rerun.preserved(cap, ns):
+        with snapshot.preserved(cap, ns):
             ns["a"].append(0)
             ns["b"].append(0)
     assert len(calls) == 2 and ns == {"a": [1], "b": [2]}  # both put back, then the interrupt

@@ -206,8 +206,9 @@ def test_cache_resident_working_set_warns() -> None:
     from perfmagic.result import Result
 
     assert isinstance(r, Result) and r.primary_metric == "median_s" and r.metrics()["median_s"] == r.time_s
-    assert r.samples() == r.bench.samples() == r.samples_dict() and r.headline() == r.verdict()
-    assert repr(r) == f"<RooflineResult: {r.verdict()}>"
+    assert r.samples() == r.bench.samples() == r.samples_dict()
+    assert r.headline().startswith(("memory-bound", "compute-bound", "at the ridge"))
+    assert repr(r) == f"<RooflineResult: {r.headline()}>"
     titles = [t for t, _ in r.html_sections()]
     assert titles[0].startswith("Ops counted (") and "Roofs (cpu, measured)" in titles and titles[-1] == "Timing"
     bundle = r._repr_mimebundle_()

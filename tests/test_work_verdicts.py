@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from perfmagic.render.comparison import numbers
 from perfmagic.timing.flow import Basis, basis, work_of
 from perfmagic.timing.history import baseline_changes, compare
 
@@ -68,7 +69,7 @@ def test_a_bigger_batch_is_judged_per_item_not_per_call() -> None:
     assert c.verdict == "faster", rc.text()
     assert abs(c.ratio - (0.038 / 32) / (0.014 / 8)) < 0.03            # 0.68: time per item
     assert re.match(r"per item: faster by 4[5-9]%", c.sentence), c.sentence
-    assert re.search(r"per item: A 1\.7\d* ms → B 1\.1\d* ms", rc.numbers()), rc.numbers()
+    assert re.search(r"per item: A 1\.7\d* ms → B 1\.1\d* ms", numbers(rc)), numbers(rc)
     assert rc.metrics()["per"] == "items" and rc.to_dict()["basis"]["unit"] == "items"
     per_call = compare(_row(1, 0.014), _row(2, 0.038, seed=1), between_run=0.02)   # no work declared
     assert per_call.comparison.verdict == "slower"                      # the old answer, for the old question

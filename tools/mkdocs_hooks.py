@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import html
-import importlib
 import inspect
 import json
 import logging
@@ -126,25 +125,18 @@ def on_files(files: Files, config: Any) -> Files:
 
 # ---- reference tables from the code ----------------------------------------------------------------
 
-MAGICS = {  # magic name -> "module:Class.method" of its @magic_arguments method
-    "gpubench": "perfmagic.magics._bench:BenchMagics.gpubench",
-    "perf": "perfmagic.magics._perf:PerfMagics.perf",
-    "roofline": "perfmagic.magics._roofline:RooflineMagics.roofline",
-    "amdahl": "perfmagic.magics._amdahl:ScalingMagics.amdahl",
-    "littles": "perfmagic.magics._amdahl:ScalingMagics.littles",
-    "estimate": "perfmagic.magics._estimate:EstimateMagics.estimate",
-    "dataloader_check": "perfmagic.magics._dataloader:DataLoaderMagics.dataloader_check",
-    "flame": "perfmagic.magics._flame:FlameMagics.flame",
-    "memory": "perfmagic.magics._memprof:MemoryMagics.memory",
-    "lineprof": "perfmagic.magics._lineprof:LineProfMagics.lineprof",
-}
+def _magic_names() -> list[str]:
+    """Every magic, from the one registry the extension itself registers from."""
+    from perfmagic.magics._lazy import MAGICS
+
+    return list(MAGICS)
 _MARKER = re.compile(r"<!--\s*perfmagic:(options|signature)\s+([\w.]+)\s*-->")
 
 
 def _parser(name: str) -> Any:
-    module, rest = MAGICS[name].split(":")
-    cls, method = rest.split(".")
-    return getattr(getattr(importlib.import_module(module), cls), method).parser
+    from perfmagic.magics._lazy import method_of
+
+    return method_of(name).parser
 
 
 def options_table(name: str) -> str:
@@ -213,8 +205,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         kind, name = m.group(1), m.group(2)
         try:
             if kind == "options":
-                if name not in MAGICS:
-                    raise KeyError(f"no magic {name!r} (known: {', '.join(MAGICS)})")
+                if name not in _magic_names():
+                    raise KeyError(f"no magic {name!r} (known: {', '.join(_magic_names())})")
                 return options_table(name)
             return signature_block(name)
         except Exception as exc:  # a broken reference must fail a strict build, not vanish

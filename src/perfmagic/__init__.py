@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "amdahl_ranks", "RanksResult", "distributed_bench", "scalability", "littles", "estimate", "EstimateResult", "flame", "FlameResult", "dataloader_check", "DataLoaderResult", "memory", "MemoryResult", "lineprof", "LineProfResult", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "Ledger", "next_step", "NextStep", "busy_neighbours", "PerfmagicError", "BadOptionError", "SetupError",
+    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "amdahl_ranks", "RanksResult", "distributed_bench", "scalability", "littles", "estimate", "EstimateResult", "flame", "FlameResult", "dataloader_check", "DataLoaderResult", "memory", "MemoryResult", "lineprof", "LineProfResult", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "run", "Ledger", "next_step", "NextStep", "busy_neighbours", "PerfmagicError", "BadOptionError", "SetupError",
     "BenchInterrupted", "load_ipython_extension", "unload_ipython_extension", "__version__",
 ]
 
@@ -103,6 +103,17 @@ def ledger(magic: str | None = None, view: str | None = None, *, all_notebooks: 
     from .storage.frame import ledger_frame
 
     return ledger_frame(magic, view, all_notebooks=all_notebooks, newest_first=newest_first)
+
+
+def run(run_id: Any, *, ledger: Any = None) -> Any:
+    """Run ``run_id`` (``12`` or ``"#12"``) of this notebook's ledger rebuilt into the result it was: a
+    :class:`BenchResult`, :class:`RooflineResult`, :class:`AmdahlResult`... with its raw samples, shown as
+    when it was measured (text, HTML, figure), after a kernel restart too. ``ledger``: a :class:`Ledger` or a
+    ledger folder (default: this notebook's; ``$PERFMAGIC_LEDGER_DIR`` overrides the folder). A bad or
+    unknown id, or a run recorded before perfmagic stored what its result needs: :class:`PerfmagicError`."""
+    from .storage.record import run as _run
+
+    return _run(run_id, ledger=ledger)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -33,6 +33,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..record import relation as run_relation
+
 from ..errors import PerfmagicError
 from .evidence import (_from_amdahl, _from_dataloader, _from_flame, _from_roofline, _num, _pct, _user_code, _x,
                        wilson_high)
@@ -92,7 +94,7 @@ def check_predictions(led: Any, rows: list[dict[str, Any]] | None = None) -> lis
             later = sorted((r for r in _timed(rows, p["label"]) if r["id"] > after), key=lambda r: r["id"])
             if later:
                 rb = later[0]
-                a_id = (rb.get("options") or {}).get("interleaved_with") or p.get("base_run")
+                a_id = run_relation(rb, "interleaved_with") or p.get("base_run")
                 ra = next((r for r in rows if r["id"] == a_id), None) if a_id is not None else None
                 if ra is None and a_id is not None:  # older than the runs read: fetched alone
                     try:
@@ -203,7 +205,7 @@ def _kept_change(rows: list[dict[str, Any]], label: str | None, min_effect: floa
     for r in rows:  # newest first
         if r.get("magic") != "gpubench" or r.get("label") != label or not _is_user_row(r):
             continue
-        a = by_id.get((r.get("options") or {}).get("interleaved_with"))
+        a = by_id.get(run_relation(r, "interleaved_with"))
         ma = _num(((a or {}).get("metrics") or {}).get("median_s"))
         mb = _num((r.get("metrics") or {}).get("median_s"))
         if ma and mb and ma / mb > 1 + min_effect:

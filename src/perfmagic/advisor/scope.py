@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..timing.rerun import _names
+from ..timing.rerun import code_names
 
 _DEPTH = 4
 _GENERIC = frozenset(dir(builtins)) | frozenset("""self cls np numpy torch nn pd math os sys time perfmagic batch
@@ -156,7 +156,7 @@ def _follow(obj: Any, names: set[str], functions: set[str], depth: int, seen: se
         return
     if "." not in obj.__qualname__:  # a module-level function: the same name in either sampler's frames
         functions.add(obj.__name__)
-    read = _names(obj.__code__)
+    read = code_names(obj.__code__)
     names |= read
     for n in read:
         if n in obj.__globals__:

@@ -287,7 +287,7 @@ def processes_cpu_s(pids: Sequence[int]) -> float | None:
     return total if seen else None
 
 
-def _thread_cpu() -> dict[int, float] | None:
+def thread_cpu() -> dict[int, float] | None:
     """CPU seconds used so far by each thread of this process (``/proc/self/task/*/stat``), or None."""
     try:
         tck = os.sysconf("SC_CLK_TCK")
@@ -356,7 +356,7 @@ class LoadProbe:
         """Take the starting readings; returns self."""
         from .container import cpu_usage_s, throttled_s
 
-        self._threads0 = _thread_cpu()
+        self._threads0 = thread_cpu()
         self._nivcsw0 = _involuntary_switches()
         self._pod0 = cpu_usage_s()  # in a container: its own processes, not the host's other tenants
         self._thr0 = throttled_s() if self._pod0 is not None else None
@@ -371,7 +371,7 @@ class LoadProbe:
         self.preempted = nivcsw - self._nivcsw0 if nivcsw is not None and self._nivcsw0 is not None else None
         self.own_cores = own / wall if wall > 0 else None
         self.wall_s = wall
-        t1 = _thread_cpu()
+        t1 = thread_cpu()
         if t1 is not None and self._threads0 is not None and wall > 0:
             least = max(0.05 * wall, 1.0 / os.sysconf("SC_CLK_TCK"))
             self.active_threads = sum(1 for tid, c in t1.items() if c - self._threads0.get(tid, 0.0) >= least)

@@ -53,7 +53,8 @@ def malloc_trim() -> None:
             pass
 
 
-def _status_kib(field: str) -> int | None:
+def status_kib(field: str) -> int | None:
+    """A memory field of ``/proc/self/status`` in bytes (``VmRSS``, ``VmHWM``), or None where unreadable."""
     try:
         with open("/proc/self/status") as fh:
             for line in fh:
@@ -64,7 +65,8 @@ def _status_kib(field: str) -> int | None:
     return None
 
 
-def _reset_hwm() -> bool:
+def reset_hwm() -> bool:
+    """Reset the RSS high-water mark (``VmHWM``) through ``/proc/self/clear_refs``; False where not allowed."""
     try:
         with open("/proc/self/clear_refs", "w") as fh:
             fh.write("5")
@@ -74,7 +76,7 @@ def _reset_hwm() -> bool:
 
 
 def current_rss() -> int | None:
-    rss = _status_kib("VmRSS")
+    rss = status_kib("VmRSS")
     if rss is None:
         try:
             import psutil
@@ -99,7 +101,7 @@ def measure(run_once: Callable[[], Any], finish: Callable[[], None], device: str
     # allocator kept) shows no RSS increase at all
     malloc_trim()
     rss_before = current_rss()
-    hwm_ok = _reset_hwm() and _status_kib("VmHWM") is not None
+    hwm_ok = reset_hwm() and status_kib("VmHWM") is not None
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
@@ -114,7 +116,7 @@ def measure(run_once: Callable[[], Any], finish: Callable[[], None], device: str
             tracemalloc.stop()
     rss_inc: int | None
     if hwm_ok and rss_before is not None:
-        hwm = _status_kib("VmHWM") or 0
+        hwm = status_kib("VmHWM") or 0
         rss_inc, method = max(hwm - rss_before, 0), "vmhwm"
     elif rss_before is not None:
         after = current_rss() or rss_before

@@ -339,7 +339,8 @@ def _n(k: int, word: str) -> str:
     return f"{k} {word}" + ("" if k == 1 else "s")
 
 
-def _jsonable(v: Any) -> Any:
+def jsonable(v: Any) -> Any:
+    """A setting as JSON can keep it: scalars as they are, a class or function by its name, else its repr."""
     return v if v is None or isinstance(v, (bool, int, float, str)) else getattr(v, "__name__", repr(v))
 
 
@@ -363,7 +364,7 @@ def _config(loader: Any) -> tuple[tuple[str, Any], ...]:
             v = getattr(loader, k)
             if k == "prefetch_factor" and v is None and getattr(loader, "num_workers", 0):
                 v = 2
-            out.append((k, _jsonable(v)))
+            out.append((k, jsonable(v)))
     return tuple(out)
 
 

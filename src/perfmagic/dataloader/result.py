@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 from ..core import stats as _stats
 from ..render.units import fmt_time
 from ..result import Displayed
-from .audit import INPUT_BOUND, LOADED, SLOWED, Finding, _jsonable, audit, load_gap, reconcile
+from .audit import INPUT_BOUND, LOADED, SLOWED, Finding, jsonable, audit, load_gap, reconcile
 from .probe import _fraction, _mean
 
 PLATEAU = 0.90             # a sweep setting within 10% of the best throughput is on the plateau
@@ -305,7 +305,7 @@ class DataLoaderResult(Displayed):
                           for p in self.sweep]}
 
     def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "config": {k: _jsonable(v) for k, v in self.config},
+        return {"status": self.status, "config": {k: jsonable(v) for k, v in self.config},
                 "metrics": self.metrics(), "samples": self.samples(),
                 "findings": [f.__dict__ for f in self.findings()], "notes": list(self.notes)}
 

@@ -118,6 +118,101 @@ def _source(fn_or_code: Any) -> str:
     return getattr(fn_or_code, "__qualname__", repr(fn_or_code))
 
 
+def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: list[Point], budget_s: float,
+                   budget_now: list[float], traced_spent: list[float], elapsed: Any, memory: bool) -> Point:
+    """One size measured: one run, repeated for a median (3) or a mean (2) where cheap and not final,
+    under the drift guard where it takes a while; Python allocations traced once where affordable.
+    ``points``: the sizes measured so far; ``budget_now[0]``: the allowance as known now;
+    ``traced_spent[0]``: the time spent tracing so far (updated)."""
+    times, rss, traced = [], [], None
+    # the drift guard around points that take a while: this machine's speed can swing by a third
+    # within seconds, which bends the curve (see analyse_scaling); 3 ms of reference before and after
+    guard = expected >= SPEED_GUARD_MIN_S and not runner.device.startswith("cuda")
+    ref0 = reference_time(0.003) if guard else None
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    # malloc_trim before a run costs up to ~1 ms: worth it where the run is long enough to matter
+    t, r, _, c = runner.once(s, memory=memory, clean=expected > 5e-4)
+    times.append(t)
+    if r is not None:
+        rss.append(r)
+    # cheap sizes: repeat for a median, and trace Python allocations once
+    # one run is the answer at the full size itself, and where the time is still in the overhead
+    # regime (within 10% of the last size's) and not cheap: a repeat there adds nothing to the curve
+    # and would spend the budget that the top sizes need
+    flat = bool(points) and t >= 0.005 * budget_s and abs(t / points[-1].time - 1) < 0.10 \
+        and s < 16 * points[-1].n
+    final = s >= N or flat
+    # a median of 3 where cheap, a mean of 2 where affordable: one GC pass must not make the point
+    while not final and (len(times) < 3 and t < 0.005 * budget_s or len(times) < 2) and elapsed() + t < budget_now[0]:
+        # every run starts as a full run would: with its memory given back (else a repeat reuses the
+        # pages the last one faulted in, and is faster and lighter than the real thing)
+        t2, r2, _, c2 = runner.once(s, memory=memory, clean=t > 5e-4)
+        times.append(t2)
+        if r2 is not None:
+            rss.append(r2)
+        c = max(c or 0, c2 or 0) if (c is not None or c2 is not None) else None
+    wall = time.perf_counter() - wall0
+    cpu_share = (time.process_time() - cpu0) / wall if wall > 0 else None
+    ref = (ref0 + reference_time(0.003)) / 2 if ref0 is not None else None
+    # tracing can slow allocation-heavy Python 30-fold: trace only while that stays within 5% of the budget
+    if memory and not runner.device.startswith("cuda") and not final and traced_spent[0] + 30 * t < 0.05 * budget_s:
+        tt, _, traced, _ = runner.once(s, memory=False, trace=True, clean=False)
+        traced_spent[0] += tt
+    return Point(s, tuple(times), tuple(rss), traced, c, ref_s=ref, cpu_share=cpu_share)
+
+
+def _next_size(points: list[Point], p: Point, s: int, N: int, budget_s: float, max_fraction: float,
+               elapsed: Any) -> tuple[int | None, float, float]:
+    """The next size to measure after ``p`` (at size ``s``), its guessed time, and the measuring allowance
+    now (the fraction cap of the guessed full run); None for the size when not even a smaller step fits."""
+    slopes = local_slopes([q.n for q in points], [q.time for q in points])
+    # while the time is flat (a per-run overhead dominates) grow fast to get out of that regime
+    growth = GROWTH if not slopes or slopes[-1] > 0.25 else (4.0 if slopes[-1] > 0.1 else 8.0)
+    nxt = int(min(N, max(s + 1, round(s * growth))))
+    if nxt > N / 1.5:
+        nxt = N  # close enough: measure the full size itself
+    # guesses of the next run and of the full run, from the cost above the per-run overhead:
+    # the raw slope is held down by the overhead, so a guess from it comes out far too low
+    # (n² behind 50 ms reads as n^1.4) and with it the 10% cap and the largest size measured
+    a0 = 0.98 * min(q.time for q in points)
+    # the sizes at the top whose time is clearly (20%) above the overhead, none skipped between
+    above: list[tuple[int, float]] = []
+    for q in reversed(points):
+        if q.time - a0 <= 0.2 * q.time:
+            break
+        above.insert(0, (q.n, q.time - a0))
+    if len(above) >= 2:  # the slope of the cost above the overhead
+        base, ex = a0, math.log(above[-1][1] / above[-2][1]) / math.log(above[-1][0] / above[-2][0])
+        ex = min(max(ex, 1.0), 3.5)
+    elif above:  # only this size is clear of the overhead: the growth beyond it is unknown (guess n²)
+        base, ex = a0, 2.0
+    else:
+        base, ex = 0.0, min(max(slopes[-1] if slopes else 1.0, 1.0), 3.5)
+
+    def guess(m: float, base: float = base, ex: float = ex, t: float = p.time, s: int = s) -> float:
+        return base + (t - base) * (m / s) ** ex
+    t_next = guess(nxt)
+    full_guess = guess(N)
+    cap = min(budget_s, max(max_fraction * full_guess, MIN_BUDGET_S))
+    if max(slopes, default=0.0) < 0.5 or len(above) < 2:
+        cap = budget_s  # still flat: the full run's cost is unknown, so the fraction cap cannot apply yet
+    if elapsed() + 1.3 * t_next > cap:  # 1.3: the guess of the next run's time is rough
+        # the next doubling does not fit: a smaller step still adds a point where the curve is
+        # most informative, at the top (two points past the overhead regime let a free
+        # exponent fit their noise; a third settles the form)
+        for g in (1.41, 1.19):
+            smaller = int(min(N, round(s * g)))
+            if smaller >= nxt or smaller <= s:
+                continue
+            t_small = guess(smaller)
+            if elapsed() + 1.3 * t_small <= 0.8 * cap:  # the cap is itself a guess: keep a margin
+                nxt, t_next = smaller, t_small
+                break
+        else:
+            return None, t_next, cap
+    return nxt, t_next, cap
+
+
 def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budget_s: float, max_fraction: float,
              sizes: Sequence[int] | None, memory: bool, progress: Any, notes: list[str]) -> EstimateResult:
     t_start = time.perf_counter()
@@ -132,41 +227,8 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
         return time.perf_counter() - t_start
 
     def measure_at(s: int, expected: float) -> Point:
-        times, rss, traced = [], [], None
-        # the drift guard around points that take a while: this machine's speed can swing by a third
-        # within seconds, which bends the curve (see analyse_scaling); 3 ms of reference before and after
-        guard = expected >= SPEED_GUARD_MIN_S and not runner.device.startswith("cuda")
-        ref0 = reference_time(0.003) if guard else None
-        cpu0, wall0 = time.process_time(), time.perf_counter()
-        # malloc_trim before a run costs up to ~1 ms: worth it where the run is long enough to matter
-        t, r, _, c = runner.once(s, memory=memory, clean=expected > 5e-4)
-        times.append(t)
-        if r is not None:
-            rss.append(r)
-        # cheap sizes: repeat for a median, and trace Python allocations once
-        # one run is the answer at the full size itself, and where the time is still in the overhead
-        # regime (within 10% of the last size's) and not cheap: a repeat there adds nothing to the curve
-        # and would spend the budget that the top sizes need
-        flat = bool(points) and t >= 0.005 * budget_s and abs(t / points[-1].time - 1) < 0.10 \
-            and s < 16 * points[-1].n
-        final = s >= N or flat
-        # a median of 3 where cheap, a mean of 2 where affordable: one GC pass must not make the point
-        while not final and (len(times) < 3 and t < 0.005 * budget_s or len(times) < 2) and elapsed() + t < budget_now[0]:
-            # every run starts as a full run would: with its memory given back (else a repeat reuses the
-            # pages the last one faulted in, and is faster and lighter than the real thing)
-            t2, r2, _, c2 = runner.once(s, memory=memory, clean=t > 5e-4)
-            times.append(t2)
-            if r2 is not None:
-                rss.append(r2)
-            c = max(c or 0, c2 or 0) if (c is not None or c2 is not None) else None
-        wall = time.perf_counter() - wall0
-        cpu_share = (time.process_time() - cpu0) / wall if wall > 0 else None
-        ref = (ref0 + reference_time(0.003)) / 2 if ref0 is not None else None
-        # tracing can slow allocation-heavy Python 30-fold: trace only while that stays within 5% of the budget
-        if memory and not runner.device.startswith("cuda") and not final and traced_spent[0] + 30 * t < 0.05 * budget_s:
-            tt, _, traced, _ = runner.once(s, memory=False, trace=True, clean=False)
-            traced_spent[0] += tt
-        return Point(s, tuple(times), tuple(rss), traced, c, ref_s=ref, cpu_share=cpu_share)
+        return _measure_point(runner, s, expected, N=N, points=points, budget_s=budget_s, budget_now=budget_now,
+                              traced_spent=traced_spent, elapsed=elapsed, memory=memory)
 
     probe = LoadProbe().start()
 
@@ -209,52 +271,9 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
                 continue
             if s >= N:
                 break
-            slopes = local_slopes([q.n for q in points], [q.time for q in points])
-            # while the time is flat (a per-run overhead dominates) grow fast to get out of that regime
-            growth = GROWTH if not slopes or slopes[-1] > 0.25 else (4.0 if slopes[-1] > 0.1 else 8.0)
-            nxt = int(min(N, max(s + 1, round(s * growth))))
-            if nxt > N / 1.5:
-                nxt = N  # close enough: measure the full size itself
-            # guesses of the next run and of the full run, from the cost above the per-run overhead:
-            # the raw slope is held down by the overhead, so a guess from it comes out far too low
-            # (n² behind 50 ms reads as n^1.4) and with it the 10% cap and the largest size measured
-            a0 = 0.98 * min(q.time for q in points)
-            # the sizes at the top whose time is clearly (20%) above the overhead, none skipped between
-            above: list[tuple[int, float]] = []
-            for q in reversed(points):
-                if q.time - a0 <= 0.2 * q.time:
-                    break
-                above.insert(0, (q.n, q.time - a0))
-            if len(above) >= 2:  # the slope of the cost above the overhead
-                base, ex = a0, math.log(above[-1][1] / above[-2][1]) / math.log(above[-1][0] / above[-2][0])
-                ex = min(max(ex, 1.0), 3.5)
-            elif above:  # only this size is clear of the overhead: the growth beyond it is unknown (guess n²)
-                base, ex = a0, 2.0
-            else:
-                base, ex = 0.0, min(max(slopes[-1] if slopes else 1.0, 1.0), 3.5)
-
-            def guess(m: float, base: float = base, ex: float = ex, t: float = p.time, s: int = s) -> float:
-                return base + (t - base) * (m / s) ** ex
-            t_next = guess(nxt)
-            full_guess = guess(N)
-            cap = min(budget_s, max(max_fraction * full_guess, MIN_BUDGET_S))
-            if max(slopes, default=0.0) < 0.5 or len(above) < 2:
-                cap = budget_s  # still flat: the full run's cost is unknown, so the fraction cap cannot apply yet
-            budget_now[0] = cap
-            if elapsed() + 1.3 * t_next > cap:  # 1.3: the guess of the next run's time is rough
-                # the next doubling does not fit: a smaller step still adds a point where the curve is
-                # most informative, at the top (two points past the overhead regime let a free
-                # exponent fit their noise; a third settles the form)
-                for g in (1.41, 1.19):
-                    smaller = int(min(N, round(s * g)))
-                    if smaller >= nxt or smaller <= s:
-                        continue
-                    t_small = guess(smaller)
-                    if elapsed() + 1.3 * t_small <= 0.8 * cap:  # the cap is itself a guess: keep a margin
-                        nxt, t_next = smaller, t_small
-                        break
-                else:
-                    break
+            nxt, t_next, budget_now[0] = _next_size(points, p, s, N, budget_s, max_fraction, elapsed)
+            if nxt is None:
+                break
             s, est = nxt, t_next
         if points and not failures and points[-1].n < N and first_exc is None:
             _after_sweep(points, N, budget_s, budget_now[0], elapsed, measure_at, runner, memory, progress, var,
@@ -315,17 +334,17 @@ def _iteration(runner: _Runner, T: float, fn_or_code: Any, dev: str, budget_s: f
             if done_units + per_block > T and m >= 1:
                 break
             if memory:
-                from ..core.memory import _reset_hwm, _status_kib
+                from ..core.memory import reset_hwm, status_kib
 
                 r0 = current_rss()
-                hw = _reset_hwm() and r0 is not None
+                hw = reset_hwm() and r0 is not None
                 c0, t0 = time.process_time(), time.perf_counter()
                 for _ in range(per_block):
                     v = runner.call(None)
                 runner._sync_after(v)
                 dt = time.perf_counter() - t0
                 cpu = time.process_time() - c0
-                peak = max((_status_kib("VmHWM") or 0) - r0, 0) if hw else None
+                peak = max((status_kib("VmHWM") or 0) - r0, 0) if hw else None
                 blocks.append((per_block, dt, peak, current_rss(), cpu))
             else:
                 c0, t0 = time.process_time(), time.perf_counter()
@@ -342,15 +361,23 @@ def _iteration(runner: _Runner, T: float, fn_or_code: Any, dev: str, budget_s: f
     spent = time.perf_counter() - t_start
     if cold is None:
         raise BenchInterrupted(None)
+    res = _analysed_blocks(blocks, runner, T=T, cold=cold, warm=warm, fn_or_code=fn_or_code, spent=spent,
+                           budget_s=budget_s, max_fraction=max_fraction, notes=notes, probe=probe)
+    return replace(res, status="interrupted" if interrupted else "ok")
+
+
+def _analysed_blocks(blocks: list[tuple[int, float, int | None, int | None, float]], runner: _Runner, *, T: float,
+                     cold: float, warm: list[float], fn_or_code: Any, spent: float, budget_s: float,
+                     max_fraction: float, notes: list[str], probe: Any) -> EstimateResult:
+    """The timed blocks of units as points, analysed (:func:`analyse_iteration`)."""
     pts = tuple(Point(b[0], (b[1],), (b[2],) if b[2] is not None else (), None, None,
                       (b[3],) if b[3] is not None else (), cpu_share=min(b[4] / b[1], 4.0) if b[1] > 0 else None)
                 for b in blocks)
     dev = runner.device  # the device the first unit's work showed
-    res = analyse_iteration(pts, T=T, cold_s=cold, warmup=tuple(warm), code=_source(fn_or_code), device=dev,
-                            spent_s=spent, budget_s=budget_s, max_fraction=max_fraction,
-                            notes=notes + ([f"measured on {dev}: {runner.device_why}"] if runner.device_why else []),
-                            load=_others(probe))
-    return replace(res, status="interrupted" if interrupted else "ok")
+    return analyse_iteration(pts, T=T, cold_s=cold, warmup=tuple(warm), code=_source(fn_or_code), device=dev,
+                             spent_s=spent, budget_s=budget_s, max_fraction=max_fraction,
+                             notes=notes + ([f"measured on {dev}: {runner.device_why}"] if runner.device_why else []),
+                             load=_others(probe))
 
 
 

@@ -69,6 +69,7 @@ class EstimateResult(Displayed):
     """A prediction of the full run (``mode`` "scaling": size ``full`` of ``var``; "iteration": ``full`` units)."""
 
     primary_metric: ClassVar[str] = "predicted_s"
+    renderer: ClassVar[str] = "estimate"
     mem_floor: ClassVar[int] = MEM_FLOOR  # peaks below this are allocator noise (read by the renderer)
     figure_alt: ClassVar[str] = "measured points, fitted model and the prediction at full size"
 
@@ -176,26 +177,12 @@ class EstimateResult(Displayed):
     def with_actual(self, actual: Actual) -> EstimateResult:
         return replace(self, actual=actual)
 
-    # ---- the result protocol --------------------------------------------------------------
-    def headline(self) -> str:
-        """``estimate for n=1,000,000: 12.3 s (90% interval …), peak memory +… → WILL FIT``."""
-        from ..render.estimate import headline
-
-        return headline(self)
-
-    def text(self, run_id: Any = None) -> str:
-        from ..render.estimate import text
-
-        return text(self, run_id)
-
+    # ---- the result protocol (text, figure, details: perfmagic.render.estimate) --------------
     def all_warnings(self) -> list[str]:
         """Every `!` item of the output: failed sizes, then the warnings (the text shows two)."""
         from ..render.estimate import all_warnings
 
         return all_warnings(self)
-
-    def __str__(self) -> str:
-        return self.text()
 
     def metrics(self) -> dict[str, Any]:
         refused = self.refused  # a refused estimate records no predicted time, and why
@@ -256,18 +243,6 @@ class EstimateResult(Displayed):
             "metrics": self.metrics(), "samples": self.samples(),
             "actual": self.actual.to_dict() if self.actual is not None else None,
         }
-
-    # ---- drawn by render/estimate.py ------------------------------------------------------
-    def figure_png(self) -> bytes | None:
-        from ..render.estimate import figure_png
-
-        return figure_png(self)
-
-    def html_sections(self) -> list[tuple[str, str]]:
-        """The measured points (every size or block), and the models fitted, for the folded HTML."""
-        from ..render.estimate import html_sections
-
-        return html_sections(self)
 
 
 __all__ = ["Actual", "EstimateResult", "MEM_FLOOR", "Point"]

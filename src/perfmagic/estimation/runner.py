@@ -67,7 +67,7 @@ class _Runner:
     def once(self, n: int | None, *, memory: bool = True, trace: bool = False, clean: bool = True,
              ) -> tuple[float, int | None, int | None, int | None]:
         """One run: (seconds, RSS peak increase, traced peak, CUDA peak); the cell's exceptions propagate."""
-        from ..core.memory import _reset_hwm, _status_kib, current_rss, malloc_trim
+        from ..core.memory import reset_hwm, status_kib, current_rss, malloc_trim
 
         if clean:  # freed heap back to the system: this run's RSS peak is its own (~1 ms; gc.collect is not
             malloc_trim()  # worth its tens of ms on a big heap: reference counting has freed the last run)
@@ -88,7 +88,7 @@ class _Runner:
                     raise
                 torch = None  # the device is not known yet, and its counters cannot be read: host only
         rss0 = current_rss() if memory else None
-        hwm = memory and _reset_hwm() and rss0 is not None
+        hwm = memory and reset_hwm() and rss0 is not None
         tm = None
         if trace:
             import tracemalloc
@@ -113,7 +113,7 @@ class _Runner:
                 tm.stop()
         rss_peak = None
         if hwm:
-            rss_peak = max((_status_kib("VmHWM") or 0) - rss0, 0)
+            rss_peak = max((status_kib("VmHWM") or 0) - rss0, 0)
         cuda_peak = None
         if first and memory and self.device.startswith("cuda") and cuda_base is None:
             torch = sys.modules.get("torch")  # the call itself initialised CUDA: its peak is all of it
@@ -158,12 +158,12 @@ def run_full(r: EstimateResult, runner: _Runner, *, force: bool = False,
             progress(1.0, f"done in {fmt_time(dt, 3)}")
         return r.with_actual(Actual(dt, cuda if cuda is not None else rss, 1.0, "ok"))
     # per-iteration: run every unit; progress by units, ETA from the prediction for the units left
-    from ..core.memory import _reset_hwm, _status_kib, current_rss, malloc_trim
+    from ..core.memory import reset_hwm, status_kib, current_rss, malloc_trim
 
     T = int(r.full)
     malloc_trim()  # as the measuring did: the job's own growth must show in RSS
     rss0 = current_rss()
-    hw = _reset_hwm() and rss0 is not None
+    hw = reset_hwm() and rss0 is not None
     done = 0
     last = 0.0
     v = None
@@ -184,7 +184,7 @@ def run_full(r: EstimateResult, runner: _Runner, *, force: bool = False,
         return r.with_actual(Actual(el, None, (done - 1) / T if T else None, "failed", f"{type(exc).__name__}: {exc}",
                                     exc))
     el = time.perf_counter() - t0
-    peak = max((_status_kib("VmHWM") or 0) - rss0, 0) if hw else None
+    peak = max((status_kib("VmHWM") or 0) - rss0, 0) if hw else None
     if progress is not None:
         progress(1.0, f"done in {fmt_time(el, 3)}")
     return r.with_actual(Actual(el, peak, 1.0, "ok"))

@@ -22,6 +22,8 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..record import relation
+
 from ..errors import PerfmagicError
 
 
@@ -79,10 +81,10 @@ def _pair_of(led: Any, row: dict[str, Any]) -> tuple[dict[str, Any] | None, str]
     """The baseline row A of B = ``row`` (or, when ``row`` is an A side, the B it was measured with)."""
     from ..storage.codec import rerun_of
 
-    a_id = (row.get("options") or {}).get("interleaved_with")
+    a_id = relation(row, "interleaved_with")
     if a_id is not None:
         return led.get(int(a_id)), "interleaved"
-    partners = [r for r in led.rows() if (r.get("options") or {}).get("interleaved_with") == row["id"]]
+    partners = [r for r in led.rows() if relation(r, "interleaved_with") == row["id"]]
     if partners:
         return row, "a-side"
     base = led.baseline(row["label"]) if row.get("label") else None
@@ -109,7 +111,7 @@ def resolve(run: Any, ledger: Any, *, min_effect: float, target: float | None) -
     plan = Plan(b=row, min_effect=min_effect)
     a, how = _pair_of(ledger, row)
     if how == "a-side":  # RUN was the baseline side: guard the newest change measured against it
-        b = max((r for r in ledger.rows() if (r.get("options") or {}).get("interleaved_with") == rid),
+        b = max((r for r in ledger.rows() if relation(r, "interleaved_with") == rid),
                 key=lambda r: r["id"])
         plan.b, a = b, row
     why_not = "" if a is not None else (f"it was measured alone: no %%gpubench --vs pair, and its label "

@@ -48,6 +48,7 @@ class GuardVerdict(Displayed):
     """A guard's answer: did the accepted gain hold (``passed``), and perfmagic's evidence for it."""
 
     primary_metric: ClassVar[str] = "value"
+    renderer: ClassVar[str] = "guard"
 
     status: str          # "kept" | "lost" | "cannot tell"
     sentence: str        # why, in one line
@@ -62,16 +63,6 @@ class GuardVerdict(Displayed):
     def passed(self) -> bool:
         return self.status == "kept"
 
-    def text(self) -> str:
-        import textwrap
-
-        head = {"kept": "kept", "lost": "LOST", "cannot tell": "cannot tell"}[self.status]
-        lines = textwrap.wrap(f"perfmagic guard: {head} — {self.sentence}", 100, subsequent_indent="    ",
-                              break_on_hyphens=False)
-        for ln in self.evidence.splitlines():
-            lines += textwrap.wrap("  " + ln, 100, subsequent_indent="      ", break_on_hyphens=False) or [""]
-        return "\n".join(lines)
-
     def metrics(self) -> dict[str, Any]:
         return {"status": self.status, "value": self.value, "ci_low": self.ci[0], "ci_high": self.ci[1],
                 "bar": self.bar, "kind": self.kind, "attempts": self.attempts}
@@ -85,19 +76,9 @@ class GuardVerdict(Displayed):
 
 def _fmt_ratio(r: float) -> str:
     """B/A as words, the convention of perfmagic's verdicts: "8768× faster", "faster by 16%"."""
-    def times(f: float) -> str:
-        return f"{f:.2g}×" if f < 10 else f"{f:.0f}×"
+    from ..render.text import change_words
 
-    def pct(x: float) -> str:
-        return f"{x * 100:.1f}%" if x < 0.0995 else f"{x * 100:.0f}%"
-
-    if r <= 0.5:
-        return f"{times(1 / r)} faster"
-    if r < 1:
-        return f"faster by {pct(1 / r - 1)}"
-    if r >= 2:
-        return f"{times(r)} slower"
-    return f"slower by {pct(r - 1)}" if r > 1 else "as fast"
+    return change_words(r)
 
 
 def _r(x: float) -> str:

@@ -32,6 +32,7 @@ class GuardFile(Displayed):
     """A guard written: where, what it checks, and the command that runs it."""
 
     primary_metric: ClassVar[str] = "budget_s"
+    renderer: ClassVar[str] = "guardfile"
 
     path: str
     kind: str                 # "pair" | "target"
@@ -45,17 +46,6 @@ class GuardFile(Displayed):
     budget_s: float
     min_effect: float
     target_s: float | None = None
-
-    def text(self) -> str:
-        what = f"run #{self.run_id} vs #{self.baseline_id}" if self.baseline_id is not None else f"run #{self.run_id}"
-        names = f"{', '.join(self.names)} from {self.module}" if self.module and self.names else (
-            ", ".join(self.names) if self.names else "none (the code is self-contained)")
-        lines = [f"perfmagic: wrote a regression guard for {what}", f"  file:       {self.path}"]
-        for key, value in (("fails when", self.checks), ("accepted", self.accepted), ("names", names)):
-            lines += textwrap.wrap(f"  {key + ':':<11} {value}", 100, subsequent_indent=" " * 14,
-                                   break_on_hyphens=False)
-        lines.append(f"  run it:     {self.command}   (about {self.budget_s:.0f} s)")
-        return "\n".join(lines)
 
     def metrics(self) -> dict[str, Any]:
         return {"kind": self.kind, "run_id": self.run_id, "baseline_id": self.baseline_id,
@@ -93,7 +83,7 @@ def _slug(label: str) -> str:
 
 def _median(row: dict[str, Any]) -> float:
     from ..core.stats import median
-    from ..timing.history import per_call
+    from ..timing.basis import per_call
 
     xs = per_call(row)
     return median(xs) if xs else math.nan

@@ -1,7 +1,9 @@
 """The IPython front end: registration, unregistration, and the ledger hook shared by every magic.
 
-Only this package imports IPython. ``load`` imports the magic classes (which import nothing heavy);
-engines, torch, pandas, matplotlib and ipywidgets are imported inside the magic methods when used.
+Only this package imports IPython. ``load`` registers every magic from one table
+(:data:`._lazy.MAGICS`) without importing its module: a magic's class, and its option parser, are built
+when it is first run or its help is asked for; engines, torch, pandas, matplotlib and ipywidgets are
+imported inside the magic methods when used.
 """
 
 from __future__ import annotations
@@ -10,12 +12,20 @@ import os
 import sys
 from typing import Any
 
-_STATE_ATTR = "_perfmagic_state"
+from ..core.kernel import STATE_ATTR as _STATE_ATTR  # the attribute engines read (core/kernel.py)
 
 
 def _record_factory(shell: Any, state: dict[str, Any]) -> Any:
-    def record(*, magic_line: str = "", code: str, **fields: Any) -> Any:
-        """Append a ledger row; on failure keep it in memory and say so in one line."""
+    def record(*, magic_line: str = "", code: str, result: Any = None, **fields: Any) -> Any:
+        """Append a ledger row; on failure keep it in memory and say so in one line. ``code`` is the cell
+        body, ``magic_line`` its ``%%magic`` line (stored apart); ``result``: the result the run made, whose
+        ``to_record`` gives the kind and payload that rebuild it (``perfmagic.run(N)``, ``%perf show N``)."""
+        if result is not None:
+            rec = result.to_record(magic=fields["magic"], code=code, magic_line=magic_line,
+                                   label=fields.get("label"), options=fields.get("options"), env=fields.get("env"),
+                                   status=fields.get("status"))
+            fields = {**{k: v for k, v in rec.ledger_fields().items() if k not in ("code", "magic_line")}, **fields}
+            fields.update(kind=rec.kind, payload=rec.payload)
         from ..storage.session import current_ledger
 
         led = current_ledger(shell.user_ns)
@@ -24,11 +34,10 @@ def _record_factory(shell: Any, state: dict[str, Any]) -> Any:
         ident = getattr(getattr(kernel, "session", None), "session", None)
         if ident:
             session += f", kernel session {ident}"
-        full = f"%%{fields['magic']} {magic_line}".rstrip() + "\n" + code
         from ..storage.ledger import RecordedInterrupt
 
         try:
-            ref = led.record(code=full, cell_id=state.get("cell_id"), session=session, **fields)
+            ref = led.record(code=code, magic_line=magic_line, cell_id=state.get("cell_id"), session=session, **fields)
         except RecordedInterrupt as stop:  # saved once; the result is shown, then the cell stops
             ref = stop.ref
             from ._template import interrupt_after_show
@@ -46,11 +55,8 @@ def _record_factory(shell: Any, state: dict[str, Any]) -> Any:
 
 
 def load(shell: Any) -> None:
-    from ._bench import BenchMagics
-    from ._perf import PerfMagics
-    from ._amdahl import ScalingMagics
-    from ._roofline import RooflineMagics
-
+    """Register every magic of the one registry (:data:`perfmagic.magics._lazy.MAGICS`, each imported on
+    first use), the ledger hook and the cell-id listener, once per shell."""
     if getattr(shell, _STATE_ATTR, None) is not None:
         return
     state: dict[str, Any] = {"cell_id": None}
@@ -62,15 +68,11 @@ def load(shell: Any) -> None:
 
         PENDING_INTERRUPT.clear()  # one a magic did not raise (it showed nothing) ends with its cell
 
-    magics = [BenchMagics(shell, state), PerfMagics(shell, state), RooflineMagics(shell, state),
-              ScalingMagics(shell, state)]
-    for m in magics:
-        shell.register_magics(m)
     from ._lazy import register
 
-    lazy = register(shell, state)
+    registered = register(shell, state)
     shell.events.register("pre_run_cell", pre_run_cell)
-    state["installed"] = {"magics": magics, "lazy": lazy, "pre_run_cell": pre_run_cell}
+    state["installed"] = {"magics": registered, "pre_run_cell": pre_run_cell}
     setattr(shell, _STATE_ATTR, state)
 
 
@@ -78,15 +80,9 @@ def unload(shell: Any) -> None:
     state = getattr(shell, _STATE_ATTR, None)
     if state is None:
         return
-    mm = shell.magics_manager
-    for m in state["installed"]["magics"]:
-        for kind, names in m.magics.items():
-            for name in names:
-                mm.magics[kind].pop(name, None)
-        mm.registry.pop(type(m).__name__, None)
     from ._lazy import unregister
 
-    unregister(shell, state["installed"]["lazy"])
+    unregister(shell, state["installed"]["magics"])
     try:
         shell.events.unregister("pre_run_cell", state["installed"]["pre_run_cell"])
     except ValueError:

@@ -67,7 +67,7 @@ class ScalingMagics(Magics):
         a fit at a bound or without degrees of freedom is marked unreliable, not reported.
         """
         __tracebackhide__ = True
-        from ..errors import BenchInterrupted, PerfmagicError
+        from ..errors import BenchInterrupted
 
         args, _ = _args.parse(self.amdahl.parser, line)
         if args.ranks is not None:
@@ -103,12 +103,10 @@ class ScalingMagics(Magics):
             result, status = exc.result, "interrupted"
             if result is None:
                 raise _boundary.Interrupted("perfmagic: scaling sweep interrupted before any point was measured") from None
-        except PerfmagicError as exc:
-            raise UsageError(f"%%amdahl: {exc}") from None
         finally:
             close()
         ref = self.state["record"](
-            magic="amdahl", label=label, code=cell, magic_line=line,
+            magic="amdahl", label=label, code=cell, magic_line=line, result=result,
             options={k: v for k, v in vars(args).items()}, metrics=result.metrics(),
             samples=result.samples(), env={}, status=status, primary_metric=result.primary_metric)
         text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
@@ -148,7 +146,7 @@ class ScalingMagics(Magics):
         finally:
             close()
         ref = self.state["record"](
-            magic="amdahl", label=label, code=cell, magic_line=line, options=dict(vars(args)),
+            magic="amdahl", label=label, code=cell, magic_line=line, result=result, options=dict(vars(args)),
             metrics=result.metrics(), samples=result.samples(), env={}, status=status,
             primary_metric=result.primary_metric)
         text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
@@ -172,7 +170,6 @@ class ScalingMagics(Magics):
         takes run 12's median time as the latency and answers the worker count, capped by the cores
         this machine has free for CPU-bound work (``--io`` lifts the cap).
         """
-        from ..errors import PerfmagicError
         from ..scaling.littles import littles, parse_concurrency, parse_duration, parse_rate, workers_for
 
         args, _ = _args.parse(self.littles.parser, line)
@@ -183,33 +180,30 @@ class ScalingMagics(Magics):
                 raise UsageError(f"%littles: {t!r} is not one of throughput=, latency=, concurrency=, run=; "
                                  "e.g. %littles throughput=100/s latency=1s")
             kv[k] = v
-        try:
-            thr = parse_rate(kv["throughput"]) if "throughput" in kv else None
-            lat = parse_duration(kv["latency"]) if "latency" in kv else None
-            conc = parse_concurrency(kv["concurrency"]) if "concurrency" in kv else None
-            source = ""
-            if "run" in kv:
-                from ..storage.ledger import LedgerError, UnknownRunError
-                from ..storage.session import current_ledger
+        thr = parse_rate(kv["throughput"]) if "throughput" in kv else None
+        lat = parse_duration(kv["latency"]) if "latency" in kv else None
+        conc = parse_concurrency(kv["concurrency"]) if "concurrency" in kv else None
+        source = ""
+        if "run" in kv:
+            from ..storage.ledger import LedgerError, UnknownRunError
+            from ..storage.session import current_ledger
 
-                try:
-                    row = current_ledger(self.shell.user_ns).get(_args.run_id(kv["run"]))
-                except (UnknownRunError, argparse.ArgumentTypeError) as exc:
-                    raise UsageError(f"%littles run={kv['run']}: {exc.args[0] if exc.args else exc}") from None
-                except LedgerError as exc:
-                    raise UsageError(f"%littles run={kv['run']}: earlier runs unavailable: {str(exc).rstrip('.')}. Give the latency "
-                                     "itself instead, e.g. latency=20ms") from None
-                lat = (row.get("metrics") or {}).get("median_s")
-                if not lat:
-                    raise UsageError(f"%littles: run #{row['id']} has no median time to use as the latency")
-                source = f" (latency = run #{row['id']} '{row.get('label')}' median)"
-            res = littles(throughput=thr, latency=lat, concurrency=conc)
-            lines = [res.text() + source]
-            if thr is not None and lat is not None:
-                n, notes = workers_for(thr, lat, cpu_bound=not args.io)
-                lines.append(f"  workers: {n}" + ("" if args.io else " (CPU-bound; --io if the tasks mostly wait)"))
-                lines += [f"  ! {x}" for x in notes]
-        except PerfmagicError as exc:
-            raise UsageError(f"%littles: {exc}") from None
+            try:
+                row = current_ledger(self.shell.user_ns).get(_args.run_id(kv["run"]))
+            except (UnknownRunError, argparse.ArgumentTypeError) as exc:
+                raise UsageError(f"%littles run={kv['run']}: {exc.args[0] if exc.args else exc}") from None
+            except LedgerError as exc:
+                raise UsageError(f"%littles run={kv['run']}: earlier runs unavailable: {str(exc).rstrip('.')}. Give the latency "
+                                 "itself instead, e.g. latency=20ms") from None
+            lat = (row.get("metrics") or {}).get("median_s")
+            if not lat:
+                raise UsageError(f"%littles: run #{row['id']} has no median time to use as the latency")
+            source = f" (latency = run #{row['id']} '{row.get('label')}' median)"
+        res = littles(throughput=thr, latency=lat, concurrency=conc)
+        lines = [res.text() + source]
+        if thr is not None and lat is not None:
+            n, notes = workers_for(thr, lat, cpu_bound=not args.io)
+            lines.append(f"  workers: {n}" + ("" if args.io else " (CPU-bound; --io if the tasks mostly wait)"))
+            lines += [f"  ! {x}" for x in notes]
         print("\n".join(lines))
         return None

@@ -150,6 +150,14 @@ def run_id(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a run id; run ids are the numbers in %perf's first column, e.g. 12") from None
 
 
+def perf_run_id(text: str) -> int:
+    """A run id typed after a ``%perf`` subcommand (``%perf forget 12``); a bad one is %perf's UsageError."""
+    try:
+        return run_id(text)
+    except argparse.ArgumentTypeError as exc:
+        raise UsageError(f"%perf: {exc}") from None
+
+
 def run_ref(text: str) -> int | str:
     """A run id, or ``baseline`` (the baseline of the cell's label)."""
     if text.strip().lower() == "baseline":

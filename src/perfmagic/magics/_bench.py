@@ -70,7 +70,7 @@ class BenchMagics(Magics):
         """
         __tracebackhide__ = True
         from ..timing import bench as _engine
-        from ..errors import BenchInterrupted, PerfmagicError
+        from ..errors import BenchInterrupted
 
         from ._template import default_label
 
@@ -97,8 +97,6 @@ class BenchMagics(Magics):
             self._finish(exc.result, line, cell, args)
             raise _boundary.Interrupted("perfmagic: %%gpubench interrupted; partial result above, recorded as "
                                         "interrupted") from None
-        except PerfmagicError as exc:
-            raise UsageError(f"%%gpubench: {exc}") from None
         return self._finish(result, line, cell, args)
 
     def _finish(self, result: Any, line: str, cell: str, args: argparse.Namespace) -> Any:
@@ -112,7 +110,7 @@ class BenchMagics(Magics):
         if result.work:
             options["work"] = dict(result.work)
         ref = self.state["record"](
-            magic="gpubench", label=result.label, code=cell, options=options, metrics=result.metrics(),
+            magic="gpubench", label=result.label, code=cell, result=result, options=options, metrics=result.metrics(),
             samples=result.samples(), env=result.env, env_hash=fingerprint(result.env) if result.env else None,
             status=result.status, primary_metric=result.primary_metric, magic_line=line)
         result = replace(result, run_id=ref.id if ref is not None else None)
@@ -155,7 +153,6 @@ class BenchMagics(Magics):
         from ..storage.ledger import LedgerError, UnknownRunError
         from ..storage.session import current_ledger
         from ..timing.flow import measure_against
-        from ..timing.whatchanged import cell_body
 
         led = current_ledger(self.shell.user_ns)
         try:
@@ -176,7 +173,7 @@ class BenchMagics(Magics):
             raise UsageError(f"%%gpubench --vs {args.vs}: run #{args.vs} is a %%{row_a.get('magic')} run; "
                              "--vs needs a %%gpubench run")
         opts_a = row_a.get("options") or {}
-        code_a = cell_body(row_a.get("code") or "")
+        code_a = row_a.get("code") or ""  # the cell body (the ledger keeps the magic line apart)
         fn_a = _boundary.cell_filename(self.shell, code_a)
         status = "ok"
         try:
@@ -219,26 +216,22 @@ class BenchMagics(Magics):
         from ..timing.history import compare
 
         record = self.state["record"]
-        line_a = (row_a.get("code") or "").splitlines()[0][len("%%gpubench"):].strip() if row_a.get("code") else ""
-        opts_ra = {**opts_a, "remeasured_from": args.vs, "interleaved": True}
+        opts_ra = dict(opts_a)  # the user's options of A; the relations are the record's own fields
         if pr.a.work:
             opts_ra["work"] = dict(pr.a.work)
         limit = pr.b.policy.get("thread_limit")
-        if limit is not None:
-            opts_ra["thread_limit"] = limit
-        ref_a = record(magic="gpubench", label=pr.a.label, code=code_a, magic_line=line_a,
-                       options=opts_ra,
+        ref_a = record(magic="gpubench", label=pr.a.label, code=code_a, magic_line=row_a.get("magic_line") or "",
+                       options=opts_ra, result=pr.a, rerun_of=args.vs, thread_limit=limit,
                        metrics=pr.a.metrics(), samples=pr.a.samples(), env=pr.a.env,
                        env_hash=fingerprint(pr.a.env) if pr.a.env else None, status=status,
                        primary_metric="median_s",
                        note=f"re-measured from run #{args.vs}, interleaved with the next run")
         options = {k: v for k, v in vars(args).items() if k != "setup"}
-        options.update(setup=setup, interleaved=True, interleaved_with=ref_a.id if ref_a is not None else None)
+        options["setup"] = setup
         if pr.b.work:
             options["work"] = dict(pr.b.work)
-        if limit is not None:
-            options["thread_limit"] = limit
-        ref_b = record(magic="gpubench", label=pr.b.label, code=cell, magic_line=line, options=options,
+        ref_b = record(magic="gpubench", label=pr.b.label, code=cell, magic_line=line, options=options, result=pr.b,
+                       interleaved_with=ref_a.id if ref_a is not None else None, thread_limit=limit,
                        metrics=pr.b.metrics(), samples=pr.b.samples(), env=pr.b.env,
                        env_hash=fingerprint(pr.b.env) if pr.b.env else None, status=status,
                        primary_metric="median_s")

@@ -79,7 +79,7 @@ class DataLoaderMagics(Magics):
         The same analysis from a script: ``perfmagic.dataloader_check(loader, step_fn)``.
         """
         __tracebackhide__ = True
-        from ..errors import BenchInterrupted, PerfmagicError
+        from ..errors import BenchInterrupted
 
         args, _ = _args.parse(self.dataloader_check.parser, line)
         if not args.loader:
@@ -126,16 +126,14 @@ class DataLoaderMagics(Magics):
             if result is None:
                 raise _boundary.Interrupted("perfmagic: dataloader check interrupted before a step was measured; "
                                             "the workers are shut down") from None
-        except PerfmagicError as exc:
-            raise UsageError(f"%%dataloader_check: {exc}") from None
         finally:
             close()
         options = {k: v for k, v in vars(args).items() if k != "sweep"}
-        from ..dataloader.audit import _jsonable
+        from ..dataloader.audit import jsonable
 
-        options["sweep"] = {k: [_jsonable(x) for x in v] for k, v in sweep.items()}
+        options["sweep"] = {k: [jsonable(x) for x in v] for k, v in sweep.items()}
         ref = self.state["record"](
-            magic="dataloader_check", label=label, code=cell, magic_line=line, options=options,
+            magic="dataloader_check", label=label, code=cell, magic_line=line, result=result, options=options,
             metrics=result.metrics(), samples=result.samples(), env={}, status=status,
             primary_metric=result.primary_metric)
         text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")

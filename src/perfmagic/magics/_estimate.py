@@ -92,7 +92,7 @@ class EstimateMagics(Magics):
         Ctrl-C while measuring fits the points done; Ctrl-C during --run records how far the job got.
         """
         __tracebackhide__ = True
-        from ..errors import BenchInterrupted, PerfmagicError
+        from ..errors import BenchInterrupted
 
         args, _ = _args.parse(self.estimate.parser, line)
         ns = self.shell.user_ns
@@ -133,8 +133,6 @@ class EstimateMagics(Magics):
             result, status, interrupted_at = exc.result, "interrupted", "measuring"
             if result is None:
                 raise _boundary.Interrupted("perfmagic: estimate interrupted before anything was measured") from None
-        except PerfmagicError as exc:
-            raise UsageError(f"%%estimate: {exc}") from None
         finally:
             close()
             run_close()
@@ -145,11 +143,11 @@ class EstimateMagics(Magics):
             status = "failed"
         opts = {k: v for k, v in vars(args).items()}
         ref = self.state["record"](
-            magic="estimate", label=label, code=cell, magic_line=line, options=opts, metrics=result.metrics(),
+            magic="estimate", label=label, code=cell, magic_line=line, result=result, options=opts, metrics=result.metrics(),
             samples=result.samples(), env={}, status=status, primary_metric=result.primary_metric)
         from ..render.bundle import mimebundle
 
-        text = result.text(ref.id if ref is not None else None)
+        text = result.text(run_id=ref.id if ref is not None else None)
         # text, png, self-contained html with the measured points folded; no widget (result.widget() is the
         # opt-in live view: a saved notebook would keep a dead one)
         from ._template import finish

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
@@ -70,7 +69,7 @@ class FlameMagics(Magics):
         profile up to the error, then the exception.
         """
         __tracebackhide__ = True
-        from ..errors import BenchInterrupted, PerfmagicError
+        from ..errors import BenchInterrupted
         from ..profile.flame import flame
         from ._template import default_label
 
@@ -90,15 +89,13 @@ class FlameMagics(Magics):
                            filename=filename, file_labels=labels, on_error="return")
         except BenchInterrupted as exc:
             result, status = exc.result, "interrupted"
-        except PerfmagicError as exc:
-            raise UsageError(f"%%flame: {exc}") from None
         if result.status == "failed":
             status = "failed"
         ref = self.state["record"](
-            magic="flame", label=label, code=cell, magic_line=line, options=dict(vars(args)),
+            magic="flame", label=label, code=cell, magic_line=line, result=result, options=dict(vars(args)),
             metrics=result.metrics(), samples=result.samples(), env={}, status=status,
             primary_metric="top_self_fraction")
-        text = result.text(args.top) + (f"\n  run #{ref.id}" if ref is not None else "")
+        text = result.text(top=args.top) + (f"\n  run #{ref.id}" if ref is not None else "")
         from ..render.flame import mimebundle
         from ._template import finish
 

@@ -1,9 +1,11 @@
-"""Magics whose module is imported on first use, so that ``%load_ext perfmagic`` stays cheap.
+"""The one registry of perfmagic's magics: each is imported on first use, so that ``%load_ext perfmagic``
+stays cheap.
 
-Building an ``@magic_arguments`` parser costs a few milliseconds per magic; with a dozen magics
-that would dominate the load time. A :class:`LazyMagic` is registered under the magic's name and
-imports its ``Magics`` class (building the parser) only when the magic is first run or its help
-(``%%name?``) is asked for. The instance is shared per shell, with the same ``state`` as the others.
+Building an ``@magic_arguments`` parser costs a few milliseconds per magic; with ten magics that would
+dominate the load time. :data:`MAGICS` names every magic, its kind and the ``Magics`` method that runs
+it. :func:`register` puts a :class:`LazyMagic` under each name; it imports the method's module (building
+the parser) only when the magic is first run or its help (``%%name?``) is asked for. One instance per
+``Magics`` class is shared per shell, with the shell's ``state`` (the ledger hook, the cell id).
 """
 
 from __future__ import annotations
@@ -12,6 +14,28 @@ import importlib
 from typing import Any
 
 from IPython.core.magic import MAGIC_NO_VAR_EXPAND_ATTR
+
+#: name -> (kind, "module:Class.method"); kind is IPython's: "line", "cell" or "line_cell". The modules
+#: live in this package. The documentation's option tables (tools/mkdocs_hooks.py) read this table too.
+MAGICS: dict[str, tuple[str, str]] = {
+    "gpubench": ("cell", "._bench:BenchMagics.gpubench"),
+    "perf": ("line", "._perf:PerfMagics.perf"),
+    "roofline": ("line_cell", "._roofline:RooflineMagics.roofline"),
+    "amdahl": ("cell", "._amdahl:ScalingMagics.amdahl"),
+    "littles": ("line", "._amdahl:ScalingMagics.littles"),
+    "estimate": ("cell", "._estimate:EstimateMagics.estimate"),
+    "dataloader_check": ("cell", "._dataloader:DataLoaderMagics.dataloader_check"),
+    "flame": ("cell", "._flame:FlameMagics.flame"),
+    "memory": ("cell", "._memprof:MemoryMagics.memory"),
+    "lineprof": ("cell", "._lineprof:LineProfMagics.lineprof"),
+}
+
+
+def method_of(name: str) -> Any:
+    """The unbound ``Magics`` method behind magic ``name`` (its ``.parser`` is the option parser)."""
+    module, rest = MAGICS[name][1].split(":")
+    cls_name, method = rest.split(".")
+    return getattr(getattr(importlib.import_module(module, __package__), cls_name), method)
 
 
 class LazyMagic:
@@ -25,7 +49,7 @@ class LazyMagic:
         setattr(self, MAGIC_NO_VAR_EXPAND_ATTR, True)
 
     def _bound(self) -> Any:
-        instances = self.state.setdefault("lazy_instances", {})
+        instances = self.state.setdefault("magic_instances", {})
         key = (self.module, self.cls_name)
         inst = instances.get(key)
         if inst is None:
@@ -36,35 +60,23 @@ class LazyMagic:
     def __call__(self, line: str, cell: str | None = None) -> Any:
         __tracebackhide__ = True
         fn = self._bound()
-        return fn(line) if self.kind == "line" else fn(line, cell)
+        if self.kind == "line" or (self.kind == "line_cell" and cell is None):
+            return fn(line)
+        return fn(line, cell)
 
     @property  # type: ignore[override]
     def __doc__(self) -> str | None:  # what ``%%name?`` shows: the real magic's help, parser included
         return self._bound().__doc__
 
     def __repr__(self) -> str:
-        return f"<perfmagic magic %{'%' if self.kind == 'cell' else ''}{self.name} (loaded on first use)>"
-
-
-# name -> (kind, "module:Class.method"); the modules live in this package.
-LAZY_MAGICS: dict[str, tuple[str, str]] = {
-    "estimate": ("cell", "._estimate:EstimateMagics.estimate"),
-    "dataloader_check": ("cell", "._dataloader:DataLoaderMagics.dataloader_check"),
-    "flame": ("cell", "._flame:FlameMagics.flame"),
-    "memory": ("cell", "._memprof:MemoryMagics.memory"),
-    "lineprof": ("cell", "._lineprof:LineProfMagics.lineprof"),
-}
+        prefix = {"line": "%", "cell": "%%", "line_cell": "%/%%"}[self.kind]
+        return f"<perfmagic magic {prefix}{self.name} (loaded on first use)>"
 
 
 def register(shell: Any, state: dict[str, Any]) -> list[tuple[str, str]]:
-    """Register every lazy magic whose module exists; return the (kind, name) pairs registered."""
-    import importlib.util
-
+    """Register every magic of :data:`MAGICS`; return the (kind, name) pairs registered."""
     done = []
-    for name, (kind, target) in LAZY_MAGICS.items():
-        module = target.split(":")[0]
-        if importlib.util.find_spec(module, __package__) is None:
-            continue  # not built yet
+    for name, (kind, target) in MAGICS.items():
         shell.magics_manager.register_function(LazyMagic(shell, state, kind, name, target), magic_kind=kind,
                                                 magic_name=name)
         done.append((kind, name))
@@ -74,7 +86,8 @@ def register(shell: Any, state: dict[str, Any]) -> list[tuple[str, str]]:
 def unregister(shell: Any, registered: list[tuple[str, str]]) -> None:
     mm = shell.magics_manager
     for kind, name in registered:
-        mm.magics[kind].pop(name, None)
+        for table in (("line", "cell") if kind == "line_cell" else (kind,)):
+            mm.magics[table].pop(name, None)
         if hasattr(mm.user_magics, name):
             try:
                 delattr(mm.user_magics, name)

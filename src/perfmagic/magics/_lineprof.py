@@ -47,7 +47,6 @@ class LineProfMagics(Magics):
         Python function inside; a class profiles all its methods. Records the hottest line in the ledger.
         """
         __tracebackhide__ = True
-        from ..errors import PerfmagicError
         from ..profile.lineprof import run_lineprof
         from ._template import default_label
 
@@ -57,14 +56,12 @@ class LineProfMagics(Magics):
         funcs = [self._function(expr) for expr in args.functions]
         code = self.shell.transform_cell(cell)
         fname = _boundary.cell_filename(self.shell, code, cell)
-        try:
-            result, exc = run_lineprof(code, funcs, names=args.functions, globals=self.shell.user_ns,
-                                       filename=fname, top=args.top)
-        except PerfmagicError as err:
-            raise UsageError(f"%%lineprof: {err}") from None
+        result, exc = run_lineprof(code, funcs, names=args.functions, globals=self.shell.user_ns,
+                                   filename=fname, top=args.top)
         status = {"ok": "ok", "interrupted": "interrupted", "error": "failed"}[result.status]
         ref = self.state["record"](
             magic="lineprof", label=args.label or default_label(cell, self.state), code=cell, magic_line=line,
+            result=result,
             options=dict(vars(args)), metrics=result.metrics(), samples=result.samples(), env={},
             status=status, primary_metric="total_s")
         from ..render.bundle import mimebundle

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
@@ -61,25 +60,22 @@ class MemoryMagics(Magics):
         and records the peak and increment in the ledger.
         """
         __tracebackhide__ = True
-        from ..errors import PerfmagicError
         from ..profile.memory import run_memory
         from ._template import default_label
 
         args, _ = _args.parse(self.memory.parser, line)
         code = self.shell.transform_cell(cell)
         fname = _boundary.cell_filename(self.shell, code, cell)
-        try:
-            result, exc = run_memory(code, globals=self.shell.user_ns, filename=fname, interval=args.interval,
-                                     top=args.top, trace="off" if args.no_trace else args.trace,
-                                     device=args.device)
-        except PerfmagicError as err:
-            raise UsageError(f"%%memory: {err}") from None
+        result, exc = run_memory(code, globals=self.shell.user_ns, filename=fname, interval=args.interval,
+                                 top=args.top, trace="off" if args.no_trace else args.trace,
+                                 device=args.device)
         status = {"ok": "ok", "interrupted": "interrupted", "error": "failed"}[result.status]
         ref = self.state["record"](
             magic="memory", label=args.label or default_label(cell, self.state), code=cell, magic_line=line,
+            result=result,
             options=dict(vars(args)), metrics=result.metrics(), samples=result.samples(), env={},
             status=status, primary_metric="peak_bytes")
-        text = result.text(args.top) + (f"\n  run #{ref.id}" if ref is not None else "")
+        text = result.text(top=args.top) + (f"\n  run #{ref.id}" if ref is not None else "")
         from ..render.bundle import mimebundle
         from ._template import finish
 

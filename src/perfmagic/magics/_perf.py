@@ -22,11 +22,7 @@ def _body(row: dict[str, Any]) -> str:
     return cell_body(row.get("code") or "")
 
 
-def _run_id(text: str) -> int:
-    try:
-        return _args.run_id(text)
-    except Exception as exc:
-        raise UsageError(f"%perf: {exc}") from None
+_run_id = _args.perf_run_id
 
 
 @magics_class
@@ -49,7 +45,7 @@ class PerfMagics(Magics):
               help="compare: judge the recorded samples only, without re-measuring")
     @argument("-o", "--output", action="store_true",
               help="compare: return the comparison (perfmagic RunComparison: .verdict, .comparison, .notes); "
-                   "it becomes the cell's Out[] value")
+                   "show N: return the rebuilt result; it becomes the cell's Out[] value")
     @argument("-q", "--quiet", action="store_true", help="compare: show nothing (with -o: only return the comparison)")
     @argument("-b", "--budget", type=_args.positive_duration, default=None,
               help="compare: measuring time of the interleaved re-measurement (default 2 s)")
@@ -67,6 +63,8 @@ class PerfMagics(Magics):
 
         %perf                   this notebook's runs, newest first, with the change vs each label's baseline
                                 (-n N: how many, default 20; --label L or %perf show L: one label's)
+        %perf show N            run N (or #N) rebuilt from the ledger, as when it was measured: its text,
+                                figure and details (-o: return the result; perfmagic.run(N) does the same)
         %perf baseline [RUN]    mark RUN (default: the latest run) as the baseline of its label
         %perf compare [A [B]]   verdict for B vs A (defaults: B = latest run, A = its label's baseline);
                                 A and B are re-measured interleaved in this process when both can still
@@ -97,7 +95,9 @@ class PerfMagics(Magics):
             msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
             raise UsageError(f"%perf {cmd}: {msg}") from None
 
-    def _show(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
+    def _show(self, led: Any, t: list[str], args: Any, notebook: Any) -> Any:
+        if len(t) == 1 and t[0].lstrip("#-").isdigit() and args.label is None:
+            return self._show_run(led, t[0], args)
         from ._template import display_bundle
         from ..render.ledger import ledger_bundle
         from ..timing.history import baseline_changes
@@ -115,6 +115,18 @@ class PerfMagics(Magics):
         changes = baseline_changes(led, rows, every, min_effect=args.min_effect)
         display_bundle(ledger_bundle(rows, total=count(led, notebook=notebook, label=label), where=str(led.path),
                                      notebook=led.notebook, changes=changes, every=every, label=label))
+
+    def _show_run(self, led: Any, token: str, args: Any) -> Any:
+        """``%perf show N``: run N rebuilt (:func:`perfmagic.storage.record.run`) and shown as the magic did."""
+        from ._template import finish
+        from ..errors import PerfmagicError
+        from ..storage.record import run
+
+        try:
+            result = run(token, ledger=led)
+        except PerfmagicError as exc:
+            raise UsageError(f"%perf show: {exc}") from None
+        return finish(self.shell, result, args, None if args.output or args.quiet else result._repr_mimebundle_())
 
     def _baseline(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
         if len(t) > 1:

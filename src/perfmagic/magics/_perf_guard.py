@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..record import relation
+
 from IPython.core.error import UsageError
 
 USAGE = "%perf guard RUN PATH --module M [--target T] [--force], e.g. %perf guard 12 tests/test_guard_fast.py " \
@@ -31,18 +33,18 @@ def _target(text: str | None) -> float | None:
 
 def perf_guard(magics: Any, led: Any, t: list[str], args: Any, notebook: Any) -> Any:
     from ..guard import GuardError, write_guard
-    from ._perf import _run_id
+    from ._args import perf_run_id
     from ._template import display_bundle
 
     if len(t) != 2:
         got = f"got {' '.join(t)!r}" if t else "got nothing"
         raise UsageError(f"%perf guard needs a RUN id and a PATH ({got}). Usage: {USAGE}")
-    rid, path = _run_id(t[0]), t[1]
+    rid, path = perf_run_id(t[0]), t[1]
     row = led.get(rid)  # unknown: the LedgerError becomes %perf's UsageError listing the known ids
     caps = magics.state.get("captures", {})
     ns = magics.shell.user_ns
-    ids = {rid, (row.get("options") or {}).get("interleaved_with")}
-    ids |= {r["id"] for r in led.rows() if (r.get("options") or {}).get("interleaved_with") == rid}
+    ids = {rid, relation(row, "interleaved_with")}
+    ids |= {r["id"] for r in led.rows() if relation(r, "interleaved_with") == rid}
     ids.add(led.baseline(row["label"]) if row.get("label") else None)
     seen = {k: v for k, v in ns.items() if not k.startswith("_")}
     for i in ids:  # what the runs called when they were measured wins over what the names hold now

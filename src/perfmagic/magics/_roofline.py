@@ -51,7 +51,7 @@ class RooflineMagics(Magics):
         re-measures them.
         """
         __tracebackhide__ = True
-        from ..errors import BenchInterrupted, PerfmagicError
+        from ..errors import BenchInterrupted
 
         args, setup = _args.parse(self.roofline.parser, line, remainder="setup")
         try:
@@ -67,8 +67,6 @@ class RooflineMagics(Magics):
         except BenchInterrupted:
             raise _boundary.Interrupted("perfmagic: %%roofline interrupted before a sample was timed; nothing "
                                         "recorded") from None
-        except PerfmagicError as exc:
-            raise UsageError(f"%roofline: {exc}") from None
 
     def _ceilings(self, args: argparse.Namespace) -> Any:
         from ..roofs.ceilings import ceilings
@@ -134,7 +132,7 @@ class RooflineMagics(Magics):
         options = {k: v for k, v in vars(args).items() if k != "setup"}
         options["setup"] = setup
         ref = self.state["record"](
-            magic="roofline", label=label, code=cell, magic_line=line, options=options,
+            magic="roofline", label=label, code=cell, magic_line=line, result=r, options=options,
             metrics=r.metrics(), samples=r.samples(), env=r.bench.env,
             env_hash=fingerprint(r.bench.env) if r.bench.env else None, status=status, primary_metric=r.primary_metric)
         run_id = ref.id if ref is not None else None

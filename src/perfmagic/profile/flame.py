@@ -380,9 +380,9 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
             inproc = PacedSampler(threading.get_ident(), float(rate))
             inproc.start()
         status, exc_caught, err = "ok", None, None
-        from ..core.env import _thread_cpu
+        from ..core.env import thread_cpu
 
-        cpu0 = _thread_cpu() if spy is not None and all_threads else None
+        cpu0 = thread_cpu() if spy is not None and all_threads else None
         t0 = time.perf_counter()
         try:
             _flame_cell_root(code_obj, ns, fn)
@@ -394,7 +394,7 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
         wall = time.perf_counter() - t0
         others: dict[str, list[int]] = {}
         if spy is not None:
-            cpu1 = _thread_cpu() if cpu0 is not None else None
+            cpu1 = thread_cpu() if cpu0 is not None else None
             cores = ({t: (c - cpu0.get(t, 0.0)) / wall for t, c in cpu1.items()}
                      if cpu0 is not None and cpu1 is not None and wall > 0 else None)
             doc = spy.stop()

@@ -45,6 +45,7 @@ class FlameResult(Displayed):
     """
 
     primary_metric: ClassVar[str] = "top_self_fraction"
+    renderer: ClassVar[str] = "flame"
     figure_alt: ClassVar[str] = "flame graph of the cell (static)"
 
     frames: tuple[Frame, ...]
@@ -176,50 +177,12 @@ class FlameResult(Displayed):
 
         return fix(root)
 
-    # ---- text, HTML, figure: perfmagic.render.flame -------------------------------------------
-    def sampler_line(self) -> str:
-        from ..render.flame import sampler_line
-
-        return sampler_line(self)
-
-    def verdict(self) -> str:
-        from ..render.flame import verdict
-
-        return verdict(self)
-
-    def headline(self) -> str:
-        return self.verdict()
-
-    def text(self, n: int = 10) -> str:
-        from ..render.flame import text
-
-        return text(self, n)
-
-    def __str__(self) -> str:
-        return self.text()
-
+    # ---- text, HTML, figure: perfmagic.render.flame (the renderer) ------------------------------
     def html(self, png: bytes | None = None, height: int | None = None) -> str:
         """A self-contained interactive flame graph (inline JS + data, no network)."""
         from ..render.flame import html
 
         return html(self, png=png)
-
-    def html_sections(self) -> list[tuple[str, str]]:
-        """Every function by self time (the text lists the top 10), folded under the graph."""
-        from ..render.flame import html_sections
-
-        return html_sections(self)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ..render.flame import mimebundle
-
-        return mimebundle(self)
-
-    def figure_png(self) -> bytes | None:
-        """A static icicle of the flame graph (for GitHub and other views that drop JavaScript)."""
-        from ..render.flame import figure_png
-
-        return figure_png(self)
 
     # ---- serialisation ------------------------------------------------------------------------
     def folded(self) -> dict[str, float]:

@@ -114,14 +114,6 @@ class LineProfResult(Displayed):
         return out[: n if n is not None else self.top]
 
     # ---- text, HTML, figure: perfmagic.render.lineprof ------------------------------------------
-    def verdict(self) -> str:
-        from ..render.lineprof import verdict
-
-        return verdict(self)
-
-    def headline(self) -> str:
-        return self.verdict()
-
     def html(self) -> str:
         """Tables with each line's background proportional to its share of the function's time."""
         from ..render.lineprof import html

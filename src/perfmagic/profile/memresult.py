@@ -52,6 +52,7 @@ class MemoryResult(Displayed):
     """Memory over one run. Raw samples are kept; every peak is derived from them or measured directly."""
 
     primary_metric: ClassVar[str] = "peak_bytes"
+    renderer: ClassVar[str] = "memory"
     auto_trace_bytes: ClassVar[int] = AUTO_TRACE_BYTES  # read by the renderer (it imports no analysis)
     figure_alt: ClassVar[str] = "memory over the cell's run, peak marked"
 
@@ -235,45 +236,7 @@ class MemoryResult(Displayed):
             return max(s.offset_rss_bytes + (s.rss_peak_bytes or 0), s.offset_traced_bytes + (s.traced_peak_bytes or 0))
         return max(self.statements, key=key) if self.statements else None
 
-    # ---- text, figure, HTML: perfmagic.render.memory --------------------------------------------
-
-    def verdict(self) -> str:
-        from ..render.memory import verdict
-
-        return verdict(self)
-
-    def headline(self) -> str:
-        return self.verdict()
-
-    def text(self, top: int | None = None) -> str:
-        from ..render.memory import text
-
-        return text(self, top)
-
-    def __str__(self) -> str:
-        return self.text()
-
-    def figure_png(self) -> bytes | None:
-        """RSS (and CUDA) over time with the statements shaded and the peaks marked; top sites beside."""
-        from ..render.memory import figure_png
-
-        return figure_png(self)
-
-    def sites_html(self) -> str:
-        from ..render.memory import sites_html
-
-        return sites_html(self)
-
-    def statements_html(self) -> str:
-        from ..render.memory import statements_html
-
-        return statements_html(self)
-
-    def html_sections(self) -> list[tuple[str, str]]:
-        """Allocation sites, the statements' peaks and every metric, folded under the report."""
-        from ..render.memory import html_sections
-
-        return html_sections(self)
+    # ---- text, figure, HTML: perfmagic.render.memory (the renderer) ---------------------------
 
     # ---- data ---------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float | int | str | None]:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.memory import _reset_hwm, malloc_trim
+from ..core.memory import reset_hwm, malloc_trim
 from .cellcode import _PKG_DIR, Statement, code_kind, source_label
 from .memresult import AUTO_TRACE_BYTES, StatementMemory
 
@@ -218,7 +218,7 @@ class _Recorder:
 
             tracemalloc.reset_peak()
         if self.hwm_ok:
-            _reset_hwm()
+            reset_hwm()
             rss = _status()[0]
         if self.torch is not None:
             self.torch.cuda.reset_peak_memory_stats(self.cuda)
@@ -229,7 +229,7 @@ class _Recorder:
 
     # -- start / stop --------------------------------------------------------------------------
     def start(self) -> None:
-        self.hwm_ok = _reset_hwm() and _status()[1] is not None
+        self.hwm_ok = reset_hwm() and _status()[1] is not None
         self.tm_base = self.cuda_base = None
         if self.trace != "off":
             import tracemalloc

@@ -11,6 +11,7 @@ import html
 import math
 from typing import Any
 
+from ..result import Result
 from .bundle import table_html
 from .figures import new_figure, png_bytes
 from .units import fmt_bytes, fmt_time
@@ -56,7 +57,7 @@ def headline(r: Any) -> str:
     return what + t + mem + gate
 
 
-def text(r: Any, run_id: Any = None) -> str:
+def text(r: Result, *, run_id: Any = None) -> str:
     L = [headline(r)]
     if r.status != "ok":
         L.append("  (interrupted: the points measured before Ctrl-C are fitted)")

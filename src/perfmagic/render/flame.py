@@ -19,6 +19,7 @@ import html as _html
 import textwrap
 from typing import Any
 
+from ..result import Result
 from .bundle import bundle_of, table_html
 from .units import fmt_time
 
@@ -86,8 +87,12 @@ def verdict(r: Any) -> str:
             f"{fmt_time(r.wall_s)} cell{tag}")
 
 
-def text(r: Any, n: int = 10) -> str:
-    """The verdict, the top ``n`` functions by self time and by total time, the sampler and notes."""
+headline = verdict
+
+
+def text(r: Result, *, top: int | None = None) -> str:
+    """The verdict, the ``top`` (10) functions by self time and by total time, the sampler and notes."""
+    n = 10 if top is None else top
     lines = [verdict(r)]
     if r.stacks:
         def row(f: Any) -> str:

@@ -38,7 +38,9 @@ def flame_data(r: Any) -> dict[str, Any]:
     tree = r.tree()
     strings: dict[str, int] = {}
     root = _pack(tree, strings, tree["total"] * PRUNE_FRACTION)
-    return {"strings": list(strings), "root": root, "sampler": r.sampler_line()}
+    from .flame import sampler_line
+
+    return {"strings": list(strings), "root": root, "sampler": sampler_line(r)}
 
 
 def _json_for_script(obj: Any) -> str:
@@ -175,6 +177,8 @@ def flame_png(r: Any) -> bytes | None:
     ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"], fontsize=7)
     for s in ("top", "right", "left"):
         ax.spines[s].set_visible(False)
-    ax.set_title(f"flame graph ({r.sampler_line()[:90]}) — width = share of {r.n_samples} samples",
+    from .flame import sampler_line
+
+    ax.set_title(f"flame graph ({sampler_line(r)[:90]}) — width = share of {r.n_samples} samples",
                  fontsize=8, loc="left")
     return png_bytes(fig)

@@ -139,7 +139,9 @@ def sparkline(values: list[Any]) -> str:
 
 
 def _rerun(row: dict[str, Any]) -> bool:
-    return (row.get("options") or {}).get("remeasured_from") is not None
+    from ..record import relation
+
+    return relation(row, "rerun_of") is not None
 
 
 def _trends(rows: list[dict[str, Any]], every: list[dict[str, Any]], last: int = 8) -> dict[Any, str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html as _html
 from typing import Any
 
+from ..result import Result
 from .figures import new_figure, png_bytes
 from .units import clip as _clip
 from .units import fmt_time
@@ -33,7 +34,11 @@ def _total(r: Any, name: str) -> float:
     return next((f.total_s for f in r.functions if f.name == name), 0.0)
 
 
-def text(r: Any) -> str:
+headline = verdict
+
+
+def text(r: Result) -> str:
+    """The hottest line, the hottest lines by share of their function's time, each function's table."""
     lines = [verdict(r)]
     hot = r.hot_lines()
     if len(hot) > 1:

@@ -11,6 +11,7 @@ import html
 import textwrap
 from typing import Any
 
+from ..result import Result
 from .bundle import table_html
 from .figures import new_figure, png_bytes
 from .units import clip as _clip
@@ -30,7 +31,11 @@ def verdict(r: Any) -> str:
             f"{fmt_time(r.wall_s)}{tag}")
 
 
-def text(r: Any, top: int | None = None) -> str:
+headline = verdict
+
+
+def text(r: Result, *, top: int | None = None) -> str:
+    """The verdict, the statements' peaks and the ``top`` allocation sites, notes and warnings."""
     lines = [verdict(r)]
     if r.missed_peak:
         lines.append(f"  ! short-lived peak: the RSS sampler (every {fmt_time(r.interval_s)}, "

@@ -6,20 +6,16 @@ imported inside :func:`figure_png` only.
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any
 
 from .bundle import table_html
 from .figures import new_figure, png_bytes
-from .units import fmt_bytes, fmt_time
+from .text import WIDTH, fmt_bytes, fmt_time, wrap
 from .warnings import warning_lines
-
-WIDTH = 100
 
 
 def _wrap(first: str, line: str) -> list[str]:
-    return textwrap.wrap(line, WIDTH, initial_indent=first, subsequent_indent=" " * max(len(first), 4),
-                         break_on_hyphens=False) or [first.rstrip()]
+    return wrap(line, first, width=WIDTH, break_long_words=True)
 
 
 def _bw(x: float | None) -> str:

@@ -1,6 +1,6 @@
-"""Drawing the roofline: the log-log chart (roofs, ridge points, earlier points, this one), and the
+"""The roofline drawn and said: the log-log chart (roofs, ridge points, earlier points, this one), the
 folded HTML sections of a :class:`~perfmagic.roofs.roofline.RooflineResult` and of
-:class:`~perfmagic.roofs.ceilings.Ceilings`.
+:class:`~perfmagic.roofs.ceilings.Ceilings`, and the roofline's text (its verdict and advice in order).
 
 Reads the results' attributes only; imports no analysis module (earlier points are recognised by
 shape: an object with ``point()``, a mapping with ``intensity``/``flops_per_s``, or a tuple).
@@ -13,9 +13,11 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..result import Result
 from .bundle import table_html
 from .figures import new_figure, png_bytes
-from .units import fmt_bytes, fmt_rate
+from .text import WIDTH, fit, fmt_bytes, fmt_rate, fmt_time, pct, wrap
+from .warnings import warning_lines
 
 
 def as_point(h: Any, i: int) -> dict[str, Any]:
@@ -157,3 +159,47 @@ def _pre(text: str) -> str:
 
 
 __all__ = ["as_point", "ceilings_png", "ceilings_sections", "figure_png", "html_sections", "roofline_png"]
+
+
+# ---- the text of a RooflineResult -----------------------------------------------------------------
+
+def headline(r: Result) -> str:
+    """The bound (memory, compute, or at the ridge), the intensity against the ridge, the roof reached."""
+    x: Any = r
+    if x.at_ridge:
+        return (f"at the ridge: both compute and bandwidth limit it ({x.intensity:.3g} vs ridge "
+                f"{x.ridge:.3g} FLOP/B, {x.intensity / x.ridge - 1:+.1%}; {x.dtype}, {x.device}) — "
+                f"{fmt_rate(x.bytes_per_s, 'B')} = {pct(x.bytes_per_s / x.bandwidth_Bps, 0)} of the bandwidth "
+                f"roof, {fmt_rate(x.flops_per_s, 'FLOP')} = {pct(x.flops_per_s / x.peak_flops_per_s, 0)} of "
+                f"the {x.dtype} roof")
+    roof = (f"{fmt_rate(x.bytes_per_s, 'B')} = {pct(x.fraction_of_roof, 0)} of the "
+            f"{fmt_rate(x.bandwidth_Bps, 'B')} bandwidth roof" if x.bound == "memory" else
+            f"{fmt_rate(x.flops_per_s, 'FLOP')} = {pct(x.fraction_of_roof, 0)} of the "
+            f"{fmt_rate(x.peak_flops_per_s, 'FLOP')} {x.dtype} roof")
+    return (f"{x.bound}-bound: {x.intensity:.3g} FLOP/B vs ridge {x.ridge:.3g} FLOP/B ({x.dtype}, "
+            f"{x.device}) — {roof}")
+
+
+def text(r: Result) -> str:
+    """The verdict, the work and time per call, the rates, the advice in order, the roofs, notes and
+    warnings; every line within 100 columns (a long one continues under its own indent + 2)."""
+    x: Any = r
+    first = headline(x) + (f"   [label {x.label}]" if x.label else "")
+    lines = first.split(" — ", 1) if len(first) > WIDTH else [first]
+    if len(lines) == 2:  # the bound, then the fraction of the roof under it
+        lines[1] = "  " + lines[1]
+    lines.append(f"  work per call: {x.flops:.4g} FLOP ({x.flops_source}), {fmt_bytes(x.bytes)} "
+                 f"({x.bytes_source}{', algorithmic traffic' if x.bytes_source == 'counted' else ''}) · "
+                 f"time {fmt_time(x.time_s)} median")
+    lines.append(f"  achieved {fmt_rate(x.flops_per_s, 'FLOP')} · {fmt_rate(x.bytes_per_s, 'B')}; "
+                 f"attainable {fmt_rate(x.attainable_flops_per_s, 'FLOP')} at this intensity")
+    lines.append("  next, in order:")
+    lines += ["\n".join(wrap(a, f"    {i}. ", "       ")) for i, a in enumerate(x.advice, 1)]
+    c = x.ceilings
+    mark = (f"; LOADED: others kept {c.others_cores:.1f} cores busy" if c.loaded else "") + (
+        f"; unreliable: {', '.join(c.unreliable)}" if c.unreliable else "")
+    lines.append(f"  roofs: {c.device} measured {c.measured_utc} ({c.source}, fingerprint {c.fingerprint}{mark})")
+    lines += ["\n".join(wrap(n, "  note: ", "        ")) for n in x.notes]
+    lines += warning_lines(x.warnings)  # the two that matter most; the rest folded
+    physical = [p for ln in lines for p in ln.split("\n")]  # wrapped items are already several lines
+    return "\n".join(fit(ln) for ln in physical)

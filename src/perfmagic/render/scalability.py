@@ -7,13 +7,12 @@ Reads the result's points and fits only; imports no analysis module. matplotlib 
 from __future__ import annotations
 
 import math
-import textwrap
 from typing import Any
 
 from .bundle import table_html
 from .figures import new_figure, png_bytes
+from .text import WIDTH, wrap
 
-WIDTH = 100
 MAX_ROWS = 16   # more points than this: the table goes to the HTML details only
 _NAMES = {"sigma": ("σ", "contention"), "kappa": ("κ", "coherency"), "gamma": ("γ", "X(1), one unit of load"),
           "S": ("S", "serial fraction"), "peak": ("N*", "peak load"), "peak_throughput": ("X(N*)", "peak throughput")}
@@ -29,8 +28,7 @@ def _num(x: float | None) -> str:
 
 
 def _wrap(first: str, line: str) -> list[str]:
-    return textwrap.wrap(line, WIDTH, initial_indent=first, subsequent_indent=" " * max(len(first), 4),
-                         break_on_hyphens=False) or [first.rstrip()]
+    return wrap(line, first, width=WIDTH, break_long_words=True)
 
 
 def _fits(r: Any) -> list[tuple[str, Any]]:

@@ -6,22 +6,17 @@ imports no analysis module. matplotlib is imported inside :func:`figure_png` onl
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any
 
 from .bundle import table_html
 from .figures import new_figure, png_bytes
-from .units import fmt_time
+from .text import WIDTH, fmt_time, wrap
 from .warnings import warning_lines
-
-
-WIDTH = 100
 
 
 def _wrap(first: str, line: str) -> list[str]:
     """One note or advice item as lines of at most WIDTH columns, continuation lines indented."""
-    return textwrap.wrap(line, WIDTH, initial_indent=first, subsequent_indent=" " * max(len(first), 4),
-                         break_on_hyphens=False) or [first.rstrip()]
+    return wrap(line, first, width=WIDTH, break_long_words=True)
 
 
 def text(r: Any) -> str:

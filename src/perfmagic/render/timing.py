@@ -81,7 +81,9 @@ def bench_sections(r: Any) -> list[tuple[str, str]]:
 
 def comparison_bundle(rc: Any) -> dict[str, Any]:
     """text/plain and a self-contained text/html of a run comparison (verdict coloured)."""
-    head, numbers = rc.headline(), rc.numbers()
+    from .comparison import numbers as numbers_of
+
+    head, numbers = rc.headline(), numbers_of(rc)
     color = VERDICT_COLORS.get(rc.comparison.verdict, "#000")
     notes = "".join(f"<div>{html.escape(n)}</div>" for n in rc.notes)
     htm = (f"<div class='perfmagic-compare' style='font-size:12px'>"

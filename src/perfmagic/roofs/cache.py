@@ -3,7 +3,8 @@
 Under ``$PERFMAGIC_CACHE_DIR`` or ``~/.cache/perfmagic/ceilings/``; written to a temporary file in the
 same folder and moved into place with ``os.replace``, so an interrupted calibration leaves no file,
 never half of one. A corrupt or unreadable file reads as None (re-measured). Only quiet calibrations
-are written here (:mod:`perfmagic.roofs.ceilings` decides).
+are written here (:mod:`perfmagic.roofs.ceilings` decides, and turns the stored dict into its
+:class:`~perfmagic.roofs.ceilings.Ceilings`: this module knows only files and dicts).
 """
 
 from __future__ import annotations
@@ -11,10 +12,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .ceilings import Ceilings
+from typing import Any
 
 
 def cache_dir(path: str | os.PathLike[str] | None = None) -> str:
@@ -29,26 +27,26 @@ def cache_path(fp: str, path: str | os.PathLike[str] | None = None) -> str:
     return os.path.join(cache_dir(path), f"ceilings-{fp}.json")
 
 
-def load_cached(fp: str, path: str | os.PathLike[str] | None = None) -> Ceilings | None:
-    """The cached ceilings for fingerprint ``fp``, or None (missing, unreadable, corrupt, other version)."""
-    from .ceilings import Ceilings
-
+def read(fp: str, path: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
+    """The cached ceilings of fingerprint ``fp`` as stored (a dict), or None (missing, unreadable, not JSON)."""
     try:
         with open(cache_path(fp, path), encoding="utf-8") as f:
-            return Ceilings.from_dict(json.load(f))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            data = json.load(f)
+    except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
-def save(c: Ceilings, path: str | os.PathLike[str] | None = None) -> str:
-    """Write ``c`` atomically (temp file in the same folder + ``os.replace``); returns the file path."""
+def write(fp: str, data: dict[str, Any], path: str | os.PathLike[str] | None = None) -> str:
+    """Write the ceilings ``data`` of fingerprint ``fp`` atomically (temp file in the same folder +
+    ``os.replace``); returns the file path."""
     folder = cache_dir(path)
     os.makedirs(folder, exist_ok=True)
-    target = cache_path(c.fingerprint, path)
+    target = cache_path(fp, path)
     fd, tmp = tempfile.mkstemp(prefix=".ceilings-", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(c.to_dict(), f, indent=1, sort_keys=True)
+            json.dump(data, f, indent=1, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
@@ -61,4 +59,4 @@ def save(c: Ceilings, path: str | os.PathLike[str] | None = None) -> str:
     return target
 
 
-__all__ = ["cache_dir", "cache_path", "load_cached", "save"]
+__all__ = ["cache_dir", "cache_path", "read", "write"]

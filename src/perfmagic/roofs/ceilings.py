@@ -62,7 +62,8 @@ from typing import Any, ClassVar
 
 from ..errors import BadOptionError
 from ..result import Displayed
-from .cache import cache_dir, cache_path, load_cached, save  # noqa: F401 (cache_dir, cache_path: re-exported)
+from . import cache as _cache
+from .cache import cache_dir, cache_path  # noqa: F401 (re-exported)
 from .kernels import (LLC_FACTOR, ProgressFn, _Clock, _cpu_bandwidth, _cpu_compute, _gpu_bandwidth, _gpu_compute,
                       combine_bandwidth, emulated_dtype)
 
@@ -90,6 +91,7 @@ class Ceilings(Displayed):
     ``bandwidth_Bps`` in bytes/s (algorithmic counting, see :data:`perfmagic.roofs.kernels.COUNTING`)."""
 
     primary_metric: ClassVar[str] = "bandwidth_Bps"
+    renderer: ClassVar[str] = "ceilings"
     figure_alt: ClassVar[str] = "measured roofs"
 
     device: str
@@ -163,42 +165,10 @@ class Ceilings(Displayed):
                    warnings=tuple(d.get("warnings") or ()), calibration_s=float(d.get("calibration_s") or 0.0),
                    source=source)
 
-    def _trust(self, roof: str, spread: Any) -> str:
-        if roof in self.unreliable:
-            return "UNRELIABLE: trials disagree"
-        if isinstance(spread, (int, float)):
-            return f"2 trials within {max(spread, 0.0):.0%}"
-        return ""
-
-    def text(self) -> str:
-        lines = [f"ceilings of {self.device} ({self.measured_utc}, fingerprint {self.fingerprint}, "
-                 f"{self.source}; calibration {self.calibration_s:.1f} s)"]
-        if self.loaded:
-            lines.append(f"  LOADED: others kept {self.others_cores:.1f} cores busy while measuring; these roofs may be "
-                         "too low")
-            lines.append("  held for this kernel, not cached; re-measured on the next use when the machine is quiet")
-        for d, v in self.compute.items():
-            per = (self.details.get("compute") or {}).get(d, {})
-            best = max(per.values(), key=lambda x: x.get("flops_per_s", 0.0), default={})
-            how = f"n={best['size']}" if best.get("size") else ""
-            trust = self._trust(d, best.get("spread"))
-            emu = " EMULATED (no native units)" if d in self.emulated else ""
-            lines.append(f"  {d:9s} {v / 1e9:9.4g} GFLOP/s  ridge {self.ridge(d):7.3g} FLOP/B  "
-                         + "; ".join(x for x in (how, trust) if x) + emu)
-            if best.get("coretype"):  # numpy's wide kernels, measured in a child (roofs/widekernels)
-                here = max((x.get("flops_per_s", 0.0) for x in per.values() if not x.get("coretype")), default=0.0)
-                lines.append(f"{'':12s}numpy with OPENBLAS_CORETYPE={best['coretype']} in a child process; in this "
-                             f"process {here / 1e9:.4g} GFLOP/s")
+    def bandwidth_spread(self) -> float | None:
+        """1 - lower / higher of the bandwidth roof's agreeing pair of trials (None with fewer than two)."""
         bw = self.details.get("bandwidth") or {}
-        bwm = (bw.get("methods") or {}).get(bw.get("best"), {})
-        trust = self._trust("bandwidth", settled_spread(bwm.get("trials")))
-        lines.append(f"  bandwidth {self.bandwidth_Bps / 1e9:9.4g} GB/s   "
-                     + "; ".join(x for x in (bw.get("best") or "", trust) if x))
-        import textwrap
-
-        lines += [textwrap.fill(w, width=100, initial_indent="  ! ", subsequent_indent="    ", break_long_words=False,
-                                break_on_hyphens=False) for w in self.warnings]
-        return "\n".join(lines)
+        return settled_spread(((bw.get("methods") or {}).get(bw.get("best"), {})).get("trials"))
 
     def metrics(self) -> dict[str, Any]:
         """Flat: the bandwidth roof, each dtype's compute roof and ridge, where they came from."""
@@ -214,21 +184,6 @@ class Ceilings(Displayed):
         """The best rate at each matmul size, per ``dtype/method`` (a ceiling keeps maxima, not every rep)."""
         return {f"{d}/{m}": [rate for _, rate in x.get("sweep") or []]
                 for d, methods in (self.details.get("compute") or {}).items() for m, x in methods.items()}
-
-    def html_sections(self) -> list[tuple[str, str]]:
-        """Folded detail: the matmul sweep per dtype and method, the bandwidth kernels."""
-        from ..render.roofline import ceilings_sections
-
-        return ceilings_sections(self)
-
-    def __str__(self) -> str:
-        return self.text()
-
-    def figure_png(self, history: Iterable[Any] = ()) -> bytes:
-        """The roofs alone (one per dtype, ridge points marked), with optional earlier points."""
-        from ..render.roofline import ceilings_png
-
-        return ceilings_png(self, history)
 
 
 # ---- cache ------------------------------------------------------------------------------------
@@ -284,6 +239,20 @@ def machine_fingerprint(dev: str) -> tuple[str, dict[str, Any]]:
 
     env = capture(dev)
     return fingerprint(env), env
+
+
+def load_cached(fp: str, path: str | os.PathLike[str] | None = None) -> Ceilings | None:
+    """The cached ceilings for fingerprint ``fp``, or None (missing, unreadable, corrupt, other version)."""
+    data = _cache.read(fp, path)
+    try:
+        return Ceilings.from_dict(data) if data is not None else None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def save(c: Ceilings, path: str | os.PathLike[str] | None = None) -> str:
+    """Write ``c`` to the cache atomically (:func:`perfmagic.roofs.cache.write`); returns the file path."""
+    return _cache.write(c.fingerprint, c.to_dict(), path)
 
 
 def ceilings(device: str = "cpu", *, dtypes: Iterable[Any] | None = None, recalibrate: bool = False,

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .widekernels import mismatch, probe
+from .widekernels import cpu_flags, mismatch, probe  # noqa: F401  (cpu_flags: re-exported)
 
 MEMORY_CAP_BYTES = 1.5 * 1024 ** 3   # all bandwidth arrays together (CPU)
 LLC_FACTOR = 8                       # wanted: each array >= LLC_FACTOR × LLC
@@ -153,19 +153,6 @@ def _wall(fn: Callable[[], Any]) -> float:
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
-
-
-def cpu_flags() -> set[str] | None:
-    """The CPU feature flags of ``/proc/cpuinfo`` (x86 ``flags``, Arm ``Features``), or None where
-    there is no such file."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        return None
-    return None
 
 
 # the CPU flags that give a dtype native matrix arithmetic (x86 and Arm names)

@@ -21,15 +21,15 @@ The method (docs/method.md §1):
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .ceilings import Ceilings, normalize_dtype
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
 from ..result import Displayed
-from ..render.units import fmt_bytes, fmt_rate, fmt_time
-from ..render.warnings import rank as warning_rank, warning_lines
+from ..render.text import fmt_bytes, fmt_rate
+from ..render.warnings import rank as warning_rank
 
 from .advice import CACHE_BW_TOLERANCE, LOW_FRACTION, _advice  # noqa: F401  (re-exported)
 RIDGE_BAND = 0.10  # an intensity this close to the ridge (relative) is limited by both roofs
@@ -55,6 +55,7 @@ class RooflineResult(Displayed):
     the ceilings, the dtype; every rate and the verdict are derived from them on demand."""
 
     primary_metric: ClassVar[str] = "median_s"
+    renderer: ClassVar[str] = "roofline"
     figure_alt: ClassVar[str] = "roofline chart"
 
     code: str
@@ -168,77 +169,9 @@ class RooflineResult(Displayed):
                 "ops": dict(self.counts.ops) if self.counts is not None else None,
                 "ceilings": self.ceilings.to_dict(), "bench": self.bench.to_dict()}
 
-    # ---- text ------------------------------------------------------------------------------------
-    def verdict(self) -> str:
-        if self.at_ridge:
-            return (f"at the ridge: both compute and bandwidth limit it ({self.intensity:.3g} vs ridge "
-                    f"{self.ridge:.3g} FLOP/B, {self.intensity / self.ridge - 1:+.1%}; {self.dtype}, {self.device}) — "
-                    f"{fmt_rate(self.bytes_per_s, 'B')} = {self.bytes_per_s / self.bandwidth_Bps:.0%} of the bandwidth "
-                    f"roof, {fmt_rate(self.flops_per_s, 'FLOP')} = {self.flops_per_s / self.peak_flops_per_s:.0%} of "
-                    f"the {self.dtype} roof")
-        roof = (f"{fmt_rate(self.bytes_per_s, 'B')} = {self.fraction_of_roof:.0%} of the "
-                f"{fmt_rate(self.bandwidth_Bps, 'B')} bandwidth roof" if self.bound == "memory" else
-                f"{fmt_rate(self.flops_per_s, 'FLOP')} = {self.fraction_of_roof:.0%} of the "
-                f"{fmt_rate(self.peak_flops_per_s, 'FLOP')} {self.dtype} roof")
-        return (f"{self.bound}-bound: {self.intensity:.3g} FLOP/B vs ridge {self.ridge:.3g} FLOP/B ({self.dtype}, "
-                f"{self.device}) — {roof}")
-
-    def text(self) -> str:
-        first = self.verdict() + (f"   [label {self.label}]" if self.label else "")
-        lines = first.split(" — ", 1) if len(first) > 100 else [first]
-        if len(lines) == 2:  # the bound, then the fraction of the roof under it
-            lines[1] = "  " + lines[1]
-        lines.append(f"  work per call: {self.flops:.4g} FLOP ({self.flops_source}), {fmt_bytes(self.bytes)} "
-                     f"({self.bytes_source}{', algorithmic traffic' if self.bytes_source == 'counted' else ''}) · "
-                     f"time {fmt_time(self.time_s)} median")
-        lines.append(f"  achieved {fmt_rate(self.flops_per_s, 'FLOP')} · {fmt_rate(self.bytes_per_s, 'B')}; "
-                     f"attainable {fmt_rate(self.attainable_flops_per_s, 'FLOP')} at this intensity")
-        lines.append("  next, in order:")
-        lines += [_wrap(a, f"    {i}. ", "       ") for i, a in enumerate(self.advice, 1)]
-        c = self.ceilings
-        mark = (f"; LOADED: others kept {c.others_cores:.1f} cores busy" if c.loaded else "") + (
-            f"; unreliable: {', '.join(c.unreliable)}" if c.unreliable else "")
-        lines.append(f"  roofs: {c.device} measured {c.measured_utc} ({c.source}, fingerprint {c.fingerprint}{mark})")
-        lines += [_wrap(n, "  note: ", "        ") for n in self.notes]
-        lines += warning_lines(self.warnings)  # the two that matter most; the rest folded
-        # every line within 100 columns: a long one continues under its own indent + 2
-        physical = [p for ln in lines for p in ln.split("\n")]  # wrapped items are already several lines
-        return "\n".join(ln if len(ln) <= 100 else _wrap(ln.lstrip(), " " * (len(ln) - len(ln.lstrip())),
-                                                          " " * (len(ln) - len(ln.lstrip()) + 2))
-                         for ln in physical)
-
-    def headline(self) -> str:
-        return self.verdict()
-
-    def html_sections(self) -> list[tuple[str, str]]:
-        """Folded detail: the ops counted, the roofs it was judged against and how they were measured,
-        the timing."""
-        from ..render.roofline import html_sections
-
-        return html_sections(self)
-
-    def __str__(self) -> str:
-        return self.text()
-
     # ---- figure -----------------------------------------------------------------------------------
     def point(self) -> dict[str, Any]:
         return {"label": self.label or "this run", "intensity": self.intensity, "flops_per_s": self.flops_per_s}
-
-    def figure_png(self, history: Iterable[Any] = ()) -> bytes:
-        """Log-log roofline PNG: one compute roof per measured dtype, the bandwidth roof, ridge points
-        marked; ``history`` points (RooflineResults, ledger metric dicts with ``intensity`` and
-        ``flops_per_s`` and optional ``label``, or ``(label, intensity, flops_per_s)`` tuples) labelled,
-        this result highlighted."""
-        from ..render.roofline import figure_png
-
-        return figure_png(self, history)
-
-
-def _wrap(text: str, first: str, rest: str, width: int = 100) -> str:
-    import textwrap
-
-    return textwrap.fill(text, width=width, initial_indent=first, subsequent_indent=rest,
-                         break_long_words=False, break_on_hyphens=False)
 
 
 def _resolve_dtype(dtype: Any, counts: Any, c: Ceilings) -> tuple[str, list[str]]:

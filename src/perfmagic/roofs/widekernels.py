@@ -33,6 +33,19 @@ AVX512_FLAGS = ("avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl")
 CHILD_TIMEOUT_EXTRA_S = 20.0   # child start (python + numpy import) and its last trial, past its budget
 
 
+def cpu_flags() -> set[str] | None:
+    """The CPU feature flags of ``/proc/cpuinfo`` (x86 ``flags``, Arm ``Features``), or None where
+    there is no such file."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        return None
+    return None
+
+
 def openblas_architecture() -> str | None:
     """The core type of the OpenBLAS loaded in this process (threadpoolctl), or None (no OpenBLAS,
     no threadpoolctl)."""
@@ -54,8 +67,6 @@ def mismatch(flags: set[str] | None = None, architecture: str | None = None) -> 
     if os.environ.get("PERFMAGIC_NO_WIDE_PROBE"):
         return None
     if flags is None:
-        from .kernels import cpu_flags
-
         flags = cpu_flags()
     if not flags or not all(f in flags for f in AVX512_FLAGS):
         return None

@@ -64,6 +64,7 @@ class Little(Displayed):
     """L = λ·W solved for one quantity; the one computed is named by ``solved``."""
 
     primary_metric: ClassVar[str] = "concurrency"
+    renderer: ClassVar[str] = "littles"
 
     throughput: float  # tasks/s
     latency: float     # s per task
@@ -80,17 +81,6 @@ class Little(Displayed):
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def __str__(self) -> str:
-        return self.text()
-
-    def text(self) -> str:
-        from ..render.units import fmt_time
-
-        head = {"concurrency": f"needed concurrency: {self.concurrency:.3g} tasks in flight",
-                "throughput": f"throughput: {self.throughput:.4g} tasks/s",
-                "latency": f"latency allowed per task: {fmt_time(self.latency)}"}[self.solved]
-        return (f"{head}   (Little's law L = λ·W: {self.concurrency:.3g} in flight = "
-                f"{self.throughput:.4g}/s × {fmt_time(self.latency)})")
 
 
 def littles(*, throughput: float | None = None, latency: float | None = None,

@@ -99,6 +99,47 @@ def _source(fn_or_code: Any) -> str:
         return getattr(fn_or_code, "__qualname__", repr(fn_or_code))
 
 
+def _checked_options(code: Any, workers: Any, mode: str, var: str, rounds: Any,
+                     budget: float | None) -> tuple[list[int], float]:
+    """The worker counts and the budget per count, or :class:`BadOptionError` naming the bad option."""
+    ns = _check_workers(workers)
+    if mode not in MODES:
+        raise BadOptionError("mode", mode, "one of " + ", ".join(MODES))
+    if mode == "variable" and (not isinstance(var, str) or not var.isidentifier()):
+        raise BadOptionError("var", var, "a Python identifier", "e.g. var='workers'")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise BadOptionError("rounds", rounds, "an integer >= 1", "e.g. rounds=3")
+    from ..timing.bench import check_budget
+
+    check_budget(budget, "a positive number of seconds per worker count, at most 24 h")
+    if not isinstance(code, str) and not callable(code):
+        raise BadOptionError("code", code, "code (a string) or a callable")
+    return ns, float(budget) if budget is not None else DEFAULT_BUDGET_PER_POINT
+
+
+def _others_cores(probe: Any, kids0: float | None, t_kids: float) -> float | None:
+    """Other processes' busy cores over one point (the probe stopped), less this process's children
+    (the cell's worker processes are not others)."""
+    import time
+
+    o = probe.stop()
+    kids1 = _descendants_cpu()
+    if o is not None and kids0 is not None and kids1 is not None:  # children are not others
+        o = max(0.0, o - (kids1 - kids0) / max(time.perf_counter() - t_kids, 1e-9))
+    return o
+
+
+def _points(ns: list[int], results: dict[int, list[BenchResult]], errors: dict[int, str],
+            own: dict[int, list[float]], others_at: dict[int, list[float]],
+            evidence: dict[int, list[ThreadEvidence]]) -> tuple[ScalingPoint, ...]:
+    """One point per worker count from its rounds: the results, the error, own and others' cores, the
+    thread evidence merged."""
+    return tuple(ScalingPoint(n, tuple(results[n]), errors.get(n),
+                              _stats.median(own[n]) if own[n] else None,
+                              _stats.median(others_at[n]) if others_at[n] else None,
+                              ThreadEvidence.merge(evidence[n])) for n in ns)
+
+
 def amdahl(
     code: str | Callable[..., Any],
     workers: Sequence[int] = (1, 2, 4),
@@ -127,22 +168,10 @@ def amdahl(
     from ..timing.bench import bench
     from ..core.env import LoadProbe
 
-    ns = _check_workers(workers)
-    if mode not in MODES:
-        raise BadOptionError("mode", mode, "one of " + ", ".join(MODES))
-    if mode == "variable" and (not isinstance(var, str) or not var.isidentifier()):
-        raise BadOptionError("var", var, "a Python identifier", "e.g. var='workers'")
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise BadOptionError("rounds", rounds, "an integer >= 1", "e.g. rounds=3")
-    from ..timing.bench import check_budget
-
-    check_budget(budget, "a positive number of seconds per worker count, at most 24 h")
-    per_point = float(budget) if budget is not None else DEFAULT_BUDGET_PER_POINT
+    ns, per_point = _checked_options(code, workers, mode, var, rounds, budget)
     per_round = per_point / rounds
     base_ns = dict(globals) if globals is not None else {"__name__": "__perfmagic__"}
     is_text = isinstance(code, str)
-    if not is_text and not callable(code):
-        raise BadOptionError("code", code, "code (a string) or a callable")
 
     def stmt_for(n: int) -> tuple[Any, dict[str, Any] | None]:
         if mode == "threads":
@@ -178,8 +207,7 @@ def amdahl(
                 kids0, t_kids = _descendants_cpu(), time.perf_counter()
                 sampler = ThreadSampler().start()
                 try:
-                    ctx = thread_limits(n) if mode == "threads" else contextlib.nullcontext()
-                    with ctx:
+                    with thread_limits(n) if mode == "threads" else contextlib.nullcontext():
                         res = bench(stmt, setup, globals=g, budget=per_round, memory=False, capture_env=False,
                                     warmup=warm, label=f"{var}={n}" if mode == "variable" else f"threads={n}",
                                     filename=filename)
@@ -194,10 +222,7 @@ def amdahl(
                     continue
                 finally:
                     ev = sampler.stop()
-                    o = probe.stop()
-                    kids1 = _descendants_cpu()
-                    if o is not None and kids0 is not None and kids1 is not None:  # children are not others
-                        o = max(0.0, o - (kids1 - kids0) / max(time.perf_counter() - t_kids, 1e-9))
+                    o = _others_cores(probe, kids0, t_kids)
                     if o is not None:
                         others.append(o)
                         others_at[n].append(o)
@@ -214,10 +239,7 @@ def amdahl(
                              f"{fmt_time(res.median)}")
     except KeyboardInterrupt:
         interrupted = True
-    points = tuple(ScalingPoint(n, tuple(results[n]), errors.get(n),
-                                _stats.median(own[n]) if own[n] else None,
-                                _stats.median(others_at[n]) if others_at[n] else None,
-                                ThreadEvidence.merge(evidence[n])) for n in ns)
+    points = _points(ns, results, errors, own, others_at, evidence)
     if not interrupted and first_exc is not None and not any(p.ok for p in points):
         raise first_exc
     result = analyse(points, mode=mode, var=var, weak=weak, code=_source(code), rounds=rounds,

@@ -18,15 +18,20 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["STATUSES", "code_hash", "storage_row"]
+__all__ = ["STATUSES", "code_hash", "split_cell", "storage_row"]
 
 STATUSES = ("ok", "interrupted", "failed")
 
 
 def storage_row(notebook: str | None, *, magic: str, label: Any, code: Any, options: Any, metrics: Any,
                 samples: Any, env: Any, env_hash: Any = None, status: str = "ok", primary_metric: Any = None,
-                cell_id: Any = None, session: Any = None, note: Any = None) -> dict[str, Any]:
-    """A run in the form the ledger stores (JSON text), checked; what ``Ledger.record`` writes."""
+                cell_id: Any = None, session: Any = None, note: Any = None, magic_line: Any = None,
+                kind: Any = None, payload: Any = None, rerun_of: Any = None, interleaved_with: Any = None,
+                thread_limit: Any = None) -> dict[str, Any]:
+    """A run in the form the ledger stores (JSON text), checked; what ``Ledger.record`` writes.
+
+    ``magic_line`` (None: ``code`` may still hold it glued, as before schema 3) and ``code`` are stored
+    apart; the code hash covers both as the user typed them, so it stays comparable with older rows."""
     if status not in STATUSES:
         raise ValueError(f"status: got {status!r}; expected one of {', '.join(STATUSES)}")
     if not isinstance(magic, str) or not magic:
@@ -40,7 +45,13 @@ def storage_row(notebook: str | None, *, magic: str, label: Any, code: Any, opti
         "label": _text(label),
         "status": status,
         "code": _text(code if code is not None else ""),
-        "code_hash": code_hash(code),
+        "code_hash": code_hash(code if magic_line is None else f"%%{magic} {magic_line}".rstrip() + "\n" + (code or "")),
+        "magic_line": _text(magic_line),
+        "kind": _text(kind),
+        "payload": None if payload is None else _dumps(payload),
+        "rerun_of": _int_or_none(rerun_of),
+        "interleaved_with": _int_or_none(interleaved_with),
+        "thread_limit": _int_or_none(thread_limit),
         "options": _dumps(options if options is not None else {}),
         "metrics": _dumps(metrics if metrics is not None else {}),
         "primary_metric": _text(primary_metric),
@@ -49,6 +60,27 @@ def storage_row(notebook: str | None, *, magic: str, label: Any, code: Any, opti
         "env_hash": _text(env_hash),
         "note": _text(note),
     }
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
+def split_cell(code: str | None, magic_line: str | None, magic: str | None) -> tuple[str, str]:
+    """``(magic line, cell body)`` of a stored run: as stored (schema 3), or — a row written before, its
+    ``%%magic line`` glued on the code — split here, the one place that strips it."""
+    code = code or ""
+    if magic_line is not None:
+        return magic_line, code
+    first, sep, rest = code.partition("\n")
+    head = first.lstrip()
+    if head.startswith("%%"):
+        name = f"%%{magic}" if magic and head.startswith(f"%%{magic}") else head.split(" ", 1)[0]
+        return head[len(name):].strip(), rest
+    return "", code
 
 
 def code_hash(code: str | None) -> str:
@@ -217,8 +249,6 @@ def rerun_of(row: dict[str, Any]) -> int | None:
     """The run a row re-measured, when it is the A side that ``%%gpubench --vs RUN`` measured again
     (its role is ``rerun-of #RUN``): such a row is evidence for that one comparison, not a new point
     in its label's history."""
-    value = (row.get("options") or {}).get("remeasured_from")
-    try:
-        return int(value) if value is not None and not isinstance(value, bool) else None
-    except (TypeError, ValueError):
-        return None
+    from ..record import relation
+
+    return relation(row, "rerun_of")

@@ -204,6 +204,43 @@ def unpack_samples(blob: bytes | None) -> Any:
     return walk(skeleton)
 
 
+# What a result's payload (``run_data.payload``) holds most, as ``json.dumps`` writes it: the few fields a
+# %%gpubench run stores beside its samples, and the keys the typed codec writes (part of the format)
+PAYLOAD_DICT = json.dumps([
+    {"device": "cuda:0", "sync": "cuda", "stop_reason": "budget", "policy": {
+        "budget_s": 1.0, "budget_hard": False, "precision": 0.01, "confidence": 0.95, "warmup": "auto",
+        "warmup_calls": 1, "min_samples": 10, "gc": "disabled while timing", "flush": False,
+        "compile_mode": "function", "target_block_s": 0.0002, "python": "3.11.7"},
+     "memory": {"rss_method": "after-before"}, "notes": ["no CUDA device on this machine: timed on the CPU"],
+     "warnings": ["spread is high: the IQR is 10% of the median \u2014 the machine or the code is noisy",
+                  "precision target \u00b11.0% not reached (\u00b11.00%) within the budget; use --budget to "
+                  "measure longer", "only 1 samples fit in the budget (wanted 10); use --budget to measure longer",
+                  "other processes used 1.0 cores during the measurement: results may be slow and noisy"]},
+    {"__type__": "BenchResult", "code": "", "raw": [], "number": 1, "cold_s": None, "warmup": [], "label": None,
+     "setup": "", "timer_overhead_s": 0.0, "wall_s": 0.0, "status": "ok", "env": {}, "work": {},
+     "started_utc": "2026-", "run_id": None, "error": None, "exception": None, "points": [], "results": [],
+     "times": [], "own_cores": None, "others_cores": None, "threads": None, "weak": False, "unreliable": []},
+], allow_nan=True).encode()
+_PAYLOAD = b"PMR1"  # a payload: raw deflate against PAYLOAD_DICT
+
+
+def pack_payload(text: str | None) -> bytes | None:
+    """A payload's JSON text deflated against :data:`PAYLOAD_DICT` (raw deflate: no header, no checksum,
+    a few bytes less per %%gpubench run); None stays None."""
+    if text is None:
+        return None
+    co = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, PAYLOAD_DICT)
+    return _PAYLOAD + co.compress(text.encode("utf-8", "surrogatepass")) + co.flush()
+
+
+def unpack_payload(value: Any) -> Any:
+    """The JSON text :func:`pack_payload` packed (other values as they are)."""
+    if isinstance(value, (bytes, memoryview)) and bytes(value[:4]) == _PAYLOAD:
+        do = zlib.decompressobj(-15, PAYLOAD_DICT)
+        return (do.decompress(bytes(value[4:])) + do.flush()).decode("utf-8", "surrogatepass")
+    return value
+
+
 def split_env(env: Any) -> tuple[str | None, str | None, Any]:
     """``(machine JSON, its hash, the run's own fields)`` of an environment dict; a value that is not a
     dict is kept whole as the run's own."""
@@ -226,4 +263,5 @@ def join_env(machine: Any, own: Any) -> Any:
     return {**machine, **own}
 
 
-__all__ = ["MACHINE_FIELDS", "ZDICT", "join_env", "pack_json", "pack_samples", "split_env", "unpack_json", "unpack_samples"]
+__all__ = ["MACHINE_FIELDS", "PAYLOAD_DICT", "ZDICT", "join_env", "pack_json", "pack_payload", "pack_samples", "split_env",
+           "unpack_json", "unpack_payload", "unpack_samples"]

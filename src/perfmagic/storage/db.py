@@ -294,8 +294,8 @@ class _Database:
             raise LedgerError(reason)
         if version == SCHEMA_VERSION:
             return
-        if version == 1 and "runs" in tables:
-            migrate(con)  # once: schema 1's rows rewritten as schema 2 (packed samples, columns)
+        if version in (1, 2) and "runs" in tables:
+            migrate(con, version)  # once: schema 1's rows rewritten (packed samples, columns); 2 → 3: columns added
         else:
             for stmt in _SCHEMA:
                 con.execute(stmt)

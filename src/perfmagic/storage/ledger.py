@@ -174,19 +174,60 @@ class Ledger(AdviceStore, _Database):
         cell_id: str | None = None,
         session: str | None = None,
         note: str | None = None,
+        magic_line: str | None = None,
+        kind: str | None = None,
+        payload: Any = None,
+        rerun_of: int | None = None,
+        interleaved_with: int | None = None,
+        thread_limit: int | None = None,
     ) -> RunRef:
         """Append one run. Never raises over the file: on failure the run is kept in memory and
-        ``RunRef(saved=False, error=...)`` says why and what to do."""
+        ``RunRef(saved=False, error=...)`` says why and what to do.
+
+        ``magic_line`` is the cell's ``%%magic`` line without the magic (``code`` is then the body only);
+        ``kind`` the result type when it is not the magic's own; ``payload`` what the result needs beyond
+        the other fields to be rebuilt (:meth:`record_run` fills these from a :class:`~perfmagic.record.RunRecord`);
+        ``rerun_of``, ``interleaved_with``, ``thread_limit``: the run's relations to others."""
         # Ctrl-C is held from here to the return: the row is written once (with the pending ones before
         # it) or kept in memory once, never both; a held Ctrl-C is raised after, carrying the RunRef
         with sigint_deferred(raise_after=False) as hit:
             row = storage_row(self._notebook, magic=magic, label=label, code=code, options=options,
                               metrics=metrics, samples=samples, env=env, env_hash=env_hash, status=status,
-                              primary_metric=primary_metric, cell_id=cell_id, session=session, note=note)
+                              primary_metric=primary_metric, cell_id=cell_id, session=session, note=note,
+                              magic_line=magic_line, kind=None if kind == magic else kind, payload=payload,
+                              rerun_of=rerun_of, interleaved_with=interleaved_with, thread_limit=thread_limit)
             ref = self._record_row(row)
         if hit:
             raise RecordedInterrupt(ref)
         return ref
+
+    def record_run(self, rec: Any, *, env_hash: str | None = None, cell_id: str | None = None,
+                   session: str | None = None) -> RunRef:
+        """Append a :class:`~perfmagic.record.RunRecord` (what ``result.to_record(...)`` made)."""
+        return self.record(**rec.ledger_fields(), env_hash=env_hash, cell_id=cell_id, session=session)
+
+    def record_of(self, run_id: Any) -> Any:
+        """The :class:`~perfmagic.record.RunRecord` of a run (saved or kept in memory): what
+        :func:`perfmagic.run` rebuilds its result from. Unknown id: UnknownRunError."""
+        from .record import from_row
+
+        row = self.get(run_id)
+        return from_row(row, self._payload_of(row))
+
+    def _payload_of(self, row: dict[str, Any]) -> Any:
+        """A run's payload (schema 3; None for rows written before it, or a file without the column)."""
+        from .compact import unpack_payload
+
+        if not row.get("saved", True):
+            with self._lock:
+                stored = next((r for r in self._pending if r["id"] == row["id"]), {})
+            return _loads(stored.get("payload"))
+        try:
+            got = self._query("SELECT payload FROM run_data WHERE run_id = ?", (row["id"],))
+        except LedgerError:
+            return None  # a file of schema 1, read as it is: no run_data
+        value = got[0]["payload"] if got else None
+        return _loads(unpack_payload(value))
 
     def _record_row(self, row: dict[str, Any]) -> RunRef:
         with self._lock:

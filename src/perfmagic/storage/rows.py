@@ -12,8 +12,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from .codec import _loads as _json_loads
+from .codec import split_cell
 from .compact import join_env, unpack_json, unpack_samples
-from .schema import LIGHT, ROW_COLUMNS
+from .schema import LIGHT, RELATIONS, ROW_COLUMNS
+
+_OPTION_KEYS = {"rerun_of": "remeasured_from", "interleaved_with": "interleaved_with", "thread_limit": "thread_limit"}
 
 
 def _loads(text: Any) -> Any:
@@ -119,7 +122,20 @@ def decoded(stored: dict[str, Any], *, saved: bool) -> dict[str, Any]:
     out = {c: stored.get(c) for c in ROW_COLUMNS}
     for c in ("options", "metrics", "samples", "env"):
         out[c] = _loads(out[c])
+    out["magic_line"], out["code"] = split_cell(out.get("code"), out.get("magic_line"), out.get("magic"))
+    for r in RELATIONS:
+        if out.get(r) is None:
+            out[r] = _relation(out.get("options"), r)
     return finish(out, saved)
+
+
+def _relation(options: Any, name: str) -> int | None:
+    """A relation read from the option key a row written before schema 3 kept it in."""
+    value = options.get(_OPTION_KEYS[name]) if isinstance(options, dict) else None
+    try:
+        return int(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
 
 
 def finish(out: dict[str, Any], saved: bool) -> dict[str, Any]:
@@ -148,11 +164,14 @@ class Reader:
     def __init__(self, ledger: Any, version: int, columns: set[str]) -> None:
         self.ledger = ledger
         self.v1_samples = "samples" in columns and not {"env_id"} <= columns  # schema 1: samples in runs
+        self.old_relations = "thread_limit" not in columns  # schema 1 or 2 read as it is: options hold some
 
     def row(self, stored: dict[str, Any]) -> Row:
         rid = stored["id"]
         plain = {c: stored.get(c) for c in ROW_COLUMNS if c not in ("options", "metrics", "samples", "env")}
         plain["saved"] = True
+        # the one place a row's magic line is split from its code (rows before schema 3 glued them)
+        plain["magic_line"], plain["code"] = split_cell(stored.get("code"), stored.get("magic_line"), stored.get("magic"))
         options, metrics, own, env_id = stored.get("options"), stored.get("metrics"), stored.get("env"), \
             stored.get("env_id")
         led = self.ledger
@@ -169,8 +188,13 @@ class Reader:
             v = join_env(led._machine(env_id) if env_id is not None else None, _loads(own))
             return {} if v is None else v
 
-        return Row(plain, {"options": opts, "metrics": mets, "env": env,
-                           "samples": lambda: led._samples_of(rid, self.v1_samples)})
+        lazy = {"options": opts, "metrics": mets, "env": env, "samples": lambda: led._samples_of(rid, self.v1_samples)}
+        if self.old_relations:  # a file of an older schema, read as it is: its relations may be option keys
+            for r in RELATIONS:
+                if plain.get(r) is None:
+                    plain.pop(r, None)
+                    lazy[r] = (lambda name: lambda: _relation(opts(), name))(r)
+        return Row(plain, lazy)
 
 
 def unpack(blob: Any) -> Any:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..record import relation
+
 _JSON = {"rerun_of": "json_extract(options, '$.remeasured_from')",
          "interleaved_with": "json_extract(options, '$.interleaved_with')",
          "primary_value": "json_extract(metrics, '$.\"' || primary_metric || '\"')",
@@ -84,7 +86,7 @@ def reruns(led: Any, *, before: int | None = None, limit: int = 200) -> list[dic
         return (f" WHERE {column('rerun_of', columns)} IS NOT NULL AND magic = 'gpubench' AND status = 'ok'{cut}",
                 (before,) if before is not None else (), f" ORDER BY id DESC LIMIT {int(limit)}")
     got = led._select(where)
-    want = sorted({int(r["options"].get("remeasured_from")) for r in got} - {r["id"] for r in got})
+    want = sorted({relation(r, "rerun_of") for r in got} - {r["id"] for r in got})
     originals: list[dict[str, Any]] = []
     for i in range(0, len(want), 500):
         chunk = want[i:i + 500]

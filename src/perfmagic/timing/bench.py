@@ -174,15 +174,7 @@ def bench(
     dev, notes, hard, soft_budget, started_utc = prepare(
         budget, precision, confidence, warmup, min_samples, max_samples, sync, device, DEFAULT_BUDGET)
     subj = Subject(code, setup, globals, filename or "<perfmagic-cell>", sync, dev, clock)
-    from ..core.env import prime
-
-    prime()  # once per process: imports and version lookups are not the measurement's
-    if gc:  # the collector will run during the samples: start them from a clean heap, not from a
-        _gc.collect()  # collection that earlier cells' garbage makes due (with it disabled, no collection
-        # can fall inside a sample, and a full one over torch's heap cost ~90 ms of every answer)
-    from ..core.reference import reference_time
-
-    ref_before = reference_time(REFERENCE_S) if capture_env else None  # the machine's speed state before
+    ref_before = _before_timing(gc, capture_env)
     t_start = clock()  # the setup code is the user's own: the budget covers the measurement from here
 
     from ..core.env import LoadProbe
@@ -205,59 +197,9 @@ def bench(
         cold_probe.stop()
         subj.measure_overhead()
         subj.number = subj.calls_for(subj.cold or 0.0, 1)
-        # warmup
-        warm_start = clock()
-        if warmup != "auto":
-            while subj.warm_calls < int(warmup):
-                subj.warm_block(cap=int(warmup) - subj.warm_calls)
-        else:
-            wmax, wmin = WARMUP_MAX_FRACTION * soft_budget, warmup_min_s(soft_budget)
-            while True:
-                per_call = subj.warm_block()
-                wt = clock() - warm_start
-                min_calls = WARMUP_MIN_CALLS if per_call < SLOW_CALL_S else WARMUP_MIN_CALLS_SLOW
-                if subj.warm_calls >= min_calls and wt >= wmin and subj.warm_stable():
-                    break
-                over = wt >= wmax or spent() + per_call * subj.number > soft_budget * 0.6
-                if over and (subj.warm_calls >= min_calls or hard):
-                    drift = subj.warm_drift()
-                    if drift is not None and drift > DRIFT_TOL:
-                        warnings.append(f"timings were still drifting at the end of warmup ({drift:.0%} between "
-                                        "the last blocks); raise --warmup or --budget")
-                    break
-        # sampling
-        next_check = min_samples
-        limit = soft_budget
-        min_span = min(MIN_SPAN_S, 0.3 * soft_budget)
-        while True:
-            subj.sample()
-            n = len(subj.raw)
-            if n >= next_check:
-                next_check = max(n + 1, int(n * 1.1))
-                pcs = subj.per_call()
-                lo, hi, cov = _stats.median_ci(pcs, confidence)
-                # a precise interval over a few milliseconds of samples says nothing about the machine
-                # states that last longer: the samples must also span min_span of sampled time
-                if cov >= confidence and (hi - lo) / 2 <= precision * _stats.median(pcs) \
-                        and sum(subj.raw) >= min_span:
-                    stop = "precision"
-                    break
-            if n >= max_samples:
-                stop = "max_samples"
-                break
-            recent = subj.raw[-5:]
-            # a hard budget also covers what follows the samples: the untimed memory call and the
-            # environment capture (their cost last time in this process), and a block that runs long
-            nxt = max(recent) + _TAIL_S[0] + (recent[-1] / subj.number if memory else 0.0) if hard else _stats.median(recent)
-            if spent() + nxt > limit:
-                if not hard and n < min_samples and limit < MAX_SOFT_BUDGET:
-                    limit = MAX_SOFT_BUDGET  # stretch the default budget only until min_samples
-                    continue
-                stop = "budget"
-                break
-            if limit > soft_budget and n >= min_samples:
-                stop = "budget"
-                break
+        _warm_up(subj, warmup, soft_budget, hard, clock, spent, warnings)
+        stop = _sample(subj, spent, soft_budget=soft_budget, hard=hard, precision=precision, confidence=confidence,
+                       min_samples=min_samples, max_samples=max_samples, memory=memory)
     except KeyboardInterrupt:
         interrupted = True
         stop = "interrupted"
@@ -266,14 +208,111 @@ def bench(
             _gc.enable()
         subj.finish()
 
-    mem = None
-    if memory and not interrupted and subj.cold is not None:
-        from ..core.memory import measure
+    mem, cut = _untimed_memory(subj) if memory and not interrupted and subj.cold is not None else (None, False)
+    if cut:
+        interrupted, stop = True, "interrupted"
+    env = _run_environment(subj, probe, cold_probe, ref_before, warnings, capture_env, clock)
+    work = {k: float(v) for k, v in (("items", items), ("flops", flops), ("bytes", bytes_moved)) if v is not None}
+    policy = _policy(subj, soft_budget, hard, precision, confidence, warmup, min_samples, gc, flush)
+    result = BenchResult(
+        code=subj.cell.source, raw=tuple(subj.raw), number=subj.number, cold_s=subj.cold, warmup=tuple(subj.warm),
+        label=label, setup=subj.setup, device=subj.device, sync=subj.sync.name, timer_overhead_s=subj.overhead,
+        stop_reason=stop, wall_s=clock() - t_start, status="interrupted" if interrupted else "ok", policy=policy,
+        env=env, memory=mem, work=work, notes=tuple(notes + subj.notes), started_utc=started_utc,
+    )
+    result = _with_doubts(result, warnings, min_samples, precision)
+    if interrupted:
+        raise BenchInterrupted(result if (subj.raw or subj.cold is not None) else None)
+    return result
 
-        try:
-            mem = measure(lambda: subj.cell.run(1), subj.sync.finish, subj.device)
-        except KeyboardInterrupt:
-            interrupted, stop = True, "interrupted"
+
+def _before_timing(gc: bool, capture_env: bool) -> float | None:
+    """What happens before the budget starts: the process primed, the heap collected when the
+    collector will run during the samples, the drift guard's reading before (None without ``capture_env``)."""
+    from ..core.env import prime
+
+    prime()  # once per process: imports and version lookups are not the measurement's
+    if gc:  # the collector will run during the samples: start them from a clean heap, not from a
+        _gc.collect()  # collection that earlier cells' garbage makes due (with it disabled, no collection
+        # can fall inside a sample, and a full one over torch's heap cost ~90 ms of every answer)
+    from ..core.reference import reference_time
+
+    return reference_time(REFERENCE_S) if capture_env else None  # the machine's speed state before
+
+
+def _untimed_memory(subj: Subject) -> tuple[Any, bool]:
+    """Peak memory of one untimed call after the samples, and whether Ctrl-C cut it."""
+    from ..core.memory import measure
+
+    try:
+        return measure(lambda: subj.cell.run(1), subj.sync.finish, subj.device), False
+    except KeyboardInterrupt:
+        return None, True
+
+
+def _warm_up(subj: Subject, warmup: int | str, soft_budget: float, hard: bool, clock: Callable[[], float],
+             spent: Callable[[], float], warnings: list[str]) -> None:
+    """Warmup: ``warmup`` calls, or (``"auto"``) blocks until the per-call time is stable, within a share
+    of the budget; timings still drifting at its end are a warning."""
+    warm_start = clock()
+    if warmup != "auto":
+        while subj.warm_calls < int(warmup):
+            subj.warm_block(cap=int(warmup) - subj.warm_calls)
+    else:
+        wmax, wmin = WARMUP_MAX_FRACTION * soft_budget, warmup_min_s(soft_budget)
+        while True:
+            per_call = subj.warm_block()
+            wt = clock() - warm_start
+            min_calls = WARMUP_MIN_CALLS if per_call < SLOW_CALL_S else WARMUP_MIN_CALLS_SLOW
+            if subj.warm_calls >= min_calls and wt >= wmin and subj.warm_stable():
+                break
+            over = wt >= wmax or spent() + per_call * subj.number > soft_budget * 0.6
+            if over and (subj.warm_calls >= min_calls or hard):
+                drift = subj.warm_drift()
+                if drift is not None and drift > DRIFT_TOL:
+                    warnings.append(f"timings were still drifting at the end of warmup ({drift:.0%} between "
+                                    "the last blocks); raise --warmup or --budget")
+                break
+
+
+def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, hard: bool, precision: float,
+            confidence: float, min_samples: int, max_samples: int, memory: bool) -> str:
+    """The sampling loop and its stop rule (module docstring); returns why it stopped: ``"precision"``,
+    ``"max_samples"`` or ``"budget"``."""
+    next_check = min_samples
+    limit = soft_budget
+    min_span = min(MIN_SPAN_S, 0.3 * soft_budget)
+    while True:
+        subj.sample()
+        n = len(subj.raw)
+        if n >= next_check:
+            next_check = max(n + 1, int(n * 1.1))
+            pcs = subj.per_call()
+            lo, hi, cov = _stats.median_ci(pcs, confidence)
+            # a precise interval over a few milliseconds of samples says nothing about the machine
+            # states that last longer: the samples must also span min_span of sampled time
+            if cov >= confidence and (hi - lo) / 2 <= precision * _stats.median(pcs) \
+                    and sum(subj.raw) >= min_span:
+                return "precision"
+        if n >= max_samples:
+            return "max_samples"
+        recent = subj.raw[-5:]
+        # a hard budget also covers what follows the samples: the untimed memory call and the
+        # environment capture (their cost last time in this process), and a block that runs long
+        nxt = max(recent) + _TAIL_S[0] + (recent[-1] / subj.number if memory else 0.0) if hard else _stats.median(recent)
+        if spent() + nxt > limit:
+            if not hard and n < min_samples and limit < MAX_SOFT_BUDGET:
+                limit = MAX_SOFT_BUDGET  # stretch the default budget only until min_samples
+                continue
+            return "budget"
+        if limit > soft_budget and n >= min_samples:
+            return "budget"
+
+
+def _run_environment(subj: Subject, probe: Any, cold_probe: Any, ref_before: float | None, warnings: list[str],
+                     capture_env: bool, clock: Callable[[], float]) -> dict[str, Any]:
+    """After the samples: the load probe stopped, the environment captured with the load, the drift
+    guard and the cold call's load; the cost of this tail remembered for the next hard budget."""
     t_tail = clock()
     others = probe.stop()
     throttle = _throttle_warning(probe)
@@ -293,23 +332,18 @@ def bench(
             env.update(_cold_load(cold_probe))
     if capture_env:
         _TAIL_S[0] = min(0.25, max(0.7 * _TAIL_S[0], clock() - t_tail))  # a slowly forgetting maximum
-    work = {k: float(v) for k, v in (("items", items), ("flops", flops), ("bytes", bytes_moved)) if v is not None}
-    policy = {
+    return env
+
+
+def _policy(subj: Subject, soft_budget: float, hard: bool, precision: float, confidence: float,
+            warmup: int | str, min_samples: int, gc: bool, flush: bool) -> dict[str, Any]:
+    """How the run was measured, kept in the result."""
+    return {
         "budget_s": soft_budget, "budget_hard": hard, "precision": precision, "confidence": confidence,
         "warmup": warmup, "warmup_calls": subj.warm_calls, "min_samples": min_samples,
         "gc": "enabled" if gc else "disabled while timing", "flush": bool(flush), "compile_mode": subj.cell.mode,
         "target_block_s": subj.target_block, "python": sys.version.split()[0],
     }
-    result = BenchResult(
-        code=subj.cell.source, raw=tuple(subj.raw), number=subj.number, cold_s=subj.cold, warmup=tuple(subj.warm),
-        label=label, setup=subj.setup, device=subj.device, sync=subj.sync.name, timer_overhead_s=subj.overhead,
-        stop_reason=stop, wall_s=clock() - t_start, status="interrupted" if interrupted else "ok", policy=policy,
-        env=env, memory=mem, work=work, notes=tuple(notes + subj.notes), started_utc=started_utc,
-    )
-    result = _with_doubts(result, warnings, min_samples, precision)
-    if interrupted:
-        raise BenchInterrupted(result if (subj.raw or subj.cold is not None) else None)
-    return result
 
 
 def _environment(device: str, others: float | None, warnings: list[str],

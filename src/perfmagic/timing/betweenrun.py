@@ -34,6 +34,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..record import relation
+
 PRIOR = 0.20
 FLOOR = 0.02  # evidence pairs are minutes apart; runs compared historically may be hours apart
 LEVEL = 0.99  # quantile of the evidence: historical verdicts must be wrong at most 1% of the time
@@ -58,7 +60,7 @@ def _machine(env: dict[str, Any] | None) -> tuple[Any, ...]:
 
 def _median_per_call(row: dict[str, Any]) -> float | None:
     from ..core.stats import median
-    from .history import per_call
+    from .basis import per_call
 
     xs = [t for t in per_call(row) if t > 0]
     return median(xs) if len(xs) >= 3 else None
@@ -108,7 +110,7 @@ def _newest_evidence(ledger: Any, env: dict[str, Any] | None) -> list[float]:
         page = reruns(ledger, before=before)
         rows.update({r["id"]: r for r in page})
         found = evidence(list(rows.values()), env)
-        again = [r["id"] for r in page if (r.get("options") or {}).get("remeasured_from") is not None]
+        again = [r["id"] for r in page if relation(r, "rerun_of") is not None]
         pending = [r for r in getattr(ledger, "pending", [])]
         if len(found) >= EVIDENCE_MAX or len(again) < 200:
             if pending:  # runs kept in memory are evidence too

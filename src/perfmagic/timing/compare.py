@@ -36,7 +36,7 @@ log scale, in quadrature*: each half-width ``w`` of ``log(ratio)`` becomes ``sqr
 Two independent errors add that way; adding them linearly (the earlier floor plus drift) padded the
 interval, and on the ratio scale could even send it below zero.
 
-**Verdicts** (:func:`decide`) use a symmetric bar on the log scale, ``min_effect = m``: *faster* when
+**Verdicts** (:func:`judge`: a category; the words are :mod:`perfmagic.render.comparison`'s) use a symmetric bar on the log scale, ``min_effect = m``: *faster* when
 the whole interval lies below ``1/(1+m)``, *slower* when it lies above ``1+m``, *no real change* when
 it lies inside ``[1/(1+m), 1+m]``, *inconclusive* otherwise. Percentages follow the same symmetric
 convention: "faster by x%" means ``A/B = 1 + x``, "slower by x%" means ``B/A = 1 + x``; a signed change
@@ -55,7 +55,7 @@ from typing import Any
 
 from ..core import stats as _stats
 
-__all__ = ["MAX_GROUPS", "ratio_ci", "widen", "decide", "Comparison", "compare_samples"]
+__all__ = ["MAX_GROUPS", "VERDICTS", "ratio_ci", "widen", "judge", "decide", "Comparison", "compare_samples"]
 
 MAX_GROUPS = 200
 """At most this many units (group medians) enter the bootstrap per side; see the module docstring."""
@@ -251,76 +251,57 @@ def widen(ratio: float, lo: float, hi: float, noise: float) -> tuple[float, floa
 
 # ---- the verdict --------------------------------------------------------------------------------
 
-def _pct(x: float) -> str:
-    """A fraction as an unsigned percentage: one decimal below 10%, none above."""
-    v = abs(x) * 100.0
-    return f"{v:.1f}%" if v < 9.95 else f"{v:.0f}%"
+VERDICTS = ("faster", "slower", "no real change", "inconclusive")
 
 
-def _times(f: float) -> str:
-    """A factor: ``128×``, ``2.4×``."""
-    return f"{f:.2g}×" if f < 10 else f"{f:.0f}×"
+def judge(lo: float, hi: float, min_effect: float = 0.10) -> str:
+    """The verdict category of a time ratio ``B/A`` whose CI is ``[lo, hi]`` (one of :data:`VERDICTS`).
 
-
-def _signed(r: float) -> str:
-    """A time ratio as a signed change: ``-x%`` faster by x% (A/B - 1), ``+x%`` slower by x% (B/A - 1)."""
-    if r < 1.0:
-        return "\u2212" + _pct(1.0 / r - 1.0)
-    return "+" + _pct(r - 1.0)
-
-
-def _factor(r: float) -> str:
-    """A time ratio as a factor: ``3.3× faster``, ``1.3× slower``, ``as fast``."""
-    if r < 1.0:
-        return f"{_times(1.0 / r)} faster"
-    return f"{_times(r)} slower" if r > 1.0 else "as fast"
-
-
-def span(lo: float, hi: float) -> str:
-    """An interval of time ratios in one unit: signed percentages (``−2.1%…+1.7%``), or factors at both ends
-    when either end is past 2× (``3.3× faster…1.3× faster``: "−132%" would read as more than all of the time)."""
-    if lo <= 0.5 or hi >= 2.0:
-        return f"{_factor(lo)}…{_factor(hi)}"
-    return f"{_signed(lo)}…{_signed(hi)}"
+    With ``m = min_effect`` (a fraction strictly between 0 and 1) the bar is symmetric on the log
+    scale: ``"faster"`` if ``hi < 1/(1+m)``, ``"slower"`` if ``lo > 1+m``, ``"no real change"`` if
+    ``1/(1+m) <= lo`` and ``hi <= 1+m``, else ``"inconclusive"``. The words are written by
+    :func:`perfmagic.render.comparison.verdict_sentence`.
+    """
+    _check_min_effect(min_effect)
+    for name, v in (("lo", lo), ("hi", hi)):
+        if not (math.isfinite(v) and v > 0.0):
+            raise ValueError(f"{name} must be a finite positive time ratio, got {v!r}")
+    if lo > hi:
+        raise ValueError(f"ratio interval must satisfy lo <= hi, got ({lo!r}, {hi!r})")
+    down, up = 1.0 / (1.0 + min_effect), 1.0 + min_effect
+    if hi < down:
+        return "faster"
+    if lo > up:
+        return "slower"
+    if down <= lo and hi <= up:
+        return "no real change"
+    return "inconclusive"
 
 
 def decide(ratio: float, lo: float, hi: float, min_effect: float = 0.10, *,
            confidence: float = 0.95, undecided: str = "measure longer") -> tuple[str, str]:
     """The verdict on a time ratio ``r = B/A`` with CI ``[lo, hi]``: ``(verdict, sentence)``.
 
-    With ``m = min_effect`` (a fraction strictly between 0 and 1) the bar is symmetric on the log
-    scale: ``"faster"`` if ``hi < 1/(1+m)``, ``"slower"`` if ``lo > 1+m``, ``"no real change"`` if
-    ``1/(1+m) <= lo`` and ``hi <= 1+m``, else ``"inconclusive"``. "Faster by x%" means ``A/B = 1+x``;
-    "slower by x%" means ``B/A = 1+x``. ``confidence`` only labels the interval in the sentence;
-    ``undecided`` is what an inconclusive sentence advises.
+    The verdict is :func:`judge`'s; the sentence is
+    :func:`perfmagic.render.comparison.verdict_sentence`'s. "Faster by x%" means ``A/B = 1+x``; "slower
+    by x%" means ``B/A = 1+x``. ``confidence`` only labels the interval in the sentence; ``undecided``
+    is what an inconclusive sentence advises.
     """
+    from ..render.comparison import verdict_sentence
+
     _check_min_effect(min_effect)
     _check_confidence(confidence)
-    for name, v in (("ratio", ratio), ("lo", lo), ("hi", hi)):
-        if not (math.isfinite(v) and v > 0.0):
-            raise ValueError(f"{name} must be a finite positive time ratio, got {v!r}")
-    if lo > hi:
-        raise ValueError(f"ratio interval must satisfy lo <= hi, got ({lo!r}, {hi!r})")
-    m = min_effect
-    bar = f"{m * 100:g}%"
-    ci = f"{confidence * 100:g}% CI"
-    down, up = 1.0 / (1.0 + m), 1.0 + m
-    if hi < down:
-        if ratio <= 0.5:  # large effects read better as factors: "128× faster", not "12741%"
-            return "faster", (f"{_times(1.0 / ratio)} faster ({ci} {_times(1.0 / hi)}–{_times(1.0 / lo)}): "
-                              f"accept — the whole interval clears the {bar} bar")
-        return "faster", (f"faster by {_pct(1.0 / ratio - 1.0)} ({ci} {_pct(1.0 / hi - 1.0)}–"
-                          f"{_pct(1.0 / lo - 1.0)}): accept — the whole interval clears the {bar} bar")
-    if lo > up:
-        if ratio >= 2.0:
-            return "slower", (f"{_times(ratio)} slower ({ci} {_times(lo)}–{_times(hi)}): "
-                              f"reject the change — the whole interval is past the {bar} bar")
-        return "slower", (f"slower by {_pct(ratio - 1.0)} ({ci} {_pct(lo - 1.0)}–{_pct(hi - 1.0)}): "
-                          f"reject the change — the whole interval is past the {bar} bar")
-    if down <= lo and hi <= up:
-        return "no real change", f"no real change: within ±{bar} ({ci} {span(lo, hi)})"
-    return "inconclusive", (f"inconclusive — {undecided} ({ci} {span(lo, hi)} "
-                            f"straddles the {bar} bar)")
+    if not (math.isfinite(ratio) and ratio > 0.0):
+        raise ValueError(f"ratio must be a finite positive time ratio, got {ratio!r}")
+    verdict = judge(lo, hi, min_effect)
+    return verdict, verdict_sentence(verdict, ratio, lo, hi, min_effect, confidence=confidence, undecided=undecided)
+
+
+def span(lo: float, hi: float) -> str:
+    """:func:`perfmagic.render.text.span` (an interval of time ratios in one unit), under its older name."""
+    from ..render.text import span as words
+
+    return words(lo, hi)
 
 
 # ---- the whole comparison ---------------------------------------------------------------------
@@ -331,6 +312,10 @@ class Comparison:
 
     ``between_run`` > 0 means the within-run interval was combined by :func:`widen` with that
     between-run noise (a historical comparison); ``method`` says how the interval was computed.
+    ``why`` is what made a verdict inconclusive beyond its interval: ``"oversubscribed"`` (the thread
+    pools waited for cores), ``"refused"`` (``refusal``: the runs cannot be compared per call); ``per``
+    names the unit of work the ratio is per (``"per item"``). ``sentence`` is the verdict in words,
+    written by :func:`perfmagic.render.comparison.verdict_sentence`.
     """
 
     ratio: float
@@ -339,11 +324,19 @@ class Comparison:
     confidence: float
     min_effect: float
     verdict: str
-    sentence: str
     method: str
     n_a: int
     n_b: int
     between_run: float = 0.0
+    why: str = ""
+    refusal: str = ""
+    per: str = ""
+
+    @property
+    def sentence(self) -> str:
+        from ..render.comparison import comparison_sentence
+
+        return comparison_sentence(self)
 
     @property
     def accept(self) -> bool:
@@ -352,6 +345,7 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["sentence"] = self.sentence
         d["accept"] = self.accept
         return d
 
@@ -382,9 +376,7 @@ def compare_samples(a: Sequence[float], b: Sequence[float], *, min_effect: float
     if between_run != 0.0:  # widen() rejects negative and non-finite values
         lo, hi = widen(r, lo, hi, between_run)
         method += f"; combined in quadrature (log scale) with a between-run noise of ±{between_run:.1%}"
-    # with between-run noise admitted, more samples of the same runs would not settle it
-    undecided = "cannot tell from runs taken apart" if between_run else "measure longer"
-    verdict, sentence = decide(r, lo, hi, min_effect, confidence=confidence, undecided=undecided)
+    _check_confidence(confidence)
     return Comparison(ratio=r, ci_low=lo, ci_high=hi, confidence=confidence, min_effect=min_effect,
-                      verdict=verdict, sentence=sentence, method=method, n_a=len(a), n_b=len(b),
+                      verdict=judge(lo, hi, min_effect), method=method, n_a=len(a), n_b=len(b),
                       between_run=float(between_run))

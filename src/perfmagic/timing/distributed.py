@@ -202,6 +202,7 @@ def _record(result: Any, point: Any, label: str | None, ledger: Any) -> int | No
     ref = led.record(magic=MAGIC, label=label or result.code.strip().splitlines()[0][:40] if result.code.strip()
                      else label, code=result.code, options={"backend": result.backend, "setup": result.setup},
                      metrics=job_metrics(point), samples=result.samples(), env={}, primary_metric="median_s",
+                     payload=result.record_payload(),  # perfmagic.run(N) rebuilds the RanksResult
                      session=f"torch.distributed job, pid {os.getpid()} (rank 0)")
     if not ref.saved:
         print(f"perfmagic: {ref.error}", file=sys.stderr)

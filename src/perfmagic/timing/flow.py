@@ -8,12 +8,12 @@ what each run called), and they were measured the same way — and only otherwis
 samples (:func:`perfmagic.timing.history.compare`), saying why. Re-running the user's code has a
 cost of its own: a training step keeps training the model. The state the runs read and a re-run
 would change (modules, optimizers, tensors) is snapshotted before and restored after, so the notebook
-is left as it was (:func:`perfmagic.timing.rerun.preserved`); what cannot be snapshotted is named.
+is left as it was (:func:`perfmagic.timing.snapshot.preserved`); what cannot be snapshotted is named.
 
 **Work.** A run that declares its work per call (``--items``, ``--flops``, ``--bytes``) is judged per
 unit of that work when the other run declares the same unit: batch 8 → 32 is 3× slower per call and
 may be 1.4× faster per item, and only the second is the question. When one side declares work and the
-other does not, or they use different units, the flow refuses to accept or reject (:class:`Basis`).
+other does not, or they use different units, the flow refuses to accept or reject (:class:`perfmagic.timing.basis.Basis`).
 
 The flow returns numbers and a verdict category (:class:`perfmagic.timing.history.RunComparison`);
 the sentences are written by :mod:`perfmagic.timing.compare` and :mod:`perfmagic.render.timing`. It
@@ -24,14 +24,11 @@ never imports IPython: a front end passes ``notify`` (where its one-line notices
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from ..errors import BenchInterrupted, PerfmagicError
-
-WORK_UNITS = ("items", "flops", "bytes")
-UNIT_WORD = {"items": "item", "flops": "FLOP", "bytes": "byte"}
-OPTION = {"items": "--items", "flops": "--flops", "bytes": "--bytes"}
+from .basis import Basis, basis, work_of  # noqa: F401  (re-exported: the flow judges on this basis)
 
 # options of %%gpubench that change what is measured: A and B must agree on them to be re-measured as a pair
 MEASURING_OPTIONS = ("gc", "flush", "device", "sync")
@@ -40,71 +37,6 @@ _DEFAULTS = {"gc": False, "flush": False, "device": "auto", "sync": "auto"}
 
 class RerunError(PerfmagicError):
     """A re-measurement was asked for (``rerun=True``, ``%perf compare --rerun``) and cannot be made."""
-
-
-# ---- work per call ----------------------------------------------------------------------------------
-
-def work_of(row: Mapping[str, Any]) -> dict[str, float]:
-    """The work one call of a recorded run declared: ``{"items": 32.0}``; empty when none
-    (:func:`perfmagic.storage.codec.work_of`, which the ledger also keeps as a column)."""
-    from ..storage.codec import work_of as _work_of
-
-    return _work_of(row.get("options") or {}, row.get("metrics") or {})
-
-
-def _amount(v: float) -> str:
-    return f"{v:g}" if v < 1e6 else f"{v:.3g}"
-
-
-@dataclass(frozen=True)
-class Basis:
-    """What a comparison judges: time per call (``unit`` None) or per unit of declared work.
-
-    ``a``/``b``: the work per call of each side in ``unit``; ``refusal``: why neither per call nor per
-    unit can be judged (one side declares work, the other none; or different units)."""
-
-    unit: str | None = None
-    a: float | None = None
-    b: float | None = None
-    refusal: str | None = None
-
-    @property
-    def per(self) -> str:
-        return f"per {UNIT_WORD.get(self.unit or '', self.unit)}" if self.unit else "per call"
-
-    def scale(self, xs: list[float], side: str) -> list[float]:
-        """Per-call times -> times per unit of work (unchanged when judged per call)."""
-        if not self.unit:
-            return xs
-        w = self.a if side == "A" else self.b
-        return [x / w for x in xs] if w else xs
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"unit": self.unit, "a": self.a, "b": self.b, "refusal": self.refusal}
-
-
-def basis(ra: Mapping[str, Any], rb: Mapping[str, Any]) -> Basis:
-    """Per call when neither run declares work or both declare the same amount; per unit when both
-    declare different amounts of one unit (items first, then FLOPs, then bytes); else a refusal."""
-    wa, wb = work_of(ra), work_of(rb)
-    if not wa and not wb:
-        return Basis()
-    common = [k for k in WORK_UNITS if k in wa and k in wb]
-    if common:
-        k = common[0]
-        if wa[k] == wb[k]:
-            return Basis(None, wa[k], wb[k])   # the same work per call: per call is per unit
-        return Basis(k, wa[k], wb[k])
-    if wa and wb:
-        ua, ub = next(iter(wa)), next(iter(wb))
-        return Basis(refusal=(f"A declares its work in {ua} ({OPTION[ua]}) and B in {ub} ({OPTION[ub]}), so "
-                              f"neither time per call nor time per unit compares them; declare the same unit "
-                              f"on both, e.g. {OPTION[ua]} on B too"))
-    has, side, other = (wa, "A", "B") if wa else (wb, "B", "A")
-    k = next(iter(has))
-    return Basis(refusal=(f"{side} declares {_amount(has[k])} {k} per call ({OPTION[k]}) and {other} declares "
-                          f"none, so its time per call and time per {UNIT_WORD[k]} cannot be told apart; "
-                          f"give {other} {OPTION[k]} too (or drop it from {side})"))
 
 
 # ---- can A and B be re-measured here? ------------------------------------------------------------------
@@ -157,16 +89,16 @@ def protect(caps: list[Any], ns: Mapping[str, Any], *, force: bool, notify: Call
     State that cannot be snapshotted: with ``force`` (the user asked to re-run anyway) a notice names
     it and everything else is still protected; otherwise :class:`RerunError` names it and the fix."""
     from ..render.units import fmt_bytes
-    from . import rerun
+    from .snapshot import SnapshotError, preserved
 
     try:
-        snap = rerun.preserved(caps, ns)
-    except rerun.SnapshotError as exc:
+        snap = preserved(caps, ns)
+    except SnapshotError as exc:
         if not force:
             raise RerunError(str(exc)) from None
         notify(f"perfmagic: re-measuring anyway, without restoring {', '.join(f'`{n}`' for n in exc.names)}: "
                + "; ".join(f"`{k}` {v}" for k, v in exc.reasons.items()))
-        snap = rerun.preserved(caps, ns, skip=tuple(exc.names))
+        snap = preserved(caps, ns, skip=tuple(exc.names))
     if snap.nbytes:
         notify(f"perfmagic: the state the runs change ({', '.join(f'`{n}`' for n in snap.names)}) is kept in a "
                f"{fmt_bytes(snap.nbytes)} snapshot and restored after the re-measurement")
@@ -187,32 +119,17 @@ def value_notes(caps: list[Any]) -> list[str]:
 
 # ---- the flow ------------------------------------------------------------------------------------------
 
-def _kernel() -> tuple[dict[str, Any] | None, Mapping[str, Any] | None]:
-    """The perfmagic state and the namespace of the running IPython shell, when the extension is loaded
-    there (``(None, None)`` in a script)."""
-    import sys
-
-    ip_mod = sys.modules.get("IPython")
-    try:
-        shell = ip_mod.get_ipython() if ip_mod is not None else None
-    except Exception:  # noqa: BLE001
-        shell = None
-    if shell is None:
-        return None, None
-    from ..magics import _STATE_ATTR
-
-    state = getattr(shell, _STATE_ATTR, None)
-    return (state, shell.user_ns) if state is not None else (None, None)
-
-
 def _recorder(record: Callable[..., Any] | None, ledger: Any) -> Callable[..., Any] | None:
     if record is not None:
         return record
     if ledger is None:
         return None
 
-    def rec(*, magic_line: str = "", code: str, **fields: Any) -> Any:
-        return ledger.record(code=f"%%{fields['magic']} {magic_line}".rstrip() + "\n" + code, **fields)
+    def rec(*, magic_line: str = "", code: str, result: Any = None, **fields: Any) -> Any:
+        if result is not None:  # the kind and payload that rebuild it (perfmagic.run)
+            rec_ = result.to_record(magic=fields["magic"], code=code, magic_line=magic_line)
+            fields.update(kind=rec_.kind, payload=rec_.payload)
+        return ledger.record(code=code, magic_line=magic_line, **fields)
 
     return rec
 
@@ -237,9 +154,8 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
     :class:`BenchInterrupted` with the partial :class:`PairResult` (its rows recorded as interrupted).
     Other keywords go to :func:`perfmagic.timing.history.compare` (``between_run``, ``confidence``, ...).
     """
-    from .history import _as_row, compare
-
-    from .history import CompareError
+    from ..core.kernel import kernel_state
+    from .history import CompareError, _as_row, compare
 
     say = notify or (lambda _msg: None)
     ra, rb = _as_row(a, ledger), _as_row(b, ledger)
@@ -249,7 +165,7 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
     if rerun is False or _interleaved(ra, rb):
         return compare(ra, rb, min_effect=min_effect, ledger=ledger, **historical)
     script = captures is None and globals is not None   # a script: capture what the code calls now
-    state, user_ns = _kernel() if captures is None or globals is None else (None, None)
+    state, user_ns = kernel_state() if captures is None or globals is None else (None, None)
     if captures is None:
         captures = dict((state or {}).get("captures") or {})
     ns: Mapping[str, Any] | None = globals if globals is not None else user_ns
@@ -293,8 +209,14 @@ def _body(row: Mapping[str, Any]) -> str:
     return cell_body(row.get("code") or "")
 
 
+# option keys that held a run's relations before they were the record's fields (perfmagic.record.relation)
+_RELATION_KEYS = ("remeasured_from", "interleaved", "interleaved_with", "thread_limit")
+
+
 def _interleaved(ra: Mapping[str, Any], rb: Mapping[str, Any]) -> bool:
-    ia, ib = (ra.get("options") or {}).get("interleaved_with"), (rb.get("options") or {}).get("interleaved_with")
+    from ..record import relation
+
+    ia, ib = relation(ra, "interleaved_with"), relation(rb, "interleaved_with")
     return (ib is not None and ib == ra.get("id")) or (ia is not None and ia == rb.get("id"))
 
 
@@ -338,14 +260,12 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
     refs: list[Any] = []
     if record is not None:
         for r, res, work in ((ra, pr.a, wa), (rb, pr.b, wb)):
-            opts = {**(r.get("options") or {}), "remeasured_from": r.get("id"), "interleaved": True}
+            opts = {k: v for k, v in (r.get("options") or {}).items() if k not in _RELATION_KEYS}  # the user's
             if work:
                 opts["work"] = dict(work)
-            if limit is not None:
-                opts["thread_limit"] = limit
-            if refs and refs[0] is not None:
-                opts["interleaved_with"] = refs[0].id
-            refs.append(record(magic="gpubench", label=res.label, code=res.code, magic_line="", options=opts,
+            refs.append(record(magic="gpubench", label=res.label, code=res.code, magic_line=r.get("magic_line") or "",
+                               options=opts, result=res, rerun_of=r.get("id"), thread_limit=limit,
+                               interleaved_with=refs[0].id if refs and refs[0] is not None else None,
                                metrics=res.metrics(), samples=res.samples(), env=res.env, status=status,
                                primary_metric=res.primary_metric,
                                note=f"re-measured from run #{r.get('id')} by %perf compare"))

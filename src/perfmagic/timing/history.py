@@ -16,9 +16,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, ClassVar
 
+from ..record import relation
+
 from ..errors import PerfmagicError
 from ..result import Displayed
 from .whatchanged import WhatChanged, what_changed
+from .basis import per_call
 
 
 _WORK_OPTIONS = ("items", "flops", "nbytes", "work")
@@ -54,12 +57,6 @@ def _as_row(x: Any, ledger: Any) -> dict[str, Any]:
     raise CompareError(f"cannot compare {type(x).__name__} {x!r}: give a run id, a ledger row or a BenchResult")
 
 
-def per_call(row: dict[str, Any]) -> list[float]:
-    s = row.get("samples") or {}
-    raw, number = s.get("raw") or [], s.get("number") or 1
-    return [t / number for t in raw]
-
-
 def _minutes_apart(ra: dict[str, Any], rb: dict[str, Any]) -> float | None:
     try:
         ta = datetime.fromisoformat(str(ra["created_utc"]).replace("Z", "+00:00"))
@@ -74,6 +71,7 @@ class RunComparison(Displayed):
     """Two ledger runs judged: the verdict, its interval and what changed between them."""
 
     primary_metric: ClassVar[str] = "ratio"
+    renderer: ClassVar[str] = "comparison"
 
     a: dict[str, Any]
     b: dict[str, Any]
@@ -83,44 +81,15 @@ class RunComparison(Displayed):
     drift: float | None = None  # the drift guard's reference ratio B/A - 1 (informational)
     notes: tuple[str, ...] = field(default_factory=tuple)
     between_run: Any = None  # perfmagic.timing.betweenrun.BetweenRun of a historical comparison
-    basis: Any = None  # perfmagic.timing.flow.Basis: per call, or per unit of declared work
+    basis: Any = None  # perfmagic.timing.basis.Basis: per call, or per unit of declared work
 
     @property
     def verdict(self) -> str:
         return self.comparison.verdict
 
-    def _name(self, r: dict[str, Any]) -> str:
-        rid = r.get("id")
-        return (f"#{rid} " if rid is not None else "") + str(r.get("label") or "")
-
-    def headline(self) -> str:
-        return f"B {self._name(self.b)} vs A {self._name(self.a)}: {self.comparison.sentence}"
-
-    def numbers(self) -> str:
-        from ..render.units import fmt_time
-
-        c, bs = self.comparison, self.basis
-        ma, mb = _median(per_call(self.a)), _median(per_call(self.b))
-        if bs is not None and bs.unit:
-            return (f"A {fmt_time(ma)} → B {fmt_time(mb)} median per call; {bs.per}: A {fmt_time(ma / bs.a)} → "
-                    f"B {fmt_time(mb / bs.b)}  (B/A {c.ratio:.3f}, CI {c.ci_low:.3f}–{c.ci_high:.3f}; "
-                    f"{c.n_a} vs {c.n_b} samples)")
-        return (f"A {fmt_time(ma)} → B {fmt_time(mb)} median  (B/A {c.ratio:.3f}, CI {c.ci_low:.3f}–"
-                f"{c.ci_high:.3f}; {c.n_a} vs {c.n_b} samples)")
-
-    def text(self) -> str:
-        lines = [self.headline(), "  " + self.numbers()]
-        lines += [f"  {n}" for n in self.notes]
-        lines += ["  " + ln for ln in self.what.text().splitlines()]
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.text()
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        from ..render.timing import comparison_bundle
-
-        return comparison_bundle(self)  # the verdict coloured, the diff of what changed
+    def medians(self) -> tuple[float, float]:
+        """The median time per call of A and of B."""
+        return _median(per_call(self.a)), _median(per_call(self.b))
 
     def metrics(self) -> dict[str, Any]:
         c = self.comparison
@@ -144,6 +113,27 @@ def _median(xs: list[float]) -> float:
     return median(xs) if xs else math.nan
 
 
+def _comparable(ra: dict[str, Any], rb: dict[str, Any]) -> tuple[list[float], list[float]]:
+    """The per-call samples of A and B, or :class:`CompareError` when the two runs cannot be compared
+    (the same run, different magics or metrics, fewer than 3 samples)."""
+    if ra.get("id") is not None and ra.get("id") == rb.get("id"):
+        raise CompareError(f"A and B are the same run (#{ra['id']}): a run compared with itself tells nothing; "
+                           "give two different runs, e.g. the baseline and the change")
+    if ra.get("magic") != rb.get("magic"):
+        raise CompareError(f"run {ra.get('id')} is a %%{ra.get('magic')} run and run {rb.get('id')} a "
+                           f"%%{rb.get('magic')} run: only runs of the same magic can be compared; pick two "
+                           f"%%{rb.get('magic')} runs (%perf lists them)")
+    if ra.get("primary_metric") != rb.get("primary_metric"):
+        raise CompareError(f"runs {ra.get('id')} and {rb.get('id')} measure different metrics "
+                           f"({ra.get('primary_metric')} vs {rb.get('primary_metric')})")
+    xa, xb = per_call(ra), per_call(rb)
+    for r, xs in ((ra, xa), (rb, xb)):
+        if len(xs) < 3:
+            raise CompareError(f"run {r.get('id')} has {len(xs)} timed samples; a comparison needs at least 3 "
+                               "(was it interrupted during warmup?)")
+    return xa, xb
+
+
 def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.95, ledger: Any = None,
             between_run: float | None = None, n_boot: int = 2000, paired: bool | None = None,
             data_changes: tuple[str, ...] = ()) -> RunComparison:
@@ -157,29 +147,15 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
     from .betweenrun import BetweenRun, between_run_noise
     from .compare import compare_samples
 
-    ra, rb = _as_row(a, ledger), _as_row(b, ledger)
-    if ra.get("id") is not None and ra.get("id") == rb.get("id"):
-        raise CompareError(f"A and B are the same run (#{ra['id']}): a run compared with itself tells nothing; "
-                           "give two different runs, e.g. the baseline and the change")
-    if ra.get("magic") != rb.get("magic"):
-        raise CompareError(f"run {ra.get('id')} is a %%{ra.get('magic')} run and run {rb.get('id')} a "
-                           f"%%{rb.get('magic')} run: only runs of the same magic can be compared; pick two "
-                           f"%%{rb.get('magic')} runs (%perf lists them)")
-    if ra.get("primary_metric") != rb.get("primary_metric"):
-        raise CompareError(f"runs {ra.get('id')} and {rb.get('id')} measure different metrics "
-                           f"({ra.get('primary_metric')} vs {rb.get('primary_metric')})")
-    from .flow import basis as _basis
+    from .basis import basis as _basis
 
-    xa, xb = per_call(ra), per_call(rb)
-    for r, xs in ((ra, xa), (rb, xb)):
-        if len(xs) < 3:
-            raise CompareError(f"run {r.get('id')} has {len(xs)} timed samples; a comparison needs at least 3 "
-                               "(was it interrupted during warmup?)")
+    ra, rb = _as_row(a, ledger), _as_row(b, ledger)
+    xa, xb = _comparable(ra, rb)
     bs = _basis(ra, rb)
     xa, xb = bs.scale(xa, "A"), bs.scale(xb, "B")   # per unit of work when both declare different amounts
     notes: list[str] = []
-    interleaved = paired if paired is not None else bool((ra.get("options") or {}).get("interleaved_with") == rb.get("id") and rb.get("id") is not None
-                       or (rb.get("options") or {}).get("interleaved_with") == ra.get("id") and ra.get("id") is not None)
+    interleaved = paired if paired is not None else bool(relation(ra, "interleaved_with") == rb.get("id") and rb.get("id") is not None
+                       or relation(rb, "interleaved_with") == ra.get("id") and ra.get("id") is not None)
     drift = None
     ref_a, ref_b = (ra.get("env") or {}).get("reference_s"), (rb.get("env") or {}).get("reference_s")
     if ref_a and ref_b:
@@ -214,18 +190,14 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
                          "measuring longer does not shrink that: re-measure A and B together")
     over = _oversubscribed(ra, rb)
     if over and comp.verdict != "inconclusive":  # the pools waited for cores: the ratio is not the code's
-        from .compare import span
-
-        comp = replace(comp, verdict="inconclusive", sentence=(
-            f"inconclusive — cannot tell, because of thread oversubscription ({comp.confidence * 100:g}% CI "
-            f"{span(comp.ci_low, comp.ci_high)} measured while the thread pools waited for cores)"))
+        comp = replace(comp, verdict="inconclusive", why="oversubscribed")
     notes += over
     if bs.refusal:  # work declared on one side only (or in different units): no accept/reject per call
-        comp = replace(comp, verdict="inconclusive", sentence=f"cannot tell — {bs.refusal}")
+        comp = replace(comp, verdict="inconclusive", why="refused", refusal=bs.refusal)
     elif bs.unit:
-        comp = replace(comp, sentence=f"{bs.per}: {comp.sentence}",
+        comp = replace(comp, per=bs.per,
                        method=comp.method + f"; on time {bs.per} (A {_amt(bs.a)}, B {_amt(bs.b)} {bs.unit} per call)")
-    limit = {(r.get("options") or {}).get("thread_limit") for r in (ra, rb)}
+    limit = {relation(r, "thread_limit") for r in (ra, rb)}
     if len(limit) == 1 and None not in limit:
         n = limit.pop()
         notes.append(f"measured with BLAS/OpenMP and torch limited to {n} thread(s), because the thread pools "
@@ -264,10 +236,10 @@ def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[s
     and the run, from ``%perf compare`` or ``--vs``) is used when there is one, marked "A/B": it cancels
     the machine's drift that a historical comparison can only admit. Otherwise the recorded samples are
     compared with a light bootstrap (400 resamples) so the table stays quick; ``%perf compare`` gives
-    the full one. Runs that declare work are compared per unit of it (see :mod:`perfmagic.timing.flow`).
+    the full one. Runs that declare work are compared per unit of it (see :mod:`perfmagic.timing.basis`).
     """
+    from ..render.comparison import change_cell
     from ..storage.codec import rerun_of
-    from .compare import _signed
 
     out: dict[int, str] = {}
     by_label: dict[str, list[dict[str, Any]]] = {}
@@ -275,7 +247,7 @@ def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[s
     pairs: dict[tuple[int, int], tuple[dict[str, Any], dict[str, Any]]] = {}
     for r in sorted(every, key=lambda r: r["id"]):
         by_label.setdefault(r.get("label") or "", []).append(r)
-        x = by_id.get((r.get("options") or {}).get("interleaved_with"))
+        x = by_id.get(relation(r, "interleaved_with"))
         if x is not None and r.get("status") == "ok" and x.get("status") == "ok":
             a0, b0 = rerun_of(x), rerun_of(r)
             pairs[(a0 if a0 is not None else x["id"], b0 if b0 is not None else r["id"])] = (x, r)
@@ -297,19 +269,7 @@ def baseline_changes(ledger: Any, rows: list[dict[str, Any]], every: list[dict[s
             try:
                 rc = compare(*pair, min_effect=min_effect, n_boot=400) if pair else \
                     compare(base, r, min_effect=min_effect, n_boot=400)
-                c = rc.comparison
-                if rc.basis is not None and rc.basis.refusal:
-                    cell = "cannot tell (work on one side)"
-                else:
-                    if c.ratio <= 0.5 or c.ratio >= 2:
-                        factor = 1 / c.ratio if c.ratio < 1 else c.ratio
-                        cell = f"{factor:.3g}× {c.verdict}"
-                    else:
-                        cell = f"{_signed(c.ratio)} {c.verdict}"   # −x%: faster by x% (A/B − 1), as the verdicts
-                    if rc.basis is not None and rc.basis.unit:
-                        cell = f"{rc.basis.per} {cell}"
-                    if pair:
-                        cell += " (A/B)"
+                cell = change_cell(rc, ab=bool(pair))
             except Exception:  # the table never fails on one odd row
                 cell = "?"
         out[r["id"]] = cell

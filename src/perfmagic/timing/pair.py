@@ -52,67 +52,18 @@ class PairResult(Displayed):
     """Both sides of an interleaved A/B measurement and their paired comparison."""
 
     primary_metric: ClassVar[str] = "ratio"
+    renderer: ClassVar[str] = "pair"
 
     a: BenchResult
     b: BenchResult
     comparison: Any  # perfmagic._compare.Comparison; None when interrupted before 3 pairs
 
-    def text(self) -> str:
-        from ..render.units import fmt_time
-
-        c = self.comparison
-        if c is None:
-            return (f"A/B interleaved in one process: interrupted after {self.a.n_samples} pair(s), too few for a "
-                    f"verdict (3 at least)\n  A {self.a.label or 'A'}: {fmt_time(self.a.median)} median   "
-                    f"B {self.b.label or 'B'}: {fmt_time(self.b.median)} median")
-        lines = [f"A/B interleaved in one process ({self.a.n_samples} pairs): {c.sentence}",
-                 f"  A {self.a.label or 'A'}: {fmt_time(self.a.median)} median   "
-                 f"B {self.b.label or 'B'}: {fmt_time(self.b.median)} median   B/A = {c.ratio:.3f} "
-                 f"(CI {c.ci_low:.3f}–{c.ci_high:.3f})",
-                 f"  method: {c.method}"]
-        from ..render.warnings import warning_lines
-
-        lines += warning_lines(list(dict.fromkeys(self.a.warnings + self.b.warnings)))
-        advice = self.advice()   # what to do next, not a warning: never folded
-        if advice:
-            lines.append(f"  → {advice}")
-        return "\n".join(lines)
-
     def advice(self) -> str | None:
         """When the budget ended the pairs before a verdict: about how long a decision at the bar would
-        take (the interval narrows as one over the square root of the pairs), or why none will come."""
-        c = self.comparison
-        if c is None or c.verdict != "inconclusive" or self.a.stop_reason not in ("budget", "precision"):
-            return None
-        n = self.a.n_samples
-        pair_s = (sum(self.a.raw) + sum(self.b.raw)) / max(n, 1)
-        band, r = math.log1p(c.min_effect), math.log(c.ratio)
-        lo, hi = math.log(c.ci_low), math.log(c.ci_high)
-        bar = f"±{c.min_effect:.0%}"
-        if r > band:  # the low end must clear the bar
-            need = (r - lo) / (r - band)
-        elif r < -band:  # the high end must clear it
-            need = (hi - r) / (-band - r)
-        else:  # both ends must come inside
-            need = max((hi - r) / (band - r), (r - lo) / (r + band))
-        near = min(abs(r - band), abs(r + band)) < 0.15 * band
-        # "no budget will settle it" only when the interval is already narrow around the bar; a wide one
-        # (a few noisy pairs) may still settle on either side, and a longer run shows which
-        if self.a.stop_reason == "precision" or (near and hi - lo < 0.5 * band):
-            return (f"the change (B/A {c.ratio:.3f}) sits on the {bar} bar: no budget will settle it; judge it "
-                    f"against another bar (--min-effect)")
-        if near:
-            secs = max(1, math.ceil(4 * n * pair_s * 1.3))
-            return (f"the change (B/A {c.ratio:.3f}, CI {c.ci_low:.3f}–{c.ci_high:.3f}) is near the {bar} bar and "
-                    f"{n} pairs leave its interval wide: measure longer to see which side it settles on (e.g. -b "
-                    f"{secs}s), or judge it against another bar (--min-effect)")
-        pairs = max(math.ceil(1.2 * n * need ** 2), math.ceil(1.5 * n))  # the interval narrows as 1/sqrt(n)
-        secs = max(1, math.ceil(pairs * pair_s * 1.3))  # and a warmup
-        return (f"{n} pairs were too few for a decision at {bar}: it needs ~{secs} s (about {pairs} pairs "
-                f"of {pair_s * 1e3:.3g} ms); run with -b {secs}s")
+        take, or why none will come (the numbers: :func:`budget_needed`; the words: :mod:`perfmagic.render.pair`)."""
+        from ..render.pair import advice
 
-    def __str__(self) -> str:
-        return self.text()
+        return advice(budget_needed(self))
 
     def metrics(self) -> dict[str, Any]:
         c = self.comparison
@@ -128,10 +79,51 @@ class PairResult(Displayed):
         return {"a": self.a.to_dict(), "b": self.b.to_dict(),
                 "comparison": self.comparison.to_dict() if self.comparison is not None else None}
 
-    def figure_png(self) -> bytes | None:
-        from ..render.timing import pair_figure_png
 
-        return pair_figure_png(self)
+@dataclass(frozen=True)
+class BudgetNeed:
+    """What a decision at the ``min_effect`` bar would take, after ``pairs`` pairs of ``pair_s`` seconds:
+    ``kind`` is ``"on the bar"`` (no budget will settle it), ``"near the bar"`` (measure longer, about
+    ``secs``) or ``"too few"`` (about ``pairs_needed`` pairs, ``secs`` seconds)."""
+
+    kind: str
+    ratio: float
+    ci_low: float
+    ci_high: float
+    min_effect: float
+    pairs: int
+    pair_s: float
+    pairs_needed: int = 0
+    secs: int = 0
+
+
+def budget_needed(pr: Any) -> BudgetNeed | None:
+    """When the budget ended the pairs before a verdict: about how long a decision at the bar would take
+    (the interval narrows as one over the square root of the pairs), or that none will come; None when
+    the pairs gave a verdict or stopped for another reason."""
+    c = pr.comparison
+    if c is None or c.verdict != "inconclusive" or pr.a.stop_reason not in ("budget", "precision"):
+        return None
+    n = pr.a.n_samples
+    pair_s = (sum(pr.a.raw) + sum(pr.b.raw)) / max(n, 1)
+    band, r = math.log1p(c.min_effect), math.log(c.ratio)
+    lo, hi = math.log(c.ci_low), math.log(c.ci_high)
+    if r > band:  # the low end must clear the bar
+        need = (r - lo) / (r - band)
+    elif r < -band:  # the high end must clear it
+        need = (hi - r) / (-band - r)
+    else:  # both ends must come inside
+        need = max((hi - r) / (band - r), (r - lo) / (r + band))
+    near = min(abs(r - band), abs(r + band)) < 0.15 * band
+    same = dict(ratio=c.ratio, ci_low=c.ci_low, ci_high=c.ci_high, min_effect=c.min_effect, pairs=n, pair_s=pair_s)
+    # "no budget will settle it" only when the interval is already narrow around the bar; a wide one
+    # (a few noisy pairs) may still settle on either side, and a longer run shows which
+    if pr.a.stop_reason == "precision" or (near and hi - lo < 0.5 * band):
+        return BudgetNeed("on the bar", **same)
+    if near:
+        return BudgetNeed("near the bar", **same, secs=max(1, math.ceil(4 * n * pair_s * 1.3)))
+    pairs = max(math.ceil(1.2 * n * need ** 2), math.ceil(1.5 * n))  # the interval narrows as 1/sqrt(n)
+    return BudgetNeed("too few", **same, pairs_needed=pairs, secs=max(1, math.ceil(pairs * pair_s * 1.3)))  # + warmup
 
 
 def pairs_needed(logs: list[float], min_effect: float, confidence: float = 0.95) -> int:
@@ -190,51 +182,26 @@ def bench_pair(
     ``globals`` is the namespace both read; ``globals_b``, when given, is B's (A keeps ``globals``):
     ``%perf compare`` re-runs A with the functions it called when it was measured."""
     __tracebackhide__ = True
-    from .compare import compare_samples
-
     dev, notes, hard, total, started = prepare(budget, precision, confidence, "auto", min_samples, max_samples,
                                                sync, device, DEFAULT_PAIR_BUDGET)
     sa = Subject(code_a, setup_a, globals, filenames[0], sync, dev, clock)
     sb = Subject(code_b, setup_b, globals if globals_b is None else globals_b, filenames[1], sync, dev, clock)
-    from ..core.env import prime
-
-    prime()  # once per process: imports and version lookups are not the measurement's
-    if not gc:  # a full collection of a big heap (torch loaded: ~0.3 s) is preparation, not measurement
-        _gc.collect()
-    t_start = clock()  # the setup code is the user's own: the budget covers the measurement from here
     both = (sa, sb)
-    for s in both:
-        s.min_block = PAIR_MIN_BLOCK_S
+    _before_pair(gc, both)
+    t_start = clock()  # the setup code is the user's own: the budget covers the measurement from here
     gc_was = _gc.isenabled()
     stop, interrupted = "precision", False
     warnings: list[str] = []
     from ..core.env import LoadProbe
 
-    probe = LoadProbe()
-    probe.start()
+    probe = LoadProbe().start()
     logs: list[float] = []  # log(B/A) per pair
     cold_probes: list[Any] = []
     try:
         if not gc:
             _gc.disable()
-        for s in both:
-            cold_probe = LoadProbe()   # the first call's cause is named only when nothing else ran
-            cold_probe.start()
-            try:
-                s.cold_call(False)
-            finally:
-                cold_probe.stop()
-            cold_probes.append(cold_probe)
-            s.measure_overhead()
-            s.number = s.calls_for(s.cold or 0.0, 1)
-        w0 = clock()
-        while True:
-            for s in both:
-                s.warm_block()
-            wt = clock() - w0
-            if (all(s.warm_calls >= WARMUP_MIN_CALLS and s.warm_stable() for s in both)
-                    and wt >= warmup_min_s(total)) or wt >= WARMUP_MAX_FRACTION * total:
-                break
+        _cold_calls(both, cold_probes)
+        _warm_up_pair(both, clock, total)
         i = 0
         coin = random.Random(20261123)  # seeded: the same order for the same run
         while True:
@@ -244,25 +211,12 @@ def bench_pair(
             i += 1
             logs.append(math.log((sb.raw[-1] / sb.number) / (sa.raw[-1] / sa.number)))
             n = len(logs)
-            if n == 1 and not hard:  # the budget sized to the calls: enough pairs for a verdict
-                pair_s = sa.raw[-1] + sb.raw[-1]
-                total = max(total, min(AUTO_MAX_S, clock() - t_start + AUTO_PAIRS * pair_s))
-            if n == SIZE_AT and not hard:  # ... and to their noise: the pairs a decision at the bar needs
-                pair_s = _stats.median([x + y for x, y in zip(sa.raw[-n:], sb.raw[-n:])])
-                need = pairs_needed(logs, min_effect)
-                want = clock() - t_start + max(0, need - n) * pair_s * 1.15
-                if want > total:
-                    total = min(AUTO_MAX_S, want)
-                    notes.append(f"budget sized to the calls' noise: ~{need} pairs of {pair_s * 1e3:.3g} ms needed "
-                                 f"for a decision at ±{min_effect:.0%}: {total:.3g} s"
-                                 + (f" (capped at {AUTO_MAX_S:g} s; -b for more)" if want > AUTO_MAX_S else ""))
+            if (n == 1 or n == SIZE_AT) and not hard:
+                total = _sized_budget(n, logs, sa, sb, total, clock, t_start, min_effect, notes)
             if n >= min_samples and n % 5 == 0:
-                lo, hi, cov = _stats.median_ci(logs, confidence)
-                if cov >= confidence and (math.exp(hi) - math.exp(lo)) / 2 <= precision * math.exp(_stats.median(logs)):
-                    break
-                slow = sa.raw[-1] + sb.raw[-1] >= SLOW_PAIR_S  # few looks at slow pairs: decide from 10
-                if n >= (DECISIVE_MIN_SLOW if slow else DECISIVE_MIN) and _decisive(logs, min_effect):
-                    stop = "verdict clear"
+                settled = _settled(logs, sa, sb, confidence, precision, min_effect)
+                if settled:
+                    stop = settled
                     break
             if n >= max_samples:
                 stop = "max_samples"
@@ -277,36 +231,21 @@ def bench_pair(
             _gc.enable()
         for s in both:
             s.finish()
-    mems: list[Any] = [None, None]
-    if memory and not interrupted:
-        from ..core.memory import measure
-
-        for k, s in enumerate(both):
-            mems[k] = measure(lambda s=s: s.cell.run(1), s.sync.finish, s.device)
-    others = probe.stop()
-    env = _environment(sb.device, others, warnings, probe.own_cores, probe.active_threads) if capture_env else {}
-    if capture_env and probe.own_cores is not None:
-        env["own_cores"] = round(probe.own_cores, 4)
+    mems = _untimed_memory(both) if memory and not interrupted else [None, None]
+    env = _pair_environment(sb, probe, warnings, capture_env)
     wall = clock() - t_start
-    results = []
-    from .bench import _cold_load
+    policy = dict(budget_s=total, budget_hard=hard, precision=precision, confidence=confidence, min_samples=min_samples)
+    a, b = (_side_result(s, k, len(logs), env if capture_env else None, cold_probes, policy, gc, labels[k], stop,
+                         wall, interrupted, mems[k], notes, started, warnings) for k, s in enumerate(both))
+    return _judged(a, b, interrupted, budget, min_effect, confidence)
 
-    for k, s in enumerate(both):
-        side_env = dict(env)
-        if capture_env and s.cold is not None and k < len(cold_probes):
-            side_env.update(_cold_load(cold_probes[k]))
-        policy = {"budget_s": total, "budget_hard": hard, "precision": precision, "confidence": confidence,
-                  "warmup": "auto", "warmup_calls": s.warm_calls, "min_samples": min_samples,
-                  "gc": "enabled" if gc else "disabled while timing", "flush": False,
-                  "compile_mode": s.cell.mode, "target_block_s": s.target_block, "interleaved": True}
-        r = BenchResult(code=s.cell.source, raw=tuple(s.raw[: len(logs)]), number=s.number, cold_s=s.cold,
-                        warmup=tuple(s.warm), label=labels[k], setup=s.setup, device=s.device, sync=s.sync.name,
-                        timer_overhead_s=s.overhead, stop_reason=stop, wall_s=wall,
-                        status="interrupted" if interrupted else "ok", policy=policy, env=side_env, memory=mems[k],
-                        notes=tuple(notes + s.notes + ["measured interleaved with the other side (A/B)"]),
-                        started_utc=started)
-        results.append(_with_doubts(r, warnings, min_samples, 1.0))
-    a, b = results
+
+def _judged(a: BenchResult, b: BenchResult, interrupted: bool, budget: float | None, min_effect: float,
+            confidence: float) -> PairResult:
+    """The two sides compared on their paired samples; fewer than 3 pairs is no comparison (the budget
+    too short, or Ctrl-C: :class:`BenchInterrupted` with what was measured)."""
+    from .compare import compare_samples
+
     if len(a.raw) < 3:
         if not interrupted:
             raise BadOptionError("budget", budget, "a budget long enough for at least 3 A/B pairs")
@@ -316,3 +255,120 @@ def bench_pair(
     if interrupted:
         raise BenchInterrupted(pr)
     return pr
+
+
+def _before_pair(gc: bool, both: tuple[Subject, Subject]) -> None:
+    """Before the budget starts: the process primed, the heap collected when the collector will be off,
+    each side's shortest block set to the pair's."""
+    from ..core.env import prime
+
+    for s in both:
+        s.min_block = PAIR_MIN_BLOCK_S
+
+    prime()  # once per process: imports and version lookups are not the measurement's
+    if not gc:  # a full collection of a big heap (torch loaded: ~0.3 s) is preparation, not measurement
+        _gc.collect()
+
+
+def _settled(logs: list[float], sa: Subject, sb: Subject, confidence: float, precision: float,
+             min_effect: float) -> str | None:
+    """Whether the pairs so far stop the run: ``"precision"`` (the ratio's interval is narrow enough),
+    ``"verdict clear"`` (decisive against the bar), else None."""
+    n = len(logs)
+    lo, hi, cov = _stats.median_ci(logs, confidence)
+    if cov >= confidence and (math.exp(hi) - math.exp(lo)) / 2 <= precision * math.exp(_stats.median(logs)):
+        return "precision"
+    slow = sa.raw[-1] + sb.raw[-1] >= SLOW_PAIR_S  # few looks at slow pairs: decide from 10
+    if n >= (DECISIVE_MIN_SLOW if slow else DECISIVE_MIN) and _decisive(logs, min_effect):
+        return "verdict clear"
+    return None
+
+
+def _untimed_memory(both: tuple[Subject, Subject]) -> list[Any]:
+    """Peak memory of one untimed call of each side, after the samples."""
+    from ..core.memory import measure
+
+    return [measure(lambda s=s: s.cell.run(1), s.sync.finish, s.device) for s in both]
+
+
+def _pair_environment(sb: Subject, probe: Any, warnings: list[str], capture_env: bool) -> dict[str, Any]:
+    """The load probe stopped; the environment (``{}`` without ``capture_env``) with the load and own cores."""
+    others = probe.stop()
+    env = _environment(sb.device, others, warnings, probe.own_cores, probe.active_threads) if capture_env else {}
+    if capture_env and probe.own_cores is not None:
+        env["own_cores"] = round(probe.own_cores, 4)
+    return env
+
+
+def _cold_calls(both: tuple[Subject, Subject], cold_probes: list[Any]) -> None:
+    """Each side's cold call (under its own load probe: its cause is named only when nothing else ran),
+    timer overhead and calls per block; ``cold_probes`` gets each side's probe as it is taken."""
+    from ..core.env import LoadProbe
+
+    for s in both:
+        cold_probe = LoadProbe()   # the first call's cause is named only when nothing else ran
+        cold_probe.start()
+        try:
+            s.cold_call(False)
+        finally:
+            cold_probe.stop()
+        cold_probes.append(cold_probe)
+        s.measure_overhead()
+        s.number = s.calls_for(s.cold or 0.0, 1)
+
+
+def _warm_up_pair(both: tuple[Subject, Subject], clock: Callable[[], float], total: float) -> None:
+    """Warm both sides in turn until each is stable, within a share of the budget."""
+    w0 = clock()
+    while True:
+        for s in both:
+            s.warm_block()
+        wt = clock() - w0
+        if (all(s.warm_calls >= WARMUP_MIN_CALLS and s.warm_stable() for s in both)
+                and wt >= warmup_min_s(total)) or wt >= WARMUP_MAX_FRACTION * total:
+            break
+
+
+def _sized_budget(n: int, logs: list[float], sa: Subject, sb: Subject, total: float, clock: Callable[[], float],
+                  t_start: float, min_effect: float, notes: list[str]) -> float:
+    """A default budget sized after the first pair to the calls (enough pairs for a verdict) and after
+    :data:`SIZE_AT` pairs to their noise (the pairs a decision at the bar needs); the second says so in
+    ``notes``."""
+    if n == 1:  # the budget sized to the calls: enough pairs for a verdict
+        pair_s = sa.raw[-1] + sb.raw[-1]
+        total = max(total, min(AUTO_MAX_S, clock() - t_start + AUTO_PAIRS * pair_s))
+    if n == SIZE_AT:  # ... and to their noise: the pairs a decision at the bar needs
+        pair_s = _stats.median([x + y for x, y in zip(sa.raw[-n:], sb.raw[-n:])])
+        need = pairs_needed(logs, min_effect)
+        want = clock() - t_start + max(0, need - n) * pair_s * 1.15
+        if want > total:
+            total = min(AUTO_MAX_S, want)
+            notes.append(f"budget sized to the calls' noise: ~{need} pairs of {pair_s * 1e3:.3g} ms needed "
+                         f"for a decision at ±{min_effect:.0%}: {total:.3g} s"
+                         + (f" (capped at {AUTO_MAX_S:g} s; -b for more)" if want > AUTO_MAX_S else ""))
+    return total
+
+
+def _side_result(s: Subject, k: int, pairs: int, env: dict[str, Any] | None, cold_probes: list[Any],
+                 policy: dict[str, Any], gc: bool, label: str | None, stop: str, wall: float, interrupted: bool, mem: Any,
+                 notes: list[str], started: str, warnings: list[str]) -> BenchResult:
+    """One side of the pair as a :class:`BenchResult`: its first ``pairs`` samples, the shared
+    environment (``None``: not captured) with its own cold call's load, the pair's policy (``policy``: what
+    both sides share)."""
+    from .bench import _cold_load
+
+    side_env = dict(env or {})
+    if env is not None and s.cold is not None and k < len(cold_probes):
+        side_env.update(_cold_load(cold_probes[k]))
+    p = policy
+    policy = {"budget_s": p["budget_s"], "budget_hard": p["budget_hard"], "precision": p["precision"],
+              "confidence": p["confidence"], "warmup": "auto", "warmup_calls": s.warm_calls,
+              "min_samples": p["min_samples"], "gc": "enabled" if gc else "disabled while timing", "flush": False, "compile_mode": s.cell.mode,
+              "target_block_s": s.target_block, "interleaved": True}
+    r = BenchResult(code=s.cell.source, raw=tuple(s.raw[:pairs]), number=s.number, cold_s=s.cold,
+                    warmup=tuple(s.warm), label=label, setup=s.setup, device=s.device, sync=s.sync.name,
+                    timer_overhead_s=s.overhead, stop_reason=stop, wall_s=wall,
+                    status="interrupted" if interrupted else "ok", policy=policy, env=side_env, memory=mem,
+                    notes=tuple(notes + s.notes + ["measured interleaved with the other side (A/B)"]),
+                    started_utc=started)
+    return _with_doubts(r, warnings, policy["min_samples"], 1.0)

@@ -16,7 +16,7 @@ and strides, a module's layers and mode; never the weights): :func:`signature`, 
 mask, ``nonzero()`` in the code), :func:`values_may_matter` says so.
 
 **Re-running changes the notebook's state.** Re-measuring a train step keeps training the user's model:
-:func:`preserved` (in :mod:`perfmagic.timing.snapshot`, re-exported here) copies what the run read
+:func:`perfmagic.timing.snapshot.preserved` copies what the run read
 before the re-measurement and writes it back after.
 
 What this cannot see: state inside objects that have no cheap signature (a dict's values replaced
@@ -28,12 +28,9 @@ from __future__ import annotations
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .fingerprint import _differs, _type_name, signature
-
-if TYPE_CHECKING:  # defined in .snapshot, which imports this module: see __getattr__ below
-    from .snapshot import Snapshot, SnapshotError, preserved
 
 _MAX_DEPTH = 4          # how deep the functions a cell calls are followed
 
@@ -49,11 +46,12 @@ class Capture:
     kinds: dict[str, str] = field(default_factory=dict)       # name -> its type's name (for notes)
 
 
-def _names(code: types.CodeType) -> set[str]:
+def code_names(code: types.CodeType) -> set[str]:
+    """The global and attribute names ``code`` and its nested code objects read (``co_names``)."""
     out = set(code.co_names)
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            out |= _names(const)
+            out |= code_names(const)
     return out
 
 
@@ -105,12 +103,12 @@ def values_may_matter(cap: Capture) -> list[str]:
     names: set[str] = set()
     for src in (cap.setup or "", cap.code or ""):
         try:
-            names |= _names(compile(src, "<perfmagic-capture>", "exec"))
+            names |= code_names(compile(src, "<perfmagic-capture>", "exec"))
         except SyntaxError:
             pass
     for obj in cap.callables.values():
         if isinstance(obj, types.FunctionType):
-            names |= _names(obj.__code__)
+            names |= code_names(obj.__code__)
     for fn in _DATA_DEPENDENT:
         if fn in names:
             out.append(f"the code calls `{fn}`: the work after it depends on the values of its input, "
@@ -128,7 +126,7 @@ def _follow(obj: Any, ns: Mapping[str, Any], depth: int, seen: set[int]) -> set[
     if depth <= 0 or id(obj) in seen or not isinstance(obj, types.FunctionType) or obj.__globals__ is not ns:
         return set()
     seen.add(id(obj))
-    names = {n for n in _names(obj.__code__) if n in ns}
+    names = {n for n in code_names(obj.__code__) if n in ns}
     for n in list(names):
         names |= _follow(ns[n], ns, depth - 1, seen)
     return names
@@ -139,7 +137,7 @@ def capture(code: str, setup: str, ns: Mapping[str, Any]) -> Capture:
     names: set[str] = set()
     for src in (setup or "", code or ""):
         try:
-            names |= _names(compile(src, "<perfmagic-capture>", "exec"))
+            names |= code_names(compile(src, "<perfmagic-capture>", "exec"))
         except SyntaxError:
             pass
     names = {n for n in names if n in ns}
@@ -193,18 +191,5 @@ def namespace(cap: Capture, ns: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_FROM_SNAPSHOT = ("Snapshot", "SnapshotError", "preserved")
-
-
-def __getattr__(name: str) -> Any:
-    """``preserved``, ``Snapshot`` and ``SnapshotError`` live in :mod:`perfmagic.timing.snapshot`; it imports this module (:class:`Capture`), so they
-    are fetched on first use, not imported at the top: no import cycle, whichever is imported first."""
-    if name in _FROM_SNAPSHOT:
-        from . import snapshot
-
-        return getattr(snapshot, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["Capture", "Snapshot", "SnapshotError", "capture", "check", "namespace", "preserved", "signature",
+__all__ = ["Capture", "capture", "check", "code_names", "namespace", "signature",
            "values_may_matter"]

@@ -3,7 +3,7 @@
 Statistics (median, its confidence interval, IQR, throughput) are *derived* from the raw block
 times each time they are asked for; nothing derived is stored beside the samples. ``to_dict()`` gives
 the same fields to the ledger and to pandas. It follows the result protocol
-(:mod:`perfmagic.result`); its figure and folded details are drawn by :mod:`perfmagic.render.timing`.
+(:mod:`perfmagic.result`); its text is written by :mod:`perfmagic.render.bench`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,7 @@ from typing import Any, ClassVar
 
 from ..core import stats as _stats
 from ..core.memory import MemoryReport
-from ..render.units import fmt_bytes, fmt_rate, fmt_time
-from ..render.warnings import warning_lines
 from ..result import Displayed
-
-_WORK_UNITS = {"items": "items", "flops": "FLOP", "bytes": "B"}
 
 
 @dataclass(frozen=True, repr=False)
@@ -123,6 +119,62 @@ class BenchResult(Displayed):
         return {"raw": list(self.raw), "number": self.number, "warmup": [list(w) for w in self.warmup],
                 "cold_s": self.cold_s, "timer_overhead_s": self.timer_overhead_s}
 
+    # ---- the run record: rebuilt from the row's samples, options, metrics and env ---------------------
+    def record_payload(self) -> dict[str, Any]:
+        """Only what the ledger's columns do not hold, defaults left out (a few dozen bytes stored):
+        device, sync, why it stopped, the policy, how memory was read, warnings and notes."""
+        out: dict[str, Any] = {}
+        for key, value, default in (("device", self.device, "cpu"), ("sync", self.sync, "none"),
+                                    ("stop_reason", self.stop_reason, "precision")):
+            if value != default:
+                out[key] = value
+        if self.policy:
+            out["policy"] = dict(self.policy)
+        if self.memory is not None:
+            extra = {k: v for k, v in (("rss_method", self.memory.rss_method),
+                                       ("cuda_reserved_bytes", self.memory.cuda_reserved_bytes))
+                     if v is not None and (k, v) != ("rss_method", "vmhwm")}
+            out["memory"] = extra
+        for key in ("warnings", "notes"):
+            if getattr(self, key):
+                out[key] = list(getattr(self, key))
+        return out
+
+    @classmethod
+    def from_record(cls, rec: Any) -> BenchResult:
+        """The result a ``%%gpubench`` row stored: its samples, options (setup, work), metrics (wall time,
+        memory peaks) and env, with the small payload of :meth:`record_payload`. A row written before the
+        payload was stored rebuilds with the measured numbers, and says which fields it lacks."""
+        from ..errors import PerfmagicError
+
+        s, m, o = rec.samples, rec.metrics or {}, rec.options or {}
+        if not isinstance(s, dict) or "raw" not in s:
+            raise PerfmagicError(f"run #{rec.id} ({rec.magic}) has no samples in the ledger: nothing to rebuild "
+                                 "its timing from")
+        p = rec.payload if isinstance(rec.payload, dict) else {}
+        memory = None
+        if "traced_peak_bytes" in m and ("memory" in p or rec.payload is None):
+            mp = p.get("memory") or {}
+            memory = MemoryReport(traced_peak_bytes=m.get("traced_peak_bytes"),
+                                  rss_peak_increase_bytes=m.get("rss_peak_increase_bytes"),
+                                  rss_method=mp.get("rss_method", "vmhwm"), cuda_peak_bytes=m.get("cuda_peak_bytes"),
+                                  cuda_reserved_bytes=mp.get("cuda_reserved_bytes"))
+        notes = tuple(p.get("notes") or ())
+        if rec.payload is None:
+            notes += ("rebuilt from a ledger row written before perfmagic stored its device, policy, warnings and "
+                      "notes: those are not shown",)
+        work = o.get("work") if isinstance(o.get("work"), dict) else {}
+        return cls(code=rec.code, raw=tuple(float(x) for x in s.get("raw") or ()), number=int(s.get("number") or 1),
+                   cold_s=s.get("cold_s"), warmup=tuple((int(k), float(t)) for k, t in s.get("warmup") or ()),
+                   label=rec.label, setup=str(o.get("setup") or ""),
+                   device=p.get("device", "cpu" if rec.payload is not None else str(o.get("device") or "cpu")),
+                   sync=p.get("sync", "none"), timer_overhead_s=float(s.get("timer_overhead_s") or 0.0),
+                   stop_reason=p.get("stop_reason", "precision" if rec.payload is not None else "unknown"),
+                   wall_s=float(m.get("wall_s") or 0.0), status=rec.status, policy=dict(p.get("policy") or {}),
+                   env=dict(rec.env or {}), memory=memory, work={k: float(v) for k, v in work.items()},
+                   warnings=tuple(p.get("warnings") or ()), notes=notes, started_utc=rec.created_utc or "",
+                   run_id=rec.id)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "label": self.label, "code": self.code, "setup": self.setup, "status": self.status,
@@ -133,70 +185,6 @@ class BenchResult(Displayed):
             "warnings": list(self.warnings), "notes": list(self.notes),
         }
 
-    # ---- text ----------------------------------------------------------------------------------
-    def summary_line(self) -> str:
-        if not self.raw:
-            if self.warmup:
-                calls = sum(k for k, _ in self.warmup)
-                per = _stats.median([d / k for k, d in self.warmup])
-                return (f"no timed samples: stopped during warmup after {calls} calls "
-                        f"(warmup median {fmt_time(per)} per call, not a warmed-up measurement)")
-            return f"no samples measured (cold call {fmt_time(self.cold_s)})"
-        lo, hi = self.ci
-        cov, want = self.ci_coverage, self.policy.get("confidence", 0.95)
-        ci_name = f"{want:.0%} CI" if cov >= want else f"{cov:.0%} CI, too few samples for {want:.0%}"
-        return (f"{fmt_time(self.median)} median  ({ci_name} {fmt_time(lo)} – {fmt_time(hi)}, "
-                f"±{self.rel_ci:.1%})  {self.n_samples} samples × {self.number} call"
-                f"{'s' if self.number != 1 else ''}")
-
-    def headline(self) -> str:
-        return self.summary_line()
-
-    def text(self, run_id: Any = None) -> str:
-        """The report; ``run_id`` (default: the result's own ``run_id``) is named in the first line."""
-        head = self.summary_line()
-        run_id = self.run_id if run_id is None else run_id
-        tags = []
-        if self.label:
-            tags.append(f"label {self.label}")
-        if run_id is not None:
-            tags.append(f"run #{run_id}")
-        if self.status != "ok":
-            tags.append(self.status.upper())
-        lines = [head + ("   [" + ", ".join(tags) + "]" if tags else "")]
-        detail = [f"IQR {fmt_time(self.iqr)}", f"min {fmt_time(self.min)}"]
-        if self.cold_s is not None:
-            ratio = self.cold_s / self.median if self.raw and self.median > 0 else math.nan
-            detail.append(f"cold call {fmt_time(self.cold_s)}" + (f" ({ratio:.1f}× warm)" if ratio == ratio else ""))
-        lines.append("  " + " · ".join(detail))
-        mem = self.memory
-        if mem is not None:
-            parts = [f"+{fmt_bytes(mem.traced_peak_bytes)} traced Python"]
-            label = "RSS peak" if mem.rss_method == "vmhwm" else "RSS after"
-            parts.append(f"+{fmt_bytes(mem.rss_peak_increase_bytes)} {label}")
-            if mem.cuda_peak_bytes is not None:
-                parts.insert(0, f"+{fmt_bytes(mem.cuda_peak_bytes)} CUDA max_memory_allocated")
-            lines.append("  peak memory: " + ", ".join(parts))
-        if self.throughput:
-            lines.append("  throughput: " + " · ".join(fmt_rate(v, _WORK_UNITS.get(k, k))
-                                                      for k, v in self.throughput.items()))
-        lines.append(f"  device {self.device} (sync: {self.sync}) · {fmt_time(self.wall_s, 3)} spent · "
-                     f"stopped: {self.stop_reason}")
-        lines += [f"  note: {n}" for n in self.notes]
-        lines += warning_lines(self.warnings)  # the two that matter most; the rest folded
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.text()
-
+    # ---- display: perfmagic.render.bench writes the text; perfmagic.render.timing draws ------------
+    renderer: ClassVar[str] = "bench"
     figure_alt: ClassVar[str] = "timeline and histogram of the samples"
-
-    def figure_png(self) -> bytes | None:
-        from ..render.timing import bench_figure_png
-
-        return bench_figure_png(self)
-
-    def html_sections(self) -> list[tuple[str, str]]:
-        from ..render.timing import bench_sections
-
-        return bench_sections(self)
