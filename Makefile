@@ -8,7 +8,11 @@
 # about 17 nvidia-* packages, several GB). For the CPU-only build, name PyTorch's CPU index:
 #   make test TORCH_INDEX=https://download.pytorch.org/whl/cpu
 # Empty (the default): pip uses whatever index this machine's pip is configured with.
-# Finer targets: make unit | unit-busy | notebooks | docs | browser | bench | pod-check | binder-check
+# Finer targets: make unit | unit-busy | notebooks | docs | browser | bench | bench-quick | pod-check | binder-check
+#   make bench       - every benchmark script in full, one after another, stopping at the first failure; each
+#                 writes its section of docs/benchmarks.md only from a committed tree (see benchmarks/_common.py)
+#   make bench-quick - every script with --quick --no-docs: a smoke test (each code path once, tiny work; the
+#                 numbers mean nothing; a raising trial fails it), so none can rot; a stage of make test (CI)
 #   make binder-check - the workshop run against Binder's package set: a separate venv (.binder-venv) with
 #                 exactly what binder/environment.yml names (translated to pip by tools/binder_requirements.py;
 #                 torch pinned as above), perfmagic installed by binder/postBuild itself (no dev extras),
@@ -20,13 +24,13 @@ BIN      := $(VENV)/bin
 TORCH    ?= torch==2.13.0
 TORCH_INDEX ?=
 TORCH_PIP := $(if $(strip $(TORCH_INDEX)),--index-url $(TORCH_INDEX),)
-STAGES   := unit notebooks docs browser
+STAGES   := unit notebooks docs browser bench-quick
 STAMP    := $(VENV)/.perfmagic-installed
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9]*.ipynb))
 BINDER_VENV ?= .binder-venv
 BINDER_STAMP := $(BINDER_VENV)/.binder-installed
 
-.PHONY: tour test unit unit-busy notebooks docs browser bench pod-check binder-check venv clean
+.PHONY: tour test unit unit-busy notebooks docs browser bench bench-quick pod-check binder-check venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -91,19 +95,45 @@ browser: $(STAMP)
 	test -x /usr/bin/chromium || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium fonts-dejavu-core; }
 	$(BIN)/python -m pytest -q tests/browser
 
-bench: $(STAMP)
+# Every benchmark script, and each of its modes that writes its own section ('+' stands for a space).
+# tests/test_benchmarks_quick.py checks that every benchmarks/bench_*.py is here.
+BENCH_RUNS := bench_load_ext.py bench_timing_quality.py bench_timing_quality.py+--neighbours+1 bench_gpu.py \
+	bench_ab.py bench_verdicts.py bench_roofline.py bench_ceilings.py bench_amdahl.py bench_usl_fit.py \
+	bench_ranks.py bench_estimate.py bench_dataloader.py bench_dataloader.py+--threads bench_flame.py \
+	bench_flame.py+--native bench_memprof.py bench_ledger.py bench_guard.py bench_next.py bench_training_loop.py
+# modes that print only (no section of their own): smoke-tested, not part of the full run
+BENCH_QUICK_ONLY := bench_estimate.py+--accuracy
+BENCH_STAMP := $(VENV)/.perfmagic-bench-installed
+
+$(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -e ".[dev,bench]"
-	$(BIN)/python benchmarks/bench_load_ext.py
-	$(BIN)/python benchmarks/bench_timing_quality.py
-	$(BIN)/python benchmarks/bench_ab.py
-	$(BIN)/python benchmarks/bench_roofline.py
-	$(BIN)/python benchmarks/bench_amdahl.py
-	$(BIN)/python benchmarks/bench_estimate.py
-	$(BIN)/python benchmarks/bench_dataloader.py
-	$(BIN)/python benchmarks/bench_flame.py
-	$(BIN)/python benchmarks/bench_ledger.py
-	$(BIN)/python benchmarks/bench_memprof.py
-	$(BIN)/python benchmarks/bench_gpu.py
+	touch $(BENCH_STAMP)
+
+# full runs, in sequence; stops at the first failure. A section is written only from a clean tree
+# (git status --porcelain -- src benchmarks); otherwise each script prints its table and says why not.
+bench: $(BENCH_STAMP)
+	@test -z "$$(git status --porcelain -- src benchmarks ':(exclude)benchmarks/results')" || \
+	  echo "make bench: uncommitted changes in src/ or benchmarks/: the tables are printed, docs/benchmarks.md is not written"
+	@for run in $(BENCH_RUNS); do \
+	  cmd=$$(echo "$$run" | tr '+' ' '); t0=$$(date +%s); \
+	  echo "== $(BIN)/python benchmarks/$$cmd"; \
+	  $(BIN)/python benchmarks/$$cmd || { echo "make bench: benchmarks/$$cmd FAILED"; exit 1; }; \
+	  echo "make bench: benchmarks/$$cmd ok ($$(( $$(date +%s) - t0 )) s)"; \
+	done
+
+# every script (and mode) with --quick --no-docs: a smoke test (every code path once, the smallest work; the
+# numbers mean nothing), one line per run with its time; a run fails when any of its trials raises, its output is
+# shown and the target fails after the others have run. Budget: ~10 s a script, ~150 s in all on a quiet 2-core VM.
+bench-quick: $(BENCH_STAMP)
+	@mkdir -p $(VENV)/bench-quick; rm -f $(VENV)/bench-quick/*.log; t00=$$(date +%s); fail=0; \
+	echo "bench-quick: smoke runs, numbers mean nothing; load average $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"; \
+	for run in $(BENCH_RUNS) $(BENCH_QUICK_ONLY); do \
+	  cmd=$$(echo "$$run" | tr '+' ' '); log=$(VENV)/bench-quick/$$(echo "$$run" | tr '+' '_').log; t0=$$(date +%s); \
+	  if $(BIN)/python benchmarks/$$cmd --quick --no-docs > "$$log" 2>&1; then r=ok; else r=FAILED; fail=1; cat "$$log"; fi; \
+	  printf 'bench-quick: %-40s %-6s (%s s)\n' "$$cmd" "$$r" "$$(( $$(date +%s) - t0 ))"; \
+	done; \
+	echo "bench-quick: total $$(( $$(date +%s) - t00 )) s, load average $$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null) (logs in $(VENV)/bench-quick/)"; \
+	exit $$fail
 
 clean:
 	rm -rf $(VENV) $(BINDER_VENV) site build notebooks/*.html notebooks/_executed .perfmagic notebooks/.perfmagic

@@ -1,8 +1,21 @@
-"""Shared helpers for the benchmark scripts: machine description, date, command, docs sections.
+"""Shared helpers for the benchmark scripts: machine description, stamp, tables, docs sections.
 
-Every script prints a markdown table and writes it into ``docs/benchmarks.md`` between
-``<!-- BEGIN name -->`` and ``<!-- END name -->``; only that section is replaced, so the scripts can
-be re-run independently and in any order.
+Every script prints a markdown table and, from a full run, writes it into ``docs/benchmarks.md``
+between ``<!-- BEGIN name -->`` and ``<!-- END name -->`` through :func:`publish`, the one path that
+writes the page. Only that section (and its row of the index table) is replaced, so the scripts can
+be re-run independently and in any order. A section is written only when
+
+* the run is a full one: never from ``--quick`` (a smoke test), ``--no-docs`` or a re-render of saved data;
+* the code is committed: ``git status --porcelain -- src benchmarks`` (``benchmarks/results/``, the data the
+  scripts save, left out) was empty when the script started and still is, at the same commit.
+
+Otherwise the script prints its table and says why the page was not written. Every section starts
+with :func:`header`: date, commit, machine, load average before and after the run, and the command.
+
+``--quick`` runs write their JSON into a temporary folder (``RESULTS`` points there), never over the
+saved results of full runs in ``benchmarks/results/``. A ``--quick`` run is a smoke test (``make bench-quick``,
+part of ``make test``): it runs every code path of its script once with the smallest work, says so
+(:data:`SMOKE`, printed first and last), and fails, with the error, when any trial or case raises.
 """
 
 from __future__ import annotations
@@ -14,13 +27,26 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "benchmarks.md"
-RESULTS = ROOT / "benchmarks" / "results"
+QUICK = "--quick" in sys.argv[1:]  # a smoke test: nothing saved where full runs keep their data
+RESULTS = (Path(tempfile.mkdtemp(prefix="perfmagic-bench-quick-")) if QUICK
+           else ROOT / "benchmarks" / "results")
+# What every --quick run says first and last (tests/test_benchmarks_quick.py checks every script goes through here).
+SMOKE = ("SMOKE RUN (--quick): every code path once, with the smallest work and settings no real measurement "
+         "would use; its numbers mean nothing and are never written to docs/benchmarks.md. In --quick a failing "
+         "trial or case stops the script with its error.")
+if QUICK:
+    import atexit
+    import shutil
+
+    atexit.register(shutil.rmtree, RESULTS, True)
+    print(SMOKE, flush=True)
 
 # Fixed order of the sections in docs/benchmarks.md (a missing one is created in this order).
 SECTIONS = ("load_ext", "timing_quality", "timing_quality_busy", "gpu")
@@ -28,24 +54,15 @@ SECTIONS = ("load_ext", "timing_quality", "timing_quality_busy", "gpu")
 INTRO = """\
 # Benchmarks
 
-How perfmagic compares with the tools people already use. Every table below is produced by a
-script in `benchmarks/` and written here by that script between
-`<!-- BEGIN name -->` / `<!-- END name -->` markers; re-running a script replaces only its own
-section. Each section states the date, the machine and the exact command (run from the repository
-root) that produced it. `--quick` runs fewer repetitions and is only meant as a smoke test.
+Every table below is written by a script in `benchmarks/`, between `<!-- BEGIN name -->` /
+`<!-- END name -->` markers, from a full run at a committed tree; each states its date, commit,
+machine, load and command. History is in git.
 
 | section | script | what it measures |
 |---|---|---|
-| `%load_ext` time | `benchmarks/bench_load_ext.py` | time of `%load_ext X` in a fresh IPython shell, perfmagic vs other profiling extensions |
-| timing quality | `benchmarks/bench_timing_quality.py` | spread of the answer over repeated measurements and the time spent per answer, vs `%timeit` and `torch.utils.benchmark` (CPU) |
-| GPU timing | `benchmarks/bench_gpu.py` | the same on a CUDA device, vs `triton.testing.do_bench` and `torch.utils.benchmark` |
-| the ledger at 100k runs | `benchmarks/bench_ledger.py` | `%perf`, `%perf next`, `%perf target`, `perfmagic.ledger()`, a historical `%perf compare` and one new row on ledgers of 1k, 10k and 100k runs; bytes per run on disk |
-
-Numbers from a small shared cloud VM are noisy by nature; that noise is exactly what the
-timing-quality benchmark is about. Compare rows of the same section only (same run, same machine).
 """
 
-
+LOAD_AFTER = "@@load-after@@"  # filled in by publish(), when the run is over
 # ---------------------------------------------------------------------------------------------
 # machine / software description
 # ---------------------------------------------------------------------------------------------
@@ -68,6 +85,18 @@ def usable_cores() -> int:
 
 
 def _version(mod: str) -> str | None:
+    """The installed version of ``mod``: from its distribution's metadata when there is one (importing torch
+    only to read its version costs seconds), else ``mod.__version__``."""
+    if mod != "perfmagic":  # perfmagic: the imported code's own version (an editable checkout)
+        try:
+            from importlib.metadata import PackageNotFoundError, version
+
+            try:
+                return version(mod)
+            except PackageNotFoundError:
+                pass
+        except ImportError:  # pragma: no cover
+            pass
     try:
         m = __import__(mod)
     except Exception:
@@ -75,18 +104,30 @@ def _version(mod: str) -> str | None:
     return str(getattr(m, "__version__", "?"))
 
 
-def git_state() -> str:
-    """``<short commit>`` plus ``+ uncommitted changes`` when the src/ tree is dirty."""
+def _git(*argv: str) -> str:
+    return subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True, timeout=10).stdout.strip()
+
+
+def tree_state() -> dict[str, Any]:
+    """The commit and the uncommitted paths of the code the numbers come from (``src/``, ``benchmarks/``;
+    ``benchmarks/results/``, the data the scripts save, left out)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True,
-                               text=True, timeout=10).stdout.strip()
+        head = _git("rev-parse", "--short", "HEAD")
+        dirty = _git("status", "--porcelain", "--", "src", "benchmarks", ":(exclude)benchmarks/results")
     except Exception:
+        return {"commit": None, "dirty": ["(git not available)"]}
+    return {"commit": head or None, "dirty": [ln[3:] for ln in dirty.splitlines() if ln.strip()]}
+
+
+TREE_AT_START = tree_state()  # the scripts import this module first: the state the run starts from
+
+
+def git_state(tree: dict[str, Any] | None = None) -> str:
+    """``<short commit>`` plus ``+ uncommitted changes`` when src/ or benchmarks/ were dirty at the start."""
+    tree = tree or TREE_AT_START
+    if not tree["commit"]:
         return "unknown commit"
-    if not head:
-        return "unknown commit"
-    return head + (" + uncommitted changes in src/" if dirty else "")
+    return tree["commit"] + (" + uncommitted changes in src/ or benchmarks/" if tree["dirty"] else "")
 
 
 def machine(gpu: str | None = None) -> str:
@@ -167,10 +208,18 @@ def command() -> str:
     return shlex.join([exe, script, *sys.argv[1:]])
 
 
+LOAD_BEFORE = loadavg()  # at the script's start (this module is imported first)
+
+
 def header(title: str, gpu: str | None = None) -> str:
+    """The stamp every section starts with: date, commit, machine, load average before/after, command.
+
+    The load average after the run is a placeholder that :func:`publish` fills in."""
     return (f"## {title}\n\n"
             f"- **date:** {today()}\n"
+            f"- **commit:** {git_state()}\n"
             f"- **machine:** {machine(gpu)}\n"
+            f"- **load average (1, 5, 15 min):** {LOAD_BEFORE} before, {LOAD_AFTER} after\n"
             f"- **command:** `{command()}`\n")
 
 
@@ -272,3 +321,66 @@ def add_section_row(key: str, row: str, path: Path = DOCS) -> Path:
     tmp.write_text("\n".join(lines), encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+# ---------------------------------------------------------------------------------------------
+# the one path that writes docs/benchmarks.md
+# ---------------------------------------------------------------------------------------------
+def add_args(ap: Any, quick: str = "the smallest run that exercises every path (a smoke test; never written "
+             "to the docs)") -> None:
+    """``--quick`` and ``--no-docs``, the flags every script takes (``make bench-quick`` passes both)."""
+    ap.add_argument("--quick", action="store_true", help=quick)
+    ap.add_argument("--no-docs", action="store_true", help="print only; do not write docs/benchmarks.md")
+
+
+def not_written_because(args: Any = None, reason: str | None = None) -> str | None:
+    """Why this run must not write its section, or None when it may."""
+    if reason:
+        return reason
+    if getattr(args, "quick", False):
+        return "--quick is a smoke test; only a full run writes its section"
+    if getattr(args, "no_docs", False):
+        return "--no-docs"
+    if getattr(args, "report_only", None) or getattr(args, "from_json", None):
+        return "a re-render of saved data; only a full run writes its section"
+    if not TREE_AT_START["commit"]:
+        return "not a git checkout: no commit to stamp"
+    if TREE_AT_START["dirty"]:
+        return ("the code was not committed when the run started (" + ", ".join(TREE_AT_START["dirty"][:5])
+                + (", ..." if len(TREE_AT_START["dirty"]) > 5 else "") + "): commit, then run again")
+    now = tree_state()
+    if now["commit"] != TREE_AT_START["commit"] or now["dirty"]:
+        return (f"the code changed during the run (commit {TREE_AT_START['commit']} -> {now['commit']}, "
+                f"uncommitted: {', '.join(now['dirty'][:5]) or 'none'}): run again on a clean tree")
+    return None
+
+
+def script_command() -> str:
+    """The running script as a path from the repository root, ``benchmarks/bench_x.py``."""
+    script = Path(sys.argv[0])
+    try:
+        script = script.resolve().relative_to(ROOT)
+    except (OSError, ValueError):
+        pass
+    return str(script)
+
+
+def publish(name: str, body: str, args: Any = None, *, row: str | None = None, script: str | None = None,
+            reason: str | None = None) -> bool:
+    """Print ``body`` (its stamp completed with the load average now) and, when the run may write
+    (:func:`not_written_because`), put it in section ``name`` of docs/benchmarks.md and ``row`` (what the
+    section measures) in the index table. Returns whether the page was written."""
+    body = body.replace(LOAD_AFTER, loadavg())
+    print()
+    print(body.rstrip("\n"))
+    if QUICK:
+        print("\n" + SMOKE, flush=True)
+    why = not_written_because(args, reason)
+    if why:
+        print(f"\ndocs/benchmarks.md not written ({why}); section `{name}` unchanged.", flush=True)
+        return False
+    path = replace_section(name, body)
+    if row:
+        add_section_row(f"| `{name}` |", f"| `{name}` | `{script or script_command()}` | {row} |", path)
+    print(f"\nwritten to {path} (section `{name}`)", flush=True)
+    return True

@@ -8,8 +8,8 @@ are in the tables):
 
 1. **A/A.** Identical code on both sides, judged two ways: *historical* — two separate
    ``perfmagic.bench(stmt, globals=ns, budget=1.0)`` runs, one after the other, compared with
-   ``perfmagic.compare(r1, r2)`` (``kind == "historical"``: interval widened by the 3% between-run noise
-   floor plus the drift guard) — and *same-process* — ``perfmagic.bench_pair(stmt, stmt, globals=ns,
+   ``perfmagic.compare(r1, r2)`` (``kind == "historical"``: the within-run interval combined with this
+   machine's between-run noise, ``perfmagic.timing.betweenrun``) — and *same-process* — ``perfmagic.bench_pair(stmt, stmt, globals=ns,
    budget=2.0)``, verdict from its ``.comparison``. Any "faster"/"slower" verdict is false.
 2. **A/B.** A planted slowdown of about ``PLANT`` (15%): B runs the same op on a larger input
    (``np.sort(a_big)`` / ``xb @ yb``). The size of B is tuned at the start so that B/A ≈ 1.15, and the
@@ -29,7 +29,7 @@ Each iteration runs the 8 tasks (2 workloads × {A/A, A/B} × {historical, same-
 shuffled per iteration (seeded), so machine drift spreads evenly over workloads and kinds.
 
     .venv/bin/python benchmarks/bench_ab.py            # 40 pairs per workload and kind (~20 min)
-    .venv/bin/python benchmarks/bench_ab.py --quick    # 8 pairs (smoke test)
+    .venv/bin/python benchmarks/bench_ab.py --quick    # smoke test: 1 pair per task, tiny inputs and budgets
     .venv/bin/python benchmarks/bench_ab.py --report-only benchmarks/results/ab.json   # re-render
 """
 
@@ -54,6 +54,7 @@ import _common as C  # noqa: E402
 NP_N = 175_000      # np.sort of NP_N float64 ~ 1 ms on the reference VM
 MM_N = 1450         # fp32 MM_N^3 matmul ~ 20 ms on 2 cores
 PLANT = 0.15        # the planted slowdown B/A - 1
+QUICK_NP_N, QUICK_MM_N = 5_000, 64  # --quick (a smoke run): tiny inputs (~50 µs calls), so tiny budgets give samples
 HIST_BUDGET = 1.0   # seconds per perfmagic.bench() run (two runs per historical judgement)
 PAIR_BUDGET = 2.0   # seconds per perfmagic.bench_pair() (one per same-process judgement)
 FALSE_TARGET = 0.05
@@ -230,9 +231,9 @@ def judge_historical(ns: dict[str, Any], stmt1: str, stmt2: str) -> dict[str, An
     c = rc.comparison
     t1, t2 = list(r1.times), list(r2.times)
     m1, m2 = statistics.median(t1), statistics.median(t2)
-    raw = compare_samples(t1, t2, paired=False)  # informational: the same bootstrap without floor/drift
+    raw = compare_samples(t1, t2, paired=False)  # informational: the same bootstrap without the between-run noise
     return {"verdict": c.verdict, "kind_reported": rc.kind, "ratio": c.ratio, "ci": [c.ci_low, c.ci_high],
-            "noise_floor": c.noise_floor, "drift": rc.drift, "wall_s": wall, "compare_s": cmp_s, **load,
+            "between_run": c.between_run, "drift": rc.drift, "wall_s": wall, "compare_s": cmp_s, **load,
             "runs": [run_info(r1), run_info(r2)],
             "no_floor": {"verdict": raw.verdict, "ci": [raw.ci_low, raw.ci_high]},
             "pyperf": pyperf_significant(t1, t2),
@@ -317,12 +318,18 @@ def judges(rs: list[dict[str, Any]], test: str) -> dict[str, int]:
 
 
 JUDGES = [
-    ("pm", "**perfmagic `compare(r1, r2)`** (historical: 3% floor + drift guard)", False),
+    ("pm", "**perfmagic `compare(r1, r2)`** (historical: within-run interval widened by the between-run noise)", False),
     ("pyperf", "pyperf t-test (`is_significant`), first min(n1, n2) samples of each run", False),
     ("thr", "raw threshold: \\|m2/m1 − 1\\| > 10% on the medians", False),
-    ("pm_raw", "_perfmagic bootstrap without floor/drift guard (`compare_samples(t1, t2)`)_", True),
+    ("pm_raw", "_perfmagic bootstrap without the between-run noise (`compare_samples(t1, t2)`)_", True),
     ("pyperf_verbatim", "_pyperf `compare_to` logic verbatim (unequal counts → \"significant\")_", True),
 ]
+
+
+def between(d: dict[str, Any]) -> float:
+    """The between-run noise a historical judgement admitted (JSON of runs before it was called so: ``noise_floor``)."""
+    v = d.get("between_run", d.get("noise_floor"))
+    return float("nan") if v is None else v
 
 
 def report(data: dict[str, Any]) -> str:
@@ -338,8 +345,8 @@ def report(data: dict[str, Any]) -> str:
         f"Workloads:\n\n{wl}\n\n"
         f"torch threads = {data['torch_threads']}. Every call uses perfmagic's defaults except `budget`: "
         f"`perfmagic.bench(stmt, globals=ns, budget={HIST_BUDGET:g})` for each of the two runs of a *historical* "
-        f"judgement, judged by `perfmagic.compare(r1, r2)` (kind `historical`: the interval is widened by the "
-        f"{data['noise_floor']:.0%} between-run noise floor plus whatever the drift guard saw); "
+        f"judgement, judged by `perfmagic.compare(r1, r2)` (kind `historical`: the within-run interval is combined "
+        f"with the machine's between-run noise, ±{between(data):.0%} at the median over judgements); "
         f"`perfmagic.bench_pair(stmt_a, stmt_b, globals=ns, budget={PAIR_BUDGET:g})` for a *same-process* "
         f"judgement, verdict from `.comparison`. Defaults kept: `min_effect=0.10`, `precision=0.01`, "
         f"`confidence=0.95`, `memory=True`, warmup `auto`. A given budget is a hard limit. {n_iter} iterations; each "
@@ -380,9 +387,9 @@ def report(data: dict[str, Any]) -> str:
     spread = []
     for w in names:
         rs = select(recs, w, "A/A", HIST)
-        big3 = sum(abs(math.log(r["ratio"])) > math.log(1 + data["noise_floor"]) for r in rs)
+        big3 = sum(abs(math.log(r["ratio"])) > math.log(1 + between(data)) for r in rs)
         big10 = sum(abs(math.log(r["ratio"])) > math.log(1 + THRESHOLD) for r in rs)
-        spread.append(f"`{w}` beyond ±{data['noise_floor']:.0%} in {big3}/{len(rs)} pairs and beyond ±10% in "
+        spread.append(f"`{w}` beyond ±{between(data):.0%} in {big3}/{len(rs)} pairs and beyond ±10% in "
                       f"{big10}/{len(rs)}")
     lines.append("Between-run noise of identical code (historical A/A, ratio of the two runs' medians): "
                  + "; ".join(spread) + ".\n")
@@ -425,7 +432,7 @@ def report(data: dict[str, Any]) -> str:
         if r["kind"] == HIST:
             m = [x["median_s"] for x in r["runs"]]
             extra = (f"; run medians {C.fmt_time(m[0])} (A) → {C.fmt_time(m[1])} (B), drift guard "
-                     f"{r['drift']:+.1%} (interval widened by {r['noise_floor']:.1%})")
+                     f"{r['drift']:+.1%} (between-run noise admitted ±{between(r):.1%})")
         ab_verdicts.append(f"- A/B `{r['workload']}`, {r['kind']}, iteration {r['iteration'] + 1}: {what} "
                            f"(B/A {r['ratio']:.3f}, CI {r['ci'][0]:.3f}–{r['ci'][1]:.3f}{extra}).")
     lines.append("\n".join(ab_verdicts) + "\n")
@@ -474,13 +481,13 @@ def report(data: dict[str, Any]) -> str:
         npairs = [x["pairs"] for x in ps]
         drifts = [abs(r["drift"]) for r in select(recs, w, "A/A", HIST) + select(recs, w, "A/B", HIST)
                   if r["drift"] is not None]
-        widened = sum(d > data["noise_floor"] for d in drifts)
         notes.append(f"- `{w}`: single runs stopped by " + ", ".join(f"{k} {v}×" for k, v in stops.items())
                      + f", {min(nsamp)}–{max(nsamp)} samples (median {statistics.median(nsamp):g}); bench_pair stopped by "
                      + ", ".join(f"{k} {v}×" for k, v in pstops.items())
-                     + f", {min(npairs)}–{max(npairs)} pairs (median {statistics.median(npairs):g}). Drift guard: "
-                     f"|reference B/A − 1| median {statistics.median(drifts):.1%}, max {max(drifts):.1%}; it widened "
-                     f"the interval in {widened}/{len(drifts)} historical judgements.")
+                     + f", {min(npairs)}–{max(npairs)} pairs (median {statistics.median(npairs):g}). Drift guard "
+                     f"(informational, not used by the verdict): |reference B/A − 1| median "
+                     f"{statistics.median(drifts) if drifts else float('nan'):.1%}, max "
+                     f"{max(drifts) if drifts else float('nan'):.1%}.")
     import re
 
     tally: dict[str, int] = {}
@@ -519,34 +526,36 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-SECTION_ROW = ("| one change at a time (A/A, A/B) | `benchmarks/bench_ab.py` | false \"faster\"/\"slower\" verdicts on "
-               "identical code and detection of a planted 15% slowdown, historical runs vs same-process A/B, vs "
-               "pyperf's t-test and a 10% threshold |")
+SECTION_ROW = ("false \"faster\"/\"slower\" verdicts on identical code and detection of a planted 15% slowdown, "
+               "historical runs vs same-process A/B, vs pyperf's t-test and a 10% threshold")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pairs", type=int, default=None, help="pairs per workload, test and kind (default 40)")
-    ap.add_argument("--quick", action="store_true", help="8 pairs and a short calibration (smoke test)")
+    C.add_args(ap, "1 pair per task on tiny inputs, budgets 0.05/0.1 s, a 0.05 s calibration, one torch thread "
+               "(smoke test; never written to the docs)")
     ap.add_argument("--calibrate", type=float, default=None, metavar="S",
-                    help="seconds of interleaved A/B single calls to measure the planted effect (default 15, --quick 3)")
+                    help="seconds of interleaved A/B single calls to measure the planted effect (default 15, --quick 0.05)")
     ap.add_argument("--seed", type=int, default=2026, help="seed of the per-iteration task order")
-    ap.add_argument("--no-docs", action="store_true", help="print only; do not write docs/benchmarks.md")
     ap.add_argument("--json", default=str(C.RESULTS / "ab.json"), help="where to write per-pair data")
     ap.add_argument("--report-only", metavar="JSON", help="re-render the section from a saved JSON; run nothing")
     args = ap.parse_args()
 
     if args.report_only:
         data = json.loads(Path(args.report_only).read_text(encoding="utf-8"))
-        body = report(data)
-        print(body)
-        if not args.no_docs:
-            C.add_section_row("benchmarks/bench_ab.py", SECTION_ROW)
-            print(f"written to {C.replace_section('ab', body)}")
+        C.publish("ab", report(data), args, row=SECTION_ROW)
         return 0
 
-    n_pairs = args.pairs or (8 if args.quick else 40)
-    cal_s = args.calibrate if args.calibrate is not None else (3.0 if args.quick else 15.0)
+    global HIST_BUDGET, PAIR_BUDGET
+    if args.quick:  # every path, on tiny inputs: ~50 µs calls, so a tiny budget still gives samples
+        HIST_BUDGET, PAIR_BUDGET = 0.05, 0.1
+        for w, n in zip(WORKLOADS, (QUICK_NP_N, QUICK_MM_N)):
+            w["n"] = n
+            w["desc"] = (f"quick: `np.sort(a)`, a = {n:,} float64" if w["name"] == "np_sort"
+                         else f"quick: `x @ y`, fp32 {n}×{n}")
+    n_pairs = args.pairs or (1 if args.quick else 40)
+    cal_s = args.calibrate if args.calibrate is not None else (0.05 if args.quick else 15.0)
     if n_pairs < 1:
         ap.error("--pairs must be >= 1")
 
@@ -554,9 +563,8 @@ def main() -> int:
     import torch
 
     import perfmagic
-    from perfmagic.timing.history import HISTORICAL_NOISE_FLOOR
 
-    torch.set_num_threads(C.usable_cores())
+    torch.set_num_threads(1 if args.quick else C.usable_cores())  # smoke: no spin-waits on a loaded machine
     tmp = tempfile.TemporaryDirectory(prefix="perfmagic-ab-")
     os.environ["PERFMAGIC_LEDGER_DIR"] = str(Path(tmp.name) / "ledger")
     import numpy as np
@@ -572,7 +580,7 @@ def main() -> int:
     calibration: dict[str, Any] = {}
     for w in WORKLOADS:
         print(f"calibrating {w['name']}: tuning B's size for B/A ≈ {1 + PLANT:.2f}", flush=True)
-        nb, hist = tune(ns, w, max(3.0, cal_s / 2))
+        nb, hist = tune(ns, w, max(0.05 if args.quick else 3.0, cal_s / 2))
         print("  " + ", ".join(f"{h['n_big']:,}: {h['ratio']:.3f}" for h in hist) + f" ({hist[0]['rounds']} rounds)",
               flush=True)
         e = effect(*interleaved(ns, w["stmt_a"], w["stmt_b"], cal_s))
@@ -585,14 +593,14 @@ def main() -> int:
 
     print("warm-up: one untimed bench and bench_pair per workload", flush=True)
     for w in workloads:
-        perfmagic.bench(w["stmt_a"], globals=ns, budget=0.3)
-        perfmagic.bench_pair(w["stmt_a"], w["stmt_b"], globals=ns, budget=0.5)
+        perfmagic.bench(w["stmt_a"], globals=ns, budget=0.02 if args.quick else 0.3)
+        perfmagic.bench_pair(w["stmt_a"], w["stmt_b"], globals=ns, budget=0.05 if args.quick else 0.5)
 
     tasks = [(w["name"], test, kind) for w in workloads for test in ("A/A", "A/B") for kind in KINDS]
     by_name = {w["name"]: w for w in workloads}
     data: dict[str, Any] = {
         "header": head, "command": C.command(), "torch_threads": torch.get_num_threads(),
-        "pyperf_version": pyperf.__version__, "noise_floor": HISTORICAL_NOISE_FLOOR, "seed": args.seed,
+        "pyperf_version": pyperf.__version__, "seed": args.seed,
         "budgets": {"bench": HIST_BUDGET, "bench_pair": PAIR_BUDGET}, "calibrate_s": cal_s,
         "workloads": workloads, "calibration": calibration, "pairs_requested": n_pairs,
         "iterations_done": 0, "pairs": []}
@@ -619,18 +627,15 @@ def main() -> int:
         calibration[w["name"]]["end"] = e
         print(f"end calibration {w['name']}: true B/A {e['ratio']:.3f} (95% CI {e['ci'][0]:.3f}–{e['ci'][1]:.3f})",
               flush=True)
+    hist_between = [r["between_run"] for r in data["pairs"] if r["kind"] == HIST]
+    data["between_run"] = statistics.median(hist_between) if hist_between else None
     data["total_wall_s"] = time.perf_counter() - t_start
     data["others_cores_whole_run"] = run_meter.stop()["others_cores"]
     data["loadavg"] = {"start": load_start, "end": C.loadavg()}
     write_json(out, data)
 
-    body = report(data)
-    print()
-    print(body)
     print(f"per-pair data written to {out}")
-    if not args.no_docs:
-        C.add_section_row("benchmarks/bench_ab.py", SECTION_ROW)
-        print(f"written to {C.replace_section('ab', body)}")
+    C.publish("ab", report(data), args, row=SECTION_ROW)
     tmp.cleanup()
     return 0
 

@@ -40,7 +40,7 @@ import _common as C  # noqa: E402
 
 T = 0.04
 POOL = ThreadPoolExecutor(16)
-BUDGET, ROUNDS = 0.2, 2
+BUDGET, ROUNDS = (0.03, 1) if C.QUICK else (0.2, 2)  # --quick (a smoke run): one tiny round per point
 
 
 # ---- planted workloads ----------------------------------------------------------------------------
@@ -183,15 +183,16 @@ def run_verdicts(loads: list[int], reps_native: int, reps_python: int, log,
     return trials
 
 
-def run_fits(log) -> list[dict[str, Any]]:
+def run_fits(log, quick: bool = False) -> list[dict[str, Any]]:
+    """Planted serial fractions vs the fits (``quick``: S = 0.1 and the retrograde case, 1 round of 0.03 s)."""
     import perfmagic
 
     cases = [("S=0.1", 0.1, 0.0, [1, 2, 4, 8]), ("S=0.3", 0.3, 0.0, [1, 2, 4, 8]), ("S=0.5", 0.5, 0.0, [1, 2, 4, 8]),
              ("retrograde", 0.05, 0.05 * T, [1, 2, 3, 4, 6, 8])]
     rows = []
-    for name, s, c, ns in cases:
+    for name, s, c, ns in (cases[::3] if quick else cases):
         t = time.perf_counter()
-        r = perfmagic.amdahl(planted(s, c), ns, budget=0.3, rounds=2)
+        r = perfmagic.amdahl(planted(s, c), ns, budget=0.03 if quick else 0.3, rounds=1 if quick else 2)
         m = r.metrics()
         rows.append({"name": name, "s": s, "c": c, "m": m, "sweep_s": time.perf_counter() - t})
         log(f"{name}: S {m['S']} (planted {s}), model {m['best_model']}")
@@ -307,39 +308,33 @@ def render(data: dict[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="1 run per workload and load (smoke test)")
+    C.add_args(ap, "1 run per workload at 0 neighbours, 2 fits, one round of 0.03 s per point (smoke test; never "
+               "written to the docs)")
     ap.add_argument("--report-only", action="store_true", help="re-render the docs table from the saved JSON")
     ap.add_argument("--phase", choices=("before", "after"), default="after")
-    ap.add_argument("--loads", default="0,1")
-    ap.add_argument("--no-docs", action="store_true")
+    ap.add_argument("--loads", default=None, help="busy neighbour counts (default 0,1; --quick 0)")
     args = ap.parse_args()
     paths = {"before": C.RESULTS / "amdahl_before.json", "after": C.RESULTS / "amdahl.json"}
     if not args.report_only:
-        loads = [int(x) for x in args.loads.split(",")]
+        loads = [int(x) for x in (args.loads or ("0" if args.quick else "0,1")).split(",")]
         reps_native, reps_python = (1, 1) if args.quick else (5, 10)
         t0 = time.perf_counter()
         others: dict[str, Any] = {}
         trials = run_verdicts(loads, reps_native, reps_python, print, others)
-        fits = run_fits(print) if not args.quick else []
+        fits = run_fits(print, args.quick)
         import perfmagic
 
         data = {"date": C.today(), "git": C.git_state(), "command": C.command(), "loads": loads, "quick": args.quick,
                 "perfmagic": str(Path(perfmagic.__file__).parent), "trials": trials, "fits": fits,
                 "others": others, "wall_s": time.perf_counter() - t0}
-        out = paths[args.phase] if not args.quick else C.RESULTS / f"amdahl_{args.phase}_quick.json"
+        out = paths[args.phase]
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
         print(f"{len(trials)} runs in {data['wall_s']:.0f} s; saved {out}")
-        if args.quick:
-            return
     data = {ph: json.loads(p.read_text(encoding="utf-8")) for ph, p in paths.items() if p.exists()}
-    body = render(data)
-    print(body)
-    if not args.no_docs:
-        C.add_section_row("bench_amdahl.py", "| scaling verdicts and fits | `benchmarks/bench_amdahl.py` | GIL / load / "
-                          "native verdicts on planted torch, NumPy and pure-Python thread pools at 0 and 1 busy "
-                          "neighbours; planted serial fractions vs the fits |")
-        print(f"written to {C.replace_section('amdahl', body)}")
+    C.publish("amdahl", render(data), args, row="GIL / load / native verdicts on planted torch, NumPy and pure-Python "
+              "thread pools at 0 and 1 busy neighbours; planted serial fractions vs the fits",
+              reason="--phase before: saved for the next 'after' run" if args.phase == "before" else None)
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ references, still under the same load:
 
 A roof is **confidently wrong** when it is off by more than 25% from the quiet reference (the references
 measured at load 0: triad for bandwidth, torch.mm for fp32/fp64) and the calibration did not mark itself
-loaded or unreliable. Results are kept in ``benchmarks/results/ceilings_<tag>.json``; the docs table
-shows every tag saved (``before`` = the code before issue 18, ``after`` = now).
+loaded or unreliable. Results are kept in ``benchmarks/results/ceilings_<tag>.json``; a full run's docs
+section shows that run; ``--report-only`` prints every tag saved side by side (``before``, ``after``, ...).
 """
 
 from __future__ import annotations
@@ -39,7 +39,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
+# --quick (a smoke run): every reference on tiny inputs for a moment, one calibration pair of 0.3 s, no neighbour
+REF_S = 0.02 if C.QUICK else 1.0            # seconds of repetitions per triad / matmul reference
+MM_N = 128 if C.QUICK else 2048             # matmul reference size
+FMA_ITERS = "200000" if C.QUICK else "20000000"
+
+RESULTS = C.RESULTS
 ROOFS = ("float32", "float64", "bandwidth")
 
 
@@ -142,7 +147,7 @@ def fma_measured() -> dict[str, Any]:
             str(src), "-o", str(exe)]
         try:
             subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=60)
-            out = subprocess.run([str(exe), str(cores), "20000000"], check=True, capture_output=True, text=True,
+            out = subprocess.run([str(exe), str(cores), FMA_ITERS], check=True, capture_output=True, text=True,
                                  timeout=120).stdout.split()
         except (subprocess.SubprocessError, OSError) as exc:
             return {"peak": None, "why": f"FMA kernel failed: {exc}"}
@@ -151,7 +156,7 @@ def fma_measured() -> dict[str, Any]:
             "how": f"a hand {isa} FMA kernel (12 independent chains per thread, {cores} threads, best of 5)"}
 
 
-def reference_numpy_wide(dtype: str, n: int = 2048) -> dict[str, Any] | None:
+def reference_numpy_wide(dtype: str, n: int = MM_N) -> dict[str, Any] | None:
     """numpy matmul n³ in a child process with OPENBLAS_CORETYPE=SkylakeX where numpy's OpenBLAS runs narrow
     kernels on an AVX-512 CPU (best call over ≥ 1 s), else None. Independent of perfmagic's own probe."""
     import os
@@ -163,10 +168,10 @@ def reference_numpy_wide(dtype: str, n: int = 2048) -> dict[str, Any] | None:
     if m is None:
         return None
     code = ("import time, numpy as np; n = %d; a = np.random.rand(n, n).astype(np.%s); b = a.copy(); a @ b\n"
-            "best, t_end = 1e9, time.perf_counter() + 1.0\n"
+            "best, t_end = 1e9, time.perf_counter() + %g\n"
             "while time.perf_counter() < t_end:\n"
             "    t = time.perf_counter(); a @ b; best = min(best, time.perf_counter() - t)\n"
-            "print(2 * n ** 3 / best)") % (n, dtype)
+            "print(2 * n ** 3 / best)") % (n, dtype, REF_S)
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, OPENBLAS_CORETYPE="SkylakeX"),
                          capture_output=True, text=True, timeout=120)
     return {"best": float(out.stdout.split()[-1]), "coretype": "SkylakeX", "in_process": m["architecture"]}
@@ -182,7 +187,7 @@ def reference_triad(elems: int) -> dict[str, float]:
     for name, fn in (("torch_triad", lambda: torch.add(b, c, alpha=3.0, out=a)),
                      ("numpy_add", lambda: np.add(bn, cn, out=an))):
         fn()
-        best, t_end = float("inf"), time.perf_counter() + 1.0
+        best, t_end = float("inf"), time.perf_counter() + REF_S
         reps = 0
         while reps < 10 or time.perf_counter() < t_end:
             t = time.perf_counter()
@@ -193,14 +198,14 @@ def reference_triad(elems: int) -> dict[str, float]:
     return out
 
 
-def reference_matmul(dtype: str, n: int = 2048) -> dict[str, float]:
+def reference_matmul(dtype: str, n: int = MM_N) -> dict[str, float]:
     import torch
     import torch.utils.benchmark as tb
 
     dt = getattr(torch, dtype)
     a, b = torch.randn(n, n, dtype=dt), torch.randn(n, n, dtype=dt)
     m = tb.Timer("torch.mm(a, b)", globals={"torch": torch, "a": a, "b": b},
-                 num_threads=torch.get_num_threads()).blocked_autorange(min_run_time=1.0)
+                 num_threads=torch.get_num_threads()).blocked_autorange(min_run_time=REF_S)
     return {"median": 2 * n ** 3 / m.median, "best": 2 * n ** 3 / min(m.times)}
 
 
@@ -236,7 +241,7 @@ def run(pairs: int, loads: list[int], budget: float | None) -> dict[str, Any]:
     from perfmagic.core.neighbours import busy_neighbours
 
     llc = int(cache_sizes()["llc_bytes"])
-    elems = max(32 * 2 ** 20, min(64 * 2 ** 20, 8 * llc // 4))
+    elems = 2 ** 16 if C.QUICK else max(32 * 2 ** 20, min(64 * 2 ** 20, 8 * llc // 4))
     out: dict[str, Any] = {"fma": fma_peak_fp32(), "fma_measured": fma_measured(), "elems": elems, "loads": {}}
     print(f"FMA peak: nominal {out['fma'].get('peak')}, measured {out['fma_measured']}", flush=True)
     for load in loads:
@@ -368,7 +373,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines + [""] + notes)
 
 
-def render(results: dict[str, dict[str, Any]], docs: bool) -> str:
+def render(results: dict[str, dict[str, Any]]) -> str:
     any_res = next(iter(results.values()))
     fma = any_res["fma"]
     measured = next((r["fma_measured"] for r in reversed(list(results.values()))
@@ -396,46 +401,7 @@ def render(results: dict[str, dict[str, Any]], docs: bool) -> str:
         "loaded/unreliable); "
         "bandwidth roof ≥ 95% of the triad; fp32 roof 80–105% of the FMA peak; confidently wrong ≤ 1%; "
         "calibration ≤ 1.5× the time before.", "",
-        table(results), "",
-        "Notes (by hand, from the logs of these runs):", "",
-        "- This VM's multi-thread memory bandwidth has two states, ~82 and ~50 GB/s (single-thread NumPy ~41 GB/s "
-        "in both), switching every tens of seconds to minutes with nothing busy on this machine (the load probe "
-        "read ≤ 0.06 cores). The `before` run straddled both states: a quiet pair disagreed by 35% on bandwidth, "
-        "and 3 quiet roofs at ~52 GB/s were cached unmarked against an 80 GB/s triad. All three `after` runs "
-        "stayed in the 50 GB/s state throughout (every triad around every pair read ~50 GB/s), so their bandwidth roofs "
-        "match the triads. The checks that catch a state change, bandwidth measured before and after the compute "
-        "sweep and a quiet recalibration > 25% below the cached one marked and not cached, were not triggered "
-        "here. They are unit-tested with planted phases. An earlier `after` run, before those two checks existed, "
-        "had 2/36 confidently wrong roofs (a pair that started as the host entered the slow state).",
-        "- **The fp32 roof against the FMA peak (after-wide).** Runs up to after-3 measured the roof through "
-        "the libraries as loaded: 250–278 GFLOP/s, 77–84% of the nominal 332 and about half of the measured "
-        "peak. The reason: numpy's OpenBLAS 0.3.31 does not know this Zen 5 CPU (family 26) and runs its 256-bit "
-        "'Haswell' kernels (253 GFLOP/s); torch's MKL takes its AVX2 path on AMD (215). With "
-        "`OPENBLAS_CORETYPE=SkylakeX` the same OpenBLAS reaches ~480. The calibration now measures that in a "
-        "child process where the flags have AVX-512 and the loaded OpenBLAS is a narrow core type "
-        "(`roofs/widekernels.py`), keeps the higher roof, and `%%roofline` names the gap and the variable. "
-        "after-wide: fp32 roof 84–88% of the measured peak quiet, 86–88% beside a neighbour (target 80–105%: "
-        "met); against the nominal peak it is over 130%, which only says the nominal MHz is not the clock.",
-        "- **after-wide, bandwidth.** This run met the host's bandwidth phases (see the first note): pair 1 "
-        "read 72 then 48 GB/s (the second marked unreliable, not cached), pair 3 read 49 and 49 inside the "
-        "slow phase, with the triads around it at 47–49 GB/s. Against the run's quiet references (the fast "
-        "phase's 77 GB/s triad) 2 of its bandwidth roofs are off by more than 25% and unmarked: the 2/36. "
-        "Against the triad measured around their own pair, none is (the roofs were right for the moment). A "
-        "calibration inside one phase cannot see the other; in use, the check against the cached roof (a "
-        "quiet recalibration > 25% below the cached one is marked and not cached) catches it, but each pair "
-        "here starts from an empty cache. The wide-kernel probe also showed a LoadProbe fault, fixed before "
-        "this run: its child's CPU counted as other processes' load, so every quiet calibration was marked "
-        "LOADED (an earlier after-wide run: 6/6 at load 0).",
-        "- With one busy neighbour every `after` calibration is marked LOADED and none is cached (`before`: all "
-        "6 cached). Its roofs are still within 25% of the quiet ones, because torch's 2 threads lose little to "
-        "one spinning process; heavier load, as in the reference page's example, can cut them 30×.",
-        "- after-3, load 0: one calibration (pair 2.2) saw 0.3+ cores of other processes and was marked "
-        "LOADED. It was not cached, but the bench's check of the cache at the time saw the first (quiet) "
-        "calibration of its pair and said cached. That bench bug is fixed (the file must be this calibration's); "
-        "the JSON row was corrected by hand (`cached_fixed`).",
-        "- Calibration time: 11.1–12.2 s quiet (median of 6) after vs 13.6 s before, well under the 1.5× "
-        "limit. It stops when trials agree instead of spending the whole budget. The wide-kernel child adds "
-        "about 2 s (after-wide: 14.6 s quiet, within the 1.5× limit of 20.4 s)."])
+        table(results)])
     return body
 
 
@@ -443,29 +409,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tag", default="after", help="name of this code version in the table (before/after)")
     ap.add_argument("--pairs", type=int, default=3, help="back-to-back pairs per load")
-    ap.add_argument("--quick", action="store_true", help="one pair per load, 4 s budget, results not saved")
+    C.add_args(ap, "one pair at 0 neighbours, 0.3 s calibrations, tiny references, results not saved (smoke test; "
+               "never written to the docs)")
     ap.add_argument("--report-only", action="store_true", help="re-render the docs table from the saved JSON")
-    ap.add_argument("--no-docs", action="store_true")
     args = ap.parse_args()
     RESULTS.mkdir(exist_ok=True)
     if not args.report_only:
-        res = run(1 if args.quick else args.pairs, [0, 1], 4.0 if args.quick else None)
+        res = run(1 if args.quick else args.pairs, [0] if args.quick else [0, 1], 0.3 if args.quick else None)
         res["tag"] = args.tag
         res["command"] = C.command()
-        if args.quick:
-            print(table({args.tag: res}))
-            return
         (RESULTS / f"ceilings_{args.tag}.json").write_text(json.dumps(res, indent=1, default=str))
-    results = {}
-    files = sorted(RESULTS.glob("ceilings_*.json"), key=lambda p: (not p.stem.startswith("ceilings_before"), p.stem))
-    for p in files:  # before first, then every run of the code after (after, after-2, ...)
-        results[p.stem.removeprefix("ceilings_")] = json.loads(p.read_text())
-    body = render(results, not args.no_docs)
-    print(body)
-    if not args.no_docs:
-        C.add_section_row("bench_ceilings.py", "| ceilings you can trust | `benchmarks/bench_ceilings.py` | "
-                          "back-to-back calibrations at 0 and 1 busy neighbour vs triad, torch.mm, FMA peak |")
-        print(f"written to {C.replace_section('ceilings', body)}")
+        results = {args.tag: res}  # the section shows this run; earlier runs are in git and results/
+    else:
+        results = {}
+        files = sorted(RESULTS.glob("ceilings_*.json"), key=lambda p: (not p.stem.startswith("ceilings_before"), p.stem))
+        for p in files:  # before first, then every run of the code after (after, after-2, ...)
+            results[p.stem.removeprefix("ceilings_")] = json.loads(p.read_text())
+    C.publish("ceilings", render(results), args, row="back-to-back calibrations at 0 and 1 busy neighbour vs triad, "
+              "torch.mm, FMA peak")
 
 
 if __name__ == "__main__":

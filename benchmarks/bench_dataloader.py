@@ -72,19 +72,19 @@ def planted_fraction(item: float, step: float, workers: int, handoff: float = 0.
     return wait / (wait + step)
 
 
-def handoff_cost(workers: int) -> float:
+def handoff_cost(workers: int, warm: int = 20, n: int = 200) -> float:
     """Main-process time per batch of a zero-cost loader with ``workers`` workers, after the start-up: the
     hand-off of a batch from the workers' queue (the workers outpace it)."""
     from torch.utils.data import DataLoader
 
     it = iter(DataLoader(Planted(4000, 0.0, "io"), batch_size=B, num_workers=workers))
     try:
-        for _ in range(20):
+        for _ in range(warm):
             next(it)
         t = time.perf_counter()
-        for _ in range(200):
+        for _ in range(n):
             next(it)
-        return (time.perf_counter() - t) / 200
+        return (time.perf_counter() - t) / n
     finally:
         it._shutdown_workers()
 
@@ -113,7 +113,11 @@ def accuracy(quick: bool) -> list[tuple]:
     grid = [("io", i, c, w) for i in items for c in steps_c for w in (0, 2, 4)]
     grid += [("cpu", i, c, 0) for i in items for c in steps_c]
     n = 10 if quick else 20
-    hs = {w: statistics.median(handoff_cost(w) for _ in range(5)) for w in (2, 4)}
+    if quick:  # a smoke run: one loader of each path (io at 0 and 2 workers, cpu at 0), 3 steps, 1 hand-off sample
+        grid = [("io", items[0], steps_c[0], 0), ("io", items[0], steps_c[0], 2), ("cpu", items[0], steps_c[0], 0)]
+        n = 3
+    hs = {w: statistics.median(handoff_cost(w, *((2, 10) if quick else ())) for _ in range(1 if quick else 5))
+          for w in ((2,) if quick else (2, 4))}
     print("hand-off per batch: " + ", ".join(f"{w} workers {v * 1e6:.0f} µs" for w, v in hs.items()))
     rows = []
     for kind, item, c, w in grid:
@@ -140,10 +144,10 @@ def overhead(quick: bool) -> tuple[float, list[tuple]]:
         return (time.perf_counter() - t) / n
 
     # 1. the instrumentation's own cost per step: a no-op step, plain vs through the check
-    n = 5000
+    n = 200 if quick else 5000
     batches = [object() for _ in range(n + 2)]
     inst = []
-    for _ in range(5):
+    for _ in range(1 if quick else 5):
         plain = plain_loop(batches, lambda b: None, n)
         r = dataloader_check(batches, lambda b: None, steps=n, warmup=2, loader_alone=False, compute_alone=False)
         inst.append(r.step_s - plain)
@@ -151,12 +155,12 @@ def overhead(quick: bool) -> tuple[float, list[tuple]]:
     print(f"instrumentation: {inst_s * 1e6:.2f} µs per step")
     # 2. measured on real steps, interleaved rounds (alternating which runs first)
     out = []
-    for c in (0.001, 0.010):
-        n = 40 if c < 0.005 else 12
+    for c in (0.001,) if quick else (0.001, 0.010):
+        n = 5 if quick else 40 if c < 0.005 else 12
         batches = [object() for _ in range(n + 2)]
         step = make_step("cpu", c)
         rel = []
-        for k in range(5 if quick else 9):
+        for k in range(2 if quick else 9):  # --quick: 2 rounds, one of each order
             first_plain = k % 2 == 0
             if first_plain:
                 plain = plain_loop(batches, step, n)
@@ -172,7 +176,7 @@ def overhead(quick: bool) -> tuple[float, list[tuple]]:
 
 # ---- workers + torch threads vs usable cores (issue 18: "✓ 2 workers on 2 cores keep up" while the step
 # slowed 474 -> 838 ms) ----------------------------------------------------------------------------------
-THREADS_JSON = Path(__file__).resolve().parent / "results" / "dataloader_threads.json"
+THREADS_JSON = C.RESULTS / "dataloader_threads.json"
 
 
 def _conv_step(target: float):
@@ -198,7 +202,7 @@ def _conv_step(target: float):
     return step, dt
 
 
-def threads_case(kind: str, step, step_s: float):
+def threads_case(kind: str, step, step_s: float, steps: int = 12):
     """2 workers beside a 2-thread torch step on 2 cores: CPU-burning items (the workers are busy ~70% of the
     time and keep up: the issue's case) or sleeping items of the same cost (I/O: they leave the cores)."""
     from torch.utils.data import DataLoader
@@ -207,7 +211,7 @@ def threads_case(kind: str, step, step_s: float):
 
     item = 0.7 * step_s * 2 / B  # the pool delivers a batch every 0.7 step: it keeps up
     dl = DataLoader(Planted(10_000, item, kind), batch_size=B, num_workers=2)
-    r = dataloader_check(dl, step, steps=12)
+    r = dataloader_check(dl, step, steps=steps)
     fs = r.findings()
     w = r.cfg.get("num_workers", 0)
     old_tick = 0 < w <= r.cores and not r.input_bound  # what the audit printed before: "✓ N workers ... keep up"
@@ -229,18 +233,18 @@ def run_threads(quick: bool) -> dict:
     torch.set_num_threads(2)
     old = os.sched_getaffinity(0)
     os.sched_setaffinity(0, sorted(old)[:2])  # 2 usable cores, as on the workshop pods
-    reps = 2 if quick else 5
+    reps = 1 if quick else 5
     out = {"runs": [], "reps": reps}
     try:
-        step, step_s = _conv_step(0.05)
+        step, step_s = _conv_step(0.005 if quick else 0.05)
         out["step_calibrated_s"] = step_s
-        for load in (0, 1):
+        for load in (0,) if quick else (0, 1):  # --quick: no neighbour
             ctx = busy_neighbours(1) if load else contextlib.nullcontext()
             with ctx:
                 for rep in range(reps):
                     for kind in ("cpu", "io"):
                         t = time.perf_counter()
-                        row = threads_case(kind, step, step_s)
+                        row = threads_case(kind, step, step_s, 3 if quick else 12)
                         row.update(load=load, rep=rep, wall_s=time.perf_counter() - t)
                         out["runs"].append(row)
                         print(f"load {load} {kind}: step {row['step_alone_s'] * 1e3:.1f} -> "
@@ -314,19 +318,15 @@ def threads_main(args) -> None:
         if not args.quick:
             THREADS_JSON.parent.mkdir(exist_ok=True)
             THREADS_JSON.write_text(json.dumps(data, indent=1))
-    body = threads_report(data)
-    print(body)
-    if not args.no_docs and not args.quick:
-        C.add_section_row("bench_dataloader.py --threads", "| DataLoader threads vs cores | "
-                          "`benchmarks/bench_dataloader.py --threads` | planted torch-threads-vs-workers "
-                          "contention at 0 and 1 busy neighbour: ✓ before/after, the threads warning |")
-        print(f"written to {C.replace_section('dataloader_threads', body)}")
+    C.publish("dataloader_threads", threads_report(data), args, script="benchmarks/bench_dataloader.py --threads",
+              row="planted torch-threads-vs-workers contention at 0 and 1 busy neighbour: ✓ before/after, the "
+              "threads warning")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--no-docs", action="store_true")
-    ap.add_argument("--quick", action="store_true")
+    C.add_args(ap, "one loader of each kind, 3 steps, 2 overhead rounds; with --threads 1 repetition at 0 neighbours, "
+               "3 steps of a ~5 ms step (smoke test; never written to the docs)")
     ap.add_argument("--threads", action="store_true",
                     help="only the workers + torch threads vs cores section (0 and 1 busy neighbour, ~2 min)")
     ap.add_argument("--report-only", action="store_true",
@@ -351,7 +351,7 @@ def main() -> None:
     lines = [C.header("DataLoader check (%%dataloader_check)"), "",
              f"Planted loaders: batch of {B} items, each item a sleep (io) or a CPU spin (cpu) of the given cost; "
              "a step of known cost (sleep / spin). `perfmagic.dataloader.check.dataloader_check(loader, step, "
-             f"steps={10 if args.quick else 20})`. Planted fraction F/(F+c) at 0 workers (F = 4 × item); with w "
+             f"steps={3 if args.quick else 20})`. Planted fraction F/(F+c) at 0 workers (F = 4 × item); with w "
              "workers wait/(wait + c), wait = max(h, F/w − c), where h is the hand-off of a ready batch from the "
              "workers' queue to the main process (measured as the main process's time per batch of a zero-cost loader: "
              "h = "
@@ -382,13 +382,8 @@ def main() -> None:
         lines.append(f"| {c * 1e3:.0f} ms CPU | {med:+.2%} | {lo:+.1%} .. {hi:+.1%} |")
     lines += ["", f"- overhead target < 2% of the step (instrumentation cost vs a 1 ms step): "
               f"**{'met' if inst_s / 1e-3 < 0.02 else 'not met'}**", f"- total benchmark time: {total:.0f} s"]
-    body = "\n".join(lines)
-    print(body)
-    if not args.no_docs:
-        C.add_section_row("bench_dataloader.py", "| DataLoader check | `benchmarks/bench_dataloader.py` | verdict and "
-                          "data-wait fraction on planted loaders (item cost × step cost × workers); the check's "
-                          "overhead on the step |")
-        print(f"written to {C.replace_section('dataloader', body)}")
+    C.publish("dataloader", "\n".join(lines), args, row="verdict and data-wait fraction on planted loaders (item cost "
+              "× step cost × workers); the check's overhead on the step")
 
 
 if __name__ == "__main__":

@@ -86,6 +86,9 @@ def prefault(gib: float) -> float:
     return time.perf_counter() - t
 
 
+CAL_MIN_S = 0.5  # calibration grows n until one run takes this long (--quick: 0.05 s)
+
+
 def calibrate(code: str, ns: dict, k: float, n0: int, target: float) -> int:
     from perfmagic.estimation.runner import _Runner
 
@@ -93,7 +96,7 @@ def calibrate(code: str, ns: dict, k: float, n0: int, target: float) -> int:
     n = n0
     while True:
         t = r.once(n, memory=False, clean=True)[0]
-        if t > 0.5 or n > 10**10:
+        if t > CAL_MIN_S or n > 10**10:
             break
         n *= 4
     return int(n * (target / t) ** (1 / k))
@@ -143,7 +146,7 @@ def accuracy(args: argparse.Namespace) -> None:
     """
     from perfmagic import estimate
 
-    target = 3.0 if args.quick else 15.0
+    target = 0.1 if args.quick else 15.0
     ns = setup_ns()
     rows, terr, merr, frac = [], [], [], []
     t_all = time.perf_counter()
@@ -153,7 +156,7 @@ def accuracy(args: argparse.Namespace) -> None:
         N = calibrate(code, ns, k, n0, target)
         import psutil
 
-        pf = prefault(min(12.0, 0.6 * psutil.virtual_memory().available / 2**30))
+        pf = prefault(0.05 if args.quick else min(12.0, 0.6 * psutil.virtual_memory().available / 2**30))
         print(f"{name}: prefault {pf:.1f} s", file=sys.stderr, flush=True)
         r = estimate(code, n=N, globals=ns, run=True, force=True)
         a = r.actual
@@ -225,9 +228,9 @@ def accuracy(args: argparse.Namespace) -> None:
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|", *rows, "",
              f"**Median |time error| {med_t:.1%}** (target ≤ 10%), **median |memory error| {med_m:.1%}** (target ≤ 15%), "
              f"**median measuring cost {med_f:.1%} of the full run** (target ≤ 10%); whole benchmark {wall:.0f} s."]
-    body = "\n".join(lines)
-    print(body)
-    # the docs section now holds the coverage table (issue 18); this table is printed only
+    # the docs section holds the coverage table (issue 18); this table is printed only
+    C.publish("estimate", "\n".join(lines), args, reason="--accuracy prints its table only; the section holds the "
+              "coverage table")
 
 
 
@@ -252,27 +255,33 @@ COVERAGE = {
                              "fixed:350", "per-iteration: units 2× slower from unit 20 on (a slow phase)"),
 }
 COV_TARGET_S = 2.0
+QUICK_SCALE = 0.05  # --quick: full runs of ~0.1 s, arrays a twentieth of the size
+QUICK_BUDGET = {"budget": 0.2} if C.QUICK else {}  # --quick (a smoke run): 0.2 s of measuring per estimate
+ARRAY_N = 100_000_000  # elements of the pre-touched numpy arrays (--quick: ARRAY_N * QUICK_SCALE)
 
 
-def coverage_ns() -> dict:
+def coverage_ns(quick: bool = False) -> dict:
     import random
 
     import numpy as np
 
     rnd = random.Random(1)
+    m = int(ARRAY_N * (QUICK_SCALE if quick else 1))
     ns = {"np": np, "rng": np.random.default_rng(0), "count_loop": count_loop, "pairs": pairs, "time": time,
-          "data": [rnd.random() for _ in range(2_000_000)],
-          "src": np.ones(100_000_000), "dst": np.ones(100_000_000),  # touched: no first-touch cost in a run
-          "base": np.random.default_rng(1).random(100_000_000), "buf": np.ones(100_000_000)}
+          "data": [rnd.random() for _ in range(int(2_000_000 * (QUICK_SCALE if quick else 1)))],
+          "src": np.ones(m), "dst": np.ones(m),  # touched: no first-touch cost in a run
+          "base": np.random.default_rng(1).random(m), "buf": np.ones(m)}
     return ns
 
 
 def full_size(spec: str, code: str, ns: dict, quick: bool) -> int:
     kind, *rest = spec.split(":")
-    scale = 0.5 if quick else 1.0
+    scale = QUICK_SCALE if quick else 1.0
     if kind == "fixed":
         return max(1, int(int(rest[0]) * scale))
     k, n0, cap = float(rest[0]), int(rest[1]), int(rest[2])
+    if cap:
+        cap, n0 = int(cap * scale), max(1, int(n0 * scale))
     return min(calibrate(code, ns, k, n0, COV_TARGET_S * scale), cap or 10**12)
 
 
@@ -294,7 +303,7 @@ def one_trial(name: str, form: str, code: str, N: int, ns: dict) -> dict:
     ns["unit"] = itertools.count()  # the slow-phase job starts from its first unit
     lm = C.LoadMeter().start()
     kw = {"n": N} if form == "n" else {"total": N}
-    r = estimate(code, globals=ns, run=True, force=True, **kw)
+    r = estimate(code, globals=ns, run=True, force=True, **kw, **QUICK_BUDGET)
     load = lm.stop()["others_cores"]
     a = r.actual
     actual = a.seconds if a is not None and a.status == "ok" else None
@@ -310,7 +319,7 @@ def one_trial(name: str, form: str, code: str, N: int, ns: dict) -> dict:
 def coverage(args: argparse.Namespace) -> dict:
     from perfmagic.core.neighbours import busy_neighbours
 
-    ns = coverage_ns()
+    ns = coverage_ns(args.quick)
     names = [w for w in COVERAGE if not args.only or args.only in w]
     fulls = {}
     for w in names:
@@ -319,15 +328,18 @@ def coverage(args: argparse.Namespace) -> dict:
         print(f"{w}: full size {fulls[w]:,}", file=sys.stderr, flush=True)
     trials = 1 if args.quick else args.trials
     out: dict = {"label": args.label, "date": C.today(), "machine": C.machine(), "command": C.command(),
+                 "header": C.header("Estimates (%%estimate): do the 90% intervals cover the actual run?"),
                  "trials": [], "fulls": fulls}
     t0 = time.perf_counter()
-    for load in (0, 1):
+    for load in (0,) if args.quick else (0, 1):  # --quick: no neighbour
         with busy_neighbours(load) as nb:
             for k in range(trials):
                 for w in names:
                     form, code, _, _ = COVERAGE[w]
                     row = one_trial(w, form, code, fulls[w], ns)
                     row.update(load=load, trial=k)
+                    if args.quick and row["outcome"] == "failed":  # a smoke run fails when a trial does
+                        raise RuntimeError(f"--quick: {w}: the full run failed: {row['headline']}")
                     out["trials"].append(row)
                     print(f"[{load}] {w}: {row['outcome']}; actual {row['actual_s'] or float('nan'):.3f} s; "
                           f"{row['headline']}", file=sys.stderr, flush=True)
@@ -349,10 +361,17 @@ def render(runs: list[dict]) -> str:
     """The docs section from the saved runs (before first, then after)."""
     after = runs[-1]
     cmds = "; ".join(f"{run['label']}: `{run['command']}`" for run in runs)
-    lines = ["## Estimates (%%estimate): do the 90% intervals cover the actual run?", "",
-             f"- **date:** {after['date']}", f"- **machine:** {after['machine']}",
-             f"- **commands:** {cmds} (*before* with `PYTHONPATH` at the `src/` of commit e6d45a0, the code "
-             "before issue 18; every run's trials are in `benchmarks/results/estimate*.json`)", "",
+    if after.get("header"):  # the stamp of the run (date, commit, machine, load, command)
+        lines = [after["header"].rstrip()]
+        lines += ([f"- **compared with:** " + "; ".join(f"{run['label']} ({run['date']}): `{run['command']}`"
+                                                          for run in runs[:-1])] if len(runs) > 1 else [])
+        lines += [""]
+    else:  # a run saved before runs were stamped
+        lines = ["## Estimates (%%estimate): do the 90% intervals cover the actual run?", "",
+                 f"- **date:** {after['date']}", f"- **machine:** {after['machine']}",
+                 f"- **commands:** {cmds} (*before* with `PYTHONPATH` at the `src/` of commit e6d45a0, the code "
+                 "before issue 18; every run's trials are in `benchmarks/results/estimate*.json`)", ""]
+    lines += [
              f"Nine planted workloads, full runs calibrated to about {COV_TARGET_S:.0f} s on the quiet machine, each "
              "estimated with the defaults (`estimate(code, n=N, run=True, force=True)`: budget 3 s, at most 10% of the "
              "prediction) and then run in full, at 0 and at 1 busy neighbour (a spinning process). *covered*: the "
@@ -411,14 +430,17 @@ def render(runs: list[dict]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="one trial per workload, half-size full runs (smoke test)")
-    ap.add_argument("--no-docs", action="store_true")
+    C.add_args(ap, "one trial per workload at 0 neighbours, full runs of ~0.1 s, 0.2 s of measuring each (smoke "
+               "test; never written to the docs)")
     ap.add_argument("--only", help="run the workloads whose name contains this")
     ap.add_argument("--trials", type=int, default=4, help="trials per workload and load (default 4)")
     ap.add_argument("--label", default="after", help="'before' (old code) or 'after' (default): the JSON it saves")
     ap.add_argument("--report-only", action="store_true", help="re-render the docs table from the saved JSON")
     ap.add_argument("--accuracy", action="store_true", help="the issue-6 table instead (15 s runs, big_O; prints only)")
     args = ap.parse_args()
+    global CAL_MIN_S
+    if args.quick:
+        CAL_MIN_S = 0.05
     if args.accuracy:
         accuracy(args)
         return
@@ -432,15 +454,16 @@ def main() -> None:
         print(f"saved {path}", file=sys.stderr)
     runs = [json.loads(p.read_text()) for p in (C.RESULTS / "estimate_before.json", C.RESULTS / "estimate.json")
             if p.exists()]
+    row = "do %%estimate's 90% intervals cover the actual run (9 planted workloads, 0 and 1 busy neighbour)?"
     if args.report_only or not (args.quick or args.only):
-        body = render(runs) if runs else "_not run yet_"
-        print(body)
-        if not args.no_docs and runs:
-            C.add_section_row("bench_estimate.py", "| estimates | `benchmarks/bench_estimate.py` | do %%estimate's "
-                              "90% intervals cover the actual run (9 planted workloads, 0 and 1 busy neighbour)? |")
-            print(f"written to {C.replace_section('estimate', body)}")
+        if not runs:
+            print("no saved runs to render")
+            return
+        C.publish("estimate", render(runs), args, row=row,
+                  reason=None if args.label == "after" else f"--label {args.label}: saved for the next 'after' run")
     else:
-        print(render([json.loads(path.read_text())]))
+        C.publish("estimate", render([json.loads(path.read_text())]), args, row=row,
+                  reason="--only runs some workloads; only a full run writes its section" if args.only else None)
 
 
 if __name__ == "__main__":

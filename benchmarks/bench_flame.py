@@ -29,7 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from _common import LoadMeter, add_section_row, fmt_time, header, loadavg, md_table, replace_section  # noqa: E402
+import _common as C  # noqa: E402
+from _common import LoadMeter, fmt_time, header, loadavg, md_table  # noqa: E402
 
 from perfmagic.profile import flame as _flame  # noqa: E402
 from perfmagic.errors import PerfmagicError  # noqa: E402
@@ -71,6 +72,7 @@ def pyspy_works() -> str | None:
         return str(exc)
 
 
+N_PHASES = 20 if C.QUICK else 200  # --quick (a smoke run): 40 ms of phases instead of 400 ms
 RATES = (100, _flame.DEFAULT_RATE)   # the old default and the default (≥ 100 samples in a 0.1 s cell)
 
 
@@ -110,8 +112,8 @@ def overhead(samplers: list[str], rounds: int, target: float) -> list[list[str]]
 def first_sample(samplers: list[str], reps: int) -> list[list[str]]:
     ns: dict[str, object] = {"time": time}
     src = "def _spin2ms():\n    e = time.perf_counter() + 0.002\n    while time.perf_counter() < e: pass\n"
-    src += "".join(f"def phase_{k}():\n    _spin2ms()\n" for k in range(200))
-    src += "def phases():\n" + "".join(f"    phase_{k}()\n" for k in range(200))
+    src += "".join(f"def phase_{k}():\n    _spin2ms()\n" for k in range(N_PHASES))
+    src += "def phases():\n" + "".join(f"    phase_{k}()\n" for k in range(N_PHASES))
     exec(compile(src, "<bench_flame phases>", "exec"), ns)
     rows = []
     for c, hz in [(c, hz) for c in samplers for hz in RATES]:
@@ -134,16 +136,11 @@ def first_sample(samplers: list[str], reps: int) -> list[list[str]]:
 
 
 # ---- --native in a real kernel (issue 18: 26% of the self time in epoll_wait, 20x slower) -------------
-NATIVE_JSON = Path(__file__).resolve().parent / "results" / "flame_native.json"
+NATIVE_JSON = C.RESULTS / "flame_native.json"
 NATIVE_CELL = """\
-import json, random, time, torch
+import json, random, time
 from perfmagic.profile.flame import flame
-torch.set_num_threads(2)
-x = torch.randn(12, 3, 64, 64); conv = torch.nn.Conv2d(3, 32, 3)
-def work():
-    with torch.no_grad():
-        for _ in range(ITERS):
-            conv(x)
+WORK
 work()
 def one(cond):
     if cond == "bare":
@@ -166,6 +163,21 @@ print("JSON" + json.dumps(out))
 """
 
 
+TORCH_WORK = """\
+import torch
+torch.set_num_threads(2)
+x = torch.randn(12, 3, 64, 64); conv = torch.nn.Conv2d(3, 32, 3)
+def work():
+    with torch.no_grad():
+        for _ in range(ITERS):
+            conv(x)"""
+# --quick (a smoke run): a pure-Python cell; py-spy then never loads libtorch's unwind tables (seconds per run)
+SMOKE_WORK = """\
+def work():
+    for _ in range(ITERS):
+        sum(range(1_000_000))"""
+
+
 def native_load(load: int, rounds: int, iters: int) -> dict:
     import contextlib
     import json
@@ -176,7 +188,8 @@ def native_load(load: int, rounds: int, iters: int) -> dict:
 
     from perfmagic.core.neighbours import busy_neighbours
 
-    src = NATIVE_CELL.replace("ROUNDS", str(rounds)).replace("ITERS", str(iters))
+    src = NATIVE_CELL.replace("WORK", SMOKE_WORK if C.QUICK else TORCH_WORK).replace("ROUNDS", str(rounds)).replace(
+        "ITERS", str(iters))
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src)])
     with tempfile.TemporaryDirectory() as d, (busy_neighbours(1) if load else contextlib.nullcontext()):
         meter = LoadMeter().start()
@@ -227,18 +240,22 @@ def native_report(data: dict) -> str:
     return body
 
 
-def native_main(quick: bool, report_only: bool, write: bool) -> None:
+def native_main(args) -> None:
     import json
 
-    if report_only:
+    quick = args.quick
+    if args.report_only:
         data = json.loads(NATIVE_JSON.read_text())
     else:
-        if pyspy_works() is not None:
-            raise SystemExit(f"py-spy cannot attach here: {pyspy_works()}")
+        why = pyspy_works()
+        if why is not None:  # --native is py-spy's mode: nothing to measure, and the section stays as it is
+            print(f"skipped: py-spy cannot attach here ({why}); docs/benchmarks.md's flame_native section is "
+                  "left as it was")
+            return
         t0 = time.perf_counter()
-        rounds, iters = (2, 15) if quick else (6, 30)
+        rounds, iters = (1, 6) if quick else (6, 30)
         data = {"rounds": rounds, "iters": iters, "loads": []}
-        for load in (0, 1):
+        for load in (0,) if quick else (0, 1):  # --quick: one kernel, no neighbour
             d = native_load(load, rounds, iters)
             data["loads"].append(d)
             print(f"load {load}: others {d['others_cores']:.2f} cores, first {d['first']['wall_s']:.2f} s")
@@ -248,28 +265,25 @@ def native_main(quick: bool, report_only: bool, write: bool) -> None:
         if not quick:
             NATIVE_JSON.parent.mkdir(exist_ok=True)
             NATIVE_JSON.write_text(json.dumps(data, indent=1))
-    body = native_report(data)
-    print(body)
-    if write and not quick:
-        replace_section("flame_native", body)
-        add_section_row("bench_flame.py --native", "| `%%flame --native` | `benchmarks/bench_flame.py --native` | "
-                        "in a real kernel: share of the graph from the kernel's waiting threads before/after, "
-                        "slowdown at 100 and 25 Hz, 0 and 1 busy neighbour |")
+    C.publish("flame_native", native_report(data), args, script="benchmarks/bench_flame.py --native",
+              row="in a real kernel: share of the graph from the kernel's waiting threads before/after, slowdown at "
+              "100 and 25 Hz, 0 and 1 busy neighbour")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer rounds (smoke test)")
-    ap.add_argument("--no-write", action="store_true", help="print only; do not touch docs/benchmarks.md")
+    C.add_args(ap, "2 rounds of ~0.02 s cells, 1 first-sample run of 40 ms; with --native one kernel at 0 neighbours, "
+               "1 round of a pure-Python cell (smoke test; never written to the docs)")
+    ap.add_argument("--no-write", dest="no_docs", action="store_true", help=argparse.SUPPRESS)  # the old name
     ap.add_argument("--native", action="store_true",
                     help="only --native in a real kernel: waiting-thread share before/after, slowdown (~2 min)")
     ap.add_argument("--report-only", action="store_true",
                     help="with --native: re-render the docs section from benchmarks/results/flame_native.json")
     a = ap.parse_args()
     if a.native:
-        native_main(a.quick, a.report_only, not a.no_write)
+        native_main(a)
         return
-    rounds, target, reps = (5, 0.5, 5) if a.quick else (15, 1.0, 15)
+    rounds, target, reps = (2, 0.02, 1) if a.quick else (15, 1.0, 15)
     why = pyspy_works()
     samplers = (["py-spy"] if why is None else []) + ["inprocess"]
     meter = LoadMeter().start()
@@ -298,12 +312,8 @@ def main() -> None:
     body += ("\npy-spy reads the kernel's memory from another process (`--nonblocking`), so the cell itself is "
              "not slowed beyond the noise; the in-process sampler shares the GIL with the cell. `--native` "
              "(blocking: the process is paused for every sample) costs much more and is not in this table.\n")
-    print(body)
-    if not a.no_write:
-        replace_section("flame", body)
-        add_section_row("bench_flame.py", "| `%%flame` overhead | `benchmarks/bench_flame.py` | run-time overhead of "
-                        "py-spy and in-process sampling on CPU-bound and allocation-heavy cells, time to the first "
-                        "sample |")
+    C.publish("flame", body, a, row="run-time overhead of py-spy and in-process sampling on CPU-bound and "
+              "allocation-heavy cells, time to the first sample")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ synchronized after every answer. Without a CUDA device the script prints
 GPU are not replaced by a CPU machine's `make bench`) and exits 0.
 
     .venv/bin/python benchmarks/bench_gpu.py            # 7 rounds
-    .venv/bin/python benchmarks/bench_gpu.py --quick    # 3 rounds (smoke test)
+    .venv/bin/python benchmarks/bench_gpu.py --quick    # smoke test: 2 rounds of tiny settings
     .venv/bin/python benchmarks/bench_gpu.py --cpu-dry-run --quick   # exercise the script on the CPU (tiny sizes, no docs)
 """
 
@@ -77,30 +77,34 @@ def skip(args: argparse.Namespace, why: str) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="3 rounds instead of 7 (smoke test)")
-    ap.add_argument("--rounds", type=int, default=None, help="rounds per workload (default 7, --quick 3; >= 2)")
+    C.add_args(ap, "2 rounds, every tool with tiny settings; without CUDA, the --cpu-dry-run at tiny sizes (smoke "
+               "test; never written to the docs)")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds per workload (default 7, --quick 2; >= 2)")
     ap.add_argument("--mm-n", type=int, default=8192, help="matmul size n (n×n @ n×n, bf16); default 8192")
     ap.add_argument("--small-n", type=int, default=1024, help="elements of the launch-bound tensor; default 1024")
     ap.add_argument("--copy-mib", type=int, default=256, help="MiB of the copied fp32 tensor; default 256")
-    ap.add_argument("--no-docs", action="store_true", help="print only; do not write docs/benchmarks.md")
     ap.add_argument("--json", default=str(C.RESULTS / "gpu.json"), help="where to write per-round data")
     ap.add_argument("--cpu-dry-run", action="store_true",
                     help="run the whole pipeline on the CPU with tiny sizes to test the script (implies --no-docs)")
     args = ap.parse_args()
-    n_rounds = args.rounds or (3 if args.quick else 7)
+    n_rounds = args.rounds or (2 if args.quick else 7)
     if n_rounds < 2:
         ap.error("--rounds must be at least 2 (spread needs several answers)")
-    if args.cpu_dry_run:
-        args.no_docs = True
-        if args.json == str(C.RESULTS / "gpu.json"):  # a dry run's figures are not the GPU's: kept apart
-            args.json = str(Path(tempfile.gettempdir()) / "perfmagic-gpu-dry-run.json")
-        args.mm_n = min(args.mm_n, 256)
-        args.copy_mib = min(args.copy_mib, 8)
-
     try:
         import torch
     except ImportError:
         return skip(args, "torch is not installed")
+    if args.quick and not args.cpu_dry_run and not torch.cuda.is_available():
+        print("no CUDA device: --quick runs the whole script on the CPU instead (--cpu-dry-run); "
+              "docs/benchmarks.md's GPU section is left as it was", flush=True)
+        args.cpu_dry_run = True
+    if args.cpu_dry_run:
+        args.no_docs = True
+        if args.json == str(C.RESULTS / "gpu.json"):  # a dry run's figures are not the GPU's: kept apart
+            args.json = str(Path(tempfile.gettempdir()) / "perfmagic-gpu-dry-run.json")
+        args.mm_n = min(args.mm_n, 64 if args.quick else 256)
+        args.copy_mib = min(args.copy_mib, 1 if args.quick else 8)
+
     if not args.cpu_dry_run and not torch.cuda.is_available():
         return skip(args, "")
 
@@ -173,21 +177,24 @@ def main() -> int:
                 "number": r.number, "stop_reason": r.stop_reason, "sync": r.sync, "device": r.device,
                 "tool_wall_s": r.wall_s, "cold_s": r.cold_s, "warnings": list(r.warnings), "notes": list(r.notes)}
 
+    # --quick (a smoke run): every tool with tiny settings, so the run only exercises the code
+    smoke = args.quick
+
     def t_bench(stmt: str) -> dict[str, Any]:
-        return pm_info(perfmagic.bench(stmt, globals=ns))
+        return pm_info(perfmagic.bench(stmt, globals=ns, **({"budget": 0.02} if smoke else {})))
 
     def t_magic(stmt: str) -> dict[str, Any]:
-        r = ip.run_cell_magic("gpubench", "-q -o --no-plot", stmt)
+        r = ip.run_cell_magic("gpubench", "-q -o --no-plot" + (" -b 0.02" if smoke else ""), stmt)
         if r is None:
             raise RuntimeError("%%gpubench -q -o returned None")
         return pm_info(r)
 
     def t_blocked(stmt: str) -> dict[str, Any]:
-        m = tb.Timer(stmt, globals=ns, num_threads=threads).blocked_autorange()
+        m = tb.Timer(stmt, globals=ns, num_threads=threads).blocked_autorange(**({"min_run_time": 0.005} if smoke else {}))
         return {"central_s": m.median, "mean_s": m.mean, "number_per_run": m.number_per_run, "n_times": len(m.times)}
 
     def t_adaptive(stmt: str) -> dict[str, Any]:
-        m = tb.Timer(stmt, globals=ns, num_threads=threads).adaptive_autorange()
+        m = tb.Timer(stmt, globals=ns, num_threads=threads).adaptive_autorange(**({"max_run_time": 0.02} if smoke else {}))
         return {"central_s": m.median, "mean_s": m.mean, "number_per_run": m.number_per_run, "n_times": len(m.times)}
 
     def t_triton(stmt: str) -> dict[str, Any]:
@@ -195,7 +202,7 @@ def main() -> int:
         fn = as_fn(stmt)
         params = inspect.signature(triton_bench).parameters
         if "return_mode" in params:
-            ms = triton_bench(fn, return_mode="median")
+            ms = triton_bench(fn, return_mode="median", **({"warmup": 1, "rep": 5} if smoke else {}))
         else:  # very old triton: quantiles only
             ms = triton_bench(fn, quantiles=[0.5])
         if isinstance(ms, (list, tuple)):
@@ -304,11 +311,9 @@ def main() -> int:
             "median `time.perf_counter()` around the call. TFLOP/s = 2·n³ / central value. Per-round data: "
             f"`benchmarks/results/gpu.json`. Total run time {total:.0f} s.\n\n"
             + table + "\n" + "\n".join(verdicts) + "\n")
-    print()
-    print(body)
     print(f"per-round data written to {out}")
-    if not args.no_docs:
-        print(f"written to {C.replace_section('gpu', body)}")
+    C.publish("gpu", body, args, row="the timing-quality comparison on a CUDA device, vs `triton.testing.do_bench` "
+              "and `torch.utils.benchmark`", reason="--cpu-dry-run: not a GPU's figures" if args.cpu_dry_run else None)
     tmp.cleanup()
     return 0
 

@@ -25,7 +25,7 @@ claims no loss). Rates are k/n with Wilson 95% intervals; *s/check* = median and
 check.
 
     .venv/bin/python benchmarks/bench_guard.py                  # 16 iterations (~3 min on 2 cores)
-    .venv/bin/python benchmarks/bench_guard.py --quick          # 1 iteration, docs not written
+    .venv/bin/python benchmarks/bench_guard.py --quick          # smoke test: every size and state once, tiny budgets
     .venv/bin/python benchmarks/bench_guard.py --report-only    # re-render the table from the JSON
 """
 
@@ -53,6 +53,7 @@ STATES = ("kept", "reverted")
 PARTIAL = 1.05  # a 5× change regressed to this gain: inside the 10% band, so the guard must fail
 LOADS = (0, 1)
 JSON = C.RESULTS / "guard.json"
+CHECK_BUDGET = 0.05 if C.QUICK else 2.0  # s per check_pair (--quick, a smoke run: tiny)
 TARGETS = {"wrong \"LOST\"": "0", "reverted or partial passing": "0", "cannot tell": "≤ 5%",
            "s/check": "median ≤ 2 s", "end to end": "≤ 5 s (\"a few seconds\")"}
 
@@ -93,7 +94,7 @@ def one_check(k: int, gain: float, state: str) -> dict[str, Any]:
 
     ns, a, b = functions(k, gain, state)
     t = time.perf_counter()
-    v = check_pair(a, b, namespace=ns, labels=("slow", "fast"), budget=2.0)
+    v = check_pair(a, b, namespace=ns, labels=("slow", "fast"), budget=CHECK_BUDGET)
     return {"status": v.status, "ratio": v.value, "ci": list(v.ci), "attempts": v.attempts,
             "wall_s": time.perf_counter() - t}
 
@@ -117,7 +118,7 @@ def end_to_end(root: Path, k: int, state: str) -> dict[str, Any]:
     led = Ledger(directory=root / "ledger", notebook="bench_guard.ipynb")
     code_a, code_b = f"slow_fn({k})", f"fast_fn({max(1, k // 5)})"
     pr = bench_pair(code_a, code_b, globals={"slow_fn": ops.slow_fn, "fast_fn": ops.fast_fn},
-                    labels=("loop", "change"), memory=False)
+                    labels=("loop", "change"), memory=False, **({"budget": 0.1} if C.QUICK else {}))
     ra = led.record(magic="gpubench", label="loop", code=f"%%gpubench -l loop\n{code_a}",
                     options={"setup": "", "interleaved": True, "remeasured_from": 0}, metrics=pr.a.metrics(),
                     samples=pr.a.samples(), env=pr.a.env, primary_metric="median_s")
@@ -134,11 +135,14 @@ def end_to_end(root: Path, k: int, state: str) -> dict[str, Any]:
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(path)], cwd=root,
                          capture_output=True, text=True, timeout=300, env=env)
+    if C.QUICK and out.returncode not in (0, 1):  # pytest itself failed (collection, import): a smoke run stops
+        raise RuntimeError(f"--quick: python -m pytest {path.name} exited {out.returncode}:\n{out.stdout[-2000:]}"
+                           f"{out.stderr[-2000:]}")
     return {"rc": out.returncode, "wall_s": time.perf_counter() - t,
             "lost_text": "perfmagic guard: LOST" in out.stdout, "accepted_ratio": pr.comparison.ratio}
 
 
-def run(iterations: int, e2e: int) -> dict[str, Any]:
+def run(iterations: int, e2e: int, quick: bool = False) -> dict[str, Any]:
     from perfmagic.core.neighbours import busy_neighbours
 
     ks = {name: calibrate(s) for name, s in SIZES.items()}
@@ -146,9 +150,10 @@ def run(iterations: int, e2e: int) -> dict[str, Any]:
     rng = random.Random(20261124)
     checks: list[dict[str, Any]] = []
     ends: list[dict[str, Any]] = []
-    cells = [(s, g, st) for s in SIZES for g in GAINS for st in STATES] + [(s, 5.0, "partial") for s in SIZES]
+    gains = GAINS[:1] if quick else GAINS  # --quick: every state and size, one gain, 0 neighbours only
+    cells = [(s, g, st) for s in SIZES for g in gains for st in STATES] + [(s, 5.0, "partial") for s in SIZES]
     for it in range(iterations):
-        for load in rng.sample(LOADS, len(LOADS)):
+        for load in LOADS[:1] if quick else rng.sample(LOADS, len(LOADS)):
             order = rng.sample(cells, len(cells))
             with busy_neighbours(load) as nb:
                 got = [{"size": s, "gain": g, "state": st, "load": load, "iteration": it,
@@ -158,7 +163,7 @@ def run(iterations: int, e2e: int) -> dict[str, Any]:
             checks += got
             print(f"iteration {it + 1}/{iterations} load {load}: "
                   + ", ".join(f"{r['size']} g{r['gain']:g} {r['state']}: {r['status']}" for r in got), flush=True)
-    for load in LOADS:
+    for load in LOADS[:1] if quick else LOADS:
         for st in STATES:
             for _ in range(e2e):
                 with tempfile.TemporaryDirectory() as d, busy_neighbours(load) as nb:
@@ -231,7 +236,8 @@ def report(data: dict[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="1 iteration, 1 end-to-end run per cell; docs not written")
+    C.add_args(ap, "every size and state once with the 5x gain at 0 neighbours, 0.05 s checks, 1 end-to-end run "
+               "per state (smoke test; never written to the docs)")
     ap.add_argument("--iterations", type=int, default=16)
     ap.add_argument("--e2e", type=int, default=3, help="end-to-end runs per load and state")
     ap.add_argument("--report-only", action="store_true", help=f"re-render the table from {JSON}")
@@ -239,17 +245,13 @@ def main() -> None:
     if args.report_only:
         data = json.loads(JSON.read_text())
     else:
-        data = run(1 if args.quick else args.iterations, 1 if args.quick else args.e2e)
+        data = run(1 if args.quick else args.iterations, 1 if args.quick else args.e2e, args.quick)
         if not args.quick:
             JSON.parent.mkdir(parents=True, exist_ok=True)
             JSON.write_text(json.dumps(data, indent=1))
-    body = report(data)
-    print(body)
-    if not args.quick:
-        C.add_section_row("bench_guard.py", "| regression guards | `benchmarks/bench_guard.py` | `%perf guard` files on "
-                          "planted changes, 0 and 1 busy neighbour: kept changes pass, reverted or partly "
-                          "regressed ones fail, cannot tell, seconds per check and per `python -m pytest` |")
-        print(f"written to {C.replace_section('guard', body)}")
+    C.publish("guard", report(data), args, row="`%perf guard` files on planted changes, 0 and 1 busy neighbour: kept "
+              "changes pass, reverted or partly regressed ones fail, cannot tell, seconds per check and per "
+              "`python -m pytest`")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """The ledger at 1k, 10k and 100k runs: how long the commands that read it take, and its size on disk.
 
-A ledger of N runs is written once per size from one real ``%%gpubench`` run of this machine (its
-options, metrics, 30 raw samples and environment as recorded), with labels cycling over 40 names and
+A ledger of N runs is written once per size from one real ``%%gpubench`` run of this machine, as the magic
+records it (``Ledger.record`` with the magic line in its own field, the cell body as ``code``, the result's
+``kind`` and ``payload`` from ``result.to_record``: what ``perfmagic.run(N)`` rebuilds it from; its options,
+metrics, 30 raw samples and environment), with labels cycling over 40 names and
 the samples jittered per row (and kept on ``perf_counter``'s grid, a whole number of 2**-38 s, as real
 timings are), as a sweep loop over weeks of use leaves it. Then, in a fresh IPython
 shell (perfmagic loaded, the ledger folder set by ``PERFMAGIC_LEDGER_DIR``), each command is timed
@@ -16,7 +18,7 @@ Issue 30's targets at 100k runs: the first four ≤ 0.5 s, the historical compar
 ≤ 1 KB per run for a 30-sample ``%%gpubench``.
 
     .venv/bin/python benchmarks/bench_ledger.py             # 1k, 10k, 100k
-    .venv/bin/python benchmarks/bench_ledger.py --quick     # 1k, 10k (a smoke test)
+    .venv/bin/python benchmarks/bench_ledger.py --quick     # a smoke test: 20 and 50 runs, 1 timing each
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ LABELS = [f"kernel{i}" for i in range(40)]
 
 
 def template() -> dict:
-    """One real %%gpubench run of this machine, recorded through the magic into a scratch ledger."""
+    """One real %%gpubench run of this machine, recorded through the magic into a scratch ledger: the
+    fields ``Ledger.record`` took for it (its ``RunRecord``: magic line, body, kind, payload, ...) and its
+    ``env_hash``."""
     from IPython.core.interactiveshell import InteractiveShell
 
     with tempfile.TemporaryDirectory() as d:
@@ -50,11 +54,19 @@ def template() -> dict:
         session.forget_ledgers()
         ip = InteractiveShell.instance()
         ip.run_line_magic("load_ext", "perfmagic")
-        ip.run_cell("%%gpubench -l t --no-plot -q -b 0.5\nsum(range(2000))")
+        res = ip.run_cell("%%gpubench -l t --no-plot -q -b 0.5\nsum(range(2000))")
+        if not res.success:
+            raise RuntimeError(f"%%gpubench failed: {res.error_in_exec or res.error_before_exec!r}")
         from perfmagic.storage.ledger import Ledger
 
-        row = Ledger(directory=d).rows(notebook=None)[0]
-        row["samples"]["raw"] = row["samples"]["raw"][:30]  # a 30-sample run, as the target names
+        led = Ledger(directory=d)
+        stored = led.rows(notebook=None)[0]
+        row = led.record_of(stored["id"]).ledger_fields()  # what the magic's record_run passed to Ledger.record
+        if not row.get("magic_line") or row["code"].lstrip().startswith("%%"):
+            raise RuntimeError(f"the %%gpubench row does not keep its magic line apart: {row['magic_line']!r}, "
+                               f"{row['code'][:80]!r}")
+        row["env_hash"] = stored["env_hash"]
+        row["samples"] = dict(row["samples"], raw=row["samples"]["raw"][:30])  # a 30-sample run, as the target names
         ip.run_line_magic("unload_ext", "perfmagic")
         session.forget_ledgers()
     return row
@@ -77,10 +89,9 @@ def write_ledger(directory: Path, n: int, tpl: dict, seed: int = 0) -> None:
         s["raw"] = [round(x * f * (1 + 0.02 * rng.random()) * 2.0 ** 38) * 2.0 ** -38 for x in raw]
         m = dict(tpl["metrics"])
         m["median_s"] = statistics.median(s["raw"]) / max(int(s.get("number") or 1), 1)
-        code = tpl["code"].replace("-l t ", f"-l {label} ")
-        batch.append(dict(magic="gpubench", label=label, code=code, options=tpl["options"], metrics=m, samples=s,
-                          env=tpl["env"], env_hash=tpl["env_hash"], primary_metric=tpl["primary_metric"],
-                          session="pid 1"))
+        line = tpl["magic_line"].replace("-l t ", f"-l {label} ")
+        batch.append({**tpl, "label": label, "magic_line": line, "options": {**tpl["options"], "label": label},
+                      "metrics": m, "samples": s, "session": "pid 1"})
         if len(batch) == 5000 or i == n - 1:
             led._write([storage_row(None, **r) for r in batch])  # record()'s insert, 5,000 rows a transaction
             batch.clear()
@@ -124,19 +135,20 @@ res["%perf target"] = t(lambda: ip.run_cell("%perf target kernel1 5ms"))
 res["perfmagic.ledger()"] = t(lambda: perfmagic.ledger())
 res["%perf compare (historical)"] = t(lambda: ip.run_cell(f"%perf compare {a} {b} --historical"))
 row = led.rows(limit=1)[0]
+fields = {**led.record_of(row["id"]).ledger_fields(), "label": "new"}  # magic line apart, kind, payload: as record_run
 def one():
-    return led.record(magic="gpubench", label="new", code=row["code"], options=row["options"], metrics=row["metrics"],
-                      samples=row["samples"], env=row["env"], env_hash=row["env_hash"], primary_metric=row["primary_metric"])
+    return led.record(**fields, env_hash=row["env_hash"], session="pid 1")
 res["new row (record)"] = t(one)
 print("LEDGER_BENCH " + json.dumps(res))
 """
 
 
-def time_commands(directory: Path) -> dict:
+def time_commands(directory: Path, reps: int = 3) -> dict:
     import subprocess
 
     env = dict(os.environ, PERFMAGIC_LEDGER_DIR=str(directory))
-    p = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=1800)
+    p = subprocess.run([sys.executable, "-c", CHILD.replace("range(3)", f"range({reps})")], capture_output=True,
+                       text=True, env=env, timeout=1800)
     for line in p.stdout.splitlines():
         if line.startswith("LEDGER_BENCH "):
             return json.loads(line.split(" ", 1)[1])
@@ -145,11 +157,10 @@ def time_commands(directory: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="1k and 10k runs only (a smoke test)")
+    C.add_args(ap, "ledgers of 20 and 50 runs, each command timed once (smoke test; never written to the docs)")
     ap.add_argument("--sizes", default=None, help="comma-separated ledger sizes (default 1000,10000,100000)")
-    ap.add_argument("--no-docs", action="store_true", help="print the table, do not write docs/benchmarks.md")
     args = ap.parse_args()
-    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else ([1000, 10000] if args.quick else
+    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else ([20, 50] if args.quick else
                                                                        [1000, 10000, 100000])
     t0 = time.perf_counter()
     load0 = C.loadavg()
@@ -162,7 +173,7 @@ def main() -> None:
             write_ledger(folder, n, tpl)
             write_s = time.perf_counter() - tw
             per_run = size_on_disk(folder) / n
-            res = time_commands(folder)
+            res = time_commands(folder, 1 if args.quick else 3)
             res["bytes per run"] = per_run
             res["write s"] = write_s
             results[n] = res
@@ -181,15 +192,13 @@ def main() -> None:
     table = C.md_table(["command", *[f"{n:,} runs" for n in sizes], f"target at {sizes[-1]:,}", "verdict"], rows)
     body = (C.header("The ledger at 1k, 10k and 100k runs (issue 30)") +
             "\nEach ledger is written from one real `%%gpubench` run of this machine (30 samples; 40 labels; samples "
-            "jittered per row). Each command: median of 3 in a fresh IPython shell with perfmagic loaded. "
+            "jittered per row; the magic line, kind and payload stored as `%%gpubench` stores them). Each command: median of 3 in a fresh IPython shell with perfmagic loaded. "
             f"Load average {load0} at the start, {C.loadavg()} at the end; total {time.perf_counter() - t0:.0f} s.\n\n"
             + table + "\n")
-    print(body)
-    RESULTS = C.RESULTS
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "ledger.json").write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
-    if not args.no_docs:
-        C.replace_section("ledger", body)
+    C.RESULTS.mkdir(parents=True, exist_ok=True)
+    (C.RESULTS / "ledger.json").write_text(json.dumps({str(k): v for k, v in results.items()}, indent=1))
+    C.publish("ledger", body, args, row="`%perf`, `%perf next`, `%perf target`, `perfmagic.ledger()`, a historical "
+              "`%perf compare` and one new row on ledgers of 1k, 10k and 100k runs; bytes per run on disk")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ Issue target: perfmagic median <= 25 ms, and loading it imports none of torch, m
 ipywidgets.
 
     .venv/bin/python benchmarks/bench_load_ext.py            # 11 rounds
-    .venv/bin/python benchmarks/bench_load_ext.py --quick    # 3 rounds (smoke test)
+    .venv/bin/python benchmarks/bench_load_ext.py --quick    # smoke test: 1 round, no warm-up
 """
 
 from __future__ import annotations
@@ -65,11 +65,10 @@ def run_one(name: str, env: dict[str, str], cwd: str) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="3 rounds instead of 11 (smoke test)")
-    ap.add_argument("--rounds", type=int, default=None, help="number of rounds (default 11, --quick 3)")
-    ap.add_argument("--no-docs", action="store_true", help="print only; do not write docs/benchmarks.md")
+    C.add_args(ap, "1 round, no warm-up process (smoke test; never written to the docs)")
+    ap.add_argument("--rounds", type=int, default=None, help="number of rounds (default 11, --quick 1)")
     args = ap.parse_args()
-    rounds = args.rounds or (3 if args.quick else 11)
+    rounds = args.rounds or (1 if args.quick else 11)
 
     installed = {n: importlib.util.find_spec(n) is not None for n in EXTENSIONS}
     todo = [n for n in EXTENSIONS if installed[n]]
@@ -88,8 +87,9 @@ def main() -> int:
         env["PERFMAGIC_LEDGER_DIR"] = str(Path(tmp) / "ledger")
         env.pop("PYTHONSTARTUP", None)
         env.pop("MPLBACKEND", None)
-        print(f"warm-up: one untimed process per extension ({', '.join(todo)})", flush=True)
-        for n in todo:
+        print(f"warm-up: one untimed process per extension ({', '.join(todo)})"
+              + (" (--quick: skipped)" if args.quick else ""), flush=True)
+        for n in [] if args.quick else todo:
             d = run_one(n, env, tmp)
             if "error" in d:
                 errors[n] = d["error"]
@@ -110,6 +110,8 @@ def main() -> int:
                 cells.append(f"{n} {d['ms']:.1f} ms")
             print(f"round {r + 1}/{rounds}: " + ", ".join(cells), flush=True)
 
+    if args.quick and "perfmagic" in errors:  # a smoke run fails when perfmagic does not load
+        raise SystemExit(f"--quick: %load_ext perfmagic failed: {errors['perfmagic']}")
     run_load = run_meter.stop()["others_cores"]
     rows = []
     for n in EXTENSIONS:
@@ -157,10 +159,8 @@ def main() -> int:
             f"processes; over the whole run other processes used {run_load:.2f} cores on average (load average "
             f"{load_start} at the start, {C.loadavg()} at the end).\n\n"
             + table + "\n" + verdict + "\n")
-    print()
-    print(body)
-    if not args.no_docs:
-        print(f"written to {C.replace_section('load_ext', body)}")
+    C.publish("load_ext", body, args, row="time of `%load_ext X` in a fresh IPython shell, perfmagic vs other "
+              "profiling extensions; heavy modules imported by loading it")
     return 0
 
 

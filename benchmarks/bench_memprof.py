@@ -70,15 +70,14 @@ def calibrate(ns: dict, name: str, target: float, n: int = 1000) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--no-docs", action="store_true")
+    C.add_args(ap, "1 round per workload, cells of ~10 ms (smoke test; never written to the docs)")
     args = ap.parse_args()
     import perfmagic.profile.lineprof as LP
     import perfmagic.profile.memory as MP
     from perfmagic.core.memory import malloc_trim
 
-    rounds = 2 if args.quick else 5
-    target = 0.2
+    rounds = 1 if args.quick else 5
+    target = 0.01 if args.quick else 0.2  # --trace on costs ~200x on the pure-Python loop: keep quick cells tiny
     ns: dict = {"__name__": "bench"}
     exec(compile(SETUP, "<bench-setup>", "exec"), ns)
     import linecache
@@ -177,12 +176,8 @@ def main() -> None:
                  "allocation a traceback capture, so it runs only when asked (`--trace on`, or `auto` once memory "
                  "grows); the default names the growing lines from the sampler instead, at the sampler's cost.")
     body = "\n".join(lines)
-    print(body)
-    if not args.no_docs:
-        C.add_section_row("bench_memprof.py", "| memory/line profiling | `benchmarks/bench_memprof.py` | overhead of "
-                          "`%%memory` (default sampled sites, --trace auto/on, --no-trace) and `%%lineprof` on CPU-bound, allocation-heavy "
-                          "and large-buffer cells; time to the first RSS sample |")
-        print(f"written to {C.replace_section('memprof', body)}")
+    C.publish("memprof", body, args, row="overhead of `%%memory` (default sampled sites, --trace auto/on, --no-trace) "
+              "and `%%lineprof` on CPU-bound, allocation-heavy and large-buffer cells; time to the first RSS sample")
 
 
 if __name__ == "__main__":

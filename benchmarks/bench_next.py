@@ -24,7 +24,7 @@ interval lies wholly outside it; *point outside* = the median ratio alone outsid
 near an end); *high / measured* = how loose the upper bound was (median, max).
 
     .venv/bin/python benchmarks/bench_next.py                  # 5 rounds per load (~5 min on 2 cores)
-    .venv/bin/python benchmarks/bench_next.py --quick          # 1 round, quiet machine only, docs not written
+    .venv/bin/python benchmarks/bench_next.py --quick          # smoke test: one variant per scenario, tiny budgets
     .venv/bin/python benchmarks/bench_next.py --report-only    # re-render the table from the JSON
 """
 
@@ -107,6 +107,12 @@ def work(n, serial={s}, parallel={p}):
 """
 
 
+# --quick (a smoke run): every magic with a tiny budget / loop count
+GB = "-b 0.05" if C.QUICK else "-b 1"
+AMDAHL_B = "0.2" if C.QUICK else "2"
+FLAME_N = 4 if C.QUICK else 40
+
+
 def trials() -> list[dict[str, Any]]:
     out = []
     for d in (0.002, 0.004):
@@ -118,14 +124,23 @@ def trials() -> list[dict[str, Any]]:
     for r, share in (("K // 2", "~80%"), ("K", "~65%")):
         out.append({"scenario": "hot", "variant": f"parse {share}", "level": "algorithm",
                     "setup": HOT.format(r=r), "base": "parse(K); rest(R)", "fixed": "parse_np(K); rest(R)",
-                    "evidence": "%%flame --rate 500 --no-plot\nfor _ in range(40): parse(K); rest(R)"})
+                    "evidence": f"%%flame --rate 500 --no-plot\nfor _ in range({FLAME_N}): parse(K); rest(R)"})
     for s in (0.3, 0.5):
         total = 0.016
         out.append({"scenario": "serial", "variant": f"S = {s}", "level": "concurrency",
                     "setup": SERIAL.format(s=total * s, p=total * (1 - s)), "base": "work(4)",
                     "fixed": f"work(4, serial={total * s / 2})",
-                    "evidence": "%%amdahl N=1,2,4 -b 2 --no-plot\nwork(N)"})
+                    "evidence": f"%%amdahl N=1,2,4 -b {AMDAHL_B} --no-plot\nwork(N)"})
     return out
+
+
+def cell(ip: Any, src: str) -> bool:
+    """Run a cell; whether it succeeded (--quick, a smoke run: a failed cell stops the run with its error)."""
+    res = ip.run_cell(src)
+    if not res.success and C.QUICK:
+        raise RuntimeError(f"--quick: cell failed: {src.splitlines()[0]!r}") from (
+            res.error_in_exec or res.error_before_exec)
+    return bool(res.success)
 
 
 def one(trial: dict[str, Any]) -> dict[str, Any]:
@@ -143,13 +158,12 @@ def one(trial: dict[str, Any]) -> dict[str, Any]:
         ip.run_line_magic("load_ext", "perfmagic")
         t0 = time.perf_counter()
         try:
-            ok = ip.run_cell(trial["setup"]).success
-            ok &= ip.run_cell("%%gpubench -l subject -b 1 --no-memory --no-plot --baseline\n" + trial["base"]).success
-            ok &= ip.run_cell(trial["evidence"]).success
+            ok = cell(ip, trial["setup"])
+            ok &= cell(ip, f"%%gpubench -l subject {GB} --no-memory --no-plot --baseline\n" + trial["base"])
+            ok &= cell(ip, trial["evidence"])
             led = session.current_ledger(ip.user_ns)
             r = perfmagic.next_step(led, namespace=ip.user_ns)
-            ok &= ip.run_cell("%%gpubench -l subject -b 1 --no-memory --no-plot --vs baseline\n"
-                              + trial["fixed"]).success
+            ok &= cell(ip, f"%%gpubench -l subject {GB} --no-memory --no-plot --vs baseline\n" + trial["fixed"])
             r2 = perfmagic.next_step(led, namespace=ip.user_ns, record=False)
             pc = next((p for p in r2.record if p.id == r.prediction_id), None)
             res = {"ok": bool(ok), "kind": r.kind, "level": r.level, "action": r.action, "low": r.low,
@@ -168,14 +182,17 @@ def one(trial: dict[str, Any]) -> dict[str, Any]:
     return res
 
 
-def run(rounds: int, loads: tuple[int, ...]) -> dict[str, Any]:
+def run(rounds: int, loads: tuple[int, ...], quick: bool = False) -> dict[str, Any]:
     from perfmagic.core.neighbours import busy_neighbours
 
     rng = random.Random(20261124)
     rows: list[dict[str, Any]] = []
+    todo = trials()
+    if quick:  # one variant of each scenario
+        todo = list({t["scenario"]: t for t in todo}.values())
     for it in range(rounds):
         for load in rng.sample(loads, len(loads)):
-            order = rng.sample(trials(), len(trials()))
+            order = rng.sample(todo, len(todo))
             with busy_neighbours(load) as nb:
                 got = [{"scenario": t["scenario"], "variant": t["variant"], "want": t["level"], "load": load,
                         "round": it, **one(t)} for t in order]
@@ -230,21 +247,20 @@ def report(data: dict[str, Any]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="1 round on the quiet machine; docs not written")
+    C.add_args(ap, "1 round at 0 neighbours, one variant per scenario, tiny budgets (smoke test; never written to "
+               "the docs)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--report-only", action="store_true", help=f"re-render the table from {JSON}")
     args = ap.parse_args()
     if args.report_only:
         data = json.loads(JSON.read_text())
     else:
-        data = run(1 if args.quick else args.rounds, (0,) if args.quick else LOADS)
+        data = run(1 if args.quick else args.rounds, (0,) if args.quick else LOADS, args.quick)
         if not args.quick:
             JSON.parent.mkdir(parents=True, exist_ok=True)
             JSON.write_text(json.dumps(data, indent=1))
-    body = report(data)
-    print(body)
-    if not args.quick:
-        print(f"written to {C.replace_section('next', body)}")
+    C.publish("next", report(data), args, row="`%perf next` on planted bottlenecks: the proposal's rank, its "
+              "predicted gain checked against the measured one, 0 and 1 busy neighbour")
 
 
 if __name__ == "__main__":

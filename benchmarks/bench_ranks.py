@@ -1,7 +1,7 @@
 """Rank sweep (gloo, 1, 2, 4 ranks) on planted and tiny-DDP steps, at 0 and 1 busy neighbour.
 
     flock -x /tmp/perfmagic-bench.lock .venv/bin/python benchmarks/bench_ranks.py                # full (~5 min)
-    flock -x /tmp/perfmagic-bench.lock .venv/bin/python benchmarks/bench_ranks.py --quick        # 1 repeat, small budgets
+    flock -x /tmp/perfmagic-bench.lock .venv/bin/python benchmarks/bench_ranks.py --quick        # smoke test: 1 repeat, tiny budgets
     .venv/bin/python benchmarks/bench_ranks.py --report-only  # re-render docs from results/ranks.json
 
 Workloads (each through ``perfmagic.amdahl_ranks``, fork + gloo, ranks 1, 2, 4, repeated):
@@ -67,10 +67,13 @@ x = torch.randn(1024 // world_size, 1024)
 }
 
 
-def one(name: str, budget: float) -> dict:
-    from perfmagic.scaling.ranks import amdahl_ranks
+def one(name: str, budget: float, quick: bool = False) -> dict:
+    from perfmagic.ranks.sweep import amdahl_ranks
 
     step, setup, worlds = WORKLOADS[name]
+    if quick:  # 1 and 2 ranks (the straggler's 3 kept): every path, half the forks; the DDP layer 1024 -> 128
+        worlds = [w for w in worlds if w <= 2] or worlds
+        setup = setup.replace("1024", "128")
     t0 = time.perf_counter()
     r = amdahl_ranks(step, worlds, setup=setup, budget=budget)
     wall = time.perf_counter() - t0
@@ -87,22 +90,24 @@ def one(name: str, budget: float) -> dict:
             "confident_fit": bool(sc is not None and sc.best_model is not None and "cannot tell" not in r.verdict())}
 
 
-def run(reps: int, budget: float) -> dict:
+def run(reps: int, budget: float, quick: bool = False) -> dict:
     from perfmagic.core.neighbours import busy_neighbours
 
     res: dict = {"date": C.today(), "machine": C.machine(), "command": C.command(), "reps": reps, "budget": budget,
                  "runs": {}}
-    for load in (0, 1):
+    for load in (0,) if quick else (0, 1):  # --quick (a smoke run): no neighbour
         for name in WORKLOADS:
             key = f"{name}@{load}"
             res["runs"][key] = []
             for i in range(reps):
                 if load:
                     with busy_neighbours(1) as nb:
-                        rec = one(name, budget)
+                        rec = one(name, budget, quick)
                     rec["neighbour_others_cores"] = nb.others_cores
                 else:
-                    rec = one(name, budget)
+                    rec = one(name, budget, quick)
+                if quick and rec["errors"]:  # a smoke run fails on a rank's error
+                    raise RuntimeError(f"--quick: {key}: {rec['errors']}")
                 res["runs"][key].append(rec)
                 print(f"{key} #{i + 1}: {rec['verdict'][:150]} ({rec['wall_s']:.1f} s)", flush=True)
     return res
@@ -205,21 +210,19 @@ def report(res: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="1 repeat, 0.2 s per world size")
+    C.add_args(ap, "1 repeat, 0.05 s per world size, 1 and 2 ranks (the straggler's 3), 0 neighbours (smoke "
+               "test; never written to the docs)")
     ap.add_argument("--report-only", action="store_true", help="re-render the docs table from the saved JSON")
     args = ap.parse_args()
     if args.report_only:
         res = json.loads(OUT.read_text())
     else:
-        res = run(1, 0.2) if args.quick else run(3, 0.5)
+        res = run(1, 0.05, quick=True) if args.quick else run(3, 0.5)
         OUT.parent.mkdir(parents=True, exist_ok=True)
         OUT.write_text(json.dumps(res, indent=1, default=lambda x: None if x != x else x))
-    body = report(res)
-    print(body)
-    C.add_section_row("bench_ranks.py", "| rank sweep | `benchmarks/bench_ranks.py` | `%%amdahl --ranks` with gloo at "
-                      "1, 2, 4 ranks, 0 and 1 busy neighbour: planted speedups and straggler, tiny DDP steps' "
-                      "efficiency, comm share, straggler ratio, all-reduce busbw vs link roof, the sweep's cost |")
-    print(f"written to {C.replace_section('ranks', body)}")
+    C.publish("ranks", report(res), args, row="`%%amdahl --ranks` with gloo at 1, 2, 4 ranks, 0 and 1 busy "
+              "neighbour: planted speedups and straggler, tiny DDP steps' efficiency, comm share, straggler ratio, "
+              "all-reduce busbw vs link roof, the sweep's cost")
 
 
 if __name__ == "__main__":

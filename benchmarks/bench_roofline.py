@@ -22,13 +22,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common as C  # noqa: E402
 
 
-def reference_matmul(n: int = 2048) -> float:
+MIN_RUN_S = 1.0  # of each torch reference (--quick: 0.01)
+MM_N = 2048      # matmul reference size (--quick: 128)
+
+
+def reference_matmul(n: int | None = None) -> float:
     import torch
     import torch.utils.benchmark as tb
 
+    n = n or MM_N
     a, b = torch.randn(n, n), torch.randn(n, n)
     m = tb.Timer("torch.mm(a, b)", globals={"torch": torch, "a": a, "b": b},
-                 num_threads=torch.get_num_threads()).blocked_autorange(min_run_time=1.0)
+                 num_threads=torch.get_num_threads()).blocked_autorange(min_run_time=MIN_RUN_S)
     return 2 * n**3 / m.median
 
 
@@ -38,7 +43,7 @@ def reference_fused_add(elems: int) -> float:
 
     x, y, z = torch.rand(elems), torch.rand(elems), torch.empty(elems)
     m = tb.Timer("torch.add(x, y, out=z)", globals={"torch": torch, "x": x, "y": y, "z": z},
-                 num_threads=torch.get_num_threads()).blocked_autorange(min_run_time=1.0)
+                 num_threads=torch.get_num_threads()).blocked_autorange(min_run_time=MIN_RUN_S)
     return 12 * elems / m.median
 
 
@@ -58,20 +63,23 @@ def reference_numpy_triad(elems: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=2)
-    ap.add_argument("--quick", action="store_true", help="one run")
-    ap.add_argument("--no-docs", action="store_true")
+    C.add_args(ap, "one run, a 0.3 s calibration budget, references on tiny inputs for 0.01 s (smoke test; never "
+               "written to the docs)")
     args = ap.parse_args()
     runs = 1 if args.quick else args.runs
+    global MIN_RUN_S, MM_N
+    MIN_RUN_S = 0.01 if args.quick else 1.0
+    MM_N = 128 if args.quick else 2048
 
     import perfmagic
     from perfmagic.core.env import cache_sizes
 
-    elems = max(32 * 2**20, min(128 * 2**20, 2 * int(cache_sizes()["llc_bytes"]) // 4))
+    elems = 2**16 if args.quick else max(32 * 2**20, min(128 * 2**20, 2 * int(cache_sizes()["llc_bytes"]) // 4))
     rows = []
     for i in range(runs):
         with tempfile.TemporaryDirectory() as tmp:
             t = time.perf_counter()
-            c = perfmagic.ceilings("cpu", recalibrate=True, cache_dir=tmp)
+            c = perfmagic.ceilings("cpu", recalibrate=True, cache_dir=tmp, **({"budget_s": 0.3} if args.quick else {}))
             cal = time.perf_counter() - t
         mm, add, triad = reference_matmul(), reference_fused_add(elems), reference_numpy_triad(elems)
         rows.append((i + 1, cal, c.compute["float32"], mm, c.bandwidth_Bps, add, triad, c.warnings))
@@ -102,11 +110,8 @@ def main() -> None:
     warns = sorted({w for r in rows for w in r[7]})
     lines += [f"- calibration warning: {w}" for w in warns]
     body = "\n".join(lines)
-    print(body)
-    if not args.no_docs:
-        C.add_section_row("bench_roofline.py", "| roofline ceilings | `benchmarks/bench_roofline.py` | measured "
-                          "compute and bandwidth roofs vs independent reference methods, calibration time |")
-        print(f"written to {C.replace_section('roofline', body)}")
+    C.publish("roofline", body, args, row="measured compute and bandwidth roofs vs independent reference methods, "
+              "calibration time")
 
 
 if __name__ == "__main__":

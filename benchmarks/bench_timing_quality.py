@@ -27,7 +27,7 @@ len(tools)/rounds places (interleaved, same process), so drift of the machine hi
 One untimed warm-up pass of the default tools runs first (imports, first compilations).
 
     .venv/bin/python benchmarks/bench_timing_quality.py           # 7 rounds (~7–9 min on 2 cores)
-    .venv/bin/python benchmarks/bench_timing_quality.py --quick   # 3 rounds, budgets 0.1,0.3 (smoke test)
+    .venv/bin/python benchmarks/bench_timing_quality.py --quick   # smoke test: 2 rounds of tiny settings, seconds
     .venv/bin/python benchmarks/bench_timing_quality.py --from-json benchmarks/results/timing_quality.json  # re-render only
 """
 
@@ -58,6 +58,7 @@ WORKLOADS = [
     ("torch_mm", f"~1–2 ms torch (CPU-dependent): `x @ y`, fp32 {MM_N}×{MM_N}", "x @ y"),
 ]
 TITLE = "Timing quality (CPU)"
+SMOKE_BUDGET = 0.02  # --quick: every budget, and the "default" tools' settings, tiny (a smoke run)
 
 PM_BENCH = "perfmagic.bench()"
 PM_MAGIC = "%%gpubench"
@@ -104,9 +105,10 @@ def _timeit(ip: Any, args: str) -> Any:
 
 
 def make_tools(ip: Any, ns: dict[str, Any], budgets: list[float], sweep_anchors: bool,
-               pm_precision: float | None, timeit_n: dict[str, dict[float, int]]
+               pm_precision: float | None, timeit_n: dict[str, dict[float, int]], smoke: bool = False
                ) -> tuple[dict[str, Callable[[str], dict[str, Any]]], set[str]]:
-    """All tools by name, and the set of perfmagic tool names."""
+    """All tools by name, and the set of perfmagic tool names (``smoke``: the "default" tools run with
+    tiny settings, so that a --quick run only exercises the code)."""
     import torch
     import torch.utils.benchmark as tb
 
@@ -152,8 +154,13 @@ def make_tools(ip: Any, ns: dict[str, Any], budgets: list[float], sweep_anchors:
             return pm_info(r)
         return run
 
-    tools = {TIMEIT: ti(), BLOCKED: tm("blocked_autorange"), ADAPTIVE: tm("adaptive_autorange"),
-             PM_BENCH: pb(None), PM_MAGIC: pg(None)}
+    if smoke:
+        tools = {TIMEIT: ti("-n 1 -r 2"), BLOCKED: tm("blocked_autorange", min_run_time=0.005),
+                 ADAPTIVE: tm("adaptive_autorange", max_run_time=0.02), PM_BENCH: pb(SMOKE_BUDGET),
+                 PM_MAGIC: pg(SMOKE_BUDGET)}
+    else:
+        tools = {TIMEIT: ti(), BLOCKED: tm("blocked_autorange"), ADAPTIVE: tm("adaptive_autorange"),
+                 PM_BENCH: pb(None), PM_MAGIC: pg(None)}
     pm = {PM_BENCH, PM_MAGIC}
     for b in budgets:
         if sweep_anchors:
@@ -296,21 +303,6 @@ def verdicts(name: str, summ: dict[str, dict[str, float]], rounds: list[dict[str
     return out, info
 
 
-def keep_prefix() -> str:
-    """Hand-written text kept at the top of this section (before the generated ``## Timing quality (CPU)``)."""
-    try:
-        text = C.DOCS.read_text(encoding="utf-8")
-    except OSError:
-        return ""
-    b, e = "<!-- BEGIN timing_quality -->", "<!-- END timing_quality -->"
-    i, j = text.find(b), text.find(e)
-    if i < 0 or j < 0:
-        return ""
-    sec = text[i + len(b):j]
-    k = sec.find(f"## {TITLE}")
-    return sec[:k].strip() + "\n\n" if k > 0 else ""
-
-
 def measure(args: argparse.Namespace, n_rounds: int, budgets: list[float]) -> dict[str, Any]:
     """Run every tool on every workload, in rotated rounds; returns the per-round data."""
     import torch
@@ -338,10 +330,16 @@ def measure(args: argparse.Namespace, n_rounds: int, budgets: list[float]) -> di
     # calibration for the sized %timeit: calls per loop so that 7 loops take about B
     per_call = {}
     for _, _, stmt in WORKLOADS:
-        n, t = _timeit_mod.Timer(stmt, globals=ns).autorange()
+        if args.quick:
+            t0 = time.perf_counter()
+            _timeit_mod.Timer(stmt, globals=ns).timeit(100)
+            n, t = 100, time.perf_counter() - t0
+        else:
+            n, t = _timeit_mod.Timer(stmt, globals=ns).autorange()
         per_call[stmt] = t / n
     timeit_n = {stmt: {b: max(1, round(b / 7 / pc)) for b in budgets} for stmt, pc in per_call.items()}
-    tools, pm_set = make_tools(ip, ns, budgets, not args.no_anchor_sweep, args.pm_precision, timeit_n)
+    tools, pm_set = make_tools(ip, ns, budgets, not args.no_anchor_sweep, args.pm_precision, timeit_n,
+                               smoke=args.quick)
     names = list(tools)
     anchors = [t for t in names if t not in pm_set]
     pm_tools = [t for t in names if t in pm_set]
@@ -466,8 +464,9 @@ def render(data: dict[str, Any], out: Path) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="3 rounds and budgets 0.1,0.3 (smoke test)")
-    ap.add_argument("--rounds", type=int, default=None, help="rounds per workload (default 7, --quick 3; >= 2)")
+    C.add_args(ap, "2 rounds (spread needs 2), budget 0.02, every tool with tiny settings, the py_call workload "
+               "only; with --neighbours, the neighbour starts and stops once, for 0.3 s (smoke test; never written to the docs)")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds per workload (default 7, --quick 2; >= 2)")
     ap.add_argument("--budgets", default=None, help="perfmagic budgets in s, comma-separated (default 0.1,0.3,1,3)")
     ap.add_argument("--no-anchor-sweep", action="store_true",
                     help="anchors only at their defaults (no sized %%timeit, no blocked_autorange(min_run_time=B))")
@@ -478,14 +477,16 @@ def main() -> int:
     ap.add_argument("--neighbours", type=int, default=0, metavar="N",
                     help="run beside N busy processes started and stopped by this script (default 0: quiet); "
                          "the tables go to their own section (timing_quality_busy) and JSON file")
-    ap.add_argument("--no-docs", action="store_true", help="print only; do not write docs/benchmarks.md")
     ap.add_argument("--json", default=str(C.RESULTS / "timing_quality.json"), help="where to write per-round data")
     ap.add_argument("--from-json", metavar="PATH", help="measure nothing: render the tables again from a saved --json file")
     args = ap.parse_args()
-    n_rounds = args.rounds or (3 if args.quick else 7)
+    n_rounds = args.rounds or (2 if args.quick else 7)
+    global WORKLOADS
+    if args.quick:  # every tool and path on one workload: the anchors' defaults alone take ~10 s per answer
+        WORKLOADS = [w for w in WORKLOADS if w[0] == "py_call"]
     if n_rounds < 2:
         ap.error("--rounds must be at least 2 (spread needs several answers)")
-    budgets = [float(b) for b in (args.budgets or ("0.1,0.3" if args.quick else "0.1,0.3,1,3")).split(",") if b.strip()]
+    budgets = [float(b) for b in (args.budgets or (f"{SMOKE_BUDGET:g}" if args.quick else "0.1,0.3,1,3")).split(",") if b.strip()]
 
     section = "timing_quality_busy" if args.neighbours else "timing_quality"
     out = Path(args.json)
@@ -498,8 +499,13 @@ def main() -> int:
     elif args.neighbours:
         from perfmagic.core.neighbours import busy_neighbours
 
-        with busy_neighbours(args.neighbours) as nb:
+        if args.quick:  # smoke: the neighbour starts and stops once, briefly; the rounds run beside nothing
+            with busy_neighbours(args.neighbours) as nb:
+                time.sleep(0.3)
             data = measure(args, n_rounds, budgets)
+        else:
+            with busy_neighbours(args.neighbours) as nb:
+                data = measure(args, n_rounds, budgets)
         data["neighbours"] = args.neighbours
         data["neighbour_cores"] = nb.neighbour_cores
     else:
@@ -507,12 +513,11 @@ def main() -> int:
     body = render(data, out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
-    print()
-    print(body)
     print(f"per-round data written to {out}")
-    if not args.no_docs:
-        prefix = keep_prefix() if section == "timing_quality" else ""
-        print(f"written to {C.replace_section(section, prefix + body)}")
+    row = ("spread of the answer over repeated measurements and the time spent per answer, vs `%timeit` and "
+           "`torch.utils.benchmark` (CPU)" + (", beside busy neighbour processes" if section != "timing_quality" else ""))
+    C.publish(section, body, args, row=row,
+              script="benchmarks/bench_timing_quality.py" + (" --neighbours 1" if section != "timing_quality" else ""))
     return 0
 
 

@@ -51,7 +51,7 @@ which other processes used fewer than 0.3 cores (measured: on a shared machine a
 neighbours need not be quiet).
 
     .venv/bin/python benchmarks/bench_training_loop.py           # 3 repetitions at 0 and 1 neighbour (~12-25 min)
-    .venv/bin/python benchmarks/bench_training_loop.py --quick   # 1 repetition, no neighbour (2-6 min); no docs
+    .venv/bin/python benchmarks/bench_training_loop.py --quick   # smoke test: every task once, tiny budgets; no docs
     .venv/bin/python benchmarks/bench_training_loop.py --report-only benchmarks/results/training_loop.json
 """
 
@@ -86,10 +86,14 @@ DECIDED_S = 30.0
 QUIET_CORES = 0.3           # others' CPU below this during a trial: the machine was quiet
 SWEEP = (0, 1, 2)
 LOADER_BATCH = 16
-SECTION_ROW = ("| training loop, one change at a time | `benchmarks/bench_training_loop.py` | `%perf compare`, "
-               "`--vs`, `%%dataloader_check --sweep`, `%perf next` on a small CNN and transformer (batch size with "
-               "`--items`, A/A, `zero_grad`, a fused-attention gain, num_workers) vs truths measured apart, 0 and 1 "
-               "busy neighbour |")
+# --quick (a smoke run): every magic with a tiny budget / step count, one thread, so the flows only run once each
+QUICK_BENCH = " -b 0.05" if C.QUICK else ""
+QUICK_STEPS = " --steps 2 --sweep-steps 2 --warmup 0" if C.QUICK else ""
+FLAME_STEPS = 2 if C.QUICK else 20
+TRUTH_STEPS = 2 if C.QUICK else 12
+SECTION_ROW = ("`%perf compare`, `--vs`, `%%dataloader_check --sweep`, `%perf next` on a small CNN and transformer "
+               "(batch size with `--items`, A/A, `zero_grad`, a fused-attention gain, num_workers) vs truths measured "
+               "apart, 0 and 1 busy neighbour")
 
 INIT = f"""\
 import sys
@@ -98,7 +102,7 @@ import torch
 from torch.utils.data import DataLoader
 from trainbed import (AugmentedImages, HeadLoopTransformer, SmallCNN, TinyTransformer, image_batch, predict,
                       seq_batch, train_step)
-torch.set_num_threads({C.usable_cores()})
+torch.set_num_threads({1 if C.QUICK else C.usable_cores()})
 cnn = SmallCNN(seed=0)
 opt = torch.optim.SGD(cnn.parameters(), lr=0.01, momentum=0.9)
 x8, y8 = image_batch(8, seed=1)
@@ -194,7 +198,7 @@ def truth_cases(ns: dict[str, Any], seconds: float) -> dict[str, Any]:
     return out
 
 
-def truth_loader(ns: dict[str, Any], rounds: int, steps: int = 12) -> dict[str, Any]:
+def truth_loader(ns: dict[str, Any], rounds: int, steps: int = TRUTH_STEPS) -> dict[str, Any]:
     """Plain loops: samples/s of the train step over the loader at each num_workers (rounds interleaved,
     settings rotated), the loader alone and the step alone at 0 workers."""
     from torch.utils.data import DataLoader
@@ -322,8 +326,8 @@ def trial_case(ip: Any, case: dict[str, Any], label: str, truth: dict[str, Any])
     accepted = truth["categories"]
     ia, ib = (f" --items {case['items'][0]}", f" --items {case['items'][1]}") if case["items"] else ("", "")
     t0 = time.perf_counter()
-    ra, pa, wa = run(ip, f"%%gpubench -l {label} -q -o --baseline{ia}\n{case['a']}")
-    rb, pb, wb = run(ip, f"%%gpubench -l {label} -q -o{ib}\n{case['b']}")
+    ra, pa, wa = run(ip, f"%%gpubench -l {label} -q -o --baseline{ia}{QUICK_BENCH}\n{case['a']}")
+    rb, pb, wb = run(ip, f"%%gpubench -l {label} -q -o{ib}{QUICK_BENCH}\n{case['b']}")
     rec: dict[str, Any] = {"a_s": ra.median if ra is not None else None, "b_s": rb.median if rb is not None else None,
                            "bench_wall_s": [wa, wb], "bench_bangs": [bang_lines(text_of(ra), pa),
                                                                      bang_lines(text_of(rb), pb)],
@@ -337,15 +341,19 @@ def trial_case(ip: Any, case: dict[str, Any], label: str, truth: dict[str, Any])
     except Exception:  # noqa: BLE001 - only for the items/s cross-check
         pass
     try:
-        rc, said, wall = run(ip, "%perf compare -o -q")
+        rc, said, wall = run(ip, f"%perf compare -o -q{QUICK_BENCH}")
         rec["compare"] = judged(rc, said, wall, accepted, led_rows)
     except CellError as exc:
+        if C.QUICK:  # a smoke run fails on the first error
+            raise
         rec["compare"] = {"verdict": None, "score": "error", "error": str(exc)[:400], "bangs": 0}
     rec["compare"]["flow_s"] = wa + wb + rec["compare"].get("wall_s", 0.0)
     try:
-        rc, said, wall = run(ip, f"%%gpubench -l {label} --vs baseline -o -q{ib}\n{case['b']}")
+        rc, said, wall = run(ip, f"%%gpubench -l {label} --vs baseline -o -q{ib}{QUICK_BENCH}\n{case['b']}")
         rec["vs"] = judged(rc, said, wall, accepted, led_rows)
     except CellError as exc:
+        if C.QUICK:
+            raise
         rec["vs"] = {"verdict": None, "score": "error", "error": str(exc)[:400], "bangs": 0}
     rec["vs"]["flow_s"] = wa + rec["vs"].get("wall_s", 0.0)
     rec["trial_s"] = time.perf_counter() - t0
@@ -359,7 +367,7 @@ AUDIT_PRED = (re.compile(r"with (?P<k>\d+)(?: workers?)?: step ≈ [^,]+, (?P<x>
 
 
 def trial_loader(ip: Any, truth: dict[str, Any]) -> dict[str, Any]:
-    src = (f"%%dataloader_check loader --sweep num_workers={','.join(map(str, SWEEP))} -o -q\n"
+    src = (f"%%dataloader_check loader --sweep num_workers={','.join(map(str, SWEEP))} -o -q{QUICK_STEPS}\n"
            "train_step(cnn, opt, *batch)")
     r, said, wall = run(ip, src)
     text = text_of(r)
@@ -452,9 +460,9 @@ def judge_next(r: Any, calls: list[str], inference: bool, flame_id: int | None) 
 
 def trial_next(ip: Any, i: str, calls: dict[str, list[str]]) -> list[dict[str, Any]]:
     t_lab, i_lab = f"train-{i}", f"infer-{i}"
-    run(ip, f"%%gpubench -l {t_lab} -q\ntrain_step(cnn, opt, x16, y16)")
-    run(ip, f"%%gpubench -l {i_lab} -q\npredict(cnn, x16)")
-    fl, fsaid, fwall = run(ip, "%%flame -q -o --no-plot\nfor _ in range(20):\n    train_step(cnn, opt, x16, y16)")
+    run(ip, f"%%gpubench -l {t_lab} -q{QUICK_BENCH}\ntrain_step(cnn, opt, x16, y16)")
+    run(ip, f"%%gpubench -l {i_lab} -q{QUICK_BENCH}\npredict(cnn, x16)")
+    fl, fsaid, fwall = run(ip, f"%%flame -q -o --no-plot\nfor _ in range({FLAME_STEPS}):\n    train_step(cnn, opt, x16, y16)")
     flame_id = flame_run_id(ip)
     out = []
     for lab, inf in ((t_lab, False), (i_lab, True)):
@@ -486,6 +494,8 @@ def trial(ip: Any, task: str, load: int, i: int, truth: dict[str, Any], calls: d
             else:
                 recs = [{**base, **r} for r in trial_next(ip, f"{load}-{i}", calls)]
         except Exception as exc:  # noqa: BLE001 - one failed trial is reported, the run goes on
+            if C.QUICK:  # a smoke run fails on the first error, with it
+                raise RuntimeError(f"--quick: task {task} at {load} neighbour(s) failed") from exc
             recs = [{**base, "flow": "?", "score": "error", "error": f"{type(exc).__name__}: {exc}"[:500], "bangs": 0}]
     for r in recs:
         r["others_cores"], r["task_s"] = nb.others_cores, time.perf_counter() - t0
@@ -531,7 +541,7 @@ def report(data: dict[str, Any]) -> str:
     lines.append(
         f"- **load:** load average {data.get('loadavg_start')} at the start, {data.get('loadavg_end')} at the end; "
         f"others' CPU per trial in the tables\n"
-        f"- **mode:** {'QUICK smoke run (1 repetition) — not the benchmark figures' if data['quick'] else 'full'}; "
+        f"- **mode:** {'QUICK smoke run (every task once, tiny budgets) — its numbers mean nothing' if data['quick'] else 'full'}; "
         f"{data['iterations_done']} repetition(s) per task and load, loads {', '.join(map(str, loads))} busy "
         f"neighbour(s), order shuffled per repetition (seed {data['seed']}), torch threads {data['torch_threads']}; "
         f"total run time {data.get('total_wall_s', math.nan) / 60:.1f} min\n"
@@ -641,23 +651,19 @@ def report(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_docs(body: str) -> None:
-    C.add_section_row("benchmarks/bench_training_loop.py", SECTION_ROW)
-    print(f"written to {C.replace_section('training_loop', body)}")
 
 
 # ---------------------------------------------------------------------------------------------
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="1 repetition, quiet machine only; docs only with --write")
+    C.add_args(ap, "every task once at 0 neighbours, tiny budgets and step counts, one torch thread; a failing "
+               "trial stops the run (smoke test; never written to the docs)")
     ap.add_argument("--reps", type=int, default=None, help="repetitions per task and load (default 3, --quick 1)")
     ap.add_argument("--loads", default=None, help="busy neighbour counts (default 0,1; --quick 0)")
     ap.add_argument("--tasks", default=",".join(TASKS), help=f"comma-separated, of: {', '.join(TASKS)}")
     ap.add_argument("--calibrate", type=float, default=None, metavar="S",
-                    help="seconds of ABBA single calls per case and load for the truth (default 4, --quick 2)")
+                    help="seconds of ABBA single calls per case and load for the truth (default 4, --quick 0.05)")
     ap.add_argument("--seed", type=int, default=2027)
-    ap.add_argument("--write", action="store_true", help="write docs/benchmarks.md even with --quick")
-    ap.add_argument("--no-docs", action="store_true", help="never write docs/benchmarks.md")
     ap.add_argument("--json", default=None,
                     help="per-output data (default benchmarks/results/training_loop[_quick].json)")
     ap.add_argument("--report-only", metavar="JSON", help="re-render the section from a saved JSON; measure nothing")
@@ -665,10 +671,7 @@ def main() -> int:
 
     if args.report_only:
         data = json.loads(Path(args.report_only).read_text(encoding="utf-8"))
-        body = report(data)
-        print(body)
-        if not args.no_docs and (args.write or not data.get("quick")):
-            write_docs(body)
+        C.publish("training_loop", report(data), args, row=SECTION_ROW)
         return 0
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
@@ -676,8 +679,8 @@ def main() -> int:
         ap.error(f"unknown task(s) in {args.tasks!r}; tasks: {', '.join(TASKS)}")
     loads = [int(x) for x in (args.loads or ("0" if args.quick else "0,1")).split(",") if x.strip()]
     reps = args.reps or (1 if args.quick else 3)
-    cal_s = args.calibrate if args.calibrate is not None else (2.0 if args.quick else 4.0)
-    rounds = 4 if args.quick else 5
+    cal_s = args.calibrate if args.calibrate is not None else (0.05 if args.quick else 4.0)
+    rounds = 1 if args.quick else 5
     out = Path(args.json or C.RESULTS / ("training_loop_quick.json" if args.quick else "training_loop.json")).resolve()
 
     import torch
@@ -725,12 +728,8 @@ def main() -> int:
     data["loadavg_end"] = C.loadavg()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(_jsonable(data), indent=1, default=str), encoding="utf-8")
-    body = report(data)
-    print()
-    print(body)
     print(f"per-output data written to {out}; total run time {data['total_wall_s'] / 60:.1f} min")
-    if not args.no_docs and (args.write or not args.quick):
-        write_docs(body)
+    C.publish("training_loop", report(data), args, row=SECTION_ROW)
     os.chdir(C.ROOT)
     tmp.cleanup()
     return 0

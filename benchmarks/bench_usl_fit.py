@@ -1,7 +1,7 @@
 """USL / Amdahl fit accuracy against the published X(1)-free fits, before (pinned to N = 1) and after.
 
     .venv/bin/python benchmarks/bench_usl_fit.py                # full: 1000 bootstrap resamples per fit (~10 s)
-    .venv/bin/python benchmarks/bench_usl_fit.py --quick        # smoke test: 200 resamples
+    .venv/bin/python benchmarks/bench_usl_fit.py --quick        # smoke test: 50 resamples (the least scalability() takes)
     .venv/bin/python benchmarks/bench_usl_fit.py --report-only  # re-render docs from results/usl_fit.json
 
 CPU-light (a few seconds of numpy): it needs no exclusive lock. The data sets and the published figures, with
@@ -180,21 +180,17 @@ def report(res: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="200 bootstrap resamples instead of 1000")
+    C.add_args(ap, "50 bootstrap resamples instead of 1000 (smoke test; never written to the docs)")
     ap.add_argument("--report-only", action="store_true", help="re-render the docs table from the saved JSON")
     args = ap.parse_args()
     if args.report_only:
         res = json.loads(OUT.read_text())
     else:
-        res = run(200 if args.quick else 1000)
+        res = run(50 if args.quick else 1000)
         OUT.parent.mkdir(parents=True, exist_ok=True)
         OUT.write_text(json.dumps(res, indent=1, default=lambda x: None if x != x else x))
-    body = report(res)
-    print(body)
-    C.add_section_row("bench_usl_fit.py", "| USL fit accuracy | `benchmarks/bench_usl_fit.py` | σ, κ, X(1), N* of "
-                      "`scalability()` vs the published X(1)-free fits (R usl, codahale/usl), before (pinned to "
-                      "N = 1) and after |")
-    print(f"written to {C.replace_section('usl_fit', body)}")
+    C.publish("usl_fit", report(res), args, row="σ, κ, X(1), N* of `scalability()` vs the published X(1)-free fits "
+              "(R usl, codahale/usl)")
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ default flow fell back to the recorded samples; the A/A evidence each re-measure
 wall time of a whole trial per case (to size a run).
 
     .venv/bin/python benchmarks/bench_verdicts.py                       # 20 pairs per case and load
-    .venv/bin/python benchmarks/bench_verdicts.py --quick               # 3 pairs, docs not written
+    .venv/bin/python benchmarks/bench_verdicts.py --quick               # smoke test: every case once, tiny inputs and budgets
     .venv/bin/python benchmarks/bench_verdicts.py --report-only benchmarks/results/verdicts.json
 """
 
@@ -73,6 +73,9 @@ MM_N, MM_BIG = 1000, 1044            # fp32 matmul ~11 ms on 2 threads; B/A ~1.1
 LIST_N = 250_000                     # sum(L) of small ints ~1 ms; the change appends a fifth
 F_N = 100_000                        # f() = sum(range(F_N)) ~1 ms; redefined to 1.2 * F_N
 DOT_N = 4_000_000                    # float(np.dot(arr, arr)), BLAS with its default threads
+if C.QUICK:  # a smoke run: every case on inputs ~100x smaller (~10 µs calls), so tiny budgets still give samples
+    NP_N, NP_BIG, MM_N, MM_BIG, LIST_N, F_N, DOT_N = 1_500, 1_750, 48, 50, 2_500, 1_000, 40_000
+SLEEP_A, SLEEP_B = ("0.0005", "0.0006") if C.QUICK else ("0.005", "0.006")
 TARGET_WRONG, TARGET_RIGHT = 0.01, {0: 0.90, 1: 0.75}
 TARGET_WALL_S, FAST_CALL_S = 2.0, 0.020
 F_SRC = "def f():\n    return sum(range({n}))\n"
@@ -98,8 +101,8 @@ def _case(name: str, slug: str, a: str, b: str | None = None, *, setup: str | No
 
 
 CASES: list[dict[str, Any]] = [
-    _case("sleep A/A", "sleep-aa", "time.sleep(0.005)"),
-    _case("sleep A/B", "sleep-ab", "time.sleep(0.005)", "time.sleep(0.006)"),
+    _case("sleep A/A", "sleep-aa", f"time.sleep({SLEEP_A})"),
+    _case("sleep A/B", "sleep-ab", f"time.sleep({SLEEP_A})", f"time.sleep({SLEEP_B})"),
     _case("numpy A/A", "numpy-aa", "np.sort(a)"),
     _case("numpy A/B", "numpy-ab", "np.sort(a)", "np.sort(a_big)"),
     _case("torch A/A", "torch-aa", "x @ y"),
@@ -111,6 +114,7 @@ CASES: list[dict[str, Any]] = [
     _case("oversubscription A/A", "oversub-aa", "float(np.dot(arr, arr))"),
 ]
 BY_SLUG = {c["slug"]: c for c in CASES}
+QUICK_FLAGS = ""  # --quick: " -b 0.05", a tiny budget for every %%gpubench and %perf compare
 FALLBACK = "perfmagic: historical comparison (recorded samples) because "
 
 
@@ -168,15 +172,15 @@ def trial(ip: Any, case: dict[str, Any], load: int, label: str) -> dict[str, Any
     said, shown = io.StringIO(), io.StringIO()
     t0 = time.perf_counter()
     with contextlib.redirect_stdout(shown), busy_neighbours(load) as nb:
-        ra = ip.run_cell_magic("gpubench", f"-l {label} -q -o --baseline", case["a"])
+        ra = ip.run_cell_magic("gpubench", f"-l {label} -q -o --baseline{QUICK_FLAGS}", case["a"])
         if case["change"]:
             cell(ip, case["change"])
-        rb = ip.run_cell_magic("gpubench", f"-l {label} -q -o", case["b"])
+        rb = ip.run_cell_magic("gpubench", f"-l {label} -q -o{QUICK_FLAGS}", case["b"])
         if ra is None or rb is None:
             raise RuntimeError(f"%%gpubench returned nothing: {shown.getvalue()[-500:]}")
         with contextlib.redirect_stdout(said):
             t1 = time.perf_counter()
-            rc = ip.run_line_magic("perf", "compare -o -q")
+            rc = ip.run_line_magic("perf", f"compare -o -q{QUICK_FLAGS}")
             wall = time.perf_counter() - t1
     trial_s = time.perf_counter() - t0
     out = said.getvalue()
@@ -395,37 +399,24 @@ def report(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def ensure_section() -> None:
-    """Put an empty ``verdicts`` section right after the ``ab`` one, if the docs have none yet."""
-    if not C.DOCS.exists():
-        return
-    text = C.DOCS.read_text(encoding="utf-8")
-    end = "<!-- END ab -->"
-    if "<!-- BEGIN verdicts -->" in text or end not in text:
-        return
-    i = text.index(end) + len(end)
-    text = text[:i] + "\n\n<!-- BEGIN verdicts -->\n_not run yet_\n<!-- END verdicts -->" + text[i:]
-    tmp = C.DOCS.with_suffix(f".md.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, C.DOCS)
+SECTION_ROW = ("the default `%perf compare` flow on planted A/A and A/B changes at 0, 1 and 2 busy neighbours: "
+               "false and missed verdicts, historical vs re-measured")
 
 
-def write_docs(body: str) -> None:
-    ensure_section()
-    print(f"written to {C.replace_section('verdicts', body)}")
+def write_docs(body: str, args: argparse.Namespace) -> None:
+    C.publish("verdicts", body, args, row=SECTION_ROW)
 
 
 # ---------------------------------------------------------------------------------------------
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pairs", type=int, default=None, help="trials per case and load (default 20, --quick 3)")
-    ap.add_argument("--quick", action="store_true", help="3 pairs, short calibration; docs only with --write")
-    ap.add_argument("--write", action="store_true", help="write docs/benchmarks.md even with --quick")
-    ap.add_argument("--no-docs", action="store_true", help="never write docs/benchmarks.md")
-    ap.add_argument("--loads", default="0,1,2", help="busy neighbour counts, comma-separated (default 0,1,2)")
+    ap.add_argument("--pairs", type=int, default=None, help="trials per case and load (default 20, --quick 1)")
+    C.add_args(ap, "every case once at 0 neighbours, inputs ~100x smaller, budgets 0.05 s, calibration 0.05 s; "
+               "a failing trial stops the run (smoke test; never written to the docs)")
+    ap.add_argument("--loads", default=None, help="busy neighbour counts, comma-separated (default 0,1,2; --quick 0)")
     ap.add_argument("--cases", default=",".join(BY_SLUG), help=f"comma-separated, of: {', '.join(BY_SLUG)}")
     ap.add_argument("--calibrate", type=float, default=None, metavar="S",
-                    help="seconds of ABBA single calls per A/B case and load (default 4, --quick 1.5)")
+                    help="seconds of ABBA single calls per A/B case and load (default 4, --quick 0.05)")
     ap.add_argument("--seed", type=int, default=2026, help="seed of the per-iteration order")
     ap.add_argument("--json", default=str(C.RESULTS / "verdicts.json"), help="where to write per-trial data")
     ap.add_argument("--report-only", metavar="JSON", help="re-render the section from a saved JSON; measure nothing")
@@ -433,26 +424,23 @@ def main() -> int:
 
     if args.report_only:
         data = json.loads(Path(args.report_only).read_text(encoding="utf-8"))
-        body = report(data)
-        print(body)
-        if not args.no_docs and (args.write or not data.get("quick")):
-            write_docs(body)
+        write_docs(report(data), args)
         return 0
 
-    loads = [int(x) for x in args.loads.split(",") if x.strip()]
+    loads = [int(x) for x in (args.loads or ("0" if args.quick else "0,1,2")).split(",") if x.strip()]
     unknown = [s for s in args.cases.split(",") if s.strip() and s.strip() not in BY_SLUG]
     if unknown or any(ld < 0 for ld in loads):
         ap.error(f"unknown case(s) {unknown}; cases: {', '.join(BY_SLUG)}; loads must be >= 0")
     cases = [BY_SLUG[s.strip()] for s in args.cases.split(",") if s.strip()]
-    n_pairs = args.pairs or (3 if args.quick else 20)
-    cal_s = args.calibrate if args.calibrate is not None else (1.5 if args.quick else 4.0)
+    n_pairs = args.pairs or (1 if args.quick else 20)
+    cal_s = args.calibrate if args.calibrate is not None else (0.05 if args.quick else 4.0)
 
     import torch
 
     import perfmagic
     from IPython.testing.globalipapp import start_ipython
 
-    torch.set_num_threads(C.usable_cores())
+    torch.set_num_threads(1 if args.quick else C.usable_cores())  # smoke: one thread, no spin-waits on a loaded machine
     os.environ.pop("PERFMAGIC_LEDGER_DIR", None)  # the ledger lives in the working directory, as a user's
     head = C.header("Verdicts: the default `%perf compare` flow on planted A/A and A/B changes (CPU)")
     out = Path(args.json).resolve()
@@ -471,8 +459,12 @@ def main() -> int:
     for c in cases:  # warm-up: imports, first calls; perfmagic.bench records nothing in the ledger
         if c["setup"]:
             cell(ip, c["setup"])
-        perfmagic.bench(c["a"], globals=ip.user_ns, budget=0.3)
+        perfmagic.bench(c["a"], globals=ip.user_ns, budget=0.02 if args.quick else 0.3)
     tasks = [(c, ld) for c in cases for ld in loads]
+    if args.quick:  # every case once at the first load (0 unless --loads), the other loads with the last case
+        global QUICK_FLAGS
+        QUICK_FLAGS = " -b 0.05"
+        tasks = [(c, ld) for c, ld in tasks if ld == loads[0]] + [(cases[-1], ld) for ld in loads[1:]]
     t_loop = time.perf_counter()
     for i in range(n_pairs):
         order = tasks[:]
@@ -482,6 +474,8 @@ def main() -> int:
             try:
                 rec = trial(ip, c, ld, label)
             except Exception as exc:  # noqa: BLE001 - one failed trial is reported, the run goes on
+                if args.quick:  # a smoke run fails on the first error, with it
+                    raise RuntimeError(f"--quick: trial {label} failed") from exc
                 rec = {"case": c["slug"], "load": ld, "label": label, "error": f"{type(exc).__name__}: {exc}"}
             rec["iteration"] = i
             data["pairs"].append(rec)
@@ -497,12 +491,8 @@ def main() -> int:
     data["total_wall_s"] = time.perf_counter() - t_start
     data["loadavg_end"] = C.loadavg()
     write_json(out, data)
-    body = report(data)
-    print()
-    print(body)
     print(f"per-trial data written to {out}; total run time {data['total_wall_s'] / 60:.1f} min")
-    if not args.no_docs and (args.write or not args.quick):
-        write_docs(body)
+    write_docs(report(data), args)
     os.chdir(C.ROOT)
     tmp.cleanup()
     return 0

@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from perfmagic import BadOptionError
-from perfmagic.scaling.sweep import KF_RISE_NOTE, AmdahlResult, ScalingPoint, amdahl, analyse
+from perfmagic.render.findings import KF_RISE_NOTE
+from perfmagic.scaling.sweep import AmdahlResult, ScalingPoint, amdahl, analyse
 from perfmagic.errors import BenchInterrupted
 from perfmagic.scaling.models import (amdahl_model, choose_model, efficiency, fit_amdahl, fit_gustafson, fit_usl,
                                 gustafson, karp_flatt, speedup, usl_model)
@@ -78,7 +79,7 @@ def test_amdahl_data_chooses_amdahl_and_gustafson() -> None:
     assert choose_model(fit_amdahl(ns, ys), fu)[0] == "amdahl"
     assert fit_gustafson(ns, [gustafson(0.3, n) for n in ns]).params["S"] == pytest.approx(0.3, abs=1e-3)
     _, notes = choose_model(fit_amdahl(ns[:4], ys[:4]), fit_usl(ns[:4], ys[:4]))
-    assert any("only 4 worker counts" in n for n in notes)
+    assert any("only 4 worker counts" in str(n) for n in notes)
 
 
 # ---- planted truths, timed ------------------------------------------------------------------------
@@ -280,7 +281,7 @@ def test_gil_verdict_holds_when_the_machine_sped_up_between_points() -> None:
     # one busy core at every N, yet N = 2 "ran" 1.6× faster: a CPU clock change, not parallel work (seen on CI)
     serial = [_pt(1, 4e-3, 1.0, held), _pt(2, 2.5e-3, 1.0, held), _pt(4, 3.9e-3, 1.0, held)]
     r = analyse(serial, code="list(pool.map(f, xs))", cores=2)
-    assert r.gil and any("machine changed speed" in w for w in r.warnings)
+    assert r.gil and any("machine changed speed" in str(w) for w in r.warnings)
     # the busy cores doubled with N (half-waiting threads): a real speedup, not the GIL
     real = [_pt(1, 4e-3, 0.5, held), _pt(2, 2.1e-3, 1.0, held), _pt(4, 1.9e-3, 1.1, held)]
     assert not analyse(real, code="list(pool.map(f, xs))", cores=2).gil
@@ -406,11 +407,11 @@ def test_waiting_workers_with_a_small_real_speedup_are_not_called_serialized(poo
     # and beside a load that leaves one core free, the load is named without claiming it capped them
     pts = [_pt(n, 40e-3 * (0.75 + 0.25 / n), 0.02) for n in (1, 2, 4)]
     loaded = analyse(pts, code="list(pool.map(f, xs))", cores=2, others_cores=1.2)
-    load_line = next(w for w in loaded.warnings if w.startswith("other processes kept 1.2 of 2"))
+    load_line = next(str(w) for w in loaded.warnings if str(w).startswith("other processes kept 1.2 of 2"))
     assert "mostly waited" in load_line and "no parallel speedup could show" not in load_line
     assert "no speedup" not in loaded.verdict() and loaded.diagnosis != "load", _t(loaded)
     busy = analyse([_pt(n, 4e-3, 1.0) for n in (1, 2, 4)], code="list(pool.map(f, xs))", cores=2, others_cores=1.2)
-    assert any("no parallel speedup could show" in w for w in busy.warnings)
+    assert any("no parallel speedup could show" in str(w) for w in busy.warnings)
 
 
 def test_analyse_synthetic_points_and_warnings() -> None:
@@ -420,8 +421,8 @@ def test_analyse_synthetic_points_and_warnings() -> None:
     pts = [pt(n, 1.0 * (0.25 + 0.75 / n)) for n in (1, 2, 4, 8, 16)]
     r = analyse(pts, others_cores=1.5, cores=4)
     assert r.metrics()["S"] == pytest.approx(0.25, abs=1e-3)
-    assert any("exceed the 4 usable cores" in w for w in r.warnings)
-    assert any("other processes" in w for w in r.warnings)
+    assert any("exceed the 4 usable cores" in str(w) for w in r.warnings)
+    assert any("other processes" in str(w) for w in r.warnings)
     # weak scaling: the scaled speedup N·T(1)/T(N) = N − S(N−1), planted with S = 0.2
     weak = analyse([pt(n, n / gustafson(0.2, n)) for n in (1, 2, 4)], weak=True, cores=8)
     assert weak.metrics()["S"] == pytest.approx(0.2, abs=1e-3) and weak.gustafson_fit is not None

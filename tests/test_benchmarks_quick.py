@@ -1,8 +1,10 @@
 """The benchmark scripts cannot drift out of `make bench`, `make bench-quick` and docs/benchmarks.md.
 
 Cheap checks, no benchmark runs: every ``benchmarks/bench_*.py`` is run by both Makefile targets and
-takes ``--quick`` and ``--no-docs``; every section of docs/benchmarks.md belongs to a script that writes
-it, through the one writer (``benchmarks/_common.publish``), and is listed in the page's index table.
+takes ``--quick`` and ``--no-docs``; every ``--quick`` run says it is a smoke run (``_common.SMOKE``, printed
+first and last) and does not swallow a failing trial; every section of docs/benchmarks.md belongs to a
+script that writes it, through the one writer (``benchmarks/_common.publish``), and is listed in the
+page's index table.
 """
 
 from __future__ import annotations
@@ -67,6 +69,34 @@ def test_every_script_takes_quick_and_no_docs() -> None:
         helps = dict(zip(SCRIPTS, pool.map(_help, SCRIPTS)))
     for script, text in helps.items():
         assert "--quick" in text and "--no-docs" in text, f"{script} --help lists no --quick / --no-docs:\n{text}"
+
+
+def test_every_quick_run_says_it_is_a_smoke_run() -> None:
+    # the banner is printed by _common itself, at import under --quick (and again by publish()); so every script
+    # must import it and take its flags from it
+    code = "import sys; sys.argv.append('--quick'); sys.path.insert(0, 'benchmarks'); import _common"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.startswith("SMOKE RUN (--quick)") and "numbers mean nothing" in p.stdout, p.stdout
+    p = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'benchmarks'); import _common"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert "SMOKE" not in p.stdout, "a full run must not call itself a smoke run"
+    for s in SCRIPTS:
+        src = (BENCH / s).read_text(encoding="utf-8")
+        assert re.search(r"^import _common as C\b", src, re.M), f"{s} does not import benchmarks/_common as C"
+        assert "C.add_args(" in src, f"{s} does not take --quick / --no-docs from _common.add_args"
+
+
+def test_quick_runs_do_not_swallow_a_failing_trial() -> None:
+    # a handler that records a failed trial and goes on must re-raise under --quick (a smoke run fails with the error)
+    for s in SCRIPTS:
+        lines = (BENCH / s).read_text(encoding="utf-8").splitlines()
+        for i, ln in enumerate(lines):
+            if re.search(r"except (Exception|BaseException)\b.*#.*(trial|goes on)|except CellError\b", ln):
+                nxt = next((x for x in lines[i + 1:] if x.strip()), "")
+                assert re.search(r"\bif (args\.quick|C\.QUICK)\b", nxt), (
+                    f"{s}:{i + 1}: a failed trial is recorded and the run goes on, also under --quick; add "
+                    f"`if C.QUICK: raise` first")
 
 
 def sections() -> list[str]:

@@ -18,7 +18,7 @@ def _row(rid: int, code: str, median: float, *, rerun_of: int | None = None, env
     rng = random.Random(seed * 1000 + rid)
     raw = [median * math.exp(rng.gauss(0.0, spread)) for _ in range(n)]
     opts = {"remeasured_from": rerun_of} if rerun_of is not None else {}
-    return {"id": rid, "magic": "gpubench", "label": "x", "code": f"%%gpubench -l x\n{code}", "options": opts,
+    return {"id": rid, "magic": "gpubench", "label": "x", "code": code, "magic_line": "-l x", "options": opts,
             "samples": {"raw": raw, "number": 1}, "env": dict(env or {}), "status": status,
             "created_utc": "2026-11-23T10:00:00Z", "primary_metric": "median_s"}
 
@@ -58,7 +58,7 @@ def test_the_quantile_of_this_machines_a_a_pairs() -> None:
 
 def test_only_same_code_same_machine_complete_pairs_count() -> None:
     rows = _evidence_rows([0.5])  # a 50% pair that must not count in any of the cases below
-    rows[1]["code"] = "%%gpubench -l x\ng()"  # different code: not an A/A pair
+    rows[1]["code"] = "g()"  # different code: not an A/A pair
     other = _evidence_rows([0.5])
     for r in other:
         r["id"] += 50
@@ -78,7 +78,7 @@ def test_only_same_code_same_machine_complete_pairs_count() -> None:
     assert B.evidence(rows + other + broken + over, ENV) == []
     # the magic line differs (re-measurements record the bare magic): still the same code
     good = _evidence_rows([0.1])
-    good[1]["code"] = "%%gpubench\nf()"
+    good[1]["magic_line"] = ""
     assert B.evidence(good, ENV) == [pytest.approx(math.log(1.1), abs=0.01)]
 
 

@@ -103,7 +103,7 @@ def test_no_cgroups_readable_means_no_limits(tmp_path) -> None:
 CHILD = textwrap.dedent("""
     import json, time
     from perfmagic.core.container import usable_cpus, limits
-    from perfmagic.core.env import LoadProbe, usable_cores
+    from perfmagic.core.load import LoadProbe, usable_cores
     from perfmagic.estimation.gate import available_memory
     from perfmagic.estimation.estimate import Point, analyse_scaling, gate
     p = LoadProbe().start(); time.sleep(0.5); p.stop()

@@ -158,7 +158,7 @@ def test_the_roofline_magic_does_not_choose_roofs_before_timing(shell, roofs, mo
 
 
 def test_nccl_needs_a_gpu_per_local_rank(monkeypatch) -> None:
-    from perfmagic.timing import distributed as d
+    from perfmagic.ranks import distributed as d
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)

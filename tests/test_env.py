@@ -1,4 +1,4 @@
-"""Tests for perfmagic.core.env: environment capture, fingerprint, cache sizes, load probe, warnings."""
+"""Tests for perfmagic.core.env (environment capture, fingerprint, cache sizes, warnings) and perfmagic.core.load (the load probe)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from perfmagic.core import env as _env
+from perfmagic.core import load as _load
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 KEYS = {
@@ -95,7 +96,7 @@ def test_cache_sizes() -> None:
 
 
 def test_load_probe_quiet() -> None:
-    probe = _env.LoadProbe().start()
+    probe = _load.LoadProbe().start()
     time.sleep(0.3)
     others = probe.stop()
     assert others is not None and others >= 0  # the machine may be loaded by others: no upper bound
@@ -103,7 +104,7 @@ def test_load_probe_quiet() -> None:
 
 
 def test_load_probe_too_short() -> None:
-    probe = _env.LoadProbe().start()
+    probe = _load.LoadProbe().start()
     assert probe.stop() is None
 
 
@@ -116,7 +117,7 @@ def test_load_probe_detects_spinner() -> None:
 
         child = psutil.Process(proc.pid)
         c0, t0 = sum(child.cpu_times()[:2]), time.perf_counter()
-        probe = _env.LoadProbe().start()
+        probe = _load.LoadProbe().start()
         time.sleep(0.5)
         others = probe.stop()
         truth = (sum(child.cpu_times()[:2]) - c0) / (time.perf_counter() - t0)  # the spinner's own CPU use
@@ -217,7 +218,7 @@ def test_load_probe_counts_waited_for_children_as_own_work() -> None:
     import subprocess
     import sys
 
-    from perfmagic.core.env import LoadProbe
+    from perfmagic.core.load import LoadProbe
 
     p = LoadProbe().start()
     subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass"],

@@ -152,7 +152,7 @@ def test_code_string_and_tree() -> None:
     (cell,) = tree["children"]
     assert cell["name"] == "cell" and cell["children"][0]["name"] == "planted_hot"
     assert abs(tree["total"] - r.sampled_s) < 1e-9
-    assert any(k.startswith("cell (cell:2);planted_hot") for k in r.folded())
+    assert any(k.startswith("cell (cell line 2);planted_hot") for k in r.folded())
 
 
 def test_bad_options_name_value_and_choices() -> None:
@@ -167,7 +167,7 @@ def test_bad_options_name_value_and_choices() -> None:
 
 
 def test_top_level_await_is_refused_clearly() -> None:
-    with pytest.raises(PerfmagicError, match="top-level `await`"):
+    with pytest.raises(PerfmagicError, match="top-level 'await'"):
         _flame.flame("import asyncio\nawait asyncio.sleep(0)\n")
 
 
@@ -557,7 +557,7 @@ def test_magic_planted_hot_and_ipython_frames_stripped(shell: Any, sampler: str)
     res = shell.run(f"%%flame -o -q --sampler {sampler} -l planted\nhot()\nhot()\ncold()\n")
     assert res.error_in_exec is None, res.error_in_exec
     r, n_cell = res.result, res.execution_count
-    assert r.text().startswith(f"flame: hot (In [{n_defs}]:"), r.text()
+    assert r.text().startswith(f"flame: hot (In [{n_defs}] line "), r.text()
     files = _frame_files(r)
     assert not [f for f in files if re.search(r"/(IPython|ipykernel|perfmagic)/", f)], files
     (cell,) = r.tree()["children"]
@@ -572,7 +572,7 @@ def test_magic_planted_hot_and_ipython_frames_stripped(shell: Any, sampler: str)
     row = perfmagic.ledger("flame").iloc[-1]  # the wide view: one column per metric
     assert row["magic"] == "flame" and row["status"] == "ok" and row["label"] == "planted"
     assert row["primary_metric"] == "top_self_fraction" and row["top_self_fraction"] > 0.6
-    assert row["top1_self_name"].startswith(f"hot (In [{n_defs}]:") and row["sampler"] == sampler
+    assert row["top1_self_name"].startswith(f"hot (In [{n_defs}] line ") and row["sampler"] == sampler
 
 
 def test_magic_displays_text_html_png(shell: Any) -> None:
@@ -593,7 +593,7 @@ def test_magic_cell_lines_map_to_in_n(shell: Any) -> None:
     res = shell.run("%%flame -o -q --sampler inprocess\nx = 1\nhot()\n")
     r = res.result
     cell_stats = [f for f in r.functions() if f.name.startswith("cell In [")]
-    assert cell_stats and cell_stats[0].where == f"In [{res.execution_count}]:3"  # line 3 of the cell
+    assert cell_stats and cell_stats[0].where == f"In [{res.execution_count}] line 3"  # line 3 of the cell
 
 
 def test_magic_fallback_reason_shown(shell: Any, monkeypatch: Any) -> None:
@@ -640,7 +640,7 @@ def test_magic_bad_input(shell: Any) -> None:
         assert isinstance(res.error_in_exec, UsageError), line
         assert msg in str(res.error_in_exec), (line, str(res.error_in_exec))
     res = shell.run("%%flame\nimport asyncio\nawait asyncio.sleep(0)\n")
-    assert isinstance(res.error_in_exec, UsageError) and "top-level `await`" in str(res.error_in_exec)
+    assert isinstance(res.error_in_exec, UsageError) and "top-level 'await'" in str(res.error_in_exec)
     res = shell.run("%%flame --sampler inprocess --rate 10\nx = 1\n")
     assert res.error_in_exec is None and "less than one sample interval" in shell.text()
     assert shell.run("x").result == 1  # the shell still works
@@ -688,12 +688,12 @@ def test_flame_in_a_real_kernel(tmp_path: Any) -> None:
             os.environ["PERFMAGIC_LEDGER_DIR"] = env_backup
     (out,) = nb.cells[2].outputs
     data = out["data"]
-    assert data["text/plain"].startswith("flame: hot (In [2]:"), data["text/plain"]
+    assert data["text/plain"].startswith("flame: hot (In [2] line "), data["text/plain"]
     assert "cell In [3]" in data["text/html"] and "<script>" in data["text/html"]
     assert "http://" not in data["text/html"] and "https://" not in data["text/html"]
     assert "/ipykernel/" not in data["text/html"] and "/IPython/" not in data["text/html"]
     err = nb.cells[3].outputs[-1]
-    assert nb.cells[3].outputs[0]["data"]["text/plain"].startswith("flame: hot (In [2]:")
+    assert nb.cells[3].outputs[0]["data"]["text/plain"].startswith("flame: hot (In [2] line ")
     assert err.output_type == "error" and err.ename == "ZeroDivisionError"
     tb = "\n".join(err.traceback)
     assert "1/0" in tb and "profile/flame.py" not in tb

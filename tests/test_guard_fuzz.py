@@ -45,7 +45,7 @@ def _code(rng: random.Random) -> str:
 
 def _row(rid: int, label: str, code: str, setup: str, notebook: str) -> dict[str, Any]:
     return {"id": rid, "magic": "gpubench", "status": "ok", "label": label, "notebook": notebook,
-            "created_utc": "2026-11-26T00:00:00Z", "code": f"%%gpubench -l x\n{code}\n",
+            "created_utc": "2026-11-26T00:00:00Z", "code": f"{code}\n", "magic_line": "-l x",
             "options": {"setup": setup}, "env": {"device": "cpu"},
             "samples": {"raw": [1e-3, 1.1e-3, 0.9e-3, 1.05e-3], "number": 1}}
 

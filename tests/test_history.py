@@ -45,7 +45,7 @@ def test_identical_code_is_no_real_change(shell) -> None:
 
 
 def test_two_code_places_and_env_are_flagged() -> None:
-    w = what_changed("%%gpubench\na = 1\nb = 2\nc = 3\nd = 4\n", "%%gpubench\na = 9\nb = 2\nc = 3\nd = 8\n",
+    w = what_changed("a = 1\nb = 2\nc = 3\nd = 4\n", "a = 9\nb = 2\nc = 3\nd = 8\n",
                      {}, {}, {"torch_threads": 2}, {"torch_threads": 1})
     assert w.code_places == 2 and not w.isolated
     assert "more than one thing changed" in w.summary() and "torch_threads" in w.summary()
@@ -152,9 +152,9 @@ def test_lazily_filled_environment_is_not_a_second_change() -> None:
     none = {**base, "blas": []}
     two = {**base, "blas": [{"num_threads": 2}], "versions": {"numpy": "2.4.6"}}
     one = {**base, "blas": [{"num_threads": 1}], "versions": {"numpy": "2.4.6"}}
-    w = what_changed("%%gpubench\nf()", "%%gpubench\ng()", {}, {}, none, two)
+    w = what_changed("f()", "g()", {}, {}, none, two)
     assert w.env == {} and w.isolated and w.summary() == "what changed: the code (1 place)"
-    w = what_changed("%%gpubench\nf()", "%%gpubench\ng()", {}, {}, two, one)
+    w = what_changed("f()", "g()", {}, {}, two, one)
     assert "blas threads" in w.env and not w.isolated
 
 
@@ -177,7 +177,7 @@ def test_vs_remeasurement_is_marked_and_kept_out_of_the_history(shell) -> None:
 
 def test_an_in_place_data_change_is_named_as_the_change() -> None:
     moved = "`L` was changed in place since (its length or contents moved)"
-    w = what_changed("%%gpubench\nsum(L)\n", "%%gpubench -l x\nsum(L)\n", {}, {}, {}, {}, data=(moved,))
+    w = what_changed("sum(L)\n", "sum(L)\n", {}, {}, {}, {}, data=(moved,))
     assert w.summary() == "what changed: the data A read (L)" and w.isolated
     assert f"data: {moved}" in w.text() and "data: " in w.html()
     both = what_changed("sum(L)\n", "sum(L) + 1\n", {}, {}, {}, {}, data=(moved,))

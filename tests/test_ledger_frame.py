@@ -175,3 +175,20 @@ def test_a_column_that_says_ok_on_every_row_is_left_out():
     assert widths[cols.index("result")] == len(row[5])       # whole
     failed = [row, row[:4] + ["failed"] + row[5:]]
     assert "status" in _fit(failed, 100)[0]                  # a status that differs is shown
+
+
+def test_wide_view_and_csv_export_carry_the_magic_line_and_the_relations(tmp_path) -> None:
+    """An A/B pair's B names its A in its own column (not inside the user's options), in the wide frame
+    and in the CSV export; old exports kept it in options, and a run with none reads <NA>."""
+    led = Ledger(tmp_path, notebook="nb.ipynb")
+    a = _bench(led, "mm", 0.004)
+    b = led.record(magic="gpubench", label="mm", code="work(2)\n", magic_line="-l mm --vs 1", options={"vs": a},
+                   samples=None, env={}, primary_metric="median_s", metrics={"median_s": 0.002},
+                   interleaved_with=a, thread_limit=1).id
+    f = ledger_frame("gpubench", ledger=led)
+    assert f.loc[b, "interleaved_with"] == a and f.loc[b, "thread_limit"] == 1 and f.loc[b, "magic_line"] == "-l mm --vs 1"
+    assert pd.isna(f.loc[a, "interleaved_with"]) and pd.isna(f.loc[a, "rerun_of"])
+    assert "interleaved_with" not in f.loc[b, "options"]
+    out = led.export(tmp_path / "runs.csv")
+    csv = pd.read_csv(out).set_index("id")
+    assert csv.loc[b, "interleaved_with"] == a and pd.isna(csv.loc[a, "interleaved_with"])

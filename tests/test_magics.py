@@ -181,3 +181,29 @@ def test_unwritable_ledger_keeps_the_result_in_memory(shell, ledger_dir, capsys)
     err = capsys.readouterr().err
     assert "ledger.sqlite" in err and "memory" in err
     assert (ledger_dir / "ledger.sqlite").read_bytes().startswith(b"this is not a database")
+
+
+def test_one_registry_names_every_magic_and_every_class_uses_the_template() -> None:
+    """Every ``@line_magic``/``@cell_magic``/``@line_cell_magic`` method in magics/ is in the one registry
+    (``_lazy.MAGICS``) with its kind, and its class derives from ``MagicTemplate`` (parse -> engine ->
+    conclude: record, show, outcome)."""
+    import ast
+    import pathlib
+
+    import perfmagic.magics as pkg
+    from perfmagic.magics._lazy import MAGICS, method_of
+    from perfmagic.magics._template import MagicTemplate
+
+    kinds = {"line_magic": "line", "cell_magic": "cell", "line_cell_magic": "line_cell"}
+    found = {}
+    for path in pathlib.Path(pkg.__file__).parent.glob("_*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef):
+                for d in node.decorator_list:
+                    if isinstance(d, ast.Name) and d.id in kinds:
+                        found[node.name] = kinds[d.id]
+    assert found and found == {name: kind for name, (kind, _) in MAGICS.items()}, (found, MAGICS)
+    for name in MAGICS:
+        cls = method_of(name).__qualname__.split(".")[0]
+        owner = getattr(__import__(method_of(name).__module__, fromlist=[cls]), cls)
+        assert issubclass(owner, MagicTemplate), name

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from perfmagic.core.env import oversubscription
+from perfmagic.core.threads import oversubscription
 from perfmagic.core.neighbours import busy_neighbours
 
 ENV2 = {"blas": [{"internal_api": "openblas", "num_threads": 2}], "torch_threads": 2}
@@ -31,7 +31,7 @@ def test_the_probe_counts_the_threads_that_ran() -> None:
     import threading
     import time
 
-    from perfmagic.core.env import LoadProbe
+    from perfmagic.core.load import LoadProbe
 
     def spin(t: float) -> None:
         end = time.perf_counter() + t
@@ -122,7 +122,7 @@ def test_thread_limits_limit_and_restore_the_pools() -> None:
     threadpoolctl = pytest.importorskip("threadpoolctl")
     torch = pytest.importorskip("torch")
     np = pytest.importorskip("numpy")
-    from perfmagic.core.env import thread_limits
+    from perfmagic.core.threads import thread_limits
 
     np.dot(np.ones(10), np.ones(10))  # BLAS loaded
     before = [p["num_threads"] for p in threadpoolctl.threadpool_info()]

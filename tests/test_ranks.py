@@ -13,9 +13,9 @@ import _thread
 import psutil
 import pytest
 
-from perfmagic.core.env import usable_cores
+from perfmagic.core.load import usable_cores
 from perfmagic.errors import BadOptionError, BenchInterrupted
-from perfmagic.scaling.ranks import RankFailed, amdahl_ranks, spawn_namespace
+from perfmagic.ranks.sweep import RankFailed, amdahl_ranks, spawn_namespace
 
 DDP_SETUP = """
 import torch
@@ -150,7 +150,7 @@ def test_a_failing_rank_reports_its_traceback_and_leaves_no_process() -> None:
     msg = str(ei.value)
     assert ei.value.rank == 1 and "ValueError: planted failure in rank 1" in msg
     assert "Traceback" in msg and "raise ValueError" in msg  # the user's line, as the rank printed it
-    assert "<cell-7>" in msg and "spawn.py" not in msg and "rankworker" not in msg  # from the user's frame on
+    assert "<cell-7>" in msg and "spawn.py" not in msg and "worker.py" not in msg  # from the user's frame on
     # once a smaller world size worked, a failure is that world size's, and the sweep keeps the rest
     r = amdahl_ranks(code, [1, 2], budget=0.1, link=False)
     _no_children()
@@ -277,7 +277,7 @@ def test_forked_ranks_after_the_kernel_used_openmp_do_not_hang() -> None:
         a = torch.randn(512, 512)
         for _ in range(3):
             a @ a
-        from perfmagic.scaling.ranks import amdahl_ranks
+        from perfmagic.ranks.sweep import amdahl_ranks
         r = amdahl_ranks({DDP_STEP!r}, [1, 2], setup={DDP_SETUP!r}, budget=0.15, timeout=60)
         print("threads", [p.threads for p in r.points], "ok", all(p.ok for p in r.points))
     ''')

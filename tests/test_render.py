@@ -28,7 +28,7 @@ def test_import_boundaries() -> None:
     """matplotlib and ipywidgets only under render/, IPython only under magics/ (the engines run from
     a plain script), and render/ imports no analysis module."""
     bad = []
-    analysis = ("core", "timing", "roofs", "scaling", "estimation", "dataloader", "profile", "storage")
+    analysis = ("core", "timing", "roofs", "scaling", "ranks", "estimation", "dataloader", "profile", "storage")
     for path in sorted(SRC.rglob("*.py")):
         rel = path.relative_to(SRC)
         top = rel.parts[0] if len(rel.parts) > 1 else ""

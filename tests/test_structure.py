@@ -44,36 +44,17 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "perfmagic"
 ROOT = "perfmagic"
 MAX_FUNCTION_LINES = 80
 
-# Import edges (importer, imported) still allowed to close a circle, each the back edge its owner is
-# removing (issue 31). A circle is reported when it survives without these edges. Empty is the goal; an
-# entry whose import is gone fails the test, so the list cannot go stale.
-ALLOWED_EDGES: dict[tuple[str, str], str] = {
-    ("perfmagic.storage.ledger", "perfmagic.storage.frame"):
-        "Ledger.to_frame/export reach up into the pandas views, which read the session's ledger (storage/)",
-    ("perfmagic.storage.frame", "perfmagic.timing.flow"):
-        "the ledger's views read basis() through the comparison flow; import perfmagic.timing.basis (storage/)",
-    ("perfmagic.result", "perfmagic.record"):
-        "the result protocol's to_record() and the run record in progress (storage/record work)",
-    ("perfmagic.render.flame_html", "perfmagic.render.flame"):
-        "the flame HTML and text renderers share helpers both ways (render/ work in progress)",
-    ("perfmagic.render.comparison", "perfmagic.render.timing"):
-        "the comparison renderer and the timing renderer share helpers both ways (render/ work in progress)",
-    ("perfmagic.storage.ledger", "perfmagic.storage.record"):
-        "the Ledger builds run records, which read the session's ledger (storage/record work in progress)",
-}
+# Import edges (importer, imported) allowed to close a circle. Empty since issue 31 fixed the last six (the
+# ledger's pandas views and run records, the flame and comparison renderers, the record codec's result
+# classes): keep it so. A circle is reported when it survives without these edges; an entry whose import
+# is gone fails the test, so the list cannot go stale.
+ALLOWED_EDGES: dict[tuple[str, str], str] = {}
 # Private imports across packages still allowed, as (importing module, "module:name"), with the reason.
 ALLOWED_PRIVATE: set[tuple[str, str]] = set()
 # Functions over the limit still allowed, as (module, qualified name): those not split yet (issue 31).
 # Empty is the goal; an entry that is no longer over the limit fails the test.
 ALLOWED_LONG: dict[tuple[str, str], str] = {
-    ("perfmagic.dataloader.audit", "audit"): "mostly the findings' sentences: split as they move to render/",
-    ("perfmagic.guard.writer", "render"): "writes the guard file's text: split as its sentences move to render/",
     ("perfmagic.estimation.fit", "analyse_scaling"): "fit, checks and their sentences: split with the render move",
-    ("perfmagic.advisor.next", "_advise"): "the method's order and each step's wording: split with the render move",
-    ("perfmagic.scaling.sweep", "analyse"): "fits, verdict and its wording: split with the render move",
-    ("perfmagic.scaling.sweep", "amdahl"): "measuring loop: one round per point to extract into a step (pure refactor)",
-    ("perfmagic.profile.flame", "flame"): "measuring driver: sampler choice and result building to extract",
-    ("perfmagic.dataloader.check", "dataloader_check"): "measuring driver: validation and result building to extract",
 }
 
 

@@ -27,7 +27,7 @@ def _row(rid: int, per_call_s: float, *, work: dict | None = None, metrics_work:
     options = dict(opts)
     if work is not None:
         options["work"] = work
-    return {"id": rid, "magic": "gpubench", "label": "step", "code": "%%gpubench\nstep()", "options": options,
+    return {"id": rid, "magic": "gpubench", "label": "step", "code": "step()", "options": options,
             "samples": {"raw": raw, "number": 1}, "env": {}, "created_utc": "2026-11-25T10:00:00+00:00",
             "status": "ok", "primary_metric": "median_s", "metrics": metrics}
 

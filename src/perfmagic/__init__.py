@@ -32,9 +32,9 @@ _LAZY = {
     "roofline": (".roofs.roofline", "roofline"),
     "amdahl": (".scaling.sweep", "amdahl"),
     "AmdahlResult": (".scaling.result", "AmdahlResult"),
-    "amdahl_ranks": (".scaling.ranks", "amdahl_ranks"),
-    "RanksResult": (".scaling.rankresult", "RanksResult"),
-    "distributed_bench": (".timing.distributed", "distributed_bench"),
+    "amdahl_ranks": (".ranks.sweep", "amdahl_ranks"),
+    "RanksResult": (".ranks.result", "RanksResult"),
+    "distributed_bench": (".ranks.distributed", "distributed_bench"),
     "scalability": (".scaling.scalability", "scalability"),
     "littles": (".scaling.littles", "littles"),
     "estimate": (".estimation.estimate", "estimate"),
@@ -101,8 +101,9 @@ def ledger(magic: str | None = None, view: str | None = None, *, all_notebooks: 
     overrides the folder).
     """
     from .storage.frame import ledger_frame
+    from .storage.session import current_ledger
 
-    return ledger_frame(magic, view, all_notebooks=all_notebooks, newest_first=newest_first)
+    return ledger_frame(magic, view, ledger=current_ledger(), all_notebooks=all_notebooks, newest_first=newest_first)
 
 
 def run(run_id: Any, *, ledger: Any = None) -> Any:

@@ -13,11 +13,11 @@ apart what the old rows mixed:
   itself (plain JSON from :func:`encode`; a ``%%gpubench`` run keeps only a few small fields there).
 
 :func:`encode` / :func:`decode` turn a frozen result dataclass into plain JSON data and back, led by the
-fields' declared types (nested dataclasses, tuples, ``X | None``); a field declared ``Any`` that holds a
-dataclass is tagged with its class name from :data:`TAGGED` (an explicit table, no import strings).
+fields' declared types (nested dataclasses, tuples, ``X | None``): a field that holds a dataclass declares
+its class (``bench: BenchResult``), since a value read under ``Any`` comes back as the plain JSON it was.
 Exceptions kept in a result (``FlameResult.exception``) are not stored: they come back as ``None``.
 
-Stdlib only; imports no result module at import time.
+Stdlib only; imports no result module (the result classes import this one).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 
 __all__ = ["RunRecord", "decode", "encode", "relation"]
 
-_TAG = "__type__"
+_TAG = "__type__"  # the class name early schema-3 payloads kept in each dataclass (dropped on read)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,16 +74,6 @@ class RunRecord:
 
 # ---- the typed codec --------------------------------------------------------------------------------
 
-def _tagged() -> dict[str, type]:
-    """Dataclasses that may sit in a field declared ``Any`` (a roofline's bench, a pair's comparison)."""
-    from .core.memory import MemoryReport
-    from .roofs.counting import Counts
-    from .timing.compare import Comparison
-    from .timing.results import BenchResult
-
-    return {c.__name__: c for c in (BenchResult, Counts, Comparison, MemoryReport)}
-
-
 def encode(obj: Any) -> Any:
     """``obj`` as plain JSON data: dataclasses as dicts of their fields, tuples as lists; exceptions and
     other values JSON cannot hold become None (callables) or their ``repr``."""
@@ -92,9 +82,7 @@ def encode(obj: Any) -> Any:
     if isinstance(obj, float):
         return obj
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = {f.name: encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-        out[_TAG] = type(obj).__name__
-        return out
+        return {f.name: encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
         return {str(k): encode(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -119,10 +107,6 @@ def decode(tp: Any, data: Any) -> Any:
     """The value of type ``tp`` that :func:`encode` wrote as ``data``."""
     if data is None:
         return None
-    if isinstance(data, dict) and _TAG in data and not (isinstance(tp, type) and dataclasses.is_dataclass(tp)):
-        cls = _tagged().get(data[_TAG])
-        if cls is not None:
-            return decode(cls, data)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp) and isinstance(data, dict):
         hints = _hints(tp)
         kwargs = {f.name: decode(hints.get(f.name, Any), data[f.name]) for f in dataclasses.fields(tp)
@@ -147,13 +131,10 @@ def decode(tp: Any, data: Any) -> Any:
 
 
 def _plain(data: Any) -> Any:
-    """A value read under ``Any``: tagged dataclasses rebuilt, the rest as JSON gave it."""
+    """A value read under ``Any``: as JSON gave it (a payload written before the fields declared their types
+    carries a ``__type__`` key in each dataclass: dropped)."""
     if isinstance(data, dict):
-        if _TAG in data:
-            cls = _tagged().get(data[_TAG])
-            if cls is not None:
-                return decode(cls, data)
-        return {k: _plain(v) for k, v in data.items()}
+        return {k: _plain(v) for k, v in data.items() if k != _TAG}
     if isinstance(data, list):
         return [_plain(v) for v in data]
     return data

@@ -164,7 +164,8 @@ md(r"""
 ## 3. One row per judged change
 
 A change was judged with `%%gpubench --vs RUN`: its run B names the run it was measured **interleaved**
-with, A (the baseline measured again, pair by pair with B), in `options.interleaved_with`. So every run
+with, A (the baseline measured again, pair by pair with B), in its column `interleaved_with` (exports
+of perfmagic before the run record kept it in `options.interleaved_with`: both are read). So every run
 that names one is a change, and its A is in the same student's file. A change is named by its label
 and the first line of its code (the cell's code, after the `%%gpubench` line).
 
@@ -187,11 +188,19 @@ def verdict(low, high, bar=BAR):
     return "inconclusive"
 
 
+def interleaved_with(b):
+    # the run B was measured with: its own column, or the option key of an older export
+    a = b.get("interleaved_with")
+    if a is None or pd.isna(a):
+        a = b.options.get("interleaved_with")
+    return None if a is None or pd.isna(a) else int(a)
+
+
 rows = []
 for student, mine in runs.groupby("student"):
     by_id = mine.set_index("id")
     for _, b in mine[mine.magic == "gpubench"].iterrows():
-        a_id = b.options.get("interleaved_with")
+        a_id = interleaved_with(b)
         if a_id is None or a_id not in by_id.index:
             continue
         a = by_id.loc[a_id]

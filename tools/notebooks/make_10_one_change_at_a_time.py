@@ -255,7 +255,7 @@ def check_prediction(change, c):
 def judge(change, label, a=None):
     b = last_run(label)
     if a is None:  # a same-process A/B (%%gpubench --vs): A is the run measured interleaved with B
-        a = perfmagic.ledger("gpubench").loc[b, "options"]["interleaved_with"]
+        a = perfmagic.ledger("gpubench").loc[b, "interleaved_with"]
     entry = dict(change=change, label=label, a=int(a), b=int(b), kept=False, prediction=None)
     CHANGES.append(entry)
     try:

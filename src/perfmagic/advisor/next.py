@@ -36,8 +36,8 @@ from typing import Any
 from ..record import relation as run_relation
 
 from ..errors import PerfmagicError
-from .evidence import (_from_amdahl, _from_dataloader, _from_flame, _from_roofline, _num, _pct, _user_code, _x,
-                       wilson_high)
+from ..render.advisor_words import say
+from .evidence import _from_amdahl, _from_dataloader, _from_flame, _from_roofline, _num, _user_code, wilson_high
 from .result import LEVELS, Candidate, NextStep, PredictionCheck
 from .scope import CallSet, call_set, flame_within, relation
 
@@ -247,8 +247,7 @@ def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None
     record_ = tuple(check_predictions(led, rows))
     common = dict(record=record_, min_effect=min_effect)
     if not rows:
-        return NextStep(kind="measure", action="measure first: time the code (nothing is in the ledger yet)",
-                        command="%%gpubench -l NAME --baseline", **common)
+        return NextStep(kind="measure", action=say("next.empty"), command="%%gpubench -l NAME --baseline", **common)
     subject = _pick_label(rows, label, led)
     if target is None and subject is not None:
         target = led.target(subject)
@@ -258,30 +257,58 @@ def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None
     base = dict(label=subject, target_s=None if target is None else float(target),
                 latest_run=None if latest is None else latest["id"], latest_s=_num(lm.get("median_s")),
                 latest_ci_high_s=_num(lm.get("ci_high_s")) or _num(lm.get("median_s")), **common)
-
-    # -- a target decides first: already fast enough is the end of the method (docs/method.md §10)
     findings: list[str] = []
-    if target is not None:
-        t = float(target)
-        if latest is None:
-            return NextStep(kind="measure", action="measure first: time the code to compare with the target",
-                            command=f"%%gpubench -l {subject or 'NAME'} --baseline", **base)
-        med, hi = base["latest_s"], base["latest_ci_high_s"]
-        if hi is not None and hi <= t:
-            return NextStep(kind="stop", action="already fast enough: stop", evidence=(latest["id"],),
-                            basis=f"run #{latest['id']} ({subject}): its whole 95% interval is within the target",
-                            **base)
-        if med is not None and med <= t:
-            return NextStep(kind="inconclusive", evidence=(latest["id"],),
-                            action="cannot tell if it is fast enough: the median meets the target, its interval "
-                                   "does not", basis=f"run #{latest['id']}: the 95% interval reaches past the target",
-                            command=f"%%gpubench -l {subject} -b 10 (a longer run narrows the interval)", **base)
-        from ..render.units import fmt_time
+    if target is not None:  # a target decides first: already fast enough is the end of the method (§10)
+        done = _against_target(float(target), subject, latest, base, findings)
+        if done is not None:
+            return done
+    newest = _evidence(rows, subject, latest, record_, min_effect, namespace, captures, base, findings)
+    if newest is None:
+        cmd = f"%%flame -l {subject}"
+        return NextStep(kind="measure", action=say("next.no-evidence", label=subject, command=cmd), command=cmd,
+                        findings=tuple(findings), **base)
+    cands, measure, cap = _candidates(newest, subject, min_effect, findings)
+    kept = _clearing(cands, cap, min_effect, findings)
+    evidence_ids = tuple(sorted({c.evidence[0] for c in cands} | ({latest["id"]} if latest else set())))
+    if not kept:
+        return _without_candidate(measure, newest, subject, latest, min_effect, evidence_ids, findings, base)
+    best = kept[0]
+    pid = None
+    if record:
+        after = max(r["id"] for r in rows)
+        pid = _remember(led, best, subject, latest, after, record_, findings)
+        if pid is not None and all(p.id != pid for p in record_):
+            base["record"] = record_ + (PredictionCheck(pid, subject, best.action, best.low, best.high, best.basis,
+                                                        best.evidence),)
+    ev = tuple(sorted(set(best.evidence) | ({latest["id"]} if latest else set())))
+    return NextStep(kind="experiment", action=best.action, level=best.level, low=best.low, high=best.high,
+                    basis=best.basis, low_why=best.low_why, command=best.command, evidence=ev,
+                    findings=tuple(findings), alternatives=tuple(kept[1:]), prediction_id=pid, **base)
 
-        findings.append(f"target {fmt_time(t)} not met: {_x(med / t)} to go (run #{latest['id']})")
 
-    # -- the evidence about this code, not yet spent by a checked prediction or outdated by a kept change,
-    #    newest of each kind; the rest is listed as not about this code
+def _against_target(t: float, subject: str | None, latest: dict[str, Any] | None, base: dict[str, Any],
+                    findings: list[str]) -> NextStep | None:
+    """Fast enough (stop), maybe (measure longer), no timed run to tell (measure), or how far to go."""
+    if latest is None:
+        return NextStep(kind="measure", action=say("next.time-for-target"),
+                        command=f"%%gpubench -l {subject or 'NAME'} --baseline", **base)
+    med, hi, rid = base["latest_s"], base["latest_ci_high_s"], latest["id"]
+    if hi is not None and hi <= t:
+        return NextStep(kind="stop", action=say("next.fast-enough"), evidence=(rid,),
+                        basis=say("next.fast-enough-basis", run=rid, label=subject), **base)
+    if med is not None and med <= t:
+        return NextStep(kind="inconclusive", evidence=(rid,), action=say("next.maybe-fast-enough"),
+                        basis=say("next.maybe-fast-enough-basis", run=rid),
+                        command=say("next.longer-run", label=subject), **base)
+    findings.append(say("next.target-not-met", target=t, to_go=med / t, run=rid))
+    return None
+
+
+def _evidence(rows: list[dict[str, Any]], subject: str | None, latest: dict[str, Any] | None,
+              record_: tuple[PredictionCheck, ...], min_effect: float, namespace: dict[str, Any] | None,
+              captures: Any, base: dict[str, Any], findings: list[str]) -> dict[str, dict[str, Any]] | None:
+    """The newest evidence of each magic about this code, not yet spent by a checked prediction or outdated
+    by a kept change; the rest goes to ``base["not_about"]``. None: nothing at all is about this code."""
     spent = {e for p in record_ if p.checked for e in p.evidence}
     kept_at = _kept_change(rows, subject, min_effect)
     cs = _subject_call_set(rows, subject, latest, captures, namespace)
@@ -304,28 +331,25 @@ def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None
         n_about += 1
         if mg in newest:
             continue
+        newest[mg] = {}
         if r["id"] in spent:
-            findings.append(f"{mg} #{r['id']} was used by a checked prediction: it describes the code before "
-                            "that change")
-            newest[mg] = {}
+            findings.append(say("next.spent", magic=mg, id=r["id"]))
         elif kept_at is not None and r["id"] < kept_at:
-            findings.append(f"{mg} #{r['id']} predates the change kept in run #{kept_at} ('{subject}'): it "
-                            "describes the code before it")
-            newest[mg] = {}
+            findings.append(say("next.outdated", magic=mg, id=r["id"], kept=kept_at, label=subject))
         elif mg == "dataloader_check" and namespace is not None and latest is not None \
                 and not _reads_a_loader(latest, namespace):
-            findings.append(f"dataloader_check #{r['id']} measured a loop over a DataLoader; '{subject}' (run "
-                            f"#{latest['id']}) names none, so its data wait does not bound it")
-            newest[mg] = {}
+            findings.append(say("next.no-loader", id=r["id"], label=subject, run=latest["id"]))
         else:
             newest[mg] = r
-    newest = {k: v for k, v in newest.items() if v}
     base["not_about"] = tuple(not_about)
     if subject is not None and n_about == 0:
-        cmd = f"%%flame -l {subject}"
-        return NextStep(kind="measure", action=f"no evidence about '{subject}' yet: profile it first with {cmd}",
-                        command=cmd, findings=tuple(findings), **base)
+        return None
+    return {k: v for k, v in newest.items() if v}
 
+
+def _candidates(newest: dict[str, dict[str, Any]], subject: str | None, min_effect: float,
+                findings: list[str]) -> tuple[list[Candidate], list[str], float | None]:
+    """Each reader's candidate, the measurements to take first, and the cap while input-bound."""
     cands: list[Candidate] = []
     measure: list[str] = []
     cap = None
@@ -345,72 +369,56 @@ def _advise(led: Any, rows: list[dict[str, Any]], target: Any, label: str | None
             cap = extra
         elif extra:
             measure.append(extra)
+    return cands, measure, cap
 
-    bar = 1 + min_effect
-    kept: list[Candidate] = []
+
+def _clearing(cands: list[Candidate], cap: float | None, min_effect: float, findings: list[str]) -> list[Candidate]:
+    """The candidates whose upper bound (capped while input-bound) can clear the bar, in the method's order:
+    while the loop waits for data the loader first (docs/method.md §1), then the levels."""
+    bar, kept = 1 + min_effect, []
     for c in cands:
         high = c.high
-        if cap is not None and c.level != "I/O":
-            if high is None or high > cap:
-                high = cap
-                c = Candidate(c.level, c.action, c.low, high, c.basis + f"; capped at {_x(cap)} while input-bound",
-                              c.command, c.evidence, c.low_why)
+        if cap is not None and c.level != "I/O" and (high is None or high > cap):
+            high = cap
+            c = Candidate(c.level, c.action, c.low, high, say("next.capped", basis=c.basis, cap=cap), c.command,
+                          c.evidence, c.low_why)
         if high is not None and high < bar:
-            findings.append(f"{c.level}: {c.action.split(':')[0]} cannot clear the {_pct(min_effect)} bar "
-                            f"(at most {_x(high)})")
+            findings.append(say("next.below-bar", level=c.level, action=c.action.split(":")[0],
+                                min_effect=min_effect, high=high))
             continue
         kept.append(c)
-    # the bottleneck first (docs/method.md §1): while the loop waits for data, the loader; then the order
     kept.sort(key=lambda c: (not (cap is not None and c.level == "I/O"), LEVELS.index(c.level),
                              -(c.high or math.inf)))
-    evidence_ids = tuple(sorted({c.evidence[0] for c in cands} | ({latest["id"]} if latest else set())))
+    return kept
 
-    if not kept:
-        if measure:
-            return NextStep(kind="measure", action="measure first: " + measure[0], command=measure[0].split(" (")[0],
-                            findings=tuple(findings), evidence=evidence_ids, **base)
-        missing = [mg for mg in ("flame", "dataloader_check", "roofline") if mg not in newest]
-        if "flame" in missing:
-            cmd = f"%%flame -l {subject}" if subject else "%%flame"
-            what = f"profile first: {cmd} (where the time goes)"
-            if "dataloader_check" in missing:
-                what += "; for a training loop, %%dataloader_check LOADER too"
-            return NextStep(kind="measure", action=what, command=cmd, findings=tuple(findings),
-                            evidence=evidence_ids, **base)
-        if latest is None:
-            return NextStep(kind="measure", action="measure first: time the code, so a change can be judged",
-                            command="%%gpubench -l NAME --baseline", findings=tuple(findings),
-                            evidence=evidence_ids, **base)
-        if missing:
-            mg = missing[0]
-            cmd = {"dataloader_check": "%%dataloader_check LOADER --sweep num_workers=0,2,4",
-                   "roofline": f"%%roofline -l {subject}"}[mg]
-            return NextStep(kind="measure", action=f"measure first: {cmd}", command=cmd,
-                            findings=tuple(findings), evidence=evidence_ids, **base)
-        return NextStep(kind="stop", action="stop: nothing measured points to a gain above the bar",
-                        basis=f"every bound from the evidence is below {_x(bar)}", findings=tuple(findings),
-                        evidence=evidence_ids, **base)
 
-    best = kept[0]
-    pid = None
-    if record:
-        after = max(r["id"] for r in rows)
-        pid = _remember(led, best, subject, latest, after, record_, findings)
-        if pid is not None and all(p.id != pid for p in record_):
-            record_ = record_ + (PredictionCheck(pid, subject, best.action, best.low, best.high, best.basis,
-                                                 best.evidence),)
-            base["record"] = record_
-    ev = tuple(sorted(set(best.evidence) | ({latest["id"]} if latest else set())))
-    return NextStep(kind="experiment", action=best.action, level=best.level, low=best.low, high=best.high,
-                    basis=best.basis, low_why=best.low_why, command=best.command, evidence=ev,
-                    findings=tuple(findings), alternatives=tuple(kept[1:]), prediction_id=pid, **base)
+def _without_candidate(measure: list[str], newest: dict[str, Any], subject: str | None,
+                       latest: dict[str, Any] | None, min_effect: float, evidence_ids: tuple[int, ...],
+                       findings: list[str], base: dict[str, Any]) -> NextStep:
+    """No change to propose: the measurement to take first, or stop."""
+    more = dict(findings=tuple(findings), evidence=evidence_ids, **base)
+    if measure:
+        return NextStep(kind="measure", action=say("next.measure", command=measure[0]),
+                        command=measure[0].split(" (")[0], **more)
+    missing = [mg for mg in ("flame", "dataloader_check", "roofline") if mg not in newest]
+    if "flame" in missing:
+        cmd = f"%%flame -l {subject}" if subject else "%%flame"
+        return NextStep(kind="measure", action=say("next.profile", command=cmd, loader="dataloader_check" in missing),
+                        command=cmd, **more)
+    if latest is None:
+        return NextStep(kind="measure", action=say("next.time-first"), command="%%gpubench -l NAME --baseline",
+                        **more)
+    if missing:
+        cmd = say("next.loader-sweep") if missing[0] == "dataloader_check" else f"%%roofline -l {subject}"
+        return NextStep(kind="measure", action=say("next.measure", command=cmd), command=cmd, **more)
+    return NextStep(kind="stop", action=say("next.stop"), basis=say("next.stop-basis", bar=1 + min_effect), **more)
 
 
 def _remember(led: Any, c: Candidate, label: str | None, latest: dict[str, Any] | None, after: int,
               record_: tuple[PredictionCheck, ...], findings: list[str]) -> int | None:
     """Record the proposal as a prediction (once: an open one with the same action and evidence is reused)."""
     if label is None or latest is None:
-        findings.append("not recorded as a prediction: no timed run of this code to compare a change with")
+        findings.append(say("next.not-recorded", error=None))
         return None
     for p in record_:
         if not p.checked and p.label == label and p.action == c.action and p.evidence == c.evidence:
@@ -420,7 +428,7 @@ def _remember(led: Any, c: Candidate, label: str | None, latest: dict[str, Any] 
                                   high=math.inf if c.high is None else c.high, basis=c.basis,
                                   evidence=list(c.evidence), base_run=latest["id"], after_run=after)
     except Exception as exc:  # noqa: BLE001 - the advice stands without its record
-        findings.append(f"not recorded as a prediction: {exc}")
+        findings.append(say("next.not-recorded", error=exc))
         return None
 
 

@@ -114,17 +114,11 @@ class NextStep(Displayed):
         return sum(1 for p in self.checked if p.within)
 
     def record_line(self) -> str:
-        """``"3 of 4 predictions within range (1 not tested yet)"``, or ``""`` with no predictions."""
-        if not self.record:
-            return ""
-        checked, open_ = len(self.checked), len(self.record) - len(self.checked)
-        head = (f"{self.within} of {checked} prediction{'s' if checked != 1 else ''} within range"
-                if checked else "no prediction tested yet")
-        if open_ and checked:
-            head += f" ({open_} not tested yet)"
-        elif open_:
-            head += f" ({open_} waiting for a comparison)"
-        return head
+        """``"3 of 4 predictions within range (1 not tested yet)"``, or ``""`` with no predictions
+        (:func:`perfmagic.render.advisor.record_line`)."""
+        from ..render.advisor import record_line
+
+        return record_line(self)
 
     # -- the result protocol -----------------------------------------------------------------
 

@@ -31,11 +31,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..render.advisor_words import say
 from ..timing.rerun import code_names
 
 _DEPTH = 4
-_GENERIC = frozenset(dir(builtins)) | frozenset("""self cls np numpy torch nn pd math os sys time perfmagic batch
-F functional random itertools functools collections""".split())
+_GENERIC = frozenset(dir(builtins)) | frozenset((
+    "self", "cls", "np", "numpy", "torch", "nn", "pd", "math", "os", "sys", "time", "perfmagic", "batch", "F",
+    "functional", "random", "itertools", "functools", "collections"))
 
 
 @dataclass(frozen=True)
@@ -229,12 +231,6 @@ def _calls_of(evidence: Mapping[str, Any], namespace: Mapping[str, Any] | None) 
     return called_names(evidence.get("code"), ignore), False
 
 
-def _names_list(names: set[str], k: int = 3) -> str:
-    got = sorted(names)
-    more = f" and {len(got) - k} more" if len(got) > k else ""
-    return ", ".join(f"`{n}`" for n in got[:k]) + more
-
-
 def relation(evidence: Mapping[str, Any], cs: CallSet, namespace: Mapping[str, Any] | None = None
              ) -> tuple[bool, str]:
     """(is ``evidence`` about the code of ``cs``, why): same label, same code, or the label's code calls
@@ -245,13 +241,11 @@ def relation(evidence: Mapping[str, Any], cs: CallSet, namespace: Mapping[str, A
         return True, "same code"
     calls, ran = _calls_of(evidence, namespace)
     if not calls:
-        return False, "its code names nothing that ties it to this code"
+        return False, say("scope.unrelated")
     missing = calls - cs.names
     if not missing:
-        return True, f"'{cs.label}' calls what it ran ({_names_list(calls)})"
-    if ran:
-        return False, f"it ran {_names_list(missing)}, which '{cs.label}' does not call"
-    return False, f"it read {_names_list(missing)}, which '{cs.label}' does not read"
+        return True, say("scope.calls", label=cs.label, names=calls)
+    return False, say("scope.ran" if ran else "scope.read", label=cs.label, names=missing)
 
 
 # -- a flame of other code, read under the functions the label calls ----------------------------------

@@ -48,6 +48,42 @@ def register_source(source: str, filename: str) -> None:
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
 
 
+def location(place: str, line: int | None = None) -> str:
+    """The one way perfmagic names a line of code: ``In [3] line 5`` in a notebook cell (or a
+    ``<...>`` source, or a flame graph's ``cell``), ``pkg/mod.py:12`` in a file; ``place`` alone
+    without a line."""
+    if not line:
+        return place
+    return f"{place} line {line}" if place.startswith(("In [", "<", "cell")) else f"{place}:{line}"
+
+
+def compile_module(source: str, filename: str) -> Any:
+    """Compile a cell's statements to run as they are in a namespace (``exec``: the profilers, the
+    DataLoader check's step), its source registered for tracebacks.
+
+    A ``SyntaxError`` is the user's and propagates (its file is ``filename``). Top-level ``await``,
+    valid in IPython but not in code a magic runs synchronously inside the kernel's event loop,
+    raises :class:`~perfmagic.errors.PerfmagicError` with the way out.
+    """
+    __tracebackhide__ = True
+    register_source(source, filename)
+    try:
+        return compile(source, filename, "exec", dont_inherit=True)
+    except SyntaxError:
+        try:
+            code = compile(source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        except SyntaxError:
+            code = None
+        if code is not None and code.co_flags & 0x80:  # CO_COROUTINE: top-level await / async for / async with
+            from ..errors import PerfmagicError
+
+            raise PerfmagicError(
+                "the cell uses top-level 'await', which a magic cannot run: the cell would have to run on the "
+                "kernel's event loop. Measure the synchronous work it does (e.g. the function the coroutine "
+                "calls), or from a script: perfmagic.flame(lambda: asyncio.run(main()))") from None
+        raise  # the user's own SyntaxError
+
+
 def compile_cell(source: str, namespace: dict[str, Any], filename: str = "<perfmagic-cell>") -> CompiledCell:
     """Compile ``source`` once into a ``run(n)`` callable whose globals are ``namespace``."""
     register_source(source, filename)

@@ -3,7 +3,7 @@
 Small kernels re-run on warm caches look faster than they will in a real program, where other work
 evicts their data. Flushing writes a buffer twice the size of the cache before each sample:
 
-* CPU: a buffer of 2 × the last-level cache (read from sysfs by :func:`perfmagic._env.cache_sizes`),
+* CPU: a buffer of 2 × the last-level cache (read from sysfs by :func:`perfmagic.core.env.cache_sizes`),
   overwritten with ``memoryview`` slice assignment (a memmove: every line is written, so evicted).
 * CUDA: a ``torch.int8`` buffer of 2 × the device's L2 (``get_device_properties().L2_cache_size``),
   ``zero_()``-ed on the current stream *before* the start event is recorded, so it is not timed.

@@ -64,7 +64,7 @@ def busy_neighbours(n: int = 1, *, memory: bool = False, settle_s: float = 0.2) 
     ``settle_s``: wait this long after starting them, so they are spinning when the block begins."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"n: got {n!r}; expected a number of processes >= 0, e.g. 1")
-    from .env import LoadProbe, processes_cpu_s
+    from .load import LoadProbe, processes_cpu_s
 
     procs: list[subprocess.Popen] = []
     info = Neighbours()

@@ -3,7 +3,8 @@ made before anything runs (can the workers receive the dataset pickled? is the s
 
 :func:`audit` turns a measured loop into :class:`Finding` s (num_workers vs usable cores, pin_memory
 and non_blocking copies, persistent_workers, prefetch_factor, batch size, collate cost), each with
-its expected effect. :func:`reconcile` sets those predictions against the sweep of the same check (one
+its expected effect, as data (a kind and its numbers: :mod:`perfmagic.render.dataloader_audit` writes the
+words). :func:`reconcile` sets those predictions against the sweep of the same check (one
 story per output: a prediction the sweep measured otherwise gives way to the measurement), and
 :func:`load_gap` says when two passes ran under different loads and cannot be compared.
 :func:`parse_sweep` checks a ``sweep=`` mapping and expands it into settings;
@@ -24,10 +25,8 @@ from typing import Any
 
 from ..core import stats as _stats
 from ..errors import BadOptionError, PerfmagicError
-from ..render.dataloader import speed_change
-from ..render.units import fmt_time
 from .probe import _mean
-from ..core.env import usable_cores
+from ..core.load import usable_cores
 
 INPUT_BOUND = 0.3          # data-wait fraction above which the loop is input-bound
 LOADED = 0.3               # other processes busier than this (cores) during the loop: the machine is not quiet
@@ -40,18 +39,55 @@ _CFG_KEYS = ("num_workers", "batch_size", "pin_memory", "persistent_workers", "p
 
 @dataclass(frozen=True)
 class Finding:
-    """One audit finding: what was found (with the numbers) and the expected effect of the fix."""
+    """One audit finding as data: the setting it is about (``topic``), how much it matters (``level``), what
+    was found (``kind``, e.g. ``"workers.too-few"``) with its numbers (``values``), the prediction it makes,
+    and what the sweep of the same check measured of that prediction (``sweep``, set by :func:`reconcile`).
+    :mod:`perfmagic.render.dataloader_audit` writes its words: :attr:`message` (what was found) and
+    :attr:`effect` (the expected effect of the fix)."""
 
     topic: str
     level: str  # "ok" | "info" | "warn"
-    message: str
-    effect: str = ""
+    kind: str
+    values: tuple[tuple[str, Any], ...] = ()
     setting: tuple[tuple[str, Any], ...] = ()  # a predicted effect: the setting it is about ...
     predicted: float | None = None              # ... and the loop's speed there ÷ now (throughput ratio)
+    sweep: tuple[tuple[str, Any], ...] = ()     # the sweep's measurement of the prediction (reconcile)
+
+    @classmethod
+    def of(cls, topic: str, level: str, kind: str, *, setting: tuple[tuple[str, Any], ...] = (),
+           predicted: float | None = None, **values: Any) -> Finding:
+        return cls(topic, level, kind, tuple(values.items()), setting, predicted)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return dict(self.values).get(name, default)
+
+    def __getitem__(self, name: str) -> Any:
+        return dict(self.values)[name]
+
+    @property
+    def message(self) -> str:
+        """What was found, with the numbers."""
+        from ..render.dataloader_audit import message
+
+        return message(self)
+
+    @property
+    def effect(self) -> str:
+        """The expected effect of the fix, and what the sweep measured of it."""
+        from ..render.dataloader_audit import effect
+
+        return effect(self)
 
     def text(self) -> str:
-        mark = {"warn": "!", "info": "·", "ok": "✓"}.get(self.level, "·")
-        return f"{mark} {self.topic}: {self.message}" + (f" → {self.effect}" if self.effect else "")
+        from ..render.dataloader_audit import line
+
+        return line(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The finding as the ledger keeps it: its data, and its words as they were shown."""
+        return {"topic": self.topic, "level": self.level, "kind": self.kind, "values": dict(self.values),
+                "setting": [list(x) for x in self.setting], "predicted": self.predicted,
+                "sweep": dict(self.sweep), "message": self.message, "effect": self.effect}
 
 
 def _per_batch_cost(r: Any) -> float | None:
@@ -60,175 +96,159 @@ def _per_batch_cost(r: Any) -> float | None:
     return max(1, r.cfg.get("num_workers", 0) or 0) / bps if bps else None
 
 
+@dataclass(frozen=True)
+class _Loop:
+    """What every check of :func:`audit` reads of the measured loop."""
+
+    w: int                  # num_workers
+    cores: int
+    frac: float             # data-wait fraction
+    comp: float             # compute per step (alone when usable, else the loop's own)
+    wait: float
+    step: float
+    cost: float | None      # loader time per batch for one worker
+    need: int | None        # workers needed to keep up
+
+
+def _loop(r: Any) -> _Loop:
+    # compute alone when it may be set against the loop (consistent, not loaded differently); else the
+    # loop's own compute, measured beside its wait
+    comp = r.compute_only_step_s if r.compute_alone_usable else _mean(r.compute_s)
+    cost = _per_batch_cost(r)
+    need = math.ceil(cost / comp) if cost and comp > 0 else None
+    return _Loop(r.cfg.get("num_workers", 0) or 0, r.cores, r.data_wait_fraction, comp, _mean(r.wait_s), r.step_s,
+                 cost, need)
+
+
+def _no_workers(r: Any, L: _Loop) -> Finding:
+    """num_workers=0: loading in series with the step, and the workers that would hide it."""
+    if L.frac <= INPUT_BOUND:
+        return Finding.of("num_workers", "info", "workers.none", wait=L.wait, frac=L.frac)
+    if not (L.cost and L.need):
+        return Finding.of("num_workers", "warn", "workers.none-input-bound", wait=L.wait, step=L.step)
+    k = min(L.need, L.cores)
+    est = max(L.comp, L.cost / k)
+    return Finding.of("num_workers", "warn", "workers.none-input-bound", setting=(("num_workers", k),),
+                      predicted=L.step / est, wait=L.wait, step=L.step, need=L.need, cost=L.cost, comp=L.comp, k=k,
+                      est=est, cores=L.cores)
+
+
+def _threads(r: Any, L: _Loop) -> tuple[Finding | None, bool]:
+    """Do the workers take the step's cores? A finding (or none), and whether that cannot be told."""
+    w, cores = L.w, L.cores
+    slowed, x, xm, tt = r.step_slowed, r.step_slowdown, r.step_slowdown_mean, r.torch_threads
+    wc, oc = r.workers_cores, r.others_cores
+    loaded = oc is not None and oc > LOADED
+    busy_workers = wc is None or wc >= WORKERS_IDLE   # unknown counts as busy: no ✓ on a guess
+    who = dict(w=w, tt=tt, wc=wc, oc=oc if loaded else None, cores=cores, x=x)
+    # the ✓ needs evidence that the workers do not take the step's cores: its time did not grow with
+    # them, and either the machine was quiet or the workers barely used a core (they wait on I/O)
+    gap = r.load_gap("loop", "compute")
+    if gap and x is not None:  # the step's time in the loop and alone were taken under different loads
+        return Finding.of("threads", "info", "threads.loads-differ", gap=gap, **who), True
+    if slowed and x is not None and (busy_workers or not loaded):
+        t_fix = max(1, cores - w)
+        w_fix = w if w + t_fix <= cores else max(1, cores - t_fix)
+        sweep = ",".join(str(k) for k in range(0, w + 1)) if w <= 4 else f"0,1,{cores},{w}"
+        return Finding.of("threads", "warn", "threads.slowed", alone=_stats.median(r.compute_only_s), t_fix=t_fix,
+                          w_fix=w_fix, fix_threads=bool(tt and tt > t_fix), fix_workers=w_fix < w, sweep=sweep,
+                          **who), False
+    if slowed and x is not None:  # loaded, and the workers hardly ran: the others slowed the step
+        return Finding.of("threads", "info", "threads.others-slowed", **who), True
+    if loaded and busy_workers and x is not None:
+        return Finding.of("threads", "info", "threads.loaded", **who), True
+    if tt and w + tt > cores and busy_workers and x is not None and max(x, xm or x) >= SLOWED_MAYBE:
+        # below SLOWED, but the workers burn CPU on an oversubscribed machine and the step did grow (by
+        # its median, or on average: busy workers slow only the steps they overlap; a fresh-clone run
+        # saw ×1.08 by the median and ×1.31 on average): not enough to blame them, not enough for a ✓
+        return Finding.of("threads", "info", "threads.oversubscribed-grew", xm=xm, slowed_at=SLOWED,
+                          t_fix=max(1, cores - w), **who), True
+    if tt and w + tt > cores:
+        return Finding.of("threads", "info", "threads.oversubscribed", t_fix=max(1, cores - w), **who), False
+    return None, False
+
+
+def _worker_count(r: Any, L: _Loop, unsure: bool) -> list[Finding]:
+    """num_workers > 0: beyond the cores? enough to keep up, and only because they slowed the step?"""
+    w, cores, wc, out = L.w, L.cores, r.workers_cores, []
+    if w > cores and wc is not None and wc >= 0.5:  # measured: the workers compute, beyond the cores
+        out.append(Finding.of("num_workers", "warn", "workers.beyond-cores-busy", w=w, cores=cores, wc=wc))
+    elif w > cores:  # their cost was not seen: no warning on a guess
+        out.append(Finding.of("num_workers", "info", "workers.beyond-cores", w=w, cores=cores, wc=wc))
+    if L.frac > INPUT_BOUND and L.need:
+        out.append(Finding.of("num_workers", "warn", "workers.too-few",
+                              setting=(("num_workers", L.need),) if L.need <= cores else (),
+                              predicted=L.step / L.comp, w=w, cost=L.cost, comp=L.comp, need=L.need, cores=cores))
+    elif w <= cores:
+        kind = ("workers.keep-up-unsure" if unsure else "workers.keep-up-slowed" if r.step_slowed
+                else "workers.keep-up")
+        level = "info" if unsure else "warn" if r.step_slowed else "ok"
+        out.append(Finding.of("num_workers", level, kind, w=w, cores=cores, frac=L.frac))
+    return out
+
+
+def _pin_memory(r: Any) -> Finding | None:
+    """pin_memory and non_blocking copies, when the step uses CUDA (or pins for nothing)."""
+    pin, nb, h2d = bool(r.cfg.get("pin_memory")), r.copies_non_blocking, r.h2d_s
+    if r.cuda and not pin:
+        return Finding.of("pin_memory", "warn", "pin.pageable", h2d=h2d)
+    if r.cuda and nb is False:
+        return Finding.of("pin_memory", "warn", "pin.blocking", h2d=h2d)
+    if r.cuda:
+        return Finding.of("pin_memory", "ok", "pin.ok", h2d=h2d, nb=bool(nb))
+    if pin:
+        return Finding.of("pin_memory", "info", "pin.no-cuda")
+    return None
+
+
+def _worker_settings(r: Any, L: _Loop) -> list[Finding]:
+    """persistent_workers (the re-spawn cost per epoch) and prefetch_factor (stalls it could absorb)."""
+    out, w = [], L.w
+    rs = r.respawn_s
+    if rs is not None:
+        n = r.loader_len
+        epoch = n * L.step if n else None
+        # a warning only where the cost is measured to matter (> 2% of an epoch of known length)
+        out.append(Finding.of("persistent_workers", "warn" if epoch is not None and rs > 0.02 * epoch else "info",
+                              "persistent.respawn", w=w, respawn=rs, batches=n,
+                              share=rs / (epoch + rs) if epoch else None))
+    elif r.cfg.get("persistent_workers"):
+        out.append(Finding.of("persistent_workers", "ok", "persistent.kept"))
+    pf = r.cfg.get("prefetch_factor") or 2
+    waits = sorted(r.wait_s)
+    p90, med = _stats.quantile(waits, 0.9), _stats.median(waits)
+    why = "input-bound" if L.frac > INPUT_BOUND else "stalls" if p90 > 3 * med + 1e-3 else "even"
+    out.append(Finding.of("prefetch_factor", "info", "prefetch", pf=pf, w=w, why=why, p90=p90, median=med))
+    return out
+
+
+def _batch(r: Any, L: _Loop) -> list[Finding]:
+    """batch_size (per-batch overheads of a short step) and the collate function's share of fetching."""
+    out, bs = [], r.cfg.get("batch_size")
+    if bs:
+        out.append(Finding.of("batch_size", "info", "batch-size", bs=bs, rate=bs / L.step,
+                              short_step=L.comp if L.comp < 1e-3 else None))
+    if r.collate_s is not None and r.item_s:
+        fetch = sum(r.item_s) + r.collate_s
+        share = r.collate_s / fetch if fetch > 0 else 0.0
+        out.append(Finding.of("collate_fn", "warn" if share > 0.2 else "ok", "collate", collate=r.collate_s,
+                              share=share, items=len(r.item_s), item=_mean(r.item_s)))
+    return out
+
+
 def audit(r: Any) -> list[Finding]:
     """The DataLoader settings audit of a measured loop ``r`` (a DataLoaderResult): one Finding per
     setting, with the expected effect of the fix computed from the numbers measured."""
     if not r.is_dataloader or not r.n_steps:
         return []
-    c, out = r.cfg, []
-    w, cores, frac = c.get("num_workers", 0) or 0, r.cores, r.data_wait_fraction
-    # compute alone when it may be set against the loop (consistent, not loaded differently); else the
-    # loop's own compute, measured beside its wait
-    comp = r.compute_only_step_s if r.compute_alone_usable else _mean(r.compute_s)
-    wait, step = _mean(r.wait_s), r.step_s
-    cost = _per_batch_cost(r)
-    need = math.ceil(cost / comp) if cost and comp > 0 else None
-    if w == 0 and frac > INPUT_BOUND:
-        eff, at, pred = "workers load the next batches while the step runs", (), None
-        if cost and need:
-            k = min(need, cores)
-            est = max(comp, cost / k)
-            at, pred = (("num_workers", k),), step / est
-            eff = (f"{eff}: about {need} worker{'s' if need > 1 else ''} would hide the wait ({fmt_time(cost)} "
-                   f"per batch ÷ {fmt_time(comp)} compute); with {k}: step ≈ {fmt_time(est)}, "
-                   f"{speed_change(step / est)} ({cores} usable cores)")
-        out.append(Finding("num_workers", "warn", f"0: batches load in the main process, in series with the "
-                           f"step ({fmt_time(wait)} of each {fmt_time(step)} step)", eff, at, pred))
-    elif w == 0:
-        out.append(Finding("num_workers", "info", f"0: loading costs {fmt_time(wait)} per step ({frac:.0%})",
-                           f"workers would save at most that ({fmt_time(wait)} per step)"))
+    L = _loop(r)
+    if L.w == 0:
+        out = [_no_workers(r, L)]
     else:
-        slowed, x, xm, tt = r.step_slowed, r.step_slowdown, r.step_slowdown_mean, r.torch_threads
-        wc, oc = r.workers_cores, r.others_cores
-        loaded = oc is not None and oc > LOADED
-        busy_workers = wc is None or wc >= WORKERS_IDLE   # unknown counts as busy: no ✓ on a guess
-        threads = f"{_n(w, 'worker')} + {_n(tt, 'torch thread')}" if tt else _n(w, "worker")
-        if wc is not None:
-            threads += f" (the workers used {wc:.2f} cores)"
-        others = f"; other processes kept {oc:.1f} cores busy meanwhile" if loaded else ""
-        # the ✓ needs evidence that the workers do not take the step's cores: its time did not grow with
-        # them, and either the machine was quiet or the workers barely used a core (they wait on I/O)
-        unsure = False
-        gap = r.load_gap("loop", "compute")
-        if gap and x is not None:  # the step's time in the loop and alone were taken under different loads
-            unsure = True
-            out.append(Finding("threads", "info", f"cannot tell whether the workers slow the step: it ran "
-                               f"{x:.2f}× its time alone during the loop, but {gap}",
-                               "re-run on a quiet machine, or compare --sweep num_workers"))
-        elif slowed and x is not None and (busy_workers or not loaded):
-            alone = _stats.median(r.compute_only_s)
-            t_fix = max(1, cores - w)
-            w_fix = w if w + t_fix <= cores else max(1, cores - t_fix)
-            fix = ([f"torch.set_num_threads({t_fix})"] if tt and tt > t_fix else []) + \
-                  ([f"num_workers={w_fix}"] if w_fix < w else [])
-            sweep = ",".join(str(k) for k in range(0, w + 1)) if w <= 4 else f"0,1,{cores},{w}"
-            out.append(Finding("threads", "warn",
-                               f"{threads} on {cores} usable cores: the step slowed {fmt_time(alone)} → "
-                               f"{fmt_time(alone * x)} with workers ({x:.2f}× its time alone, medians){others}",
-                               (" and ".join(fix) + f" ({w_fix + t_fix} threads on {cores} cores), or "
-                                if fix else "") + f"compare --sweep num_workers={sweep}: the workers and the "
-                               "step's threads compete for the same cores"))
-        elif slowed and x is not None:  # loaded, and the workers hardly ran: the others slowed the step
-            unsure = True
-            out.append(Finding("threads", "info", f"the step ran {x:.2f}× its time alone during the loop, but "
-                               f"the {_n(w, 'worker')} used only {wc:.2f} cores{others}",
-                               "the other processes, not the workers, slowed it: re-run on a quiet machine"))
-        elif loaded and busy_workers and x is not None:
-            unsure = True
-            out.append(Finding("threads", "info", f"cannot tell whether the workers slow the step: {threads} on "
-                               f"{cores} usable cores{others}; the step ran {x:.2f}× its time alone with them",
-                               "the others' load can hide the workers' effect (or make it): re-run on a quiet "
-                               "machine, or compare --sweep num_workers"))
-        elif tt and w + tt > cores and busy_workers and x is not None and max(x, xm or x) >= SLOWED_MAYBE:
-            # below SLOWED, but the workers burn CPU on an oversubscribed machine and the step did grow (by
-            # its median, or on average: busy workers slow only the steps they overlap; a fresh-clone run
-            # saw ×1.08 by the median and ×1.31 on average): not enough to blame them, not enough for a ✓
-            unsure = True
-            avg = f", {xm:.2f}× on average" if xm is not None and abs(xm - x) >= 0.05 else ""
-            out.append(Finding("threads", "info", f"cannot tell whether the workers slow the step: {threads} on "
-                               f"{cores} usable cores (oversubscribed); the step ran {x:.2f}× its time alone "
-                               f"with them (median{avg}; a slowdown counts from {SLOWED:.2f}×)",
-                               f"compare --sweep num_workers, or torch.set_num_threads({max(1, cores - w)}) "
-                               "and measure again"))
-        elif tt and w + tt > cores:
-            out.append(Finding("threads", "info", f"{threads} on {cores} usable cores (oversubscribed), but the "
-                               f"step did not slow with workers (×{x:.2f})" if x is not None else
-                               f"{threads} on {cores} usable cores (oversubscribed)",
-                               "fine while the workers mostly wait (I/O); if loading gets CPU-heavy, "
-                               f"torch.set_num_threads({max(1, cores - w)})"))
-        if w > cores and wc is not None and wc >= 0.5:  # measured: the workers compute, beyond the cores
-            out.append(Finding("num_workers", "warn", f"{w} workers > {cores} usable cores, and they used "
-                               f"{wc:.2f} cores", "CPU-bound loading gains nothing beyond the cores and "
-                               "contends with the main process (sweep to see)"))
-        elif w > cores:  # their cost was not seen: no warning on a guess
-            used = f"; the workers used {wc:.2f} cores: they mostly wait" if wc is not None else ""
-            out.append(Finding("num_workers", "info", f"{w} workers > {cores} usable cores{used}",
-                               "fine for loading that waits on I/O; CPU-bound loading gains nothing beyond the "
-                               "cores (sweep to see)"))
-        if frac > INPUT_BOUND and need:
-            more = (f"; more than the {cores} usable cores: make each item cheaper (cache decoded data, "
-                    "lighter transforms, augment on the GPU)" if need > cores else "")
-            out.append(Finding("num_workers", "warn", f"{_n(w, 'worker')} deliver {1 / (cost / max(w, 1)):.3g} "
-                               f"batches/s, the step takes {1 / comp:.3g}/s",
-                               f"about {need} workers needed to keep up{more}",
-                               (("num_workers", need),) if need <= cores else (), step / comp))
-        elif w <= cores and not slowed and not unsure:
-            out.append(Finding("num_workers", "ok", f"{_n(w, 'worker')} on {cores} usable cores keep up "
-                               f"(data wait {frac:.0%})"))
-        elif w <= cores and unsure:
-            out.append(Finding("num_workers", "info", f"{_n(w, 'worker')} keep up with the step (data wait "
-                               f"{frac:.0%}); whether they slow it cannot be told (see threads)"))
-        elif w <= cores:
-            out.append(Finding("num_workers", "warn", f"{_n(w, 'worker')} keep up with the step (data wait "
-                               f"{frac:.0%}) only because they slowed it (see threads)",
-                               "the loop's step time is not the step's own: fix the threads first"))
-    pin, nb = bool(c.get("pin_memory")), r.copies_non_blocking
-    h2d = f" (one batch's copy: {fmt_time(r.h2d_s)})" if r.h2d_s is not None else ""
-    if r.cuda and not pin:
-        out.append(Finding("pin_memory", "warn", f"False while the step uses CUDA: copies come from pageable "
-                           f"memory and block{h2d}", "pin_memory=True with .to(device, non_blocking=True): "
-                           "faster copies (typically 2–6×) that overlap compute"))
-    elif r.cuda and nb is False:
-        out.append(Finding("pin_memory", "warn", f"True, but the step's copies are not non_blocking=True{h2d}",
-                           "non_blocking=True lets the copy of the batch overlap the previous compute"))
-    elif r.cuda:
-        out.append(Finding("pin_memory", "ok", f"True with non_blocking copies{h2d}" if nb
-                           else f"True{h2d}"))
-    elif pin:
-        out.append(Finding("pin_memory", "info", "True but the step does not use CUDA",
-                           "pin_memory=False saves the page-locked copy of every batch"))
-    if w:
-        rs = r.respawn_s
-        if rs is not None:
-            n = r.loader_len
-            epoch = n * step if n else None
-            share = f" ({rs / (epoch + rs):.1%} of an epoch of {n} batches)" if epoch else ""
-            # a warning only where the cost is measured to matter (> 2% of an epoch of known length)
-            out.append(Finding("persistent_workers", "warn" if epoch is not None and rs > 0.02 * epoch else "info",
-                               f"False: the {_n(w, 'worker')} re-spawn every epoch, {fmt_time(rs)} before its first "
-                               "batch", f"persistent_workers=True saves about {fmt_time(rs)} per epoch{share}"))
-        elif c.get("persistent_workers"):
-            out.append(Finding("persistent_workers", "ok", "True: workers are kept between epochs"))
-        pf = c.get("prefetch_factor") or 2
-        waits = sorted(r.wait_s)
-        p90, med = _stats.quantile(waits, 0.9), _stats.median(waits)
-        if frac > INPUT_BOUND:
-            eff = ("a larger prefetch_factor does not raise throughput when the workers are slower than the step "
-                   "on average; it only absorbs jitter")
-        elif p90 > 3 * med + 1e-3:
-            eff = (f"occasional stalls (p90 wait {fmt_time(p90)} vs median {fmt_time(med)}): a larger "
-                   "prefetch_factor absorbs them")
-        else:
-            eff = "enough: the waits are short and even"
-        out.append(Finding("prefetch_factor", "info", f"{pf}: up to {w * pf} batches in flight", eff))
-    bs = c.get("batch_size")
-    if bs:
-        msg = f"{bs}: {bs / step:.4g} samples/s through the loop"
-        eff = ""
-        if comp < 1e-3:
-            eff = (f"the step is short ({fmt_time(comp)}): per-batch overheads weigh; a larger batch amortizes "
-                   "them (sweep batch_size)")
-        out.append(Finding("batch_size", "info", msg, eff))
-    if r.collate_s is not None and r.item_s:
-        fetch = sum(r.item_s) + r.collate_s
-        share = r.collate_s / fetch if fetch > 0 else 0.0
-        msg = (f"{fmt_time(r.collate_s)} per batch, {share:.0%} of fetching it "
-               f"({len(r.item_s)} items × {fmt_time(_mean(r.item_s))})")
-        if share > 0.2:
-            out.append(Finding("collate_fn", "warn", msg, "a cheaper collate (pre-stacked arrays, a batched "
-                               f"__getitems__) saves up to {fmt_time(r.collate_s)} per batch per worker"))
-        else:
-            out.append(Finding("collate_fn", "ok", msg))
+        th, unsure = _threads(r, L)
+        out = ([th] if th is not None else []) + _worker_count(r, L, unsure)
+    pin = _pin_memory(r)
+    out += ([pin] if pin is not None else []) + (_worker_settings(r, L) if L.w else []) + _batch(r, L)
     return out
 
 
@@ -266,24 +286,24 @@ def _swept(r: Any, workers: int | None = None) -> list[Any]:
 def _the_loop(r: Any, w: int) -> Any:
     """The check's own loop as a sweep point (the baseline when the sweep did not measure the loader's own
     setting)."""
+    from ..render.dataloader_audit import loop_label
+
     bs = r.cfg.get("batch_size") or 1
-    return SimpleNamespace(label=f"num_workers={w} (the loop above)", setting=(("num_workers", w),),
+    return SimpleNamespace(label=loop_label(w), setting=(("num_workers", w),),
                            compute_s=r.compute_s, step_s=r.step_s, data_wait_fraction=r.data_wait_fraction,
                            throughput=bs / r.step_s if r.step_s > 0 else math.nan,
                            others_cores=r.others_cores, workers_cores=r.workers_cores)
 
 
-def _why(r: Any, base: Any, new: Any, k: int) -> str:
+def _why(r: Any, base: Any, new: Any, k: int) -> tuple[tuple[str, Any], ...]:
     """What the sweep measured that explains a setting's speed (compute grown, data still waited for)."""
     cb, cn = _stats.median(base.compute_s), _stats.median(new.compute_s)
     if cb > 0 and cn / cb >= SLOWED:
-        who = f"the step's {_n(r.torch_threads, 'torch thread')}" if r.torch_threads else "the step"
-        return (f"the step's compute grew {fmt_time(cb)} → {fmt_time(cn)} with {_n(k, 'worker')}: {who} and the "
-                f"workers share {r.cores} cores")
+        return (("why", "compute-grew"), ("before", cb), ("after", cn), ("k", k), ("tt", r.torch_threads),
+                ("cores", r.cores))
     if new.data_wait_fraction > INPUT_BOUND:
-        used = f" (its workers used {new.workers_cores:.2f} cores)" if new.workers_cores is not None else ""
-        return f"the loop still waited for data {new.data_wait_fraction:.0%} of each step there{used}"
-    return f"its step took {fmt_time(new.step_s)} vs {fmt_time(base.step_s)}"
+        return ("why", "still-waits"), ("frac", new.data_wait_fraction), ("wc", new.workers_cores)
+    return ("why", "step"), ("step", new.step_s), ("base_step", base.step_s)
 
 
 def reconcile(findings: list[Finding], r: Any) -> list[Finding]:
@@ -294,49 +314,37 @@ def reconcile(findings: list[Finding], r: Any) -> list[Finding]:
     under different loads, it says it cannot tell."""
     if not r.sweep:
         return findings
-    out = []
-    for f in findings:
-        if not f.setting or f.predicted is None or dict(f.setting).keys() != {"num_workers"}:
-            out.append(f)
-            continue
-        k, w = dict(f.setting)["num_workers"], r.cfg.get("num_workers", 0) or 0
-        bases, news = _swept(r, w), _swept(r, k)
-        cands = [p for p in _swept(r) if (dict(p.setting).get("num_workers", w) or 0) not in (0, w)]
-        if not cands or not (bases or r.n_steps):
-            out.append(f)
-            continue
-        base = bases[0] if bases else _the_loop(r, w)
-        new = news[0] if news else None
-        best = max(cands, key=lambda p: p.throughput)
-        shown = [p for p in (new, best) if p is not None]
-        shown = shown[:1] if len(shown) == 2 and shown[0] is shown[1] else shown
-        if base.throughput != base.throughput or base.throughput <= 0:
-            out.append(f)
-            continue
-        ms = [p.throughput / base.throughput for p in shown]
-        said = ("the sweep measured " + " and ".join(f"{p.label} at {m:.2f}×" for p, m in zip(shown, ms))
-                + f" the throughput of {base.label}")
-        gap = load_gap([(p.label, p.others_cores) for p in [base] + shown])
-        if gap:
-            out.append(replace(f, effect=f"{f.effect}; {said}, but cannot tell whether that bears it out, "
-                               f"because {gap}"))
-        elif max(ms) >= 1 + 0.5 * (f.predicted - 1):  # some worker setting reached at least half the gain
-            out.append(replace(f, effect=f"{f.effect}; {said}"))
-        else:  # refuted: the measurement replaces the prediction
-            m = ms[0]
-            verdict = "workers do not help here" if max(ms) < 1.05 else "workers gain far less than the wait suggests"
-            if new is None:
-                said = (f"no num_workers in the sweep came near that: the best, {best.label}, ran at {m:.2f}× the "
-                        f"throughput of {base.label}")
-            p = shown[0]
-            nw = dict(p.setting).get("num_workers", w) or 0
-            out.append(replace(f, level="info" if max(ms) < 1.05 else f.level, setting=(), predicted=None,
-                               effect=f"{said}: {verdict}, because {_why(r, base, p, nw)}"))
-    return out
+    return [_reconciled(f, r) if f.setting and f.predicted is not None and dict(f.setting).keys() == {"num_workers"}
+            else f for f in findings]
 
 
-def _n(k: int, word: str) -> str:
-    return f"{k} {word}" + ("" if k == 1 else "s")
+def _reconciled(f: Finding, r: Any) -> Finding:
+    """One prediction set against the sweep (:func:`reconcile`)."""
+    k, w = dict(f.setting)["num_workers"], r.cfg.get("num_workers", 0) or 0
+    bases, news = _swept(r, w), _swept(r, k)
+    cands = [p for p in _swept(r) if (dict(p.setting).get("num_workers", w) or 0) not in (0, w)]
+    if not cands or not (bases or r.n_steps):
+        return f
+    base = bases[0] if bases else _the_loop(r, w)
+    new = news[0] if news else None
+    best = max(cands, key=lambda p: p.throughput)
+    shown = [p for p in (new, best) if p is not None]
+    shown = shown[:1] if len(shown) == 2 and shown[0] is shown[1] else shown
+    if base.throughput != base.throughput or base.throughput <= 0:
+        return f
+    ms = [p.throughput / base.throughput for p in shown]
+    said = (("shown", tuple((p.label, m) for p, m in zip(shown, ms))), ("base", base.label))
+    gap = load_gap([(p.label, p.others_cores) for p in [base] + shown])
+    if gap:
+        return replace(f, sweep=(("outcome", "unclear"), *said, ("gap", gap)))
+    if max(ms) >= 1 + 0.5 * (f.predicted - 1):  # some worker setting reached at least half the gain
+        return replace(f, sweep=(("outcome", "agrees"), *said))
+    # refuted: the measurement replaces the prediction
+    p = shown[0]
+    nw = dict(p.setting).get("num_workers", w) or 0
+    return replace(f, level="info" if max(ms) < 1.05 else f.level, setting=(), predicted=None,
+                   sweep=(("outcome", "refuted"), *said, ("none_near", new is None), ("best", max(ms)),
+                          *_why(r, base, p, nw)))
 
 
 def jsonable(v: Any) -> Any:

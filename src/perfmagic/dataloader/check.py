@@ -23,7 +23,7 @@ happens). The method, in order:
    map-style dataset), each with its expected effect computed from the numbers above.
 6. **Sweep** (optional): ``sweep={"num_workers": [0, 1, 2, 4]}`` rebuilds the DataLoader with the same
    dataset and arguments at each setting (the product, for several keys) and measures the loop there.
-7. **Load on every pass.** Other processes' cores (``core/env.LoadProbe``; the workers' own CPU taken
+7. **Load on every pass.** Other processes' cores (``core/load.LoadProbe``; the workers' own CPU taken
    out) are measured over the steady state of the loop, the loader alone, compute alone and every sweep
    point. A loaded pass (> ``audit.LOADED`` cores) is flagged where its numbers are shown, and a
    comparison between a loaded pass and a quiet one (compute alone vs the loop, the loader vs compute
@@ -50,12 +50,14 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
+from ..render.dataloader_audit import note as say_note
 from .audit import (INPUT_BOUND, Finding, _config, _is_dataloader, _Proxy, _rebuild, check_picklable, parse_sweep,
                     usable_cores)
-from ..core.env import LoadProbe
+from ..core.load import LoadProbe
 from .probe import (COPY, NON_BLOCKING, USES_CUDA, SteadyLoad, _collate_cost, _h2d, _Iters, _Loop, _split,
                     _step_source, _tensors, _watched)
 from .result import DEFAULT_STEPS, DataLoaderResult, SweepPoint
@@ -69,6 +71,244 @@ def _short(v: Any) -> str:
 
 
 # ---- the public function -----------------------------------------------------------------------
+
+def _check_options(loader: Any, step_fn: Any, steps: Any, warmup: Any, name: str) -> None:
+    """:class:`BadOptionError` naming the first bad option of :func:`dataloader_check`, if any."""
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise BadOptionError("steps", steps, "an integer >= 1", "e.g. steps=20")
+    if warmup is not None and (not isinstance(warmup, int) or warmup < 0):
+        raise BadOptionError("warmup", warmup, "an integer >= 0 (or None for the default)")
+    if isinstance(loader, (str, bytes)) or not (hasattr(loader, "__iter__") or hasattr(loader, "__getitem__")):
+        raise BadOptionError(name if name != "the loader" else "loader", _short(loader), "an iterable of batches (a "
+                             "torch.utils.data.DataLoader, a list, a generator)",
+                             "pass the loader itself: a DataLoader or any iterable of batches")
+    if not callable(step_fn):
+        raise BadOptionError("step_fn", type(step_fn).__name__, "a callable step_fn(batch)")
+
+
+def _sweep_settings(loader: Any, sweep: Mapping[str, Sequence[Any]] | None, is_dl: bool) -> list[dict[str, Any]]:
+    """The sweep's settings (the product of its values); only a DataLoader can be swept."""
+    settings = parse_sweep(sweep) if sweep else []
+    if settings and not is_dl:
+        raise BadOptionError("--sweep", type(loader).__name__, "a torch.utils.data.DataLoader (the sweep rebuilds "
+                             "it with other arguments)", "build the loader with DataLoader(...) to sweep it")
+    return settings
+
+
+def _check_picklable_everywhere(loader: Any, settings: list[dict[str, Any]], workers: int, name: str) -> None:
+    """The DataLoader, and each sweep setting that has workers, can be sent to worker processes."""
+    check_picklable(loader, name)
+    if settings:
+        for s in settings:
+            if s.get("num_workers", workers):
+                where = ", ".join(f"{k}={v}" for k, v in s.items())
+                check_picklable(_Proxy(loader, s), f"{name} in the sweep ({where})")
+
+
+def _len_or_none(loader: Any) -> int | None:
+    try:
+        return len(loader)
+    except Exception:
+        return None
+
+
+def _torch_threads() -> int | None:
+    """torch's intra-op threads, when torch is already imported."""
+    torch_mod = sys.modules.get("torch")
+    if torch_mod is not None:
+        try:
+            return int(torch_mod.get_num_threads())
+        except Exception:  # a torch stub without the thread API
+            return None
+    return None
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one check runs: the loop, its warm-up and steps, the loader's config, the passes asked for
+    and the sweep's settings."""
+    loader: Any
+    step_fn: Callable[[Any], Any]
+    name: str
+    steps: int
+    warmup: int
+    is_dl: bool
+    cfg: tuple[tuple[str, Any], ...]
+    workers: int
+    pf: int
+    settings: list[dict[str, Any]]
+    loader_alone: bool
+    compute_alone: bool
+    one_pass: bool  # a generator / iterator: iter() returns itself
+    progress: Callable[[float, str], None] | None
+
+    @property
+    def total_phases(self) -> int:
+        return 3 + len(self.settings)
+
+    def tell(self, phase: int, msg: str) -> Callable[[int], None] | None:
+        """A per-step progress callback, throttled to 4 updates a second: a progress bar redrawn every step
+        would give the workers extra time between steps (outside both timed windows) and hide the wait."""
+        progress = self.progress
+        if progress is None:
+            return None
+        last = [0.0]
+        n, total_phases = self.warmup + self.steps, self.total_phases
+
+        def update(i: int) -> None:
+            now = time.perf_counter()
+            if now - last[0] >= 0.25:
+                last[0] = now
+                progress((phase + min(i / max(1, n), 0.99)) / total_phases, msg)
+        return update
+
+
+@dataclass
+class _Passes:
+    """What the passes measured so far, filled in place so that Ctrl-C keeps every pass measured before
+    it; the load (other processes' cores) of every pass, each over its own measured steps."""
+    iters: _Iters = field(default_factory=_Iters)
+    main: _Loop = field(default_factory=_Loop)
+    alone: _Loop = field(default_factory=_Loop)
+    co: list[float] = field(default_factory=list)
+    points: list[SweepPoint] = field(default_factory=list)
+    extras: dict[str, Any] = field(default_factory=dict)
+    steady: SteadyLoad = field(default_factory=SteadyLoad)
+    alone_load: SteadyLoad = field(default_factory=SteadyLoad)
+    co_probe: LoadProbe = field(default_factory=LoadProbe)
+
+
+def _loop_passes(plan: _Plan, got: _Passes, notes: list[str]) -> None:
+    """Steps 1-3: the loop (warm-up, then the steady state), then the loader alone; the workers stop after
+    each pass (a persistent-workers loader keeps them from the loop to the loader-alone pass)."""
+    try:
+        got.steady = _watched(plan.loader, plan.step_fn, plan.warmup, plan.steps, got.iters, got.main,
+                              plan.tell(0, "loop"))
+    finally:
+        if not (plan.is_dl and dict(plan.cfg).get("persistent_workers")):
+            got.iters.close()
+    if not got.main.wait:
+        raise PerfmagicError(f"{plan.name} yielded no batch: nothing to measure (is it empty, or already consumed?)")
+    if plan.loader_alone:
+        if plan.one_pass:
+            notes.append(say_note("one-pass", name=plan.name))
+        if not (plan.one_pass and got.main.exhausted):
+            got.alone_load = _watched(plan.loader, None, 0 if plan.one_pass else plan.warmup, plan.steps, got.iters,
+                                      got.alone, plan.tell(1, "loader alone"))
+        got.iters.close()
+
+
+def _compute_alone(plan: _Plan, got: _Passes) -> None:
+    """Step 4: the step on the last batch fetched, the workers stopped: one warm call, then up to
+    :data:`COMPUTE_ALONE_MAX` timed calls (synchronized when the loop's steps used CUDA) into ``got.co``."""
+    if plan.progress is not None:
+        plan.progress(2 / plan.total_phases, "compute alone")
+    got.iters.close()  # persistent workers left by the loop (no loader-alone pass) stop before it
+    step_fn, main, co, co_probe = plan.step_fn, got.main, got.co, got.co_probe
+    cached = main.last
+    step_fn(cached)  # warm call, untimed
+    torch = sys.modules.get("torch")
+    co_probe.start()  # the workers are stopped: any busy core besides this process is another's
+    for i in range(max(3, min(plan.steps, COMPUTE_ALONE_MAX))):
+        a = time.perf_counter()
+        step_fn(cached)
+        if main.cuda:
+            torch.cuda.synchronize()
+        co.append(time.perf_counter() - a)
+    co_probe.stop()
+
+
+def _sweep_passes(plan: _Plan, got: _Passes, sweep_steps: int | None) -> None:
+    """Step 6: the loop rebuilt at each setting of the sweep, one point each into ``got.points``."""
+    n_sweep = sweep_steps or min(plan.steps, 10)
+    for j, s in enumerate(plan.settings):
+        label = ", ".join(f"{k}={v}" for k, v in s.items())
+        if plan.progress is not None:
+            plan.progress((3 + j) / plan.total_phases, label)
+        got.points.append(_sweep_point(plan, got.iters, s, label, n_sweep, cuda=got.main.cuda))
+
+
+def _sweep_point(plan: _Plan, iters: _Iters, s: dict[str, Any], label: str, n_sweep: int, *,
+                 cuda: bool) -> SweepPoint:
+    """The loop on the DataLoader rebuilt with setting ``s``: its own warm-up, then ``n_sweep`` steps. An
+    error building or running it is kept in the point; Ctrl-C propagates (its workers stopped)."""
+    lp = _Loop(cuda=cuda)
+    sw = (s.get("num_workers", plan.workers) or 0)
+    spf = s.get("prefetch_factor", plan.pf) or 2
+    sw_warm = sw * spf + 2 if sw else 2
+    err = None
+    bs = None
+    pl = SteadyLoad()
+    try:
+        with warnings.catch_warnings():  # torch's "more workers than cores": the audit says it
+            warnings.filterwarnings("ignore", message=".*worker processes in total", category=UserWarning)
+            dl = _rebuild(plan.loader, s)
+            bs = dl.batch_size
+            pl = _watched(dl, plan.step_fn, sw_warm, n_sweep, iters, lp, events=False)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        err = f"{type(exc).__name__}: {exc}"
+    finally:
+        iters.close()
+    k, _ = _split(len(lp.wait), sw_warm, n_sweep, label)
+    return SweepPoint(tuple(s.items()), tuple(lp.wait[k:]), tuple(lp.comp[k:]), lp.first_batch_s,
+                      bs, err, workers_cores=pl.workers_cores, others_cores=pl.others_cores)
+
+
+def _warmup_shown(main: _Loop, warmup: int, steps: int, status: str, name: str, notes: list[str]) -> int:
+    """How many of the loop's first steps are warm-up (not counted); an interrupted warm-up shows its
+    second half."""
+    if len(main.wait) < warmup + 2 and status == "interrupted":
+        w_main = len(main.wait) // 2
+        notes.append(say_note("interrupted-warm-up", shown=len(main.wait) - w_main))
+    else:
+        w_main, note = _split(len(main.wait), warmup, steps, name)
+        if note and status == "ok":
+            notes.append(note)
+    return w_main
+
+
+def _gpu_reading(main: _Loop, step_fn: Callable[[Any], Any], step_source: str | None, w_main: int,
+                 notes: list[str]) -> tuple[bool | None, tuple[float, ...]]:
+    """(whether the step's copies are non_blocking, or None; the GPU busy time of each counted step). A
+    step whose source and batch show no CUDA is taken off the GPU analysis (``main.cuda`` cleared)."""
+    src = _step_source(step_fn, step_source) if main.cuda else None
+    if main.cuda and src is not None and not USES_CUDA.search(src) \
+            and not any(t.device.type == "cuda" for t in _tensors(main.last)):
+        main.cuda = False  # CUDA was initialised by earlier code, but this step runs on the CPU
+        notes.append(say_note("cuda-unused"))
+    nb = None
+    if src is not None and COPY.search(src):
+        nb = bool(NON_BLOCKING.search(src))
+    gpu = tuple(main.gpu[w_main:]) if main.cuda else ()
+    if any(g != g for g in gpu):  # CUDA came up within the measured steps: no event pair for every step
+        gpu = ()
+    return nb, gpu
+
+
+def _result(plan: _Plan, got: _Passes, *, status: str, notes: list[str], step_source: str | None,
+            n_len: int | None, torch_threads: int | None, t_start: float) -> DataLoaderResult:
+    """The result of what the passes measured (the warm-up steps split off)."""
+    main, alone, extras = got.main, got.alone, got.extras
+    w_main = _warmup_shown(main, plan.warmup, plan.steps, status, plan.name, notes)
+    w_alone = 0
+    if alone.wait:
+        w_alone, _ = _split(len(alone.wait), 0 if plan.one_pass else plan.warmup, plan.steps, "the loader-alone pass")
+    nb, gpu = _gpu_reading(main, plan.step_fn, step_source, w_main, notes)
+    return DataLoaderResult(
+        wait_s=tuple(main.wait[w_main:]), compute_s=tuple(main.comp[w_main:]),
+        warmup_wait_s=tuple(main.wait[:w_main]), warmup_compute_s=tuple(main.comp[:w_main]),
+        first_batch_s=main.first_batch_s, loader_s=tuple(alone.wait[w_alone:]),
+        loader_first_batch_s=alone.first_batch_s, compute_only_s=tuple(got.co), gpu_busy_s=gpu,
+        h2d_s=extras.get("h2d_s"), batch_pinned=extras.get("batch_pinned"), copies_non_blocking=nb,
+        item_s=extras.get("item_s", ()), collate_s=extras.get("collate_s"), sweep=tuple(got.points),
+        config=plan.cfg, is_dataloader=plan.is_dl, cuda=main.cuda, cores=usable_cores(),
+        torch_threads=torch_threads, workers_cores=got.steady.workers_cores, others_cores=got.steady.others_cores,
+        warmup=w_main, loader_others_cores=got.alone_load.others_cores,
+        compute_only_others_cores=got.co_probe.others_cores, steps_requested=plan.steps,
+        loader_len=n_len, status=status, notes=tuple(notes), wall_s=time.perf_counter() - t_start)
+
 
 def dataloader_check(loader: Any, step_fn: Callable[[Any], Any], *, steps: int = DEFAULT_STEPS,
                      warmup: int | None = None, sweep: Mapping[str, Sequence[Any]] | None = None,
@@ -84,21 +324,9 @@ def dataloader_check(loader: Any, step_fn: Callable[[Any], Any], *, steps: int =
     whether its copies are ``non_blocking`` (read with ``inspect`` when not given).
     """
     t_start = time.perf_counter()
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise BadOptionError("steps", steps, "an integer >= 1", "e.g. steps=20")
-    if warmup is not None and (not isinstance(warmup, int) or warmup < 0):
-        raise BadOptionError("warmup", warmup, "an integer >= 0 (or None for the default)")
-    if isinstance(loader, (str, bytes)) or not (hasattr(loader, "__iter__") or hasattr(loader, "__getitem__")):
-        raise BadOptionError(name if name != "the loader" else "loader", _short(loader), "an iterable of batches (a "
-                             "torch.utils.data.DataLoader, a list, a generator)",
-                             "pass the loader itself: a DataLoader or any iterable of batches")
-    if not callable(step_fn):
-        raise BadOptionError("step_fn", type(step_fn).__name__, "a callable step_fn(batch)")
+    _check_options(loader, step_fn, steps, warmup, name)
     is_dl = _is_dataloader(loader)
-    settings = parse_sweep(sweep) if sweep else []
-    if settings and not is_dl:
-        raise BadOptionError("--sweep", type(loader).__name__, "a torch.utils.data.DataLoader (the sweep rebuilds "
-                             "it with other arguments)", "build the loader with DataLoader(...) to sweep it")
+    settings = _sweep_settings(loader, sweep, is_dl)
     cfg = _config(loader) if is_dl else ()
     workers = dict(cfg).get("num_workers", 0) or 0
     pf = dict(cfg).get("prefetch_factor") or 2
@@ -106,149 +334,30 @@ def dataloader_check(loader: Any, step_fn: Callable[[Any], Any], *, steps: int =
         warmup = workers * pf + 2 if workers else 2
     notes: list[str] = []
     if is_dl:
-        check_picklable(loader, name)
-        if settings:
-            for s in settings:
-                if s.get("num_workers", workers):
-                    where = ", ".join(f"{k}={v}" for k, v in s.items())
-                    check_picklable(_Proxy(loader, s), f"{name} in the sweep ({where})")
+        _check_picklable_everywhere(loader, settings, workers, name)
+    n_len = _len_or_none(loader)
+    torch_threads = _torch_threads()
+    plan = _Plan(loader, step_fn, name, steps, warmup, is_dl, cfg, workers, pf, settings, loader_alone,
+                 compute_alone, hasattr(loader, "__next__"), progress)
+    got = _Passes()
+    status = "ok"
     try:
-        n_len: int | None = len(loader)
-    except Exception:
-        n_len = None
-    torch_mod = sys.modules.get("torch")
-    torch_threads = None
-    if torch_mod is not None:
-        try:
-            torch_threads = int(torch_mod.get_num_threads())
-        except Exception:  # a torch stub without the thread API
-            torch_threads = None
-    iters = _Iters()
-    main, alone = _Loop(), _Loop()
-    co: list[float] = []
-    points: list[SweepPoint] = []
-    extras: dict[str, Any] = {}
-    status, w_main = "ok", warmup
-    one_pass = hasattr(loader, "__next__")  # a generator / iterator: iter() returns itself
-    total_phases = 3 + len(settings)
-
-    def tell(phase: int, msg: str) -> Callable[[int], None] | None:
-        """A per-step progress callback, throttled to 4 updates a second: a progress bar redrawn every step
-        would give the workers extra time between steps (outside both timed windows) and hide the wait."""
-        if progress is None:
-            return None
-        last = [0.0]
-
-        def update(i: int) -> None:
-            now = time.perf_counter()
-            if now - last[0] >= 0.25:
-                last[0] = now
-                progress((phase + min(i / max(1, warmup + steps), 0.99)) / total_phases, msg)
-        return update
-
-    # the load (other processes' cores) of every pass, each over its own measured steps
-    steady, alone_load, co_probe = SteadyLoad(), SteadyLoad(), LoadProbe()
-    try:
-        try:
-            steady = _watched(loader, step_fn, warmup, steps, iters, main, tell(0, "loop"))
-        finally:
-            if not (is_dl and dict(cfg).get("persistent_workers")):
-                iters.close()
-        if not main.wait:
-            raise PerfmagicError(f"{name} yielded no batch: nothing to measure (is it empty, or already consumed?)")
-        if loader_alone:
-            if one_pass:
-                notes.append(f"{name} is a one-pass iterator: 'loader alone' timed on the batches after the loop")
-            if not (one_pass and main.exhausted):
-                alone_load = _watched(loader, None, 0 if one_pass else warmup, steps, iters, alone,
-                                      tell(1, "loader alone"))
-            iters.close()
+        _loop_passes(plan, got, notes)
         if compute_alone:
-            if progress is not None:
-                progress(2 / total_phases, "compute alone")
-            iters.close()  # persistent workers left by the loop (no loader-alone pass) stop before it
-            cached = main.last
-            step_fn(cached)  # warm call, untimed
-            torch = sys.modules.get("torch")
-            co_probe.start()  # the workers are stopped: any busy core besides this process is another's
-            for i in range(max(3, min(steps, COMPUTE_ALONE_MAX))):
-                a = time.perf_counter()
-                step_fn(cached)
-                if main.cuda:
-                    torch.cuda.synchronize()
-                co.append(time.perf_counter() - a)
-            co_probe.stop()
+            _compute_alone(plan, got)
         if is_dl:
-            extras["item_s"], extras["collate_s"] = _collate_cost(loader)
-        if main.cuda:
-            extras["h2d_s"], extras["batch_pinned"] = _h2d(main.last)
-        n_sweep = sweep_steps or min(steps, 10)
-        for j, s in enumerate(settings):
-            label = ", ".join(f"{k}={v}" for k, v in s.items())
-            if progress is not None:
-                progress((3 + j) / total_phases, label)
-            lp = _Loop(cuda=main.cuda)
-            sw = (s.get("num_workers", workers) or 0)
-            spf = s.get("prefetch_factor", pf) or 2
-            sw_warm = sw * spf + 2 if sw else 2
-            err = None
-            bs = None
-            pl = SteadyLoad()
-            try:
-                with warnings.catch_warnings():  # torch's "more workers than cores": the audit says it
-                    warnings.filterwarnings("ignore", message=".*worker processes in total", category=UserWarning)
-                    dl = _rebuild(loader, s)
-                    bs = dl.batch_size
-                    pl = _watched(dl, step_fn, sw_warm, n_sweep, iters, lp, events=False)
-            except KeyboardInterrupt:
-                raise
-            except Exception as exc:
-                err = f"{type(exc).__name__}: {exc}"
-            finally:
-                iters.close()
-            k, _ = _split(len(lp.wait), sw_warm, n_sweep, label)
-            points.append(SweepPoint(tuple(s.items()), tuple(lp.wait[k:]), tuple(lp.comp[k:]), lp.first_batch_s,
-                                     bs, err, workers_cores=pl.workers_cores, others_cores=pl.others_cores))
+            got.extras["item_s"], got.extras["collate_s"] = _collate_cost(loader)
+        if got.main.cuda:
+            got.extras["h2d_s"], got.extras["batch_pinned"] = _h2d(got.main.last)
+        _sweep_passes(plan, got, sweep_steps)
         if progress is not None:
             progress(1.0, "done")
     except KeyboardInterrupt:
         status = "interrupted"
     finally:
-        iters.close()
-    if len(main.wait) < warmup + 2 and status == "interrupted":
-        w_main = len(main.wait) // 2
-        notes.append(f"interrupted during the warm-up: the last {len(main.wait) - w_main} steps are shown")
-    else:
-        w_main, note = _split(len(main.wait), warmup, steps, name)
-        if note and status == "ok":
-            notes.append(note)
-    w_alone = 0
-    if alone.wait:
-        w_alone, _ = _split(len(alone.wait), 0 if one_pass else warmup, steps, "the loader-alone pass")
-    src = _step_source(step_fn, step_source) if main.cuda else None
-    if main.cuda and src is not None and not USES_CUDA.search(src) \
-            and not any(t.device.type == "cuda" for t in _tensors(main.last)):
-        main.cuda = False  # CUDA was initialised by earlier code, but this step runs on the CPU
-        notes.append("CUDA is initialised in this process but the step does not seem to use it: "
-                     "no GPU analysis (the steps were still synchronized)")
-    nb = None
-    if src is not None and COPY.search(src):
-        nb = bool(NON_BLOCKING.search(src))
-    gpu = tuple(main.gpu[w_main:]) if main.cuda else ()
-    if any(g != g for g in gpu):  # CUDA came up within the measured steps: no event pair for every step
-        gpu = ()
-    result = DataLoaderResult(
-        wait_s=tuple(main.wait[w_main:]), compute_s=tuple(main.comp[w_main:]),
-        warmup_wait_s=tuple(main.wait[:w_main]), warmup_compute_s=tuple(main.comp[:w_main]),
-        first_batch_s=main.first_batch_s, loader_s=tuple(alone.wait[w_alone:]),
-        loader_first_batch_s=alone.first_batch_s, compute_only_s=tuple(co), gpu_busy_s=gpu,
-        h2d_s=extras.get("h2d_s"), batch_pinned=extras.get("batch_pinned"), copies_non_blocking=nb,
-        item_s=extras.get("item_s", ()), collate_s=extras.get("collate_s"), sweep=tuple(points), config=cfg,
-        is_dataloader=is_dl, cuda=main.cuda, cores=usable_cores(), torch_threads=torch_threads,
-        workers_cores=steady.workers_cores, others_cores=steady.others_cores, warmup=w_main,
-        loader_others_cores=alone_load.others_cores, compute_only_others_cores=co_probe.others_cores,
-        steps_requested=steps,
-        loader_len=n_len, status=status, notes=tuple(notes), wall_s=time.perf_counter() - t_start)
+        got.iters.close()
+    result = _result(plan, got, status=status, notes=notes, step_source=step_source, n_len=n_len,
+                     torch_threads=torch_threads, t_start=t_start)
     if status == "interrupted":
         raise BenchInterrupted(result if result.n_steps else None)
     return result

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import stats as _stats
-from ..core.env import processes_cpu_s
+from ..core.load import processes_cpu_s
+from ..render.dataloader_audit import note as say_note
 
 COPY = re.compile(r"\.(?:to|cuda)\s*\(")
 NON_BLOCKING = re.compile(r"non_blocking\s*=\s*True")
@@ -83,7 +84,7 @@ class SteadyLoad:
         self._t0 = 0.0
 
     def start(self, pids: Sequence[int] = ()) -> None:
-        from ..core.env import LoadProbe
+        from ..core.load import LoadProbe
 
         self._pids = list(pids)
         self._kids0, self._t0 = processes_cpu_s(self._pids) if self._pids else None, time.perf_counter()
@@ -191,12 +192,10 @@ def _split(n: int, warmup: int, asked: int, name: str) -> tuple[int, str | None]
     """How many of ``n`` recorded steps are warm-up, and a note when the loader was too short."""
     if n >= warmup + min(asked, 2):
         if n < warmup + asked:
-            return warmup, (f"{name} has only {n} batches: {n - warmup} steps measured after {warmup} warm-up "
-                            f"(asked {asked})")
+            return warmup, say_note("short", name=name, n=n, warmup=warmup, asked=asked)
         return warmup, None
     w = n // 2 if n >= 2 else 0
-    return w, (f"{name} has only {n} batches, fewer than warm-up + 2 ({warmup} + 2): measured the last "
-               f"{n - w} after skipping {w}; start-up effects may remain in the numbers")
+    return w, say_note("too-short", name=name, n=n, warmup=warmup, skipped=w)
 
 
 def _step_source(step_fn: Callable[[Any], Any], source: str | None) -> str | None:

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..core import stats as _stats
-from ..render.units import fmt_time
 from ..result import Displayed
 from .audit import INPUT_BOUND, LOADED, SLOWED, Finding, jsonable, audit, load_gap, reconcile
 from .probe import _fraction, _mean
@@ -71,9 +70,10 @@ class DataLoaderResult(Displayed):
 
     primary_metric: ClassVar[str] = "data_wait_fraction"
     renderer: ClassVar[str] = "dataloader"
-    figure_alt: ClassVar[str] = "data wait and compute per step; sweep"
+    figure_alt: ClassVar[str] = "per-step wait and compute, sweep"
     PLATEAU: ClassVar[float] = PLATEAU
     LOADED: ClassVar[float] = LOADED
+    INPUT_BOUND: ClassVar[float] = INPUT_BOUND
 
     wait_s: tuple[float, ...]                 # steady-state steps: time blocked in next()
     compute_s: tuple[float, ...]              # steady-state steps: the step (synchronized)
@@ -251,15 +251,10 @@ class DataLoaderResult(Displayed):
 
     # ---- text -----------------------------------------------------------------------------------
     def verdict(self) -> str:
-        tag = "  [INTERRUPTED]" if self.status != "ok" else ""
-        if not self.n_steps:
-            return f"dataloader check: no step measured{tag}"
-        f, w, c = self.data_wait_fraction, _mean(self.wait_s), _mean(self.compute_s)
-        nums = (f"wait {fmt_time(w)} + compute {fmt_time(c)} = step {fmt_time(w + c)} "
-                f"(mean of {self.n_steps} steps after {self.warmup} warm-up)")
-        if f > INPUT_BOUND:
-            return f"input-bound: {f:.0%} of each step waits for data — {nums}{tag}"
-        return f"compute-bound: data wait is {f:.0%} of the step (≤ {INPUT_BOUND:.0%}) — {nums}{tag}"
+        """Input- or compute-bound, with the mean wait, compute and step (:func:`perfmagic.render.dataloader.verdict`)."""
+        from ..render.dataloader import verdict
+
+        return verdict(self)
 
     def headline(self) -> str:
         return self.verdict()
@@ -307,7 +302,7 @@ class DataLoaderResult(Displayed):
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "config": {k: jsonable(v) for k, v in self.config},
                 "metrics": self.metrics(), "samples": self.samples(),
-                "findings": [f.__dict__ for f in self.findings()], "notes": list(self.notes)}
+                "findings": [f.to_dict() for f in self.findings()], "notes": list(self.notes)}
 
 
 __all__ = ["DataLoaderResult", "SweepPoint", "PLATEAU", "SLOWED", "DISAGREE", "DEFAULT_STEPS"]

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..core import stats as _stats
-from ..core.env import LoadProbe
+from ..core.load import LoadProbe
 from ..core.reference import reference_time
 from ..errors import BenchInterrupted
 from ..render.units import fmt_time

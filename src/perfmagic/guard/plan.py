@@ -39,7 +39,7 @@ class Plan:
     a: dict[str, Any] | None = None        # the baseline run of an accepted comparison
     comparison: Any = None                 # RunComparison of A and B, when there is a pair
     target_s: float | None = None
-    target_source: str = ""
+    target_source: str = ""  # "given", "ledger" (the label's target there), or the words to show
     min_effect: float = 0.10
     names: list[str] = field(default_factory=list)
 
@@ -49,10 +49,9 @@ class Plan:
 
 
 def cell(row: dict[str, Any]) -> tuple[str, str]:
-    """A ``%%gpubench`` row's (cell body, setup)."""
-    from ..timing.whatchanged import cell_body
-
-    return cell_body(row.get("code") or "").strip("\n"), str((row.get("options") or {}).get("setup") or "")
+    """A ``%%gpubench`` row's (cell body, setup); ``code`` holds the body only (the ledger splits the magic
+    line off older rows on read)."""
+    return (row.get("code") or "").strip("\n"), str((row.get("options") or {}).get("setup") or "")
 
 
 def _as_row(run: Any, ledger: Any) -> dict[str, Any]:
@@ -114,34 +113,38 @@ def resolve(run: Any, ledger: Any, *, min_effect: float, target: float | None) -
         b = max((r for r in ledger.rows() if relation(r, "interleaved_with") == rid),
                 key=lambda r: r["id"])
         plan.b, a = b, row
-    why_not = "" if a is not None else (f"it was measured alone: no %%gpubench --vs pair, and its label "
-                                        f"'{row.get('label')}' has no other baseline")
+    why_not: tuple[str, Any] = ("", None) if a is not None else ("alone", row.get("label"))
     if a is not None:
         try:
             rc = compare(a, plan.b, min_effect=min_effect, ledger=ledger)
         except CompareError as exc:
-            rc, why_not = None, str(exc)
+            rc, why_not = None, ("error", str(exc))
         if rc is not None and rc.verdict == "faster":
             if cell(a) == cell(plan.b):
-                why_not = (f"A #{a['id']} and B #{plan.b['id']} run the same code and setup: the change was "
-                           "inside a function, whose earlier version the module no longer holds, so the guard "
-                           "cannot rebuild A")
+                why_not = ("same code", a["id"])
             else:
                 plan.a, plan.comparison = a, rc
         elif rc is not None:
-            why_not = f"B #{plan.b['id']} vs A #{a['id']}: {rc.comparison.sentence}"
+            why_not = ("verdict", (a["id"], rc.comparison.sentence))
     if target is not None:
         plan.target_s, plan.target_source = float(target), "given"
     elif plan.a is None:
         t = ledger_target(ledger, plan.b)
         if t is not None:
-            plan.target_s, plan.target_source = t, f"the target of '{plan.b.get('label')}' in the ledger"
+            plan.target_s, plan.target_source = t, "ledger"
     if plan.a is None and plan.target_s is None:
-        because = f" ({why_not})" if why_not else ""
-        raise GuardError(f"run #{rid} is not an accepted comparison{because} and has no target. Guard a change "
-                         "that perfmagic accepted (run the change with %%gpubench --vs A, or mark A with %perf "
-                         "baseline A), or give a time per call it must stay within: --target 5ms (or %perf "
-                         "target LABEL 5ms)")
+        why, x = why_not
+        raise GuardError(
+            f"run #{rid} is not an accepted comparison"
+            + (f" (it was measured alone: no %%gpubench --vs pair, and its label '{x}' has no other baseline)"
+               if why == "alone" else
+               f" (A #{x} and B #{plan.b['id']} run the same code and setup: the change was inside a function, "
+               "whose earlier version the module no longer holds, so the guard cannot rebuild A)"
+               if why == "same code" else f" (B #{plan.b['id']} vs A #{x[0]}: {x[1]})" if why == "verdict"
+               else f" ({x})" if why == "error" else "")
+            + " and has no target. Guard a change that perfmagic accepted (run the change with %%gpubench --vs A, "
+            "or mark A with %perf baseline A), or give a time per call it must stay within: --target 5ms (or "
+            "%perf target LABEL 5ms)")
     return plan
 
 

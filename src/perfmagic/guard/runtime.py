@@ -51,13 +51,27 @@ class GuardVerdict(Displayed):
     renderer: ClassVar[str] = "guard"
 
     status: str          # "kept" | "lost" | "cannot tell"
-    sentence: str        # why, in one line
     evidence: str        # perfmagic's measurement text (the pair's or the run's)
     value: float         # B/A (pair) or the median in seconds (target)
     ci: tuple[float, float]
     bar: float           # the ratio (pair) or the time (target) the interval is judged against
     kind: str            # "pair" | "target"
     attempts: int = 1
+    labels: tuple[str, str] = ("A", "B")  # the pair's labels; a target's label is the second
+    min_effect: float = 0.10
+    held: bool = False                    # the bar is the accepted gain less min_effect (hold_gain)
+    accepted: float | None = None         # B/A when the change was accepted
+    repeat: tuple[float, float, float] | None = None       # under load, the verdict measured again: B/A, CI
+    first: tuple[str, float, float, float] | None = None   # ... and the first one, when the two disagree
+    pairs: int = 0                        # pairs in the last measurement
+    target_s: float | None = None
+
+    @property
+    def sentence(self) -> str:
+        """Why, in one line (written by :func:`perfmagic.render.guard.sentence`)."""
+        from ..render.guard import sentence
+
+        return sentence(self)
 
     @property
     def passed(self) -> bool:
@@ -72,17 +86,6 @@ class GuardVerdict(Displayed):
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.metrics(), "sentence": self.sentence, "evidence": self.evidence}
-
-
-def _fmt_ratio(r: float) -> str:
-    """B/A as words, the convention of perfmagic's verdicts: "8768× faster", "faster by 16%"."""
-    from ..render.text import change_words
-
-    return change_words(r)
-
-
-def _r(x: float) -> str:
-    return f"{x:.3g}"
 
 
 def check_pair(code_a: str, code_b: str, *, setup_a: str = "", setup_b: str = "",
@@ -124,36 +127,19 @@ def check_pair(code_a: str, code_b: str, *, setup_a: str = "", setup_b: str = ""
     if status == "cannot tell":  # on the bar: the interval narrows with more pairs
         status, pr = measure(budget * RETRY_FACTOR)
         attempts += 1
-    first, repeat = None, ""
+    first, repeat = None, None
     if status != "cannot tell" and _loaded(pr):  # under load an interval can miss: a verdict must be repeated
         first = (status, pr)
         again, pr2 = measure(budget)
         attempts += 1
         c2 = pr2.comparison
-        repeat = f"; repeated under load: B/A {_r(c2.ratio)}, 95% CI {_r(c2.ci_low)}–{_r(c2.ci_high)}"
+        repeat = (c2.ratio, c2.ci_low, c2.ci_high)
         if again != status:
             status, pr = "cannot tell", pr2
-    c = pr.comparison
-    then = f" (at acceptance: {_fmt_ratio(accepted)}, B/A {_r(accepted)})" if accepted else ""
-    what = (f"the accepted gain less {min_effect:.0%} (B/A {bar:.3g})" if held else
-            f"the {min_effect:.0%} bar (B/A {bar:.3f})")
-    la, lb = labels
-    now = f"B/A {_r(c.ratio)}, 95% CI {_r(c.ci_low)}–{_r(c.ci_high)}"
-    if status == "kept":
-        sentence = f"B '{lb}' vs A '{la}' is still {_fmt_ratio(c.ratio)} ({now}, below {what}{repeat}){then}"
-    elif status == "lost":
-        sentence = (f"the accepted gain is lost: B '{lb}' vs A '{la}' is now {_fmt_ratio(c.ratio)} ({now}; B must "
-                    f"stay below {what}{repeat}){then}")
-    elif first is not None:
-        c1 = first[1].comparison
-        sentence = (f"cannot tell, because two measurements under load disagree: B/A {_r(c1.ratio)} (95% CI "
-                    f"{_r(c1.ci_low)}–{_r(c1.ci_high)}: {first[0]}), then {now}, against {what}{then}; run it on "
-                    "a quieter machine")
-    else:
-        sentence = (f"cannot tell, because after {attempts} measurements ({pr.a.n_samples} pairs in the last) "
-                    f"the {now} still straddles {what}: the gain is not shown to hold{then}; run it on a "
-                    "quieter machine or raise BUDGET_S")
-    return GuardVerdict(status, sentence, pr.text(), c.ratio, (c.ci_low, c.ci_high), bar, "pair", attempts)
+    c, c1 = pr.comparison, first[1].comparison if first is not None else None
+    disagreed = (first[0], c1.ratio, c1.ci_low, c1.ci_high) if status == "cannot tell" and c1 is not None else None
+    return GuardVerdict(status, pr.text(), c.ratio, (c.ci_low, c.ci_high), bar, "pair", attempts, labels, min_effect,
+                        bool(held), accepted, repeat if disagreed is None else None, disagreed, pr.a.n_samples)
 
 
 def check_target(code: str, *, setup: str = "", namespace: Mapping[str, Any] | None = None,
@@ -161,7 +147,6 @@ def check_target(code: str, *, setup: str = "", namespace: Mapping[str, Any] | N
                  device: str = "auto", sync: str = "auto", gc: bool = False) -> GuardVerdict:
     """Measure the code alone; ``kept`` when its median's 95% CI is within ``target_s × (1+min_effect)``."""
     __tracebackhide__ = True
-    from ..render.units import fmt_time
     from ..timing.bench import bench
 
     limit = target_s * (1.0 + min_effect)
@@ -174,18 +159,9 @@ def check_target(code: str, *, setup: str = "", namespace: Mapping[str, Any] | N
         if hi <= limit or lo > limit or attempts >= 2:
             break
         b *= RETRY_FACTOR
-    ci = f"95% CI {fmt_time(lo)}–{fmt_time(hi)}"
-    goal = f"the target {fmt_time(target_s)} (+{min_effect:.0%}: {fmt_time(limit)})"
-    if hi <= limit:
-        status, sentence = "kept", f"'{label}' takes {fmt_time(r.median)} ({ci}), within {goal}"
-    elif lo > limit:
-        status, sentence = "lost", (f"the target is lost: '{label}' takes {fmt_time(r.median)} ({ci}), "
-                                    f"above {goal}")
-    else:
-        status, sentence = "cannot tell", (f"cannot tell, because the {ci} of '{label}' still straddles {goal} "
-                                           f"after {attempts} measurements; run it on a quieter machine or "
-                                           "raise BUDGET_S")
-    return GuardVerdict(status, sentence, r.text(), r.median, (lo, hi), limit, "target", attempts)
+    status = "kept" if hi <= limit else "lost" if lo > limit else "cannot tell"
+    return GuardVerdict(status, r.text(), r.median, (lo, hi), limit, "target", attempts, ("", label), min_effect,
+                        target_s=target_s)
 
 
 def report(verdict: GuardVerdict) -> None:

@@ -6,6 +6,10 @@ reads imported from the user's module (``--module mypkg.ops``), and calls
 :func:`perfmagic.guard.check_target`. It needs no notebook, no ledger and no IPython: ``python -m
 pytest PATH``. It is written to a temporary file beside PATH and moved into place, so an interrupted
 write leaves nothing behind; an existing PATH is never overwritten unless ``force``.
+
+The writer gathers what the file holds into a :class:`GuardSpec` (the runs' code and labels, the numbers at
+acceptance, the imports); the file's source, a text a person reads as much as pytest runs, is written by
+:func:`perfmagic.render.guardfile.source`.
 """
 
 from __future__ import annotations
@@ -13,8 +17,6 @@ from __future__ import annotations
 import math
 import os
 import pathlib
-import re
-import textwrap
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, ClassVar
@@ -59,28 +61,6 @@ class GuardFile(Displayed):
                 "checks": self.checks, "accepted": self.accepted, "command": self.command}
 
 
-def _literal(text: str) -> str:
-    """A readable Python literal for code: triple-quoted when that is exact (printable characters and
-    newlines only: a carriage return in source would be read back as a newline), else repr."""
-    if (text and "\n" in text and '"""' not in text and "\\" not in text and not text.endswith('"')
-            and all(c == "\n" or c.isprintable() for c in text)):
-        return '"""\\\n' + text + '\\\n"""'  # the backslashes: no newline added at either end
-    return repr(text)
-
-
-def _safe(text: Any) -> str:
-    """Text from the ledger (a label, a path, a notebook name) for the docstring or a ``#`` comment: one
-    line of printable characters, no backslash, no triple quote. A newline or carriage return in a label
-    would otherwise end a comment and make the rest of it code."""
-    one = "".join(c if c.isprintable() else " " for c in str(text))
-    return one.replace("\\", "/").replace('"""', "'''")
-
-
-def _slug(label: str) -> str:
-    """An ASCII identifier fragment from a label (a label's '²' or '①' is no identifier character)."""
-    return re.sub(r"[^a-z0-9]+", "_", label.lower(), flags=re.ASCII).strip("_")[:40] or "run"
-
-
 def _median(row: dict[str, Any]) -> float:
     from ..core.stats import median
     from ..timing.basis import per_call
@@ -89,24 +69,21 @@ def _median(row: dict[str, Any]) -> float:
     return median(xs) if xs else math.nan
 
 
-def _root_line(mod: Any, module: str, path: pathlib.Path) -> list[str]:
-    """A sys.path line so the guard imports the user's working copy of ``module`` (none when installed)."""
+def _root(mod: Any, module: str, path: pathlib.Path) -> tuple[str, str] | None:
+    """Where the user's working copy of ``module`` lives, for a sys.path line in the guard: ("relative",
+    the folder relative to the guard's) or ("absolute", the folder); None when it is installed."""
     f = getattr(mod, "__file__", None)
     if not f:
-        return []
+        return None
     root = pathlib.Path(f).resolve().parent
     for _ in range(module.count(".") + (1 if pathlib.Path(f).name == "__init__.py" else 0)):
         root = root.parent
     if {"site-packages", "dist-packages"} & set(root.parts):
-        return []
+        return None
     try:
-        rel = os.path.relpath(root, path.resolve().parent)
-        where = f'pathlib.Path(__file__).resolve().parent / {rel.replace(os.sep, "/")!r}'
+        return "relative", os.path.relpath(root, path.resolve().parent).replace(os.sep, "/")
     except ValueError:  # another drive
-        where = f"pathlib.Path({str(root)!r})"
-    return [f"_ROOT = {where}  # the folder that holds {_safe(module.split('.')[0])}",
-            "if str(_ROOT.resolve()) not in sys.path:",
-            "    sys.path.insert(0, str(_ROOT.resolve()))"]
+        return "absolute", str(root)
 
 
 def _needs(plan: Plan, mod: Any, names: list[str], seen: dict[str, Any]) -> tuple[bool, bool]:
@@ -128,11 +105,53 @@ def _budget(plan: Plan) -> float:
     return float(min(MAX_BUDGET_S, max(MIN_BUDGET_S, math.ceil(PAIRS_WANTED * 1.3 * per_pair))))
 
 
-def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, seen: dict[str, Any],
-           regenerate: str, hold_gain: bool = False) -> tuple[str, GuardFile]:
-    """The guard file's text, and the GuardFile describing it."""
+@dataclass(frozen=True)
+class GuardSpec:
+    """What a guard file holds, gathered from the plan: the runs' code and labels, the numbers at acceptance,
+    the names it imports and how it measures. ``render/guardfile.py`` writes the file's text from it."""
+
+    kind: str                       # "pair" | "target"
+    run_id: int
+    baseline_id: int | None
+    label_a: str
+    label_b: str
+    setup_a: str
+    code_a: str
+    setup_b: str
+    code_b: str
+    min_effect: float
+    budget_s: float
+    target_s: float | None
+    target_source: str | None
+    hold_gain: bool
+    accepted_ratio: float | None    # B/A when the change was accepted (a pair)
+    comparison_kind: str | None
+    comparison_sentence: str | None
+    median_a: float
+    median_b: float
+    notebook: str | None
+    created_utc: Any
+    written_utc: datetime
+    version: str
+    command: str
+    regenerate: str
+    module: str | None
+    root: tuple[str, str] | None    # the sys.path line: ("relative" | "absolute", folder)
+    import_lines: tuple[str, ...]
+    names: tuple[str, ...]
+    torch: bool
+    cuda: bool
+    work: tuple[float, float] | None  # judged per unit of declared work: (A's, B's) per call ...
+    work_unit: str | None             # ... of this unit ...
+    work_per: str | None              # ... said "per item"
+    device: str
+    sync: str
+    gc: bool
+
+
+def _spec(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, seen: dict[str, Any],
+          regenerate: str, hold_gain: bool) -> GuardSpec:
     from .. import __version__
-    from ..render.units import fmt_time
 
     b, a = plan.b, plan.a
     code_b, setup_b = cell(b)
@@ -141,89 +160,35 @@ def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, 
                                            if n not in free_names(setup_a, code_a)]
     lines_import, mod = imports(names, module, seen)
     torch, cuda = _needs(plan, mod, names, seen)
-    budget = _budget(plan)
-    m = plan.min_effect
-    label_b, label_a = str(b.get("label") or "B"), str((a or {}).get("label") or "A")
     opts = b.get("options") or {}
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    command = f"python -m pytest {shown_path}"
-    if plan.kind == "pair":
-        c = plan.comparison.comparison
-        title = f"run #{b['id']} '{label_b}' must stay faster than run #{a['id']} '{label_a}'"
-        checks = f"B #{b['id']} '{label_b}' is no longer faster than A #{a['id']} '{label_a}' by at least {m:.0%}"
-        if hold_gain:
-            checks += (f", or B/A rises above {plan.comparison.comparison.ratio * (1 + m):.3g} (the accepted gain "
-                       f"less {m:.0%})")
-        accepted = (f"{plan.comparison.kind}: {c.sentence}; A {fmt_time(_median(a))} → B {fmt_time(_median(b))} "
-                    "median")
-        how = (f"re-measures A's and B's code interleaved in one process (perfmagic.bench_pair, about\n"
-               f"{budget:.0f} s) and fails when B is no longer faster than A by at least {m:.0%}: the accepted "
-               "gain lost")
-    else:
-        title = f"run #{b['id']} '{label_b}' must stay within {fmt_time(plan.target_s)} per call"
-        checks = (f"'{label_b}' takes more than {fmt_time(plan.target_s)} + {m:.0%} per call (95% CI above it)")
-        accepted = (f"target {fmt_time(plan.target_s)} ({plan.target_source}); measured then "
-                    f"{fmt_time(_median(b))} median")
-        how = (f"measures the run's code alone (perfmagic.bench, about {budget:.0f} s) and fails when its\n"
-               f"median is above the target by more than {m:.0%}")
-    where = f"notebook {_safe(b['notebook'])}" if b.get("notebook") else "no notebook (a script's ledger)"
-    if a is not None and plan.target_s is not None:
-        checks += f"; or '{label_b}' takes more than {fmt_time(plan.target_s)} + {m:.0%} per call"
-        how += f", or when B's median is above the target {fmt_time(plan.target_s)} by more than {m:.0%}"
-    paras = [f"Guards {where}, run #{b['id']} of {_safe(b.get('created_utc'))}"
-             + (f" (A: run #{a['id']})" if a is not None else "") + f"; written {when} by perfmagic {__version__}. "
-             f"Accepted then, {_safe(accepted)}.",
-             f"This test {how}. On failure it prints perfmagic's verdict."]
-    doc = [f'"""perfmagic regression guard: {_safe(title)}.', ""]
-    for para in paras:
-        doc += textwrap.wrap(para.replace("\n", " "), 100, break_on_hyphens=False) + [""]
-    doc += [f"Run it:        {_safe(command)}",
-            f"Regenerate it: {_safe(regenerate)}   (in the notebook)", '"""', "",
-            "from __future__ import annotations", "", "import pathlib", "import sys", "", "import pytest", ""]
-    body = _root_line(mod, module, path) if mod is not None else []
-    if torch:
-        body += [f'torch = pytest.importorskip("torch", reason="run #{b["id"]} used torch, which is not installed '
-                 'here")']
-    if cuda:
-        body += ["pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),",
-                 f'                                reason="run #{b["id"]} was measured on CUDA and this machine has '
-                 'no CUDA device")']
-    used = (["check_pair"] if a is not None else []) + (["check_target"] if plan.target_s is not None else [])
-    body += ["", f"from perfmagic.guard import {', '.join(used)}, report  # noqa: E402"]
-    body += [f"{ln}  # noqa: E402" for ln in lines_import]
-    body += ["", "NAMES = {" + ", ".join(f"{n!r}: {n}" for n in names) + "}  # what the run's code reads"]
-    if a is not None:
-        body += [f"A_LABEL, A_SETUP, A_CODE = {label_a!r}, {_literal(setup_a)}, {_literal(code_a)}"]
-    body += [f"B_LABEL, B_SETUP, B_CODE = {label_b!r}, {_literal(setup_b)}, {_literal(code_b)}",
-             f"MIN_EFFECT = {m!r}  # the bar: {'B faster than A' if a is not None else 'over the target'} "
-             f"by at least this much",
-             f"BUDGET_S = {budget!r}  # measuring time; an interval on the bar is measured once more with twice it"]
-    if plan.target_s is not None:
-        body += [f"TARGET_S = {plan.target_s!r}  # seconds per call ({_safe(plan.target_source)})"]
-    if a is not None:
-        bs = getattr(plan.comparison, "basis", None)
-        per = f" {_safe(bs.per)}" if bs is not None and bs.unit else ""
-        body += [f"ACCEPTED_RATIO = {plan.comparison.comparison.ratio!r}  # B/A{per} when the change was accepted",
-                 f"HOLD_GAIN = {hold_gain!r}  # True: also fail when B/A > ACCEPTED_RATIO × (1 + MIN_EFFECT)"]
-        if per:  # judged per unit of declared work (--items): the guard judges the same way
-            body += [f"WORK = ({bs.a!r}, {bs.b!r})  # {_safe(bs.unit)} per call of A and of B: B/A is judged{per}"]
-    kw = (f"device={opts.get('device') or 'auto'!r}, sync={opts.get('sync') or 'auto'!r}, "
-          f"gc={bool(opts.get('gc', False))!r}")
-    slug = _slug(label_b)
-    if a is not None:
-        body += ["", "", f"def test_run_{b['id']}_{slug}_keeps_its_gain() -> None:",
-                 "    report(check_pair(A_CODE, B_CODE, setup_a=A_SETUP, setup_b=B_SETUP, namespace=NAMES,",
-                 "                      labels=(A_LABEL, B_LABEL), min_effect=MIN_EFFECT, budget=BUDGET_S,",
-                 f"                      accepted=ACCEPTED_RATIO, hold_gain=HOLD_GAIN, {kw}"
-                 + (", work=WORK" if per else "") + "))"]
-    if plan.target_s is not None:
-        body += ["", "", f"def test_run_{b['id']}_{slug}_stays_within_target() -> None:",
-                 "    report(check_target(B_CODE, setup=B_SETUP, namespace=NAMES, target_s=TARGET_S, label=B_LABEL,",
-                 f"                        min_effect=MIN_EFFECT, budget=BUDGET_S, {kw}))"]
-    text = "\n".join(doc + body) + "\n"
+    c = plan.comparison.comparison if plan.kind == "pair" else None
+    bs = getattr(plan.comparison, "basis", None) if a is not None else None
+    work = bs is not None and bool(bs.unit)
+    return GuardSpec(
+        plan.kind, int(b["id"]), int(a["id"]) if a is not None else None, str((a or {}).get("label") or "A"),
+        str(b.get("label") or "B"), setup_a, code_a, setup_b, code_b, plan.min_effect, _budget(plan),
+        plan.target_s, plan.target_source, hold_gain,
+        plan.comparison.comparison.ratio if a is not None else None,
+        plan.comparison.kind if c is not None else None, c.sentence if c is not None else None,
+        _median(a) if a is not None else math.nan, _median(b), b.get("notebook") or None, b.get("created_utc"),
+        datetime.now(timezone.utc), __version__,
+        f"python -m pytest {shown_path}", regenerate, module,
+        _root(mod, module, path) if mod is not None and module else None, tuple(lines_import), tuple(names),
+        torch, cuda, (bs.a, bs.b) if work else None, bs.unit if work else None, bs.per if work else None,
+        opts.get("device") or "auto", opts.get("sync") or "auto", bool(opts.get("gc", False)))
+
+
+def render(plan: Plan, path: pathlib.Path, shown_path: str, module: str | None, seen: dict[str, Any],
+           regenerate: str, hold_gain: bool = False) -> tuple[str, GuardFile]:
+    """The guard file's text (written by :func:`perfmagic.render.guardfile.source`), and the GuardFile
+    describing it."""
+    from ..render import guardfile
+
+    s = _spec(plan, path, shown_path, module, seen, regenerate, hold_gain)
+    text = guardfile.source(s)
     compile(text, str(path), "exec")  # never write a file that does not parse
-    gf = GuardFile(shown_path, plan.kind, int(b["id"]), int(a["id"]) if a is not None else None, module,
-                   tuple(names), checks, accepted, command, budget, m, plan.target_s)
+    gf = GuardFile(shown_path, s.kind, s.run_id, s.baseline_id, module, s.names, guardfile.checks(s),
+                   guardfile.accepted(s), s.command, s.budget_s, s.min_effect, s.target_s)
     return text, gf
 
 
@@ -292,4 +257,4 @@ def write_guard(run: Any, path: str | os.PathLike, *, module: str | None = None,
     return gf
 
 
-__all__ = ["GuardFile", "GuardError", "write_guard", "atomic_write", "render"]
+__all__ = ["GuardFile", "GuardSpec", "GuardError", "write_guard", "atomic_write", "render"]

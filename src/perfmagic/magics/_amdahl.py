@@ -7,10 +7,11 @@ import re
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
+from IPython.core.magic import cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args, _boundary
+from ._template import MagicTemplate
 from ._progress import progress_bar
 
 _SPEC = re.compile(r"^([A-Za-z_]\w*)=(.+)$")
@@ -25,10 +26,7 @@ def worker_list(text: str) -> list[int]:
 
 
 @magics_class
-class ScalingMagics(Magics):
-    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
-        super().__init__(shell)
-        self.state = state
+class ScalingMagics(MagicTemplate):
 
     @magic_arguments()
     @argument("spec", nargs="?", help="NAME=1,2,4,8: inject NAME into the cell with each worker count")
@@ -105,27 +103,20 @@ class ScalingMagics(Magics):
                 raise _boundary.Interrupted("perfmagic: scaling sweep interrupted before any point was measured") from None
         finally:
             close()
-        ref = self.state["record"](
-            magic="amdahl", label=label, code=cell, magic_line=line, result=result,
-            options={k: v for k, v in vars(args).items()}, metrics=result.metrics(),
-            samples=result.samples(), env={}, status=status, primary_metric=result.primary_metric)
-        text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
-        from ..render.bundle import mimebundle
-        from ._template import finish
-
-        return finish(self.shell, result, args, mimebundle(result, text=text, plot=not args.no_plot),
-                      interrupted="perfmagic: %%amdahl interrupted; the points measured are fitted above and recorded"
-                      if status == "interrupted" else None)
+        return self.conclude(
+            result, args, magic="amdahl", line=line, cell=cell, label=label, status=status,
+            interrupted="perfmagic: %%amdahl interrupted; the points measured are fitted above and recorded"
+            if status == "interrupted" else None)
 
     def _ranks(self, args: Any, line: str, cell: str) -> Any:
-        """``%%amdahl --ranks LIST``: the engine is :func:`perfmagic.scaling.ranks.amdahl_ranks`."""
+        """``%%amdahl --ranks LIST``: the engine is :func:`perfmagic.ranks.amdahl_ranks`."""
         __tracebackhide__ = True
         from ..errors import BenchInterrupted, PerfmagicError
 
         if args.spec is not None or args.threads is not None:
             raise UsageError("%%amdahl: --ranks LIST replaces NAME=LIST and --threads; give only one, e.g. "
                              "%%amdahl --ranks 1,2,4")
-        from ..scaling.ranks import amdahl_ranks
+        from ..ranks.sweep import amdahl_ranks
         from ._template import default_label
 
         label = args.label or default_label(cell, self.state)
@@ -145,17 +136,10 @@ class ScalingMagics(Magics):
             raise UsageError(f"%%amdahl --ranks: {exc}") from None
         finally:
             close()
-        ref = self.state["record"](
-            magic="amdahl", label=label, code=cell, magic_line=line, result=result, options=dict(vars(args)),
-            metrics=result.metrics(), samples=result.samples(), env={}, status=status,
-            primary_metric=result.primary_metric)
-        text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
-        from ..render.bundle import mimebundle
-        from ._template import finish
-
-        return finish(self.shell, result, args, mimebundle(result, text=text, plot=not args.no_plot),
-                      interrupted="perfmagic: %%amdahl --ranks interrupted; the world sizes measured are shown and "
-                      "recorded" if status == "interrupted" else None)
+        return self.conclude(
+            result, args, magic="amdahl", line=line, cell=cell, label=label, status=status,
+            interrupted="perfmagic: %%amdahl --ranks interrupted; the world sizes measured are shown and "
+            "recorded" if status == "interrupted" else None)
 
     @magic_arguments()
     @argument("terms", nargs="*", help="two of throughput=RATE (100/s), latency=DURATION (1s, 250ms), "

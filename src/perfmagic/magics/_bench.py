@@ -7,19 +7,16 @@ import sys
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
+from IPython.core.magic import cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args, _boundary
+from ._template import MagicTemplate
 
 
 @magics_class
-class BenchMagics(Magics):
+class BenchMagics(MagicTemplate):
     """Timing magics. ``state`` is shared with the other perfmagic magics (current cell id, ...)."""
-
-    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
-        super().__init__(shell)
-        self.state = state
 
     @magic_arguments()
     @argument("-l", "--label", help="name of this measurement in the ledger (default: the cell's first code line)")
@@ -109,7 +106,7 @@ class BenchMagics(Magics):
         options["setup"] = result.setup
         if result.work:
             options["work"] = dict(result.work)
-        ref = self.state["record"](
+        ref = self.record(
             magic="gpubench", label=result.label, code=cell, result=result, options=options, metrics=result.metrics(),
             samples=result.samples(), env=result.env, env_hash=fingerprint(result.env) if result.env else None,
             status=result.status, primary_metric=result.primary_metric, magic_line=line)
@@ -195,7 +192,7 @@ class BenchMagics(Magics):
 
             from ..render.bundle import mimebundle
             from ._template import display_bundle
-            from ..render.timing import comparison_bundle
+            from ..render.comparison import comparison_bundle
 
             display_bundle(comparison_bundle(rc) if rc is not None else {"text/plain": pr.text()})
             display_bundle(mimebundle(replace(pr.b, run_id=b_id), plot=not args.no_plot))
@@ -215,7 +212,7 @@ class BenchMagics(Magics):
         from ..timing.flow import judge_pair
         from ..timing.history import compare
 
-        record = self.state["record"]
+        record = self.record
         opts_ra = dict(opts_a)  # the user's options of A; the relations are the record's own fields
         if pr.a.work:
             opts_ra["work"] = dict(pr.a.work)

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import argparse
 import ast
-import itertools
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
+from IPython.core.magic import cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args, _boundary
+from ._template import MagicTemplate
 from ._progress import progress_bar
 
-_COUNTER = itertools.count(1)
 
 
 def sweep_spec(text: str) -> tuple[str, list[Any]]:
@@ -39,10 +38,7 @@ def sweep_spec(text: str) -> tuple[str, list[Any]]:
 
 
 @magics_class
-class DataLoaderMagics(Magics):
-    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
-        super().__init__(shell)
-        self.state = state
+class DataLoaderMagics(MagicTemplate):
 
     @magic_arguments()
     @argument("loader", nargs="?", help="the loader: a name (or expression) in the notebook, e.g. train_loader")
@@ -101,13 +97,11 @@ class DataLoaderMagics(Magics):
         sweep: dict[str, list[Any]] = {}
         for name, values in args.sweep or []:
             sweep.setdefault(name, []).extend(values)
-        from ..core.cells import register_source
+        from ..core.cells import compile_module
         from ..dataloader.check import dataloader_check
         from ._template import default_label
 
-        filename = f"<dataloader_check cell {next(_COUNTER)}>"
-        register_source(cell, filename)
-        code = compile(cell, filename, "exec")
+        code = compile_module(cell, _boundary.cell_filename(self.shell, cell))
 
         def step(batch: Any) -> None:
             ns["batch"] = batch
@@ -132,16 +126,10 @@ class DataLoaderMagics(Magics):
         from ..dataloader.audit import jsonable
 
         options["sweep"] = {k: [jsonable(x) for x in v] for k, v in sweep.items()}
-        ref = self.state["record"](
-            magic="dataloader_check", label=label, code=cell, magic_line=line, result=result, options=options,
-            metrics=result.metrics(), samples=result.samples(), env={}, status=status,
-            primary_metric=result.primary_metric)
-        text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
-        from ..render.bundle import mimebundle
-        from ._template import finish
-
-        return finish(self.shell, result, args, mimebundle(result, text=text, plot=not args.no_plot),
-                      interrupted="perfmagic: %%dataloader_check interrupted; the steps measured are shown above "
-                      "and recorded; the workers are shut down" if status == "interrupted" else None)
+        return self.conclude(
+            result, args, magic="dataloader_check", line=line, cell=cell, label=label, status=status,
+            options=options,
+            interrupted="perfmagic: %%dataloader_check interrupted; the steps measured are shown above and "
+            "recorded; the workers are shut down" if status == "interrupted" else None)
 
 

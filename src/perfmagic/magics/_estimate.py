@@ -6,10 +6,11 @@ import re
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
+from IPython.core.magic import cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args, _boundary
+from ._template import MagicTemplate
 from ._progress import progress_bar
 
 _SPEC = re.compile(r"^([A-Za-z_]\w*)=(.+)$")
@@ -44,10 +45,7 @@ def _sizes(text: str) -> list[int]:
 
 
 @magics_class
-class EstimateMagics(Magics):
-    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
-        super().__init__(shell)
-        self.state = state
+class EstimateMagics(MagicTemplate):
 
     @magic_arguments()
     @argument("spec", nargs="?", metavar="NAME=FULL",
@@ -141,17 +139,10 @@ class EstimateMagics(Magics):
         failure = result.actual.exception if result.actual is not None and result.actual.status == "failed" else None
         if failure is not None:
             status = "failed"
-        opts = {k: v for k, v in vars(args).items()}
-        ref = self.state["record"](
-            magic="estimate", label=label, code=cell, magic_line=line, result=result, options=opts, metrics=result.metrics(),
-            samples=result.samples(), env={}, status=status, primary_metric=result.primary_metric)
-        from ..render.bundle import mimebundle
-
-        text = result.text(run_id=ref.id if ref is not None else None)
         # text, png, self-contained html with the measured points folded; no widget (result.widget() is the
         # opt-in live view: a saved notebook would keep a dead one)
-        from ._template import finish
-
-        return finish(self.shell, result, args, mimebundle(result, plot=not args.no_plot, text=text),
-                      interrupted=f"perfmagic: %%estimate interrupted during {interrupted_at}; what was done is "
-                      "shown above and recorded" if status == "interrupted" else None, failure=failure)
+        return self.conclude(
+            result, args, magic="estimate", line=line, cell=cell, label=label, status=status,
+            text=lambda run_id: result.text(run_id=run_id),
+            interrupted=f"perfmagic: %%estimate interrupted during {interrupted_at}; what was done is shown above "
+            "and recorded" if status == "interrupted" else None, failure=failure)

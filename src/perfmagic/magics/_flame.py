@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
+from IPython.core.magic import cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args, _boundary
+from ._template import MagicTemplate
 
 
 def _rate(text: str) -> int:
@@ -23,10 +24,7 @@ def _rate(text: str) -> int:
 
 
 @magics_class
-class FlameMagics(Magics):
-    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
-        super().__init__(shell)
-        self.state = state
+class FlameMagics(MagicTemplate):
 
     @magic_arguments()
     @argument("--rate", type=_rate, default=None, metavar="HZ",
@@ -62,7 +60,7 @@ class FlameMagics(Magics):
         py-spy samples the kernel's own process from outside (no overhead on the cell in its
         non-blocking mode); where it is missing or may not attach (containers without SYS_PTRACE,
         macOS) an in-process sampler thread takes over and the output says why. The root of the graph
-        is the cell: IPython's own frames are cut away and cell files show as ``In [n]:line``. The graph
+        is the cell: IPython's own frames are cut away and cell lines show as ``In [n] line k``. The graph
         (click to zoom, hover for file:line and self/total time, search) is plain HTML and inline
         JavaScript with its data inline: it works offline and in exported HTML; a PNG and a text table
         of the top functions by self and total time come with it. An exception in the cell shows the
@@ -71,7 +69,7 @@ class FlameMagics(Magics):
         __tracebackhide__ = True
         from ..errors import BenchInterrupted
         from ..profile.flame import flame
-        from ._template import default_label
+        from ._template import default_label, with_run_id
 
         args, _ = _args.parse(self.flame.parser, line)
         label = args.label or default_label(cell, self.state)
@@ -91,16 +89,14 @@ class FlameMagics(Magics):
             result, status = exc.result, "interrupted"
         if result.status == "failed":
             status = "failed"
-        ref = self.state["record"](
-            magic="flame", label=label, code=cell, magic_line=line, result=result, options=dict(vars(args)),
-            metrics=result.metrics(), samples=result.samples(), env={}, status=status,
-            primary_metric="top_self_fraction")
-        text = result.text(top=args.top) + (f"\n  run #{ref.id}" if ref is not None else "")
         from ..render.flame import mimebundle
-        from ._template import finish
 
-        return finish(self.shell, result, args, mimebundle(result, text=text, plot=not args.no_plot),
-                      interrupted="perfmagic: %%flame interrupted; the profile up to Ctrl-C is shown and recorded"
-                      if status == "interrupted" else None,
-                      failure=result.exception if status == "failed" else None)
+        return self.conclude(
+            result, args, magic="flame", line=line, cell=cell, label=label, status=status,
+            primary_metric="top_self_fraction",
+            bundle=lambda run_id: mimebundle(result, text=with_run_id(result.text(top=args.top), run_id),
+                                             plot=not args.no_plot),
+            interrupted="perfmagic: %%flame interrupted; the profile up to Ctrl-C is shown and recorded"
+            if status == "interrupted" else None,
+            failure=result.exception if status == "failed" else None)
 

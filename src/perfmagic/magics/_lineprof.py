@@ -5,17 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
+from IPython.core.magic import cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args, _boundary
+from ._template import MagicTemplate
 
 
 @magics_class
-class LineProfMagics(Magics):
-    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
-        super().__init__(shell)
-        self.state = state
+class LineProfMagics(MagicTemplate):
 
     def _function(self, expr: str) -> Any:
         try:
@@ -48,7 +46,7 @@ class LineProfMagics(Magics):
         """
         __tracebackhide__ = True
         from ..profile.lineprof import run_lineprof
-        from ._template import default_label
+        from ._template import default_label, with_run_id
 
         args, _ = _args.parse(self.lineprof.parser, line)
         if not args.functions:
@@ -59,16 +57,12 @@ class LineProfMagics(Magics):
         result, exc = run_lineprof(code, funcs, names=args.functions, globals=self.shell.user_ns,
                                    filename=fname, top=args.top)
         status = {"ok": "ok", "interrupted": "interrupted", "error": "failed"}[result.status]
-        ref = self.state["record"](
-            magic="lineprof", label=args.label or default_label(cell, self.state), code=cell, magic_line=line,
-            result=result,
-            options=dict(vars(args)), metrics=result.metrics(), samples=result.samples(), env={},
-            status=status, primary_metric="total_s")
         from ..render.bundle import mimebundle
-        from ._template import finish
 
-        text = result.text() + (f"\n  run #{ref.id}" if ref is not None else "")
         stopped = isinstance(exc, KeyboardInterrupt)
-        return finish(self.shell, result, args, mimebundle(result, text=text, plot=False),
-                      interrupted="perfmagic: %%lineprof interrupted; the lines timed up to there are shown above "
-                      "and recorded" if stopped else None, failure=None if stopped else exc)
+        return self.conclude(
+            result, args, magic="lineprof", line=line, cell=cell, label=args.label or default_label(cell, self.state),
+            status=status, primary_metric="total_s",
+            bundle=lambda run_id: mimebundle(result, text=with_run_id(result.text(), run_id), plot=False),
+            interrupted="perfmagic: %%lineprof interrupted; the lines timed up to there are shown above and "
+            "recorded" if stopped else None, failure=None if stopped else exc)

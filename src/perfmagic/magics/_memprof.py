@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
+from IPython.core.magic import cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args, _boundary
+from ._template import MagicTemplate
 
 
 def device_choice(text: str) -> str:
@@ -19,10 +20,7 @@ def device_choice(text: str) -> str:
 
 
 @magics_class
-class MemoryMagics(Magics):
-    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
-        super().__init__(shell)
-        self.state = state
+class MemoryMagics(MagicTemplate):
 
     @magic_arguments()
     @argument("--interval", type=_args.duration("the sampling interval", "10ms or 0.02"), default=0.01, metavar="DURATION",
@@ -61,7 +59,7 @@ class MemoryMagics(Magics):
         """
         __tracebackhide__ = True
         from ..profile.memory import run_memory
-        from ._template import default_label
+        from ._template import default_label, with_run_id
 
         args, _ = _args.parse(self.memory.parser, line)
         code = self.shell.transform_cell(cell)
@@ -70,16 +68,10 @@ class MemoryMagics(Magics):
                                  top=args.top, trace="off" if args.no_trace else args.trace,
                                  device=args.device)
         status = {"ok": "ok", "interrupted": "interrupted", "error": "failed"}[result.status]
-        ref = self.state["record"](
-            magic="memory", label=args.label or default_label(cell, self.state), code=cell, magic_line=line,
-            result=result,
-            options=dict(vars(args)), metrics=result.metrics(), samples=result.samples(), env={},
-            status=status, primary_metric="peak_bytes")
-        text = result.text(top=args.top) + (f"\n  run #{ref.id}" if ref is not None else "")
-        from ..render.bundle import mimebundle
-        from ._template import finish
-
         stopped = isinstance(exc, KeyboardInterrupt)
-        return finish(self.shell, result, args, mimebundle(result, text=text, plot=not args.no_plot),
-                      interrupted="perfmagic: %%memory interrupted; the profile up to there is shown above and "
-                      "recorded" if stopped else None, failure=None if stopped else exc)
+        return self.conclude(
+            result, args, magic="memory", line=line, cell=cell, label=args.label or default_label(cell, self.state),
+            status=status, primary_metric="peak_bytes",
+            text=lambda run_id: with_run_id(result.text(top=args.top), run_id),
+            interrupted="perfmagic: %%memory interrupted; the profile up to there is shown above and recorded"
+            if stopped else None, failure=None if stopped else exc)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic import line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args, _boundary
+from ._template import MagicTemplate
 
 SUBCOMMANDS = ("show", "baseline", "compare", "plot", "export", "forget", "next", "target", "guard")
 USAGE = ("%perf | %perf baseline [RUN] | %perf compare [A [B]] | %perf plot [LABEL] | "
@@ -16,20 +17,11 @@ USAGE = ("%perf | %perf baseline [RUN] | %perf compare [A [B]] | %perf plot [LAB
          "%perf guard RUN PATH [--module M]")
 
 
-def _body(row: dict[str, Any]) -> str:
-    from ..timing.whatchanged import cell_body
-
-    return cell_body(row.get("code") or "")
-
-
 _run_id = _args.perf_run_id
 
 
 @magics_class
-class PerfMagics(Magics):
-    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
-        super().__init__(shell)
-        self.state = state
+class PerfMagics(MagicTemplate):
 
     @magic_arguments()
     @argument("-n", "--rows", "--limit", type=_args.positive_int, default=20,
@@ -140,10 +132,6 @@ class PerfMagics(Magics):
         print(f"perfmagic: run #{row['id']} is now the baseline of '{row['label']}'")
 
     def _compare(self, led: Any, t: list[str], args: Any, notebook: Any) -> Any:
-        from ..render.timing import comparison_bundle
-        from ._template import finish
-        from ..timing.history import CompareError, compare
-
         if len(t) > 2:
             raise UsageError(f"%perf compare takes at most two RUN ids (A B), got {' '.join(t)!r}")
         if len(t) == 2:
@@ -179,16 +167,17 @@ class PerfMagics(Magics):
         """The comparison flow (timing/flow.py), shown: re-measured interleaved when both runs can still
         run here, else the recorded samples with the reason said."""
         from ..errors import BenchInterrupted
-        from ..render.timing import comparison_bundle
+        from ..render.comparison import comparison_bundle
         from ..timing.flow import RerunError, compare_runs
         from ..timing.history import CompareError
         from ._template import display_bundle, finish
 
-        fnames = (_boundary.cell_filename(self.shell, _body(ra)), _boundary.cell_filename(self.shell, _body(rb)))
+        fnames = (_boundary.cell_filename(self.shell, ra.get("code") or ""),
+                  _boundary.cell_filename(self.shell, rb.get("code") or ""))
         try:
             rc = compare_runs(ra, rb, ledger=led, rerun=False if args.historical else (True if args.rerun else None),
                               captures=self.state.get("captures", {}), globals=self.shell.user_ns,
-                              budget=args.budget, min_effect=args.min_effect, record=self.state["record"],
+                              budget=args.budget, min_effect=args.min_effect, record=self.record,
                               notify=print, filenames=fnames)
         except RerunError as exc:
             raise UsageError(f"%perf compare --rerun: {exc}") from None

@@ -11,18 +11,16 @@ import argparse
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.core.magic import line_cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from . import _args, _boundary
+from ._template import MagicTemplate
 from ._progress import progress_bar
 
 
 @magics_class
-class RooflineMagics(Magics):
-    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
-        super().__init__(shell)
-        self.state = state
+class RooflineMagics(MagicTemplate):
 
     @magic_arguments()
     @argument("-l", "--label", help="name of this point on the chart and in the ledger (default: the cell's first line)")
@@ -60,9 +58,9 @@ class RooflineMagics(Magics):
             if cell is None:
                 if setup:
                     raise UsageError(f"%roofline takes no code on the line ({setup!r}); use the cell form %%roofline")
-                from ..render.bundle import mimebundle
+                from ._template import finish
 
-                return self._show(roofs, mimebundle(roofs, plot=not args.no_plot), args)
+                return finish(self.shell, roofs, args)
             return self._cell(args, line, setup, cell, roofs)
         except BenchInterrupted:
             raise _boundary.Interrupted("perfmagic: %%roofline interrupted before a sample was timed; nothing "
@@ -84,15 +82,6 @@ class RooflineMagics(Magics):
             raise _boundary.Interrupted("perfmagic: calibration interrupted; the cache was left as it was") from None
         finally:
             close()
-
-    def _show(self, obj: Any, bundle: dict[str, Any], args: argparse.Namespace) -> Any:
-        from ._template import display_bundle
-
-        if args.output and not args.quiet:
-            return obj
-        if not args.quiet:
-            display_bundle(bundle)
-        return obj if args.output else None
 
     def _cell(self, args: argparse.Namespace, line: str, setup: str, cell: str, roofs: Any) -> Any:
         __tracebackhide__ = True
@@ -131,30 +120,25 @@ class RooflineMagics(Magics):
                 bar[1]()
         options = {k: v for k, v in vars(args).items() if k != "setup"}
         options["setup"] = setup
-        ref = self.state["record"](
-            magic="roofline", label=label, code=cell, magic_line=line, result=r, options=options,
-            metrics=r.metrics(), samples=r.samples(), env=r.bench.env,
-            env_hash=fingerprint(r.bench.env) if r.bench.env else None, status=status, primary_metric=r.primary_metric)
-        run_id = ref.id if ref is not None else None
-        text = r.text() + (f"\n  run #{run_id}" if run_id is not None else "")
         from ..render.bundle import bundle_of
+        from ._template import with_run_id
 
-        png = None
-        if not args.no_plot:  # earlier roofline points of this notebook drawn beside this one
-            history = [dict(h, label=f"#{h['id']} {h['label']}") for h in self._history(run_id)]
-            try:
-                png = r.figure_png(history=history)
-            except ImportError:
-                text += "\n  (matplotlib is not installed: no figure)"
-        bundle = bundle_of(text, png, r.figure_alt, r.html_sections())
-        if status == "interrupted":
-            if not args.quiet:
-                from ._template import display_bundle
+        def bundle(run_id: int | None) -> dict[str, Any]:
+            text = with_run_id(r.text(), run_id)
+            png = None
+            if not args.no_plot:  # earlier roofline points of this notebook drawn beside this one
+                history = [dict(h, label=f"#{h['id']} {h['label']}") for h in self._history(run_id)]
+                try:
+                    png = r.figure_png(history=history)
+                except ImportError:
+                    text += "\n  (matplotlib is not installed: no figure)"
+            return bundle_of(text, png, r.figure_alt, r.html_sections())
 
-                display_bundle(bundle)
-            raise _boundary.Interrupted("perfmagic: %%roofline interrupted; the point from the samples timed so far "
-                                        "is shown above and recorded as interrupted")
-        return self._show(r, bundle, args)
+        return self.conclude(
+            r, args, magic="roofline", line=line, cell=cell, label=label, status=status, options=options,
+            env=r.bench.env, env_hash=fingerprint(r.bench.env) if r.bench.env else None, bundle=bundle,
+            interrupted="perfmagic: %%roofline interrupted; the point from the samples timed so far is shown above "
+            "and recorded as interrupted" if status == "interrupted" else None)
 
     def _history(self, run_id: int | None) -> list[dict[str, Any]]:
         """Earlier roofline points of this notebook for the chart; none (and one line) when the ledger

@@ -1,5 +1,11 @@
-"""What every magic shares around its engine call: the default label, and the end — showing the
+"""What every magic shares around its engine call: :class:`MagicTemplate` (parse → engine → record →
+display → outcome), the ledger hook (:func:`record_run`), the default label, and the end — showing the
 result the way ``-o``/``-q`` ask.
+
+A magic method parses its line (``_args.parse``), calls its engine (a public function a ``.py`` file
+can call too), and hands the result to :meth:`MagicTemplate.conclude`, which records one ledger row,
+shows the result and ends the cell: normally, with a one-line ``KeyboardInterrupt`` after showing what
+was measured (``interrupted``), or with the user's own exception after showing it (``failure``).
 
 * no flag: the result's bundle is displayed (self-contained HTML, PNG, text); the cell returns None;
 * ``-o``: the result is returned, so IPython shows it once as ``Out[n]`` (its ``_repr_mimebundle_``);
@@ -10,7 +16,12 @@ result the way ``-o``/``-q`` ask.
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Callable
 from typing import Any
+
+from IPython.core.magic import Magics
 
 
 def default_label(cell: str, state: dict[str, Any] | None = None) -> str:
@@ -109,3 +120,91 @@ def finish(shell: Any, result: Any, args: Any, bundle: dict[str, Any] | None = N
         return result
     display_bundle(bundle)  # type: ignore[arg-type]
     return None
+
+
+def record_run(shell: Any, state: dict[str, Any], *, magic_line: str = "", code: str, result: Any = None,
+               **fields: Any) -> Any:
+    """Append one ledger row for a magic's run; on failure keep it in memory and say so in one line.
+
+    ``code`` is the cell body, ``magic_line`` its ``%%magic`` line (stored apart); ``result``: the result
+    the run made, whose ``to_record`` gives the kind and payload that rebuild it (``perfmagic.run(N)``,
+    ``%perf show N``). Returns the row's reference (``.id``, ``.saved``) or None when it could not be
+    written at all. A Ctrl-C while writing is held until the row is saved once; the magic shows its
+    result, then the cell stops (:func:`interrupt_after_show`).
+    """
+    if result is not None:
+        rec = result.to_record(magic=fields["magic"], code=code, magic_line=magic_line,
+                               label=fields.get("label"), options=fields.get("options"), env=fields.get("env"),
+                               status=fields.get("status"))
+        fields = {**{k: v for k, v in rec.ledger_fields().items() if k not in ("code", "magic_line")}, **fields}
+        fields.update(kind=rec.kind, payload=rec.payload)
+    from ..storage.ledger import RecordedInterrupt
+    from ..storage.session import current_ledger
+
+    led = current_ledger(shell.user_ns)
+    session = f"pid {os.getpid()}"
+    ident = getattr(getattr(getattr(shell, "kernel", None), "session", None), "session", None)
+    if ident:
+        session += f", kernel session {ident}"
+    try:
+        ref = led.record(code=code, magic_line=magic_line, cell_id=state.get("cell_id"), session=session, **fields)
+    except RecordedInterrupt as stop:  # saved once; the result is shown, then the cell stops
+        ref = stop.ref
+        interrupt_after_show(f"perfmagic: Ctrl-C while run #{ref.id} was being recorded; it was "
+                             f"{'saved' if ref.saved else 'kept in memory'} once and is shown above")
+    except Exception as exc:  # never lose the measurement to a ledger bug
+        print(f"perfmagic: could not record this run in the ledger ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return None
+    if not ref.saved:
+        print(f"perfmagic: {ref.error}", file=sys.stderr)
+    return ref
+
+
+def with_run_id(text: str, run_id: int | None) -> str:
+    """A result's text with the ledger's run number under it (how a user finds it in ``%perf``)."""
+    return text + (f"\n  run #{run_id}" if run_id is not None else "")
+
+
+class MagicTemplate(Magics):
+    """The base of every perfmagic ``Magics`` class: parse → engine → record → display → outcome.
+
+    Subclasses define the magic methods (``@magic_arguments``, ``@cell_magic``, ``@user_facing``); each
+    parses its line, calls its engine and returns :meth:`conclude`. ``state`` is the shell's perfmagic
+    state (the cell id, the re-run captures), shared by every magic of the shell.
+    """
+
+    def __init__(self, shell: Any, state: dict[str, Any]) -> None:
+        super().__init__(shell)
+        self.state = state
+
+    def record(self, **fields: Any) -> Any:
+        """One ledger row (:func:`record_run`); the comparison flow gets this method as its ``record``."""
+        return record_run(self.shell, self.state, **fields)
+
+    def conclude(self, result: Any, args: Any, *, magic: str, line: str, cell: str, label: str,
+                 status: str = "ok", options: dict[str, Any] | None = None, env: dict[str, Any] | None = None,
+                 text: Callable[[int | None], str] | None = None,
+                 bundle: Callable[[int | None], dict[str, Any]] | None = None,
+                 interrupted: str | None = None, failure: BaseException | None = None, **fields: Any) -> Any:
+        """Record ``result`` as one ledger row, show it as ``-o``/``-q`` ask, and end the cell.
+
+        ``options``: what the row keeps of the parsed arguments (default: all of them). ``text(run_id)``
+        writes the text shown (default: the result's text and its run number); ``bundle(run_id)`` the
+        whole display (default: :func:`perfmagic.render.bundle.mimebundle` of that text, with the figure
+        unless ``--no-plot``). With ``interrupted`` (a one-line message) the cell ends after the display
+        with that ``KeyboardInterrupt``; with ``failure`` (the user's exception) it ends with that exception.
+        ``fields`` go to the row as they are (``env_hash``, ``primary_metric``...).
+        """
+        fields.setdefault("primary_metric", getattr(result, "primary_metric", ""))
+        ref = self.record(magic=magic, label=label, code=cell, magic_line=line, result=result,
+                          options=dict(vars(args)) if options is None else options, metrics=result.metrics(),
+                          samples=result.samples(), env=env or {}, status=status, **fields)
+        run_id = ref.id if ref is not None else None
+        if bundle is not None:
+            shown = bundle(run_id)
+        else:
+            from ..render.bundle import mimebundle
+
+            body = text(run_id) if text is not None else with_run_id(result.text(), run_id)
+            shown = mimebundle(result, text=body, plot=not getattr(args, "no_plot", False))
+        return finish(self.shell, result, args, shown, interrupted=interrupted, failure=failure)

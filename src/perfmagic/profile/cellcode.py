@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.cells import register_source
-from ..errors import BadOptionError, PerfmagicError
+from ..core.cells import compile_module, location
+from ..errors import BadOptionError
 
 # ---- where code comes from ---------------------------------------------------------------------
 
@@ -82,9 +82,7 @@ def source_label(filename: str, lineno: int | None = None, filename_map: Mapping
         except ValueError:
             rel = filename
         where = rel if not rel.startswith("..") else os.path.join(*filename.split(os.sep)[-2:])
-    if lineno is None:
-        return where
-    return f"{where} line {lineno}" if (n is not None or where.startswith("<")) else f"{where}:{lineno}"
+    return location(where, lineno)
 
 
 def source_line(filename: str, lineno: int) -> str:
@@ -112,24 +110,11 @@ def compile_statements(source: str, ns: dict[str, Any], filename: str) -> list[S
     """Compile ``source`` into one code object per top-level statement, line numbers kept.
 
     A ``SyntaxError`` is the user's and propagates; top-level ``await`` (valid in IPython, not here)
-    raises :class:`PerfmagicError` with the way out.
+    raises :class:`~perfmagic.errors.PerfmagicError` with the way out.
     """
     __tracebackhide__ = True
-    register_source(source, filename)
+    compile_module(source, filename)  # the user's SyntaxError, or top-level await refused, before any run
     tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST)  # not ast.parse: no stdlib frame in tracebacks
-    try:
-        compile(tree, filename, "exec")
-    except SyntaxError:
-        try:
-            code = compile(source, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-        except SyntaxError:
-            code = None
-        if code is not None and code.co_flags & 0x80:  # CO_COROUTINE: top-level await / async for / async with
-            raise PerfmagicError(
-                "the cell uses top-level 'await', which a profiler cannot run: the cell would have to run on "
-                "the kernel's event loop. Profile the synchronous work it does (e.g. the function the coroutine "
-                "calls), or run the coroutine in a plain cell without the magic") from None
-        raise
     lines = source.splitlines()
     out = []
     for node in tree.body:

@@ -44,7 +44,6 @@ cuts every stack to the cell (:func:`cut_to_cell`, :func:`parse_speedscope`) and
 
 from __future__ import annotations
 
-import ast
 import os
 import re
 import shutil
@@ -54,6 +53,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
@@ -276,19 +276,9 @@ def parse_speedscope(doc: dict[str, Any], pid: int, tid: int, *, all_threads: bo
 # the public function
 # ---------------------------------------------------------------------------------------------
 def _compile(code: str, filename: str) -> Any:
-    try:
-        return compile(code, filename, "exec", dont_inherit=True)
-    except SyntaxError:
-        try:
-            co = compile(code, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
-        except SyntaxError:
-            co = None
-        if co is not None and co.co_flags & 0x80:  # CO_COROUTINE: top-level await
-            raise PerfmagicError(
-                "the cell uses top-level `await`, which a profiling cell magic cannot run (it runs "
-                "synchronously inside the kernel's event loop). Profile the synchronous work instead, or "
-                "from a script: perfmagic.flame(lambda: asyncio.run(main()))") from None
-        raise  # the user's own SyntaxError
+    from ..core.cells import compile_module
+
+    return compile_module(code, filename)
 
 
 def _check(rate: Any, sampler: str, native: bool, subprocesses: bool, on_error: str,
@@ -304,6 +294,169 @@ def _check(rate: Any, sampler: str, native: bool, subprocesses: bool, on_error: 
                              "use sampler='auto' or 'py-spy', or drop this option")
     if on_error not in ("raise", "return"):
         raise BadOptionError("on_error", on_error, "'raise' or 'return'")
+
+
+def _code_of(code: Any, filename: str | None) -> tuple[Callable[[], Any] | None, Any, str]:
+    """(the callable or None, the compiled code or None, the code's text for the result)."""
+    if callable(code):
+        return code, None, getattr(code, "__qualname__", repr(code))
+    if isinstance(code, str):
+        return None, _compile(code, filename or "<perfmagic.flame cell>"), code
+    raise BadOptionError("code", type(code).__name__, "a string of code or a callable taking no arguments")
+
+
+class _Samplers:
+    """The sampler of one run, held here from the moment it exists, so that the caller's ``finally``
+    stops it (:meth:`close`) whatever happens after."""
+
+    def __init__(self) -> None:
+        self.spy: PySpy | None = None
+        self.inproc: InProcessSampler | None = None
+
+    def close(self) -> None:
+        if self.spy is not None:
+            self.spy.close()
+        if self.inproc is not None:
+            self.inproc.stop()
+
+
+@dataclass(frozen=True)
+class _Ran:
+    """How the one run of the code went: its status, the exception it raised, the wall time, and (py-spy
+    with ``all_threads``) the cores each thread of this process kept busy meanwhile."""
+    status: str
+    exception: BaseException | None
+    error: str | None
+    wall: float
+    cores: dict[int, float] | None
+
+
+def _start_py_spy(run: _Samplers, sampler: str, rate: float, py_spy: str | None, tmp: str, *, native: bool,
+                  idle: bool, subprocesses: bool) -> str | None:
+    """Start py-spy into ``run.spy``: None, or why it could not start (``sampler="py-spy"``: raises
+    :class:`PerfmagicError` instead)."""
+    exe = py_spy or find_py_spy()
+    try:
+        if exe is None:
+            raise SamplerUnavailable("py-spy is not installed (pip install py-spy)")
+        run.spy = PySpy(exe, tmp, int(round(rate)), native=native, idle=idle, subprocesses=subprocesses)
+        run.spy.start()
+        return None
+    except SamplerUnavailable as exc:
+        if run.spy is not None:
+            run.spy.close()
+        run.spy = None
+        if sampler == "py-spy":
+            raise PerfmagicError(f"{exc}. Use sampler 'inprocess' (or 'auto' to fall back by itself)") from None
+        return str(exc)
+
+
+def _start_sampler(run: _Samplers, sampler: str, rate: float, rate_default: bool, py_spy: str | None, tmp: str,
+                   *, native: bool, idle: bool, subprocesses: bool, all_threads: bool,
+                   notes: list[str]) -> tuple[str, float, str | None]:
+    """Start py-spy (``auto``, ``py-spy``), else the in-process sampler, into ``run``. Returns the sampler
+    used, the rate (the in-process default, when the --native default was chosen for a py-spy that did
+    not start) and why py-spy was not used; what the fallback drops goes into ``notes``."""
+    fallback = None
+    if sampler in ("auto", "py-spy"):
+        fallback = _start_py_spy(run, sampler, rate, py_spy, tmp, native=native, idle=idle,
+                                 subprocesses=subprocesses)
+        if fallback is not None:
+            ignored = [o for o, on in (("native", native), ("subprocesses", subprocesses),
+                                       ("all_threads", all_threads)) if on]
+            if ignored:
+                notes.append(f"{' and '.join(ignored)} ignored: {'they need' if len(ignored) > 1 else 'needs'} py-spy")
+            if native and rate_default:
+                rate = DEFAULT_RATE
+    if run.spy is not None:
+        return "py-spy", rate, fallback
+    if idle:
+        notes.append("idle: the in-process sampler always includes waits (it samples wall-clock time)")
+    run.inproc = PacedSampler(threading.get_ident(), float(rate))
+    run.inproc.start()
+    return "inprocess", rate, fallback
+
+
+def _run_cell(code_obj: Any, ns: dict[str, Any] | None, fn: Callable[[], Any] | None, per_thread_cpu: bool) -> _Ran:
+    """Run the code once, the sampler running: its exception and a Ctrl-C are kept in the record, not
+    raised. ``per_thread_cpu``: also read each thread's CPU time before and after."""
+    __tracebackhide__ = True
+    status, exc_caught, err = "ok", None, None
+    from ..core.load import thread_cpu
+
+    cpu0 = thread_cpu() if per_thread_cpu else None
+    t0 = time.perf_counter()
+    try:
+        _flame_cell_root(code_obj, ns, fn)
+    except KeyboardInterrupt:
+        status = "interrupted"
+    except BaseException as exc:  # the user's exception: profile kept, re-raised by flame()
+        status, exc_caught = "failed", exc
+        err = f"{type(exc).__name__}: {exc}"[:200]
+    wall = time.perf_counter() - t0
+    cpu1 = thread_cpu() if cpu0 is not None else None
+    cores = ({t: (c - cpu0.get(t, 0.0)) / wall for t, c in cpu1.items()}
+             if cpu0 is not None and cpu1 is not None and wall > 0 else None)
+    return _Ran(status, exc_caught, err, wall, cores)
+
+
+def _samples(run: _Samplers, tid: int, ran: _Ran, *, all_threads: bool, idle: bool, others: dict[str, list[int]],
+             notes: list[str]) -> tuple[list[tuple[list[Frame], float]], int, float | None]:
+    """Stop the sampler; (its samples cut to the cell with their weights, the samples outside the cell,
+    its start-up time). py-spy's other threads are counted into ``others``."""
+    spy = run.spy
+    if spy is not None:
+        doc = spy.stop()
+        if doc is None:
+            raw, outside = [], 0
+            notes.append("py-spy wrote no profile: " + (spy._log().strip().splitlines() or ["no message"])[-1][:160])
+        else:
+            raw, outside = parse_speedscope(doc, os.getpid(), tid, all_threads=all_threads, idle=idle,
+                                            others=others, thread_cores=ran.cores)
+        return raw, outside, spy.startup_s
+    assert run.inproc is not None
+    raw, outside = [], 0
+    for st, w in run.inproc.stop():
+        cut = cut_to_cell(st)
+        if cut is None:
+            outside += 1
+        else:
+            raw.append((cut, w))
+    return raw, outside, run.inproc.startup_s
+
+
+def _weighted(raw: list[tuple[list[Frame], float]], used: str, rate: float, wall: float, native: bool,
+              notes: list[str]) -> tuple[list[tuple[list[Frame], float]], int, list[float]]:
+    """(the samples thinned to :data:`MAX_SAMPLES`, one kept in how many, their weights); a sampler that
+    fell behind and the thinning are said in ``notes``."""
+    taken = len(raw)
+    if not (native and used == "py-spy") and wall >= 0.1 and taken < min(100, 0.67 * rate * wall):
+        notes.append(f"{used} fell behind: {taken} samples in {wall:.2g} s ({taken / wall:.0f} a second of the "
+                     f"{rate:g} asked; other processes held the cores?), so each share is known less well")
+    raw, every = thin(raw)
+    if every > 1:
+        notes.append(f"{taken:,} samples at {rate:g} Hz: one in {every} kept (at most {MAX_SAMPLES:,}), each "
+                     "weighted by its block")
+    weights = [w for _, w in raw]
+    if used == "py-spy" and sum(weights) > wall > 0:
+        # py-spy weighs every sample 1/rate; when it falls behind it catches up in a burst, so the sum
+        # can exceed the run time: scale to the run time (the shares are unchanged)
+        k = wall / sum(weights)
+        weights = [w * k for w in weights]
+    return raw, every, weights
+
+
+def _stack_table(raw: list[tuple[list[Frame], float]]) -> tuple[tuple[Frame, ...], tuple[tuple[int, ...], ...]]:
+    """(every distinct frame, each stack as indices into them); stacks deeper than :data:`MAX_DEPTH` keep
+    both ends."""
+    index: dict[Frame, int] = {}
+    stacks = []
+    for st, _ in raw:
+        if len(st) > MAX_DEPTH:  # deep recursion: keep both ends, elide the middle
+            half = MAX_DEPTH // 2
+            st = [*st[:half], (f"… {len(st) - 2 * half} frames …", "", 0), *st[-half:]]
+        stacks.append(tuple(index.setdefault(fr, len(index)) for fr in st))
+    return tuple(index), tuple(stacks)
 
 
 def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = None, rate: float | None = None,
@@ -333,130 +486,39 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
     if rate is None:
         rate = NATIVE_RATE if native and sampler != "inprocess" else DEFAULT_RATE
     _check(rate, sampler, native, subprocesses, on_error, all_threads)
-    fn: Callable[[], Any] | None = None
-    code_obj = None
-    if callable(code):
-        fn, code_text = code, getattr(code, "__qualname__", repr(code))
-    elif isinstance(code, str):
-        code_text = code
-        code_obj = _compile(code, filename or "<perfmagic.flame cell>")
-    else:
-        raise BadOptionError("code", type(code).__name__, "a string of code or a callable taking no arguments")
+    fn, code_obj, code_text = _code_of(code, filename)
     ns = globals if globals is not None else ({"__name__": "__main__"} if fn is None else None)
     labels = dict(file_labels or {})
     notes: list[str] = []
-    fallback = None
     tid = threading.get_native_id()
     tmp = tempfile.mkdtemp(prefix="perfmagic-flame-")
-    spy: PySpy | None = None
-    inproc: InProcessSampler | None = None
-    used = sampler
+    run = _Samplers()
     try:
-        if sampler in ("auto", "py-spy"):
-            exe = py_spy or find_py_spy()
-            try:
-                if exe is None:
-                    raise SamplerUnavailable("py-spy is not installed (pip install py-spy)")
-                spy = PySpy(exe, tmp, int(round(rate)), native=native, idle=idle, subprocesses=subprocesses)
-                spy.start()
-                used = "py-spy"
-            except SamplerUnavailable as exc:
-                if spy is not None:
-                    spy.close()
-                spy = None
-                if sampler == "py-spy":
-                    raise PerfmagicError(f"{exc}. Use sampler 'inprocess' (or 'auto' to fall back by itself)") from None
-                fallback = str(exc)
-                ignored = [o for o, on in (("native", native), ("subprocesses", subprocesses),
-                                           ("all_threads", all_threads)) if on]
-                if ignored:
-                    notes.append(f"{' and '.join(ignored)} ignored: {'they need' if len(ignored) > 1 else 'needs'} py-spy")
-                if native and rate_default:
-                    rate = DEFAULT_RATE
-        if spy is None:
-            used = "inprocess"
-            if idle:
-                notes.append("idle: the in-process sampler always includes waits (it samples wall-clock time)")
-            inproc = PacedSampler(threading.get_ident(), float(rate))
-            inproc.start()
-        status, exc_caught, err = "ok", None, None
-        from ..core.env import thread_cpu
-
-        cpu0 = thread_cpu() if spy is not None and all_threads else None
-        t0 = time.perf_counter()
-        try:
-            _flame_cell_root(code_obj, ns, fn)
-        except KeyboardInterrupt:
-            status = "interrupted"
-        except BaseException as exc:  # the user's exception: profile kept, re-raised below
-            status, exc_caught = "failed", exc
-            err = f"{type(exc).__name__}: {exc}"[:200]
-        wall = time.perf_counter() - t0
+        used, rate, fallback = _start_sampler(run, sampler, rate, rate_default, py_spy, tmp, native=native, idle=idle,
+                                              subprocesses=subprocesses, all_threads=all_threads, notes=notes)
+        ran = _run_cell(code_obj, ns, fn, per_thread_cpu=run.spy is not None and all_threads)
         others: dict[str, list[int]] = {}
-        if spy is not None:
-            cpu1 = thread_cpu() if cpu0 is not None else None
-            cores = ({t: (c - cpu0.get(t, 0.0)) / wall for t, c in cpu1.items()}
-                     if cpu0 is not None and cpu1 is not None and wall > 0 else None)
-            doc = spy.stop()
-            if doc is None:
-                raw, outside = [], 0
-                notes.append("py-spy wrote no profile: " + (spy._log().strip().splitlines() or ["no message"])[-1][:160])
-            else:
-                raw, outside = parse_speedscope(doc, os.getpid(), tid, all_threads=all_threads, idle=idle,
-                                                others=others, thread_cores=cores)
-            startup = spy.startup_s
-        else:
-            assert inproc is not None
-            raw, outside = [], 0
-            for st, w in inproc.stop():
-                cut = cut_to_cell(st)
-                if cut is None:
-                    outside += 1
-                else:
-                    raw.append((cut, w))
-            startup = inproc.startup_s
+        raw, outside, startup = _samples(run, tid, ran, all_threads=all_threads, idle=idle, others=others,
+                                         notes=notes)
     finally:
-        if spy is not None:
-            spy.close()
-        if inproc is not None:
-            inproc.stop()
+        run.close()
         shutil.rmtree(tmp, ignore_errors=True)
-
-    taken = len(raw)
-    if not (native and used == "py-spy") and wall >= 0.1 and taken < min(100, 0.67 * rate * wall):
-        notes.append(f"{used} fell behind: {taken} samples in {wall:.2g} s ({taken / wall:.0f} a second of the "
-                     f"{rate:g} asked; other processes held the cores?), so each share is known less well")
-    raw, every = thin(raw)
-    if every > 1:
-        notes.append(f"{taken:,} samples at {rate:g} Hz: one in {every} kept (at most {MAX_SAMPLES:,}), each "
-                     "weighted by its block")
-    weights = [w for _, w in raw]
-    if used == "py-spy" and sum(weights) > wall > 0:
-        # py-spy weighs every sample 1/rate; when it falls behind it catches up in a burst, so the sum
-        # can exceed the run time: scale to the run time (the shares are unchanged)
-        k = wall / sum(weights)
-        weights = [w * k for w in weights]
+    raw, every, weights = _weighted(raw, used, rate, ran.wall, native, notes)
     if code_obj is not None:
         labels.setdefault(code_obj.co_filename, labels.get(code_obj.co_filename, "cell"))
-    index: dict[Frame, int] = {}
-    stacks = []
-    for st, _ in raw:
-        if len(st) > MAX_DEPTH:  # deep recursion: keep both ends, elide the middle
-            half = MAX_DEPTH // 2
-            st = [*st[:half], (f"… {len(st) - 2 * half} frames …", "", 0), *st[-half:]]
-        stacks.append(tuple(index.setdefault(fr, len(index)) for fr in st))
+    frames, stacks = _stack_table(raw)
     result = FlameResult(
-        frames=tuple(index), stacks=tuple(stacks), weights=tuple(weights), sampler=used,
-        rate_hz=float(rate) / every, wall_s=wall, label=label or "", code=code_text, status=status, error=err,
-        fallback_reason=fallback, startup_s=startup, outside_samples=outside, native=native and used == "py-spy",
-        idle=idle, subprocesses=subprocesses and used == "py-spy", file_labels=tuple(labels.items()),
-        all_threads=all_threads and used == "py-spy",
+        frames=frames, stacks=stacks, weights=tuple(weights), sampler=used,
+        rate_hz=float(rate) / every, wall_s=ran.wall, label=label or "", code=code_text, status=ran.status,
+        error=ran.error, fallback_reason=fallback, startup_s=startup, outside_samples=outside,
+        native=native and used == "py-spy", idle=idle, subprocesses=subprocesses and used == "py-spy",
+        file_labels=tuple(labels.items()), all_threads=all_threads and used == "py-spy",
         other_threads=tuple((n, b, i) for n, (b, i) in sorted(others.items(), key=lambda kv: -sum(kv[1]))),
-        notes=tuple(notes), exception=exc_caught)
-    if status == "interrupted":
+        notes=tuple(notes), exception=ran.exception)
+    if ran.status == "interrupted":
         raise BenchInterrupted(result)
-    if exc_caught is not None and on_error == "raise":
-        raise exc_caught
+    if ran.exception is not None and on_error == "raise":
+        raise ran.exception
     return result
 
 

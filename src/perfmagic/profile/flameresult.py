@@ -84,14 +84,17 @@ class FlameResult(Displayed):
         return 1.0 / self.rate_hz
 
     def where(self, file: str, line: int) -> str:
-        """``In [3]:4`` for a cell, ``name.py:12`` for a file, ``file`` alone for a native library."""
+        """``In [3] line 4`` for a cell, ``name.py:12`` for a file, ``file`` alone for a native library
+        (:func:`perfmagic.core.cells.location`)."""
         lab = dict(self.file_labels).get(file)
         if lab is None:
             m = _INPUT_NAME.match(file)
             lab = f"In [{m.group(1)}]" if m else (os.path.basename(file) if file else "")
         if not lab:
             return ""
-        return f"{lab}:{line}" if line else lab
+        from ..core.cells import location
+
+        return location(lab, line)
 
     def display_name(self, frame: Frame) -> str:
         name, file, _ = frame

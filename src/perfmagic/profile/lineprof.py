@@ -69,8 +69,9 @@ class FunctionProfile:
         return self.source[i].rstrip("\n") if 0 <= i < len(self.source) else ""
 
     def label(self, lineno: int) -> str:
-        sep = " line " if self.where.startswith(("In [", "<")) else ":"
-        return f"{self.where}{sep}{lineno}"
+        from ..core.cells import location
+
+        return location(self.where, lineno)
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,11 @@ and the record of earlier predictions against what was measured."""
 from __future__ import annotations
 
 import html
-import textwrap
 from typing import Any
 
 from .bundle import table_html
-from .units import clip, fmt_time
+from .text import WIDTH, clip, fmt_time, wrap
 
-WIDTH = 100
 ORDER = ("algorithm", "data structure", "I/O", "memory", "concurrency", "vectorization", "compute", "caching")
 
 
@@ -21,8 +19,7 @@ def _x(v: float | None) -> str:
 
 
 def _wrap(head: str, body: str, indent: int = 4) -> list[str]:
-    return textwrap.wrap(body, WIDTH, initial_indent=head, subsequent_indent=" " * indent,
-                         break_on_hyphens=False, break_long_words=True) or [head]
+    return wrap(body, head, " " * indent, WIDTH, break_long_words=True) if body else [head]
 
 
 def gain_text(low: float | None, high: float | None) -> str:
@@ -44,6 +41,20 @@ def check_line(p: Any) -> str:
     mark = "within range" if p.within else "MISSED"
     return (f"#{p.id} {p.label}: predicted {rng}, measured {_x(p.measured)} (run #{p.run_b} vs #{p.run_a}): {mark}"
             f" — {p.action}")
+
+
+def record_line(r: Any) -> str:
+    """``"3 of 4 predictions within range (1 not tested yet)"``, or ``""`` with no predictions."""
+    if not r.record:
+        return ""
+    checked, open_ = len(r.checked), len(r.record) - len(r.checked)
+    head = (f"{r.within} of {checked} prediction{'s' if checked != 1 else ''} within range"
+            if checked else "no prediction tested yet")
+    if open_ and checked:
+        head += f" ({open_} not tested yet)"
+    elif open_:
+        head += f" ({open_} waiting for a comparison)"
+    return head
 
 
 NOT_ABOUT_SHOWN = 8
@@ -131,4 +142,4 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["check_line", "gain_text", "html_sections", "not_about_lines", "order_line", "text"]
+__all__ = ["check_line", "gain_text", "record_line", "html_sections", "not_about_lines", "order_line", "text"]

@@ -8,13 +8,15 @@ sentence about it is written here, once:
 * :func:`comparison_sentence` — a :class:`~perfmagic.timing.compare.Comparison`'s sentence, with what
   the engine overrode (thread oversubscription, a refused per-call comparison, a ratio per unit of work);
 * :func:`change_cell` — the short form of the ``%perf`` table's "vs baseline" column;
-* ``text``/``headline``/``numbers``/``mimebundle`` — a :class:`~perfmagic.timing.history.RunComparison`.
+* ``text``/``headline``/``numbers``/``mimebundle`` (also ``comparison_bundle``) — a
+  :class:`~perfmagic.timing.history.RunComparison`; :data:`VERDICT_COLORS` colours a verdict in HTML.
 
 Percentages follow the verdicts' symmetric convention (:mod:`perfmagic.render.text`).
 """
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from ..result import Result
@@ -22,6 +24,8 @@ from .text import fmt_time, pct, span, times
 
 #: what an inconclusive verdict advises, by how the interval was made
 UNDECIDED = {"within": "measure longer", "apart": "cannot tell from runs taken apart"}
+#: the colour of each verdict category in HTML (the comparison's headline, the %perf table's cells)
+VERDICT_COLORS = {"faster": "#1a7f37", "slower": "#cf222e", "no real change": "#57606a", "inconclusive": "#9a6700"}
 
 
 def verdict_sentence(verdict: str, ratio: float, lo: float, hi: float, min_effect: float, *,
@@ -116,6 +120,13 @@ def text(rc: Result) -> str:
 
 def mimebundle(rc: Result) -> dict[str, Any]:
     """text/plain and a self-contained text/html (the verdict coloured, the diff of what changed)."""
-    from .timing import comparison_bundle
+    r: Any = rc
+    color = VERDICT_COLORS.get(r.comparison.verdict, "#000")
+    notes = "".join(f"<div>{html.escape(n)}</div>" for n in r.notes)
+    htm = (f"<div class='perfmagic-compare' style='font-size:12px'>"
+           f"<div style='font-weight:bold;color:{color}'>{html.escape(r.headline())}</div>"
+           f"<div>{html.escape(numbers(r))}</div>{notes}{r.what.html()}</div>")
+    return {"text/plain": r.text(), "text/html": htm}
 
-    return comparison_bundle(rc)
+
+comparison_bundle = mimebundle  # the name the magics display a RunComparison by

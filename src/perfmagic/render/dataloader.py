@@ -8,33 +8,34 @@ audit and the ``PLATEAU`` threshold); imports no analysis module. matplotlib is 
 from __future__ import annotations
 
 import math
-import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 from .bundle import table_html
+from .dataloader_audit import MARKS, line, speed_change
 from .figures import new_figure, png_bytes
-from .units import fmt_time
+from .text import fmt_time, wrap
 
 
 def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
 
 
-def speed_change(ratio: float, tol: float = 0.05) -> str:
-    """``old / new`` as words: "1.77× faster", "1.12× slower", or "no gain (within 5%)" — a ratio below
-    1 is never printed as "faster"."""
-    if not ratio or ratio != ratio or ratio <= 0:
-        return "no measurable change"
-    if ratio >= 1 + tol:
-        return f"{ratio:.2f}× faster"
-    if ratio <= 1 / (1 + tol):
-        return f"{1 / ratio:.2f}× slower"
-    return f"no gain (within {tol:.0%})"
-
-
 def _n(k: int, word: str) -> str:
     return f"{k} {word}" + ("" if k == 1 else "s")
+
+
+def verdict(r: Any) -> str:
+    """The headline: input- or compute-bound, with the mean wait, compute and step; [INTERRUPTED] if so."""
+    tag = "  [INTERRUPTED]" if r.status != "ok" else ""
+    if not r.n_steps:
+        return f"dataloader check: no step measured{tag}"
+    f, w, c, bar = r.data_wait_fraction, _mean(r.wait_s), _mean(r.compute_s), r.INPUT_BOUND
+    nums = (f"wait {fmt_time(w)} + compute {fmt_time(c)} = step {fmt_time(w + c)} "
+            f"(mean of {r.n_steps} steps after {r.warmup} warm-up)")
+    if f > bar:
+        return f"input-bound: {f:.0%} of each step waits for data — {nums}{tag}"
+    return f"compute-bound: data wait is {f:.0%} of the step (≤ {bar:.0%}) — {nums}{tag}"
 
 
 def text(r: Any) -> str:
@@ -83,8 +84,7 @@ def text(r: Any) -> str:
     if fs:
         lines.append("  configuration:")
         for f in fs:  # wrapped: text/plain stays within 100 columns
-            lines += textwrap.wrap(f.text(), 100, initial_indent="    ", subsequent_indent="      ",
-                                   break_on_hyphens=False)
+            lines += wrap(line(f), "    ", "      ", break_long_words=True)
     if r.sweep:
         lines += ["  sweep:"] + ["    " + ln for ln in sweep_table(r).splitlines()]
         b, p = r.best, r.plateau
@@ -160,12 +160,12 @@ def _median(xs: Sequence[float]) -> float:
     return (s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2) if n else math.nan
 
 
-def _wrap(line: str, width: int = 100) -> str:
+def _wrap(ln: str, width: int = 100) -> str:
     """A line longer than ``width`` wrapped, its continuation indented two more spaces."""
-    if len(line) <= width:
-        return line
-    ind = " " * (len(line) - len(line.lstrip(" ")) + 2)
-    return "\n".join(textwrap.wrap(line, width, subsequent_indent=ind, break_on_hyphens=False))
+    if len(ln) <= width:
+        return ln
+    ind = " " * (len(ln) - len(ln.lstrip(" ")) + 2)
+    return "\n".join(wrap(ln, "", ind, width, break_long_words=True))
 
 def sweep_table(r: Any) -> str:
     """One row per sweep setting: first batch, step, data wait, throughput."""
@@ -258,7 +258,7 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
     fs = r.findings()
     if fs:
         out.append((f"Audit ({len(fs)} findings)", table_html(
-            [({"warn": "!", "info": "·", "ok": "✓"}.get(f.level, "·"), f.topic, f.message, f.effect) for f in fs],
+            [(MARKS.get(f.level, "·"), f.topic, f.message, f.effect) for f in fs],
             ("", "setting", "found", "expected effect"))))
     if r.n_steps or r.warmup_wait_s:
         nw = len(r.warmup_wait_s)
@@ -276,4 +276,4 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["figure_png", "html_sections", "sweep_table", "text"]
+__all__ = ["verdict", "figure_png", "html_sections", "speed_change", "sweep_table", "text"]

@@ -14,6 +14,7 @@ from typing import Any
 from ..result import Result
 from .bundle import table_html
 from .figures import new_figure, png_bytes
+from .text import pct
 from .units import fmt_bytes, fmt_time
 from .warnings import warning_lines
 
@@ -24,7 +25,7 @@ def all_warnings(r: Any) -> list[str]:
 
 
 def _pct(x: float) -> str:
-    return "< 0.1%" if x < 0.001 else f"{x:.1%}"
+    return "< 0.1%" if x < 0.001 else pct(x, 1)
 
 
 def _full_text(r: Any) -> str:

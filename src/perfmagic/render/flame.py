@@ -16,11 +16,11 @@ then the result's ``html_sections()`` folded in ``<details>`` as everywhere else
 from __future__ import annotations
 
 import html as _html
-import textwrap
 from typing import Any
 
 from ..result import Result
 from .bundle import bundle_of, table_html
+from .text import wrap
 from .units import fmt_time
 
 
@@ -64,7 +64,7 @@ def other_threads_line(r: Any) -> str | None:
             shown = (f"{len(busy)} busy for {n_busy} samples ({share:.0%} of all busy samples: {names}), not "
                      "shown: only the cell's thread is graphed, --all-threads adds them")
         out = "other threads: " + shown + (f"; {waiting}" if waiting else "")
-    return textwrap.fill(out, 98, subsequent_indent="    ", break_on_hyphens=False)
+    return "\n".join(wrap(out, "", "    ", 98, break_long_words=True))
 
 
 def verdict(r: Any) -> str:
@@ -106,7 +106,7 @@ def text(r: Result, *, top: int | None = None) -> str:
         lines += ["  top functions by total time (including what they call):", head]
         lines += [row(f) for f in r.top(min(n, 5), "total")]
     sl = f"  sampler: {sampler_line(r)}"
-    lines += [sl] if len(sl) <= 100 or not r.native else textwrap.wrap(sl, 100, subsequent_indent="    ")
+    lines += [sl] if len(sl) <= 100 or not r.native else wrap(sl, "", "    ", 100, break_long_words=True)
     if r.startup_s is not None:
         lines.append(f"  sampler start-up: {fmt_time(r.startup_s)} (before the cell started)")
     if r.outside_samples:
@@ -122,14 +122,14 @@ def html(r: Any, png: bytes | None = None, text: str | None = None) -> str:
     """The self-contained interactive flame graph (inline JS + data, no network), sections folded under it."""
     from .flame_html import flame_html
 
-    return flame_html(r, png=png, text=text, extra=_sections_html(html_sections(r)))
+    return flame_html(r, png=png, text=text, extra=_sections_html(html_sections(r)), sampler=sampler_line(r))
 
 
 def figure_png(r: Any) -> bytes | None:
     """A static icicle of the flame graph (for GitHub and other views that drop JavaScript)."""
     from .flame_html import flame_png
 
-    return flame_png(r)
+    return flame_png(r, sampler=sampler_line(r))
 
 
 def html_sections(r: Any, n: int = 50) -> list[tuple[str, str]]:

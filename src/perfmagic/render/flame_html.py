@@ -1,5 +1,6 @@
 """Renderers of a :class:`~perfmagic.profile.flameresult.FlameResult`: a self-contained interactive
-HTML flame graph and a static PNG icicle (used by :mod:`perfmagic.render.flame`).
+HTML flame graph and a static PNG icicle (used by :mod:`perfmagic.render.flame`, which gives the caption:
+the graph knows nothing of the text renderer).
 
 The HTML is one ``<div>`` with the text summary, the static PNG (for views that strip JavaScript:
 GitHub, sanitised HTML) and a small vanilla-JS renderer with the data inline as JSON — no library,
@@ -34,13 +35,12 @@ def _pack(tree: dict[str, Any], strings: dict[str, int], floor: float) -> list[A
             [[ln, round(s, 6)] for ln, s in lines], kids]
 
 
-def flame_data(r: Any) -> dict[str, Any]:
+def flame_data(r: Any, sampler: str = "") -> dict[str, Any]:
+    """The graph's data: the pruned tree with its strings interned, and the caption (``sampler``)."""
     tree = r.tree()
     strings: dict[str, int] = {}
     root = _pack(tree, strings, tree["total"] * PRUNE_FRACTION)
-    from .flame import sampler_line
-
-    return {"strings": list(strings), "root": root, "sampler": sampler_line(r)}
+    return {"strings": list(strings), "root": root, "sampler": sampler}
 
 
 def _json_for_script(obj: Any) -> str:
@@ -98,7 +98,7 @@ function draw(){
     for(var i=0;i<n[5].length;i++){var c=n[5][i],cw=w*c[2]/n[2];rec(c,cx,cw,d+1);cx+=cw;}}
   function hits(n){if(match(n))return n[2];var s=0;for(var i=0;i<n[5].length;i++)s+=hits(n[5][i]);return s;}
   rec(zoom,0,W,anc.length-1); var hit=term?hits(zoom):0;
-  var txt=D.sampler+" \u00b7 root "+fmt(root[2]); if(zoom!==root)txt+=" \u00b7 zoomed on "+S[zoom[0]]+" ("+pct(zoom[2])+")";
+  var txt=(D.sampler?D.sampler+" \u00b7 ":"")+"root "+fmt(root[2]); if(zoom!==root)txt+=" \u00b7 zoomed on "+S[zoom[0]]+" ("+pct(zoom[2])+")";
   if(term)txt+=" \u00b7 \""+term+"\" matches "+pct(hit); info.textContent=txt;}
 q.oninput=function(){term=q.value.trim().toLowerCase();draw();};
 box.querySelector("button").onclick=function(){zoom=root;q.value="";term="";draw();};
@@ -107,9 +107,11 @@ draw(); if(window.ResizeObserver){var lw=g.clientWidth;new ResizeObserver(functi
 """
 
 
-def flame_html(r: Any, png: bytes | None = None, text: str | None = None, extra: str = "") -> str:
+def flame_html(r: Any, png: bytes | None = None, text: str | None = None, extra: str = "", *,
+               sampler: str = "") -> str:
     """The text summary (``text``, default ``r.text()``), a static PNG fallback and the interactive graph,
-    in one self-contained div; ``extra`` (self-contained HTML, e.g. folded sections) goes under the graph."""
+    in one self-contained div; ``extra`` (self-contained HTML, e.g. folded sections) goes under the graph;
+    ``sampler`` (which sampler ran: :func:`perfmagic.render.flame.sampler_line`) captions it."""
     uid = "pmflame-" + uuid.uuid4().hex[:12]
     text = html.escape(r.text() if text is None else text)
     static = ""
@@ -119,7 +121,7 @@ def flame_html(r: Any, png: bytes | None = None, text: str | None = None, extra:
                   f"alt='flame graph of the cell (static)'></div>")
     live = ""
     if r.stacks:
-        js = _JS % {"uid": json.dumps(uid), "data": _json_for_script(flame_data(r))}
+        js = _JS % {"uid": json.dumps(uid), "data": _json_for_script(flame_data(r, sampler))}
         live = ("<div class='pmf-live' style='display:none'>"
                 "<div class='pmf-bar'><input type='search' placeholder='search functions / files'>"
                 "<button type='button'>reset zoom</button><span class='pmf-info'></span></div>"
@@ -130,8 +132,9 @@ def flame_html(r: Any, png: bytes | None = None, text: str | None = None, extra:
             f"<pre style='margin:0;font-size:12px'>{text}</pre>{static}{live}{extra}</div>")
 
 
-def flame_png(r: Any) -> bytes | None:
-    """A static icicle (root on top) of the flame graph, or None without matplotlib or samples."""
+def flame_png(r: Any, *, sampler: str = "") -> bytes | None:
+    """A static icicle (root on top) of the flame graph, or None without matplotlib or samples; ``sampler``
+    (which sampler ran) goes in its title."""
     if not r.stacks:
         return None
     try:
@@ -177,8 +180,7 @@ def flame_png(r: Any) -> bytes | None:
     ax.set_xticks([0, 0.25, 0.5, 0.75, 1.0], ["0%", "25%", "50%", "75%", "100%"], fontsize=7)
     for s in ("top", "right", "left"):
         ax.spines[s].set_visible(False)
-    from .flame import sampler_line
-
-    ax.set_title(f"flame graph ({sampler_line(r)[:90]}) — width = share of {r.n_samples} samples",
+    caption = f" ({sampler[:90]})" if sampler else ""
+    ax.set_title(f"flame graph{caption} — width = share of {r.n_samples} samples",
                  fontsize=8, loc="left")
     return png_bytes(fig)

@@ -17,16 +17,15 @@ from __future__ import annotations
 import html
 import math
 import shutil
-import textwrap
 from typing import Any
 
+from .comparison import VERDICT_COLORS
+from .text import pct, wrap
 from .units import fmt_bytes, fmt_time
 
 __all__ = ["history_text", "ledger_bundle", "result_text", "sparkline", "terminal_width"]
 
 SPARK = "▁▂▃▄▅▆▇█"
-VERDICT_COLORS = {"faster": "#1a7f37", "slower": "#cf222e", "no real change": "#57606a",
-                  "inconclusive": "#9a6700"}
 COLUMNS = ("id", "when", "magic", "label", "status", "result", "vs baseline", "trend", "code")
 _MIN = {"label": 10, "code": 12, "result": 24}
 
@@ -41,7 +40,8 @@ def _num(v: Any) -> bool:
 
 
 def _pct(v: Any) -> str:
-    return f"{v:.0%}" if _num(v) else "—"
+    """A fraction as a whole percentage (:func:`perfmagic.render.text.pct`); "—" when there is none."""
+    return pct(v, 0) if _num(v) else "—"
 
 
 def value_text(v: Any, key: str) -> str:
@@ -259,7 +259,7 @@ def ledger_bundle(rows: list[dict[str, Any]], *, total: int, where: str, noteboo
         notes.append("trend: the label's headline metric over its last runs, oldest to this one, "
                      "with the first and last values.")
     for n in notes:
-        lines += textwrap.wrap(n, width, subsequent_indent="  ") or [n]
+        lines += wrap(n, "", "  ", width, break_long_words=True)
 
     def td(c: str, x: str) -> str:
         style = "text-align:left;padding-right:1em"

@@ -8,13 +8,13 @@ Reads the result's attributes and imports no analysis module; matplotlib is impo
 from __future__ import annotations
 
 import html
-import textwrap
 from typing import Any
 
 from ..result import Result
 from .bundle import table_html
 from .figures import new_figure, png_bytes
 from .units import clip as _clip
+from .text import wrap
 from .units import fmt_bytes, fmt_time
 
 
@@ -86,7 +86,7 @@ def text(r: Result, *, top: int | None = None) -> str:
     if shown:
         total = r.sampled_growth_bytes
         nb = net_vs_gross(r, nbsp=True)  # a size is never split across two lines
-        lines += ["  " + ln.replace("\xa0", " ") for ln in textwrap.wrap(nb, 96, subsequent_indent="  ")]
+        lines += ["  " + ln.replace("\xa0", " ") for ln in wrap(nb, "", "  ", 96, break_long_words=True)]
         lines.append(f"  where RSS grew (gross; every {fmt_time(r.interval_s)} the rise since the last sample is "
                      "charged to the line")
         lines.append("    running; --trace on names every allocation):")

@@ -1,6 +1,6 @@
 """Drawing a rank sweep: the text table, the step-time/speedup figure and the folded HTML sections.
 
-Reads a :class:`~perfmagic.scaling.rankresult.RanksResult`; imports no analysis module. matplotlib is
+Reads a :class:`~perfmagic.ranks.result.RanksResult`; imports no analysis module. matplotlib is
 imported inside :func:`figure_png` only.
 """
 
@@ -31,9 +31,9 @@ def _ranks_words(line: str) -> str:
 def all_warnings(r: Any) -> list[str]:
     """Every `!` item of a rank sweep: world sizes left out of the fit, the sweep's warnings, then the
     fit's (in the ranks' words; the thread-count advice is said once, in the ranks' own words)."""
-    out = [f"{w}* ranks not fitted: they {why}" for w, why in r.excluded] + list(r.warnings)
+    out = [f"{w}* ranks not fitted: they {why}" for w, why in r.excluded] + [str(w) for w in r.warnings]
     sc = r.scaling
-    for w in (sc.warnings if sc is not None else ()):
+    for w in (str(x) for x in (sc.warnings if sc is not None else ())):
         if "exceed the" in w:  # said once, in the ranks' own words
             continue
         if w.startswith("other processes kept") and not r.needs_cores and sc.others_cores is not None:
@@ -77,7 +77,7 @@ def text(r: Any) -> str:
     lines += warning_lines(all_warnings(r))  # the two that matter most; the rest folded
     if sc is not None:
         for n in sc.notes:
-            n = _ranks_words(n)
+            n = _ranks_words(str(n))
             if r.excluded and " world sizes: a model with" in n:  # the user did ask for more world sizes
                 k = len(sc.good)
                 n = (f"{k} world sizes fit on this machine's {r.cores} cores: a model fitted to {k} points says "
@@ -85,7 +85,7 @@ def text(r: Any) -> str:
                      "the same sweep is fitted")
             lines += _wrap("  note: ", n)
     for n in r.notes:
-        lines += _wrap("  note: ", n)
+        lines += _wrap("  note: ", str(n))
     lines.append(f"  {r.backend}, {r.start_method}; threads per rank: "
                  + ", ".join(f"{p.world}→{p.threads}" for p in r.points)
                  + f"; the sweep took {r.wall_s:.1f} s ("
@@ -166,4 +166,68 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["figure_png", "html_sections", "text"]
+def verdict(r: Any) -> str:
+    """One line: the best speedup over the world sizes that may be fitted, its comm share, the fit or why
+    beyond some size cannot be told, the worst straggler; "cannot tell" under others' load."""
+    tag = "  [INTERRUPTED]" if r.status != "ok" else ""
+    g = r.good
+    if not g:
+        return f"ranks ({r.backend}): no world size measured successfully{tag}"
+    sp, ef = r.speedups, r.efficiencies
+    ex = dict(r.excluded)
+    kind = "scaled speedup" if r.weak else "speedup"
+    fit_ok = [i for i, p in enumerate(g) if p.world not in ex]
+    i = max(fit_ok or range(len(g)), key=lambda j: sp[j])
+    sc = r.scaling
+    oc = r.load_too_high
+    if oc is not None:
+        return (f"ranks ({r.backend}): cannot tell how the step scales — other processes kept {oc:.1f} of "
+                f"{r.cores} cores busy, too few left for the ranks (best measured {max(sp):.2f}×); "
+                f"rerun on a quiet machine{tag}")
+    if len(g) == 1:
+        return _one_world(r, g[0], tag)
+    if i == 0 and len(fit_ok) > 1:  # nothing beat the smallest world size
+        j = fit_ok[1]
+        head = (f"ranks ({r.backend}): no {kind} from more ranks: {g[j].world} ranks ran {sp[j]:.2f}× "
+                f"({ef[j]:.0%} efficient)")
+        i = j
+    else:
+        head = f"ranks ({r.backend}): best {kind} {sp[i]:.2f}× at {g[i].world} ranks ({ef[i]:.0%} efficient)"
+    cs = g[i].comm_share
+    if cs is not None and g[i].world > 1:
+        head += f", {cs:.0%} of its step in collectives"
+    over = [w for w in ex]
+    if over:
+        head += (f" · cannot tell beyond {max((p.world for p in g if p.world not in ex), default=0)} ranks: "
+                 f"{', '.join(map(str, over))} ranks {ex[over[0]]}")
+    elif sc is not None and sc.reliable("usl") and sc.best_model == "usl" and sc.peak_n is not None:
+        head += f" · USL peak N* ≈ {sc.peak_n:.3g} ranks"
+    elif sc is not None and sc.reliable("amdahl") and not r.weak:
+        s = sc.amdahl_fit.params["S"]  # type: ignore[union-attr]
+        head += f" · Amdahl S = {s:.3f}" + (f", ceiling {1 / s:.3g}×" if s > 0 else "")
+    strag = [(p.world, p.straggler, p.straggler_ratio) for p in g if p.straggler is not None
+             and p.world not in ex]
+    if strag:
+        w, r, x = max(strag, key=lambda t: t[2] or 0)
+        head += f" · straggler: rank {r} at {w} ranks ({x:.2f}× the median rank)"
+    return head + tag
+
+
+
+def _one_world(r: Any, p: Any, tag: str) -> str:
+    """The verdict of a sweep with one world size: its step, comm share and straggler, no scaling."""
+    out = f"ranks ({r.backend}): {p.world} rank(s), step {fmt_time(p.median)}"
+    if p.comm_share is not None and p.world > 1:
+        out += f", {p.comm_share:.0%} of it in collectives"
+    if p.straggler is not None:
+        out += f" · straggler: rank {p.straggler} ({p.straggler_ratio:.2f}× the median rank's busy time)"
+    elif p.straggler_ratio is not None:
+        out += f" · no straggler ({p.straggler_ratio:.2f}×)"
+    return out + f" · one world size: no scaling to show{tag}"
+
+
+def headline(r: Any) -> str:
+    return verdict(r)
+
+
+__all__ = ["figure_png", "headline", "html_sections", "text", "verdict"]

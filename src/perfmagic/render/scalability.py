@@ -11,6 +11,7 @@ from typing import Any
 
 from .bundle import table_html
 from .figures import new_figure, png_bytes
+from .findings import short_num as _vnum
 from .text import WIDTH, wrap
 
 MAX_ROWS = 16   # more points than this: the table goes to the HTML details only
@@ -51,6 +52,73 @@ def _param_rows(f: Any) -> list[tuple[str, str, str, str, str]]:
     return rows
 
 
+def _ci(f: Any, key: str, lvl: str) -> str:
+    if key not in f.intervals:
+        return ""
+    lo, hi = f.intervals[key]
+    return f" ({lvl} {_vnum(lo)} – {_vnum(hi)})"
+
+
+def verdict(r: Any) -> str:
+    """One line: the model that fits best (AICc) and what it says, with its interval; "cannot tell" where
+    the interval leaves the answer open; why no model was fitted."""
+    k = len(r.distinct_loads)
+    if k < r.min_loads:
+        s = "s" if k != 1 else ""
+        return (f"scalability: {k} distinct load{s} — no model fitted: a curve with 2–3 parameters through {k} "
+                f"load{s} says nothing; measure at ≥ {r.min_loads} loads (≥ {r.min_loads_usl} for the USL)")
+    lvl = f"{r.level:.0%} CI"
+    f = r.chosen
+    if f is None:
+        return "scalability: no model fits these points reliably — cannot tell (see why below)"
+    if r.weak:
+        s = f.params["S"]
+        return (f"weak scaling: Gustafson serial fraction S = {_vnum(s)}{_ci(f, 'S', lvl)}; "
+                f"{r.load_name} ×{max(r.load) / min(r.load):.3g} gave throughput "
+                f"×{f.predict(max(r.load)) / f.predict(min(r.load)):.3g}")
+    if r.model == "usl":
+        return _usl_verdict(r, f, lvl)
+    return _amdahl_verdict(r, f, lvl)
+
+
+def _usl_verdict(r: Any, f: Any, lvl: str) -> str:
+    top = max(r.load)
+    pk, xpk = f.peak_n, f.peak_throughput
+    lo, hi = f.intervals.get("peak", (math.nan, math.nan))
+    where = f"N* ≈ {_vnum(pk)}{_ci(f, 'peak', lvl)} at X ≈ {_vnum(xpk)}"
+    if math.isinf(hi):
+        return (f"USL fits best (AICc), but whether throughput peaks cannot be told: {lvl} of N* is "
+                f"{_vnum(lo)} – ∞ (some resamples show no peak); estimate N* ≈ {_vnum(pk)}")
+    if pk > r.peak_range * top:
+        return (f"USL fits best (AICc): throughput would peak at {where}, far beyond the largest "
+                f"{r.load_name} measured ({_vnum(top)}): an extrapolation")
+    if pk > top:
+        return (f"USL fits best (AICc): throughput would peak at {where}, past the largest {r.load_name} "
+                f"measured ({_vnum(top)}): a forecast, measure there to confirm")
+    return f"USL fits best (AICc): throughput peaks at {where}; beyond it more {r.load_name} lowers it"
+
+
+def _amdahl_verdict(r: Any, f: Any, lvl: str) -> str:
+    top = max(r.load)
+    s = f.params["S"]
+    head = f"Amdahl fits best (AICc): serial fraction S = {_vnum(s)}{_ci(f, 'S', lvl)}"
+    if s <= 0:
+        head = "Amdahl fits best (AICc): no serial fraction detected, throughput grows in proportion to load"
+    tail = f"; no peak within the {r.load_name} measured (≤ {_vnum(top)})"
+    u = r.usl
+    if u is not None and "peak" in u.intervals:
+        lo, hi = u.intervals["peak"]
+        tail += (f"; beyond, cannot be told (USL's N* {lvl} {_vnum(lo)} – {_vnum(hi)})" if math.isinf(hi) or
+                 hi > top else f"; the USL's N* {lvl} {_vnum(lo)} – {_vnum(hi)} disagrees: see the fits below")
+    else:
+        tail += "; beyond, cannot be told" + (" (no USL fitted)" if u is None else "")
+    return head + tail
+
+
+def headline(r: Any) -> str:
+    return verdict(r)
+
+
 def text(r: Any) -> str:
     """The verdict, the points (up to 16), each fit's parameters with standard errors and intervals, the model
     choice with the AICc of both, then notes; every line after the verdict fits in 100 columns."""
@@ -85,7 +153,7 @@ def text(r: Any) -> str:
         lines += _wrap("  method: ", f"least squares on {r.throughput_name}, X(1) = γ free; ± standard error from "
                        f"the Jacobian (every point's noise); intervals: {how}")
     for note in r.notes:
-        lines += _wrap("  note: ", note)
+        lines += _wrap("  note: ", str(note))
     return "\n".join(lines)
 
 
@@ -143,4 +211,4 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["figure_png", "html_sections", "text"]
+__all__ = ["figure_png", "headline", "html_sections", "text", "verdict"]

@@ -47,8 +47,137 @@ def text(r: Any) -> str:
                      f"(Amdahl {r.amdahl_fit.aicc:.1f}, USL {r.usl_fit.aicc:.1f}; lower is better)")
     lines += warning_lines(r.warnings)  # named before the notes: the two that matter most; the rest folded
     for n in r.notes:
-        lines += _wrap("  note: ", n)
+        lines += _wrap("  note: ", str(n))
     return "\n".join(lines)
+
+
+def _pm(x: float, se: float | None, digits: int = 3) -> str:
+    """A fitted parameter with its standard error: ``0.12 ± 0.01`` (the value alone when there is none)."""
+    if se is None or se != se:
+        return f"{x:.{digits}g}"
+    return f"{x:.{digits}g} ± {se:.2g}"
+
+
+_MODEL_NAMES = {"amdahl": "Amdahl", "usl": "USL", "gustafson": "Gustafson"}
+
+
+def advice(r: Any) -> list[str]:
+    """What the sweep advises, one item a line: workers worth having, each reliable fit read out, a baseline
+    the fit does not pass through, and why a fit is not a finding."""
+    out: list[str] = []
+    rec = r.recommended_workers
+    if rec is not None and not r.flat and len(r.ns) >= 2:
+        out.append(f"worth it up to {rec} workers (measured: beyond that efficiency < 50% or the speedup "
+                   "stops rising)")
+    if not r.weak:
+        out += _strong_fits(r)
+    g = r.reliable("gustafson")
+    if g is not None:
+        n, s = max(r.ns), g.params["S"]
+        out.append(f"Gustafson (weak scaling): serial fraction S = {_pm(s, g.stderr['S'])}; "
+                   f"scaled speedup at N = {n}: {n - s * (n - 1):.3g}×")
+    f = r.reliable(r.best_model) if r.best_model else None
+    gamma = f.params.get("gamma") if f is not None else None
+    if gamma is not None and r.base_n == 1 and abs(gamma - 1) > 0.1:
+        out.append(f"the fit puts N = 1 at {gamma:.2f}× the measured baseline speed: that point ran "
+                   f"{'slow' if gamma > 1 else 'fast'} (noise, warm-up, load); the curve is not pinned to it, and "
+                   "the speedups above are relative to the measured point")
+    for model, why in r.unreliable:
+        out.append(f"{_MODEL_NAMES[model]}: fit unreliable, not a finding: {why}")
+    return out
+
+
+def _strong_fits(r: Any) -> list[str]:
+    """The Amdahl and USL fits of a strong-scaling sweep, read out."""
+    out: list[str] = []
+    a = r.reliable("amdahl")
+    if a is not None:
+        s = a.params["S"]
+        if s > 0:
+            out.append(f"Amdahl: serial fraction S = {_pm(s, a.stderr['S'])} -> at most {1 / s:.3g}× on any "
+                       f"number of workers; efficiency falls below 50% beyond N ≈ {1 + 1 / s:.3g}. Shrink the "
+                       "serial part before adding workers")
+        else:
+            out.append("Amdahl: no serial fraction detected (S ≈ 0): scaling is ideal over the range measured")
+    u = r.reliable("usl")
+    if u is not None:
+        sg, kp = u.params["sigma"], u.params["kappa"]
+        line = f"USL: contention σ = {_pm(sg, u.stderr['sigma'])}, coherency κ = {_pm(kp, u.stderr['kappa'], 3)}"
+        pk = u.peak_n
+        if pk is not None and r.best_model == "usl":
+            line += f"; throughput peaks at N* ≈ {pk:.3g} workers and falls beyond (retrograde)"
+        elif pk is not None:
+            line += f"; its peak N* ≈ {pk:.3g} is not supported over Amdahl (AICc)"
+        out.append(line)
+    return out
+
+
+def verdict(r: Any) -> str:
+    """One line: the best speedup and the model that explains it, or why there is none (others' load, the
+    GIL, native code, a flat time)."""
+    g = r.good
+    tag = "  [INTERRUPTED]" if r.status != "ok" else ""
+    if len(g) < 2:
+        return f"scaling: fewer than two worker counts measured successfully — nothing to fit{tag}"
+    sp = r.speedups
+    i = max(range(len(sp)), key=lambda j: sp[j])
+    what = r.var if r.mode == "variable" else "threads"
+    d = r.diagnosis
+    load = "" if r.named_load is None else f"others kept {r.named_load:.1f} of {r.cores or '?'} cores busy"
+    if d == "load":
+        return (f"cannot tell: {load}, at most one left free — the speedups measured (best {sp[i]:.2f}×) say "
+                f"nothing about the code; rerun on a quiet machine{tag}")
+    pre = f"{load} · " if load else ""
+    why = _no_speedup(r, what, sp[i])
+    if why is not None:
+        return f"{pre}{why}{tag}"
+    rel = "" if r.base_n == 1 else f" relative to N = {r.base_n}"
+    kind = "scaled speedup" if r.weak else "speedup"
+    head = f"{pre}best {kind} {sp[i]:.2f}×{rel} at N = {r.ns[i]} ({r.efficiencies[i]:.0%} efficient)"
+    return head + _model_part(r) + tag
+
+
+def _no_speedup(r: Any, what: str, best: float) -> str | None:
+    """Why the sweep shows no speedup (the GIL, native code, one thread, a flat time), or None."""
+    d = r.diagnosis
+    if r.gil:
+        return "no speedup from threads: the workers serialize on the GIL — use processes"
+    if d == "native":
+        return f"no speedup from {what}, and not the GIL: it stayed free (native code, I/O or waits)"
+    if d == "one-thread":
+        return ("no speedup from threads: the cell runs Python bytecode in one thread, which torch/BLAS "
+                "threads cannot split")
+    if d == "cannot-tell":
+        return f"no speedup from {what} (best {best:.2f}×); cannot tell why: no evidence that Python code held the GIL"
+    if r.flat:
+        lo, hi = min(p.median for p in r.good), max(p.median for p in r.good)
+        return (f"the time does not change with {what} ({fmt_time(lo)} – {fmt_time(hi)}, within noise): the "
+                "cell ignores the worker count or does not run in parallel; nothing to fit")
+    return None
+
+
+def _model_part(r: Any) -> str:
+    """What the verdict adds after the best speedup: the model that fits, or why none is named."""
+    if r.diagnosis == "speedups-only":
+        return f" · {len(r.good)} counts: no model fitted"
+    if r.diagnosis == "fit-unreliable":
+        return " · no model fits reliably (see below)"
+    gf = r.reliable("gustafson")
+    if r.weak and gf:
+        return f" · Gustafson S = {gf.params['S']:.3f}"
+    u = r.reliable("usl")
+    if r.best_model == "usl" and u and u.peak_n is not None:
+        return f" · USL fits best: peak at N* ≈ {u.peak_n:.3g}, slower beyond"
+    a = r.reliable("amdahl")
+    if a:
+        s = a.params["S"]
+        ceil = f", ceiling {1 / s:.3g}×" if s > 0 else ", no ceiling in sight"
+        return f" · Amdahl S = {s:.3f}{ceil} · worth it up to {r.recommended_workers} workers"
+    return ""
+
+
+def headline(r: Any) -> str:
+    return verdict(r)
 
 
 def figure_png(r: Any) -> bytes | None:
@@ -118,4 +247,4 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["figure_png", "html_sections", "text"]
+__all__ = ["advice", "figure_png", "headline", "html_sections", "text", "verdict"]

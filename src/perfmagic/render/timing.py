@@ -1,4 +1,4 @@
-"""Timing results drawn: the samples figure, the folded details, comparisons, a label's history.
+"""Timing results drawn: the samples figure, the folded details, the A/B figure, a label's history.
 
 Takes results and ledger rows as plain objects and imports no analysis module; matplotlib is
 imported inside the functions that draw (object API on an Agg canvas: no pyplot, no global state).
@@ -6,7 +6,6 @@ imported inside the functions that draw (object API on an Agg canvas: no pyplot,
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 from .bundle import table_html
@@ -14,7 +13,6 @@ from .figures import new_figure, png_bytes
 from .units import fmt_time
 
 _TIME_SCALES = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
-VERDICT_COLORS = {"faster": "#1a7f37", "slower": "#cf222e", "no real change": "#57606a", "inconclusive": "#9a6700"}
 
 
 def time_unit(x: float) -> tuple[str, float]:
@@ -77,19 +75,6 @@ def bench_sections(r: Any) -> list[tuple[str, str]]:
         out.append(("Environment", table_html([(k, _plain(v)) for k, v in flat.items()], ("field", "value"),
                                               scroll=True)))
     return out
-
-
-def comparison_bundle(rc: Any) -> dict[str, Any]:
-    """text/plain and a self-contained text/html of a run comparison (verdict coloured)."""
-    from .comparison import numbers as numbers_of
-
-    head, numbers = rc.headline(), numbers_of(rc)
-    color = VERDICT_COLORS.get(rc.comparison.verdict, "#000")
-    notes = "".join(f"<div>{html.escape(n)}</div>" for n in rc.notes)
-    htm = (f"<div class='perfmagic-compare' style='font-size:12px'>"
-           f"<div style='font-weight:bold;color:{color}'>{html.escape(head)}</div>"
-           f"<div>{html.escape(numbers)}</div>{notes}{rc.what.html()}</div>")
-    return {"text/plain": rc.text(), "text/html": htm}
 
 
 def _when_short(created: str | None) -> str:

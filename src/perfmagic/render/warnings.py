@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import html
 import re
-import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+from .text import wrap
 
 WIDTH = 100
 LIMIT = 2
@@ -86,8 +87,7 @@ def warning_lines(warnings: Iterable[str], limit: int = LIMIT, indent: str = "  
     first, rest = indent + "! ", indent + "  "
     lines: list[str] = []
     for w in shown:
-        lines += textwrap.wrap(w, width, initial_indent=first, subsequent_indent=rest,
-                               break_long_words=False, break_on_hyphens=False) or [first.rstrip()]
+        lines += wrap(w, first, rest, width)
     more = fold_line(folded, indent, width)
     return lines + ([more] if more else [])
 

@@ -18,7 +18,7 @@ The method (every figure and its method are kept in :attr:`Ceilings.details`):
   units (avx512_bf16/amx_bf16, avx512_fp16/amx_fp16) are measured and labelled **emulated**
   (``details["emulated"]``); roofline advice never suggests them.
 * **Bandwidth**: the best of several streaming kernels over working sets far larger than the last-level
-  cache (LLC size read from sysfs via :func:`perfmagic._env.cache_sizes`; the GPU's L2 from torch), each
+  cache (LLC size read from sysfs via :func:`perfmagic.core.env.cache_sizes`; the GPU's L2 from torch), each
   counted with the bytes it *moves by algorithm* (STREAM convention: every array read once and written
   once per pass; write-allocate traffic is not counted):
 
@@ -34,13 +34,13 @@ The method (every figure and its method are kept in :attr:`Ceilings.details`):
 
   Interleaved trials of every kernel (each ≥ 0.05 s and two passes) until the best kernel's two best
   trials agree within 5%; the ceiling is that kernel's second-highest trial.
-* **Load**: other processes' CPU use (:class:`perfmagic.core.env.LoadProbe`) is read for a short idle
+* **Load**: other processes' CPU use (:class:`perfmagic.core.load.LoadProbe`) is read for a short idle
   window before and after, and over the whole calibration. A calibration during which others kept more
   than :data:`LOADED_CORES` cores busy is **loaded**: it says so, is kept for this process only (never
   written to the cache as the machine's roofs), and the next ``ceilings()`` call re-measures when the
   machine is quiet again (a 0.15 s look at the load; still busy: the loaded roofs are reused, marked).
   A quiet calibration replaces it and is cached.
-* **Cache**: one JSON file per machine fingerprint (:func:`perfmagic._env.fingerprint`) under
+* **Cache**: one JSON file per machine fingerprint (:func:`perfmagic.core.env.fingerprint`) under
   ``$PERFMAGIC_CACHE_DIR`` or ``~/.cache/perfmagic/ceilings/``, written to a temporary file and moved
   into place with ``os.replace``: an interrupted calibration leaves no file, never half of one. A
   corrupt or unreadable file is ignored and re-measured.
@@ -354,7 +354,7 @@ def _now_utc() -> str:
 
 def _idle_load(seconds: float = 0.15) -> float | None:
     """Cores other processes keep busy while this one sleeps ``seconds``."""
-    from ..core.env import LoadProbe
+    from ..core.load import LoadProbe
 
     p = LoadProbe().start()
     time.sleep(seconds)
@@ -365,7 +365,8 @@ def measure(dev: str, *, dtypes: Iterable[str] = CPU_DEFAULT_DTYPES, progress: P
             budget_s: float = 15.0, fp: str | None = None, env: dict[str, Any] | None = None) -> Ceilings:
     """Measure the ceilings of ``dev`` now (no cache). Roughly 60% of ``budget_s`` goes to compute,
     the rest to bandwidth."""
-    from ..core.env import LoadProbe, fingerprint
+    from ..core.load import LoadProbe
+    from ..core.env import fingerprint
 
     if fp is None or env is None:
         fp, env = machine_fingerprint(dev)

@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .ceilings import Ceilings, normalize_dtype
+from .counting import Counts
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
 from ..result import Displayed
+from ..timing.results import BenchResult
 from ..render.text import fmt_bytes, fmt_rate
 from ..render.warnings import rank as warning_rank
 
@@ -64,9 +66,9 @@ class RooflineResult(Displayed):
     flops_source: str  # "counted" | "given"
     bytes_source: str
     dtype: str
-    bench: Any  # BenchResult
+    bench: BenchResult
     ceilings: Ceilings
-    counts: Any = None  # Counts | None
+    counts: Counts | None = None
     label: str | None = None
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()

@@ -31,6 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 INTERVAL_S = 0.004
 WORKING_SHARE = 0.01            # a thread that used less of a core than this did not work
@@ -111,15 +112,18 @@ class ThreadEvidence:
         held = self.held_share
         return len(self.gil_waits) >= 5 and held is not None and held <= 0.25
 
+    def evidence(self) -> dict[str, Any]:
+        """The numbers a one-line description reads: working threads, samples, GIL-held share, median
+        wait (ms) and the native call they mostly sat in (when at least half the samples were native)."""
+        native = self.sites[0][0] if self.sites and (self.native_share or 0.0) >= 0.5 else None
+        return {"working": self.working, "samples": self.samples, "held": self.held_share,
+                "wait_ms": 1e3 * (self.median_wait_s or 0), "native_site": native}
+
     def describe(self) -> str:
-        """One line of evidence: the working threads, the samples, how often the GIL was held, where they sat."""
-        parts = [f"{self.samples} samples"]
-        if self.held_share is not None:
-            parts.append(f"the GIL held by another thread at {self.held_share:.0%} of the sampler's wake-ups "
-                         f"(median wait {1e3 * (self.median_wait_s or 0):.2f} ms)")
-        if self.sites and (self.native_share or 0.0) >= 0.5:
-            parts.append(f"the threads mostly on a native call in {self.sites[0][0]}")
-        return f"{self.working} Python thread(s) worked; " + ", ".join(parts)
+        """One line of evidence (:func:`perfmagic.render.findings.thread_evidence`)."""
+        from ..render.findings import thread_evidence
+
+        return thread_evidence(self.evidence())
 
     @staticmethod
     def merge(evs: Iterable[ThreadEvidence | None]) -> ThreadEvidence | None:

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from ..errors import BadOptionError
+from ..findings import Finding
 from ..result import Displayed
 
 _PER = {"s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "min": 60.0, "m": 60.0, "h": 3600.0}
@@ -111,18 +112,17 @@ def free_cores() -> tuple[float, int]:
     return max(usable - load, 0.0), usable
 
 
-def workers_for(throughput: float, latency: float, *, cpu_bound: bool = True) -> tuple[int, list[str]]:
-    """Workers needed for ``throughput`` tasks/s at ``latency`` s each, and the caveats that apply."""
+def workers_for(throughput: float, latency: float, *, cpu_bound: bool = True) -> tuple[int, list[Finding]]:
+    """Workers needed for ``throughput`` tasks/s at ``latency`` s each, and the caveats that apply
+    (:class:`~perfmagic.findings.Finding` s: ``str()`` of one is its sentence)."""
     need = math.ceil(littles(throughput=throughput, latency=latency).concurrency - 1e-9)
-    notes: list[str] = []
+    notes: list[Finding] = []
     free, usable = free_cores()
     if cpu_bound and need > max(1, math.floor(free)):
         cap = max(1, math.floor(free))
-        notes.append(f"the target needs {need} CPU-bound workers but this machine has {free:.1f} of {usable} cores free: "
-                     f"capped at {cap}; the reachable throughput is about {cap / latency:.4g} tasks/s — shrink the "
-                     "per-task latency (profile it) or add machines")
+        notes.append(Finding.of("littles.capped", need=need, free=free, usable=usable, cap=cap,
+                                reachable=cap / latency))
         need = cap
     elif not cpu_bound:
-        notes.append("I/O-bound: workers wait rather than compute, so more than the free cores is fine; the limit is "
-                     "what they wait on (a pool of 5 connections caps any number of workers at 5 in flight)")
+        notes.append(Finding.of("littles.io-bound"))
     return need, notes

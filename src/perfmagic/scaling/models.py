@@ -38,6 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..findings import Finding
+
 __all__ = ["Fit", "speedup", "efficiency", "karp_flatt", "amdahl_model", "usl_model", "fit_amdahl", "fit_usl",
            "fit_gustafson", "gustafson", "usl_peak", "aicc", "choose_model", "bootstrap", "MIN_POINTS_FOR_CHOICE",
            "DEFAULT_BOOT"]
@@ -241,7 +243,7 @@ class Fit:
     n: int
     aicc: float = math.inf
     base_n: float = 1
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[Finding, ...] = field(default=())  # worded by render/findings.py
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
     level: float = 0.95
     boot: int = 0
@@ -327,7 +329,7 @@ def _fit(model: str, ns: Sequence[float], ys: Sequence[float], weights: Sequence
     theta, rss_ = th[0], float(rss[0])
     keys = _MODELS[model][1]
     n, p = len(N), len(keys)
-    notes: list[str] = []
+    notes: list[Finding] = []
     stderr = {k: math.nan for k in keys}
     if n > p:
         _, jac = _MODELS[model][0](N, theta[None])
@@ -336,9 +338,9 @@ def _fit(model: str, ns: Sequence[float], ys: Sequence[float], weights: Sequence
             cov = np.linalg.inv(J.T @ J) * (rss_ / (n - p))
             stderr = {k: float(math.sqrt(max(cov[j, j], 0.0))) for j, k in enumerate(keys)}
         except np.linalg.LinAlgError:
-            notes.append("the parameters are not identifiable from these loads: no standard errors")
+            notes.append(Finding.of("fit.not-identifiable"))
     else:
-        notes.append(f"{n} points leave no degrees of freedom for {p} parameters: no standard errors")
+        notes.append(Finding.of("fit.no-stderr", n=n, p=p))
     scale = max(float(Y.max()), 1e-300) ** 2
     rss_f = max(rss_, 1e-20 * scale * n)  # exact data: keep log(RSS) finite and comparable between models
     fit = Fit(model, {k: float(v) for k, v in zip(keys, theta)}, stderr, rss_, n * math.log(rss_f / n) + 2 * p, n,
@@ -441,25 +443,23 @@ def bootstrap(fit: Fit, ns: Any, ys: Any, weights: Any = None, boot: int = DEFAU
     return dataclasses.replace(fit, intervals=out, boot=int(boot))
 
 
-def choose_model(amdahl_fit: Fit | None, usl_fit: Fit | None, max_n: float | None = None) -> tuple[str | None, list[str]]:
+def choose_model(amdahl_fit: Fit | None, usl_fit: Fit | None, max_n: float | None = None) -> tuple[str | None, list[Finding]]:
     """``("amdahl" | "usl" | None, notes)``: USL only with κ > 0 (else it *is* Amdahl), an AICc lower by more
     than ``AICC_MARGIN`` (substantial support) and, given ``max_n``, a peak within ``PEAK_RANGE × max_n``."""
-    notes: list[str] = []
+    notes: list[Finding] = []
     if amdahl_fit is None or usl_fit is None:
         return (amdahl_fit.model if amdahl_fit else usl_fit.model if usl_fit else None), notes
     n = amdahl_fit.n
     if n < MIN_POINTS_FOR_CHOICE:
-        notes.append(f"only {n} worker counts: the choice between Amdahl and USL is weak "
-                     f"(measure at least {MIN_POINTS_FOR_CHOICE})")
+        notes.append(Finding.of("model.few-points", n=n, need=MIN_POINTS_FOR_CHOICE))
     a, u = amdahl_fit.aicc, usl_fit.aicc
     if math.isinf(u) and math.isinf(a):
         a, u = amdahl_fit.aic, usl_fit.aic
-        notes.append("too few points for AICc: compared by AIC")
+        notes.append(Finding.of("model.by-aic"))
     if usl_fit.params["kappa"] > 0 and u < a - AICC_MARGIN:
         pk = usl_fit.peak_n
         if max_n is not None and pk is not None and pk > PEAK_RANGE * max_n:
-            notes.append(f"USL fits a little better, but its peak N* ≈ {pk:.3g} lies far beyond the largest N "
-                         f"measured ({max_n:g}): over this range the models agree, so the simpler Amdahl is kept")
+            notes.append(Finding.of("model.peak-far", peak=pk, max_n=max_n))
             return "amdahl", notes
         return "usl", notes
     return "amdahl", notes

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from . import models as _scaling
 from .gilprobe import ThreadEvidence
 from ..core import stats as _stats
-from ..render.units import fmt_time
+from ..findings import Finding
 from ..result import Displayed
 from ..timing.results import BenchResult
 
@@ -75,14 +75,14 @@ class AmdahlResult(Displayed):
     best_model: str | None = None
     flat: bool = False
     gil: bool = False
-    warnings: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
+    warnings: tuple[Finding, ...] = ()  # worded by render/findings.py (str() of one is its sentence)
+    notes: tuple[Finding, ...] = ()
     wall_s: float = 0.0
     others_cores: float | None = None   # cores other processes kept busy during the sweep (median)
     cores: int | None = None            # usable cores of this process
     # gil | load | native | one-thread | cannot-tell | flat | speedups-only | fit | fit-unreliable | none
     diagnosis: str | None = None
-    unreliable: tuple[tuple[str, str], ...] = ()  # (model, why its fit is not a finding)
+    unreliable: tuple[tuple[str, Finding], ...] = ()  # (model, why its fit is not a finding)
 
     DIAGNOSES: ClassVar[tuple[str, ...]] = ("gil", "load", "native", "one-thread", "cannot-tell", "flat",
                                             "speedups-only", "fit", "fit-unreliable", "none")
@@ -179,102 +179,20 @@ class AmdahlResult(Displayed):
         f = self.reliable("gustafson" if self.weak else "amdahl")
         return f.params["S"] if f else None
 
+    @property
+    def named_load(self) -> float | None:
+        """Cores other processes kept busy, when enough of them to name first in the verdict (and the cell
+        needs cores: :attr:`needs_cores`), else None."""
+        o = self.others_cores
+        return o if o is not None and o >= LOAD_NAME_CORES and self.needs_cores else None
+
     def advice(self) -> list[str]:
-        out: list[str] = []
-        rec = self.recommended_workers
-        if rec is not None and not self.flat and len(self.ns) >= 2:
-            out.append(f"worth it up to {rec} workers (measured: beyond that efficiency < 50% or the speedup "
-                       "stops rising)")
-        a = self.reliable("amdahl")
-        if a is not None and not self.weak:
-            s = a.params["S"]
-            if s > 0:
-                half = 1 + 1 / s
-                out.append(f"Amdahl: serial fraction S = {_pm(s, a.stderr['S'])} -> at most {1 / s:.3g}× on any "
-                           f"number of workers; efficiency falls below 50% beyond N ≈ {half:.3g}. Shrink the serial "
-                           "part before adding workers")
-            else:
-                out.append("Amdahl: no serial fraction detected (S ≈ 0): scaling is ideal over the range measured")
-        u = self.reliable("usl")
-        if u is not None and not self.weak:
-            sg, kp = u.params["sigma"], u.params["kappa"]
-            line = f"USL: contention σ = {_pm(sg, u.stderr['sigma'])}, coherency κ = {_pm(kp, u.stderr['kappa'], 3)}"
-            pk = u.peak_n
-            if pk is not None and self.best_model == "usl":
-                line += f"; throughput peaks at N* ≈ {pk:.3g} workers and falls beyond (retrograde)"
-            elif pk is not None:
-                line += f"; its peak N* ≈ {pk:.3g} is not supported over Amdahl (AICc)"
-            out.append(line)
-        g = self.reliable("gustafson")
-        if g is not None:
-            out.append(f"Gustafson (weak scaling): serial fraction S = {_pm(g.params['S'], g.stderr['S'])}; "
-                       f"scaled speedup at N = {max(self.ns)}: {_scaling.gustafson(g.params['S'], max(self.ns)):.3g}×")
-        f = self.reliable(self.best_model) if self.best_model else None
-        g = f.params.get("gamma") if f is not None else None
-        if g is not None and self.base_n == 1 and abs(g - 1) > 0.1:
-            out.append(f"the fit puts N = 1 at {g:.2f}× the measured baseline speed: that point ran "
-                       f"{'slow' if g > 1 else 'fast'} (noise, warm-up, load); the curve is not pinned to it, and "
-                       "the speedups above are relative to the measured point")
-        for model, why in self.unreliable:
-            name = {"amdahl": "Amdahl", "usl": "USL", "gustafson": "Gustafson"}[model]
-            out.append(f"{name}: fit unreliable, not a finding: {why}")
-        return out
+        """What the sweep advises, one item a line (worded by :func:`perfmagic.render.scaling.advice`)."""
+        return self._render("advice")(self)
 
-    # ---- text -----------------------------------------------------------------------------------
     def verdict(self) -> str:
-        g = self.good
-        tag = "  [INTERRUPTED]" if self.status != "ok" else ""
-        if len(g) < 2:
-            return f"scaling: fewer than two worker counts measured successfully — nothing to fit{tag}"
-        ns, sp, ef = self.ns, self.speedups, self.efficiencies
-        i = max(range(len(sp)), key=lambda j: sp[j])
-        what = self.var if self.mode == "variable" else "threads"
-        d = self.diagnosis
-        load = ""
-        if self.others_cores is not None and self.others_cores >= LOAD_NAME_CORES and self.needs_cores:
-            load = f"others kept {self.others_cores:.1f} of {self.cores or '?'} cores busy"
-        if d == "load":
-            return (f"cannot tell: {load}, at most one left free — the speedups measured (best {sp[i]:.2f}×) say "
-                    f"nothing about the code; rerun on a quiet machine{tag}")
-        pre = f"{load} · " if load else ""
-        if self.gil:
-            return f"{pre}no speedup from threads: the workers serialize on the GIL — use processes{tag}"
-        if d == "native":
-            return (f"{pre}no speedup from {what}, and not the GIL: it stayed free (native code, I/O or waits)"
-                    f"{tag}")
-        if d == "one-thread":
-            return (f"{pre}no speedup from threads: the cell runs Python bytecode in one thread, which torch/BLAS "
-                    f"threads cannot split{tag}")
-        if d == "cannot-tell":
-            return (f"{pre}no speedup from {what} (best {sp[i]:.2f}×); cannot tell why: no evidence that Python "
-                    f"code held the GIL{tag}")
-        if self.flat:
-            lo, hi = min(p.median for p in g), max(p.median for p in g)
-            return (f"{pre}the time does not change with {what} "
-                    f"({fmt_time(lo)} – {fmt_time(hi)}, within noise): the cell ignores the worker count or "
-                    f"does not run in parallel; nothing to fit{tag}")
-        rel = "" if self.base_n == 1 else f" relative to N = {self.base_n}"
-        kind = "scaled speedup" if self.weak else "speedup"
-        head = f"{pre}best {kind} {sp[i]:.2f}×{rel} at N = {ns[i]} ({ef[i]:.0%} efficient)"
-        if d == "speedups-only":
-            return f"{head} · {len(g)} counts: no model fitted{tag}"
-        if d == "fit-unreliable":
-            return f"{head} · no model fits reliably (see below){tag}"
-        gf = self.reliable("gustafson")
-        if self.weak and gf:
-            return f"{head} · Gustafson S = {gf.params['S']:.3f}{tag}"
-        u = self.reliable("usl")
-        if self.best_model == "usl" and u and u.peak_n is not None:
-            return f"{head} · USL fits best: peak at N* ≈ {u.peak_n:.3g}, slower beyond{tag}"
-        a = self.reliable("amdahl")
-        if a:
-            s = a.params["S"]
-            ceil = f", ceiling {1 / s:.3g}×" if s > 0 else ", no ceiling in sight"
-            return f"{head} · Amdahl S = {s:.3f}{ceil} · worth it up to {self.recommended_workers} workers{tag}"
-        return head + tag
-
-    def headline(self) -> str:
-        return self.verdict()
+        """One line: the best speedup, or why there is none (:func:`perfmagic.render.scaling.verdict`)."""
+        return self._render("verdict")(self)
 
     # ---- serialisation ------------------------------------------------------------------------
     def metrics(self) -> dict[str, float | int | str | None]:
@@ -302,13 +220,7 @@ class AmdahlResult(Displayed):
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "var": self.var, "weak": self.weak, "code": self.code, "status": self.status,
                 "rounds": self.rounds, "budget_per_point_s": self.budget_per_point_s, "metrics": self.metrics(),
-                "samples": self.samples(), "warnings": list(self.warnings), "notes": list(self.notes)}
-
-
-def _pm(x: float, se: float | None, digits: int = 3) -> str:
-    if se is None or se != se:
-        return f"{x:.{digits}g}"
-    return f"{x:.{digits}g} ± {se:.2g}"
+                "samples": self.samples(), "warnings": [str(w) for w in self.warnings], "notes": [str(n) for n in self.notes]}
 
 
 __all__ = ["AmdahlResult", "ScalingPoint", "DEFAULT_BUDGET_PER_POINT", "LOAD_NAME_CORES"]

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 from . import models as _m
 from ..errors import BadOptionError, PerfmagicError
+from ..findings import Finding
 from ..result import Displayed
 
 MIN_LOADS = 3          # distinct loads for Amdahl / Gustafson (2 parameters)
@@ -46,6 +47,9 @@ class ScalabilityResult(Displayed):
     primary_metric: ClassVar[str] = "peak_n"
     renderer: ClassVar[str] = "scalability"
     figure_alt: ClassVar[str] = "throughput against load, with the fitted scaling laws"
+    min_loads: ClassVar[int] = MIN_LOADS
+    min_loads_usl: ClassVar[int] = MIN_LOADS_USL
+    peak_range: ClassVar[float] = _m.PEAK_RANGE
 
     load: tuple[float, ...]
     throughput: tuple[float, ...]
@@ -58,8 +62,8 @@ class ScalabilityResult(Displayed):
     amdahl: _m.Fit | None = None
     gustafson: _m.Fit | None = None
     model: str | None = None
-    unreliable: tuple[tuple[str, str], ...] = ()
-    notes: tuple[str, ...] = ()
+    unreliable: tuple[tuple[str, Finding], ...] = ()  # (model, why its fit is not a finding)
+    notes: tuple[Finding, ...] = ()   # worded by render/findings.py
     level: float = 0.95
     boot: int = 0
     seed: int = 0
@@ -86,51 +90,9 @@ class ScalabilityResult(Displayed):
 
     # ---- text ----------------------------------------------------------------------------------
     def verdict(self) -> str:
-        k = len(self.distinct_loads)
-        if k < MIN_LOADS:
-            return (f"scalability: {k} distinct load{'s' if k != 1 else ''} — no model fitted: a curve with 2–3 "
-                    f"parameters through {k} load{'s' if k != 1 else ''} says nothing; measure at ≥ {MIN_LOADS} "
-                    f"loads (≥ {MIN_LOADS_USL} for the USL)")
-        lvl = f"{self.level:.0%} CI"
-        f = self.chosen
-        if f is None:
-            return "scalability: no model fits these points reliably — cannot tell (see why below)"
-        if self.weak:
-            s = f.params["S"]
-            return (f"weak scaling: Gustafson serial fraction S = {_num(s)}{_ci(f, 'S', lvl)}; "
-                    f"{self.load_name} ×{max(self.load) / min(self.load):.3g} gave throughput "
-                    f"×{f.predict(max(self.load)) / f.predict(min(self.load)):.3g}")
-        top = max(self.load)
-        if self.model == "usl":
-            pk, xpk = f.peak_n, f.peak_throughput
-            lo, hi = f.intervals.get("peak", (math.nan, math.nan))
-            where = f"N* ≈ {_num(pk)}{_ci(f, 'peak', lvl)} at X ≈ {_num(xpk)}"
-            if math.isinf(hi):
-                return (f"USL fits best (AICc), but whether throughput peaks cannot be told: {lvl} of N* is "
-                        f"{_num(lo)} – ∞ (some resamples show no peak); estimate N* ≈ {_num(pk)}")
-            if pk > _m.PEAK_RANGE * top:
-                return (f"USL fits best (AICc): throughput would peak at {where}, far beyond the largest "
-                        f"{self.load_name} measured ({_num(top)}): an extrapolation")
-            if pk > top:
-                return (f"USL fits best (AICc): throughput would peak at {where}, past the largest {self.load_name} "
-                        f"measured ({_num(top)}): a forecast, measure there to confirm")
-            return f"USL fits best (AICc): throughput peaks at {where}; beyond it more {self.load_name} lowers it"
-        s = f.params["S"]
-        head = f"Amdahl fits best (AICc): serial fraction S = {_num(s)}{_ci(f, 'S', lvl)}"
-        if s <= 0:
-            head = "Amdahl fits best (AICc): no serial fraction detected, throughput grows in proportion to load"
-        tail = f"; no peak within the {self.load_name} measured (≤ {_num(top)})"
-        u = self.usl
-        if u is not None and "peak" in u.intervals:
-            lo, hi = u.intervals["peak"]
-            tail += (f"; beyond, cannot be told (USL's N* {lvl} {_num(lo)} – {_num(hi)})" if math.isinf(hi) or
-                     hi > top else f"; the USL's N* {lvl} {_num(lo)} – {_num(hi)} disagrees: see the fits below")
-        else:
-            tail += "; beyond, cannot be told" + (" (no USL fitted)" if u is None else "")
-        return head + tail
-
-    def headline(self) -> str:
-        return self.verdict()
+        """One line: the model that fits and what it says, or why none is a finding
+        (:func:`perfmagic.render.scalability.verdict`)."""
+        return self._render("verdict")(self)
 
     # ---- serialisation -------------------------------------------------------------------------
     def metrics(self) -> dict[str, Any]:
@@ -155,26 +117,9 @@ class ScalabilityResult(Displayed):
                                            "aicc": f.aicc, "intervals": {k: list(v) for k, v in f.intervals.items()}}
         return {"load_name": self.load_name, "throughput_name": self.throughput_name, "source": self.source,
                 "weak": self.weak, "model": self.model, "usl": fit(self.usl), "amdahl": fit(self.amdahl),
-                "gustafson": fit(self.gustafson), "unreliable": [list(x) for x in self.unreliable],
-                "notes": list(self.notes), "level": self.level, "boot": self.boot, "seed": self.seed,
+                "gustafson": fit(self.gustafson), "unreliable": [[m, str(why)] for m, why in self.unreliable],
+                "notes": [str(n) for n in self.notes], "level": self.level, "boot": self.boot, "seed": self.seed,
                 "metrics": self.metrics(), "samples": self.samples()}
-
-
-def _num(x: float | None) -> str:
-    if x is None or x != x:
-        return "n/a"
-    if math.isinf(x):
-        return "∞"
-    if 1e3 <= abs(x) < 1e7:
-        return f"{x:.0f}"
-    return f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
-
-
-def _ci(f: _m.Fit, key: str, lvl: str) -> str:
-    if key not in f.intervals:
-        return ""
-    lo, hi = f.intervals[key]
-    return f" ({lvl} {_num(lo)} – {_num(hi)})"
 
 
 # ---- input ----------------------------------------------------------------------------------------------
@@ -318,21 +263,19 @@ def _check(ns: list[float], ys: list[float], lname: str, yname: str, is_time: bo
                                  f"position {i} (load {ns[i]:g}): drop that point or re-measure it")
 
 
-def _why_unreliable(fit: _m.Fit, r2: float | None, ns: Sequence[float], xs: Sequence[float]) -> str | None:
-    names = {"S": "S", "sigma": "σ", "kappa": "κ"}
+def _why_unreliable(fit: _m.Fit, r2: float | None, ns: Sequence[float], xs: Sequence[float]) -> Finding | None:
     if fit.dof <= 0:
-        return f"{fit.n} points leave no degrees of freedom for its {len(fit.params)} parameters"
+        return Finding.of("fit.no-dof", n=fit.n, p=len(fit.params))
     for k, v in fit.params.items():
-        if k in names and v >= 0.999:
-            return f"{names[k]} = {v:.3g} sits at its bound: the model cannot describe these points"
+        if k in ("S", "sigma", "kappa") and v >= 0.999:
+            return Finding.of("fit.at-bound", param=k, value=v)
     base = min(range(len(ns)), key=lambda i: ns[i])
     per0 = xs[base] / ns[base]
     if (fit.params.get("S", fit.params.get("sigma", 1.0)) <= 1e-9
             and any(x / n > 1.05 * per0 for n, x in zip(ns, xs) if n > ns[base])):
-        return "it sits at σ = S = 0 because throughput per unit of load rises (super-linear), which no serial " \
-               "fraction explains"
+        return Finding.of("fit.super-linear")
     if r2 is not None and r2 < MIN_R2:
-        return f"it explains only {max(r2, 0):.0%} of the variation in throughput (R²)"
+        return Finding.of("fit.low-r2", r2=r2)
     return None
 
 
@@ -366,7 +309,7 @@ def scalability(load: Any = None, throughput: Any = None, time: Any = None, *, d
         return base
     kw = {"boot": boot, "seed": seed, "level": level}
     fits: dict[str, _m.Fit] = {}
-    notes: list[str] = []
+    notes: list[Finding] = []
     try:
         if weak:
             fits["gustafson"] = _m.fit_gustafson(ns, xs, **kw)
@@ -375,7 +318,7 @@ def scalability(load: Any = None, throughput: Any = None, time: Any = None, *, d
             if k >= MIN_LOADS_USL:
                 fits["usl"] = _m.fit_usl(ns, xs, **kw)
             else:
-                notes.append(f"{k} distinct loads: the USL (3 parameters) is not fitted; measure at ≥ {MIN_LOADS_USL}")
+                notes.append(Finding.of("scalability.no-usl", k=k, need=MIN_LOADS_USL))
     except ValueError as exc:  # pragma: no cover - the input was checked above
         raise PerfmagicError(str(exc)) from None
     unreliable = {}
@@ -389,11 +332,10 @@ def scalability(load: Any = None, throughput: Any = None, time: Any = None, *, d
         ok_a = fits["amdahl"] if "amdahl" not in unreliable else None
         ok_u = fits.get("usl") if "usl" not in unreliable else None
         model, choice = _m.choose_model(ok_a, ok_u, max(ns))
-        notes += [c.replace("worker counts", "distinct loads") for c in choice]
+        notes += [c.with_values(unit="distinct loads") for c in choice]
         a = fits["amdahl"]
         if model == "amdahl" and a.params["S"] > 0:
-            notes.append(f"Amdahl's ceiling X(1)/S ≈ {_num(a.params['gamma'] / a.params['S'])} holds only if no "
-                         f"coherency cost appears beyond the {lname} measured")
+            notes.append(Finding.of("scalability.ceiling", ceiling=a.params["gamma"] / a.params["S"], load_name=lname))
     return _replace(base, usl=fits.get("usl"), amdahl=fits.get("amdahl"), gustafson=fits.get("gustafson"),
                     model=model, unreliable=tuple(unreliable.items()), notes=tuple(notes))
 

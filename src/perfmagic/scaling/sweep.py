@@ -26,16 +26,18 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import models as _scaling
 from ..core import stats as _stats
 from ..errors import BadOptionError, BenchInterrupted
+from ..findings import Finding
 from ..render.units import fmt_time
 from ..timing.results import BenchResult
 from .gilprobe import ThreadEvidence, ThreadSampler
 from .result import DEFAULT_BUDGET_PER_POINT, LOAD_NAME_CORES, AmdahlResult, ScalingPoint
-from ..core.env import usable_cores
+from ..core.load import usable_cores
 
 MODES = ("variable", "threads")
 FLAT_RATIO = 1.10          # max/min time below this (and overlapping CIs, or below FLAT_RATIO_SURE) -> flat
@@ -45,13 +47,7 @@ GIL_SPEEDUP_ONE_CORE = 1.5  # below this, and never more than ~1 core busy, thre
 LOAD_WARN_CORES = 0.5
 LOAD_CAP_FREE = 1.5         # fewer free cores than this: no parallel speedup is possible, whatever the code
 MIN_COUNTS_TO_FIT = 3
-KF_RISE_NOTE = "the serial fraction grows with N: overhead or oversubscription, not serial code"
-GIL_NOTE = ("threads serialize on the GIL: Python-bound work gets no speedup from threads "
-            "(at most {x:.2f}× at N ≥ 2 while the process kept only about one core busy); use processes "
-            "(ProcessPoolExecutor, multiprocessing) or code that releases the GIL (NumPy, torch, native code)")
-FEW_COUNTS_NOTE = ("{k} worker counts: a model with 1–2 parameters fitted to {k} points says nothing, so none is "
-                   "fitted; measure at ≥ 3 counts, e.g. {eg}")
-_THREADY = re.compile(r"Thread|threading|concurrent\.futures|\.map\(|submit\(")
+_THREADY = re.compile("|".join(("Thread", "threading", r"concurrent\.futures", r"\.map\(", r"submit\(")))
 
 
 # ---- the sweep ------------------------------------------------------------------------------------
@@ -140,6 +136,121 @@ def _points(ns: list[int], results: dict[int, list[BenchResult]], errors: dict[i
                               ThreadEvidence.merge(evidence[n])) for n in ns)
 
 
+@dataclass(frozen=True)
+class _SweepSpec:
+    """What every point of one sweep runs: the code, the worker counts, the mode and the budget of a round."""
+    code: Any
+    ns: list[int]
+    mode: str
+    var: str
+    setup: str
+    base_ns: dict[str, Any]
+    per_round: float
+    rounds: int
+    filename: str | None
+    progress: Callable[[float, str], None] | None
+
+    def stmt_for(self, n: int) -> tuple[Any, dict[str, Any] | None]:
+        """The statement and the namespace for ``n`` workers: ``var=N`` injected into a copy of the
+        namespace (code), a call ``code(N)`` (a callable), or the code unchanged (threads mode)."""
+        code, is_text = self.code, isinstance(self.code, str)
+        if self.mode == "threads":
+            return code, (self.base_ns if is_text else None)
+        if is_text:
+            return code, {**self.base_ns, self.var: n}
+        return (lambda: code(n)), None
+
+    def label(self, n: int) -> str:
+        return f"{self.var}={n}" if self.mode == "variable" else f"threads={n}"
+
+
+@dataclass
+class _Gathered:
+    """What the rounds measured so far, per worker count; filled in place, so Ctrl-C keeps every point."""
+    results: dict[int, list[BenchResult]]
+    own: dict[int, list[float]]
+    others_at: dict[int, list[float]]
+    evidence: dict[int, list[ThreadEvidence]]
+    errors: dict[int, str] = field(default_factory=dict)
+    others: list[float] = field(default_factory=list)
+    first_exc: BaseException | None = None
+    done: int = 0
+
+    @classmethod
+    def over(cls, ns: list[int]) -> _Gathered:
+        return cls({n: [] for n in ns}, {n: [] for n in ns}, {n: [] for n in ns}, {n: [] for n in ns})
+
+    def points(self, ns: list[int]) -> tuple[ScalingPoint, ...]:
+        return _points(ns, self.results, self.errors, self.own, self.others_at, self.evidence)
+
+
+def _round_order(ns: list[int], r: int) -> list[int]:
+    """The worker counts in round ``r``: rotated by ``r`` and, every other round, reversed."""
+    k = r % len(ns)
+    order = ns[k:] + ns[:k]
+    if r % 2:
+        order = order[::-1]
+    return order
+
+
+def _rounds(spec: _SweepSpec, got: _Gathered) -> None:
+    """Every round over the worker counts still working, each measurement into ``got``."""
+    __tracebackhide__ = True
+    for r in range(spec.rounds):
+        for n in _round_order(spec.ns, r):
+            if n in got.errors:
+                continue
+            _measure_at(spec, n, got)
+
+
+def _measure_at(spec: _SweepSpec, n: int, got: _Gathered) -> None:
+    """One round's measurement at ``n`` workers, with the load of other processes and the thread
+    evidence around it, into ``got``. An exception of the code is recorded for ``n`` (the other counts go
+    on); Ctrl-C keeps the partial measurement in ``got`` and propagates."""
+    __tracebackhide__ = True
+    import time
+
+    from ..timing.bench import bench
+    from ..core.load import LoadProbe
+
+    stmt, g = spec.stmt_for(n)
+    warm: Any = "auto"
+    if got.results[n] and got.results[n][-1].raw and got.results[n][-1].median > 5e-3:
+        warm = 1
+    probe = LoadProbe().start()
+    kids0, t_kids = _descendants_cpu(), time.perf_counter()
+    sampler = ThreadSampler().start()
+    try:
+        with thread_limits(n) if spec.mode == "threads" else contextlib.nullcontext():
+            res = bench(stmt, spec.setup, globals=g, budget=spec.per_round, memory=False, capture_env=False,
+                        warmup=warm, label=spec.label(n), filename=spec.filename)
+    except BenchInterrupted as exc:
+        if exc.result is not None and exc.result.raw:
+            got.results[n].append(exc.result)
+        raise
+    except Exception as exc:  # the user's code failed at this N: record it, keep the others
+        got.errors[n] = f"{type(exc).__name__}: {exc}"
+        if got.first_exc is None:
+            got.first_exc = exc
+        return
+    finally:
+        ev = sampler.stop()
+        o = _others_cores(probe, kids0, t_kids)
+        if o is not None:
+            got.others.append(o)
+            got.others_at[n].append(o)
+    # the engine's own figure covers its measurement only: the full GC collection before
+    # it (~0.3 s of one core on a big heap) would make sleeping threads look CPU-bound
+    busy = res.env.get("own_cores", probe.own_cores)
+    if busy is not None:
+        got.own[n].append(busy)
+    got.evidence[n].append(ev)
+    got.results[n].append(res)
+    got.done += 1
+    if spec.progress is not None:
+        spec.progress(got.done / (len(spec.ns) * spec.rounds), f"{spec.label(n)}: {fmt_time(res.median)}")
+
+
 def amdahl(
     code: str | Callable[..., Any],
     workers: Sequence[int] = (1, 2, 4),
@@ -165,86 +276,23 @@ def amdahl(
     __tracebackhide__ = True
     import time
 
-    from ..timing.bench import bench
-    from ..core.env import LoadProbe
-
     ns, per_point = _checked_options(code, workers, mode, var, rounds, budget)
-    per_round = per_point / rounds
     base_ns = dict(globals) if globals is not None else {"__name__": "__perfmagic__"}
-    is_text = isinstance(code, str)
-
-    def stmt_for(n: int) -> tuple[Any, dict[str, Any] | None]:
-        if mode == "threads":
-            return code, (base_ns if is_text else None)
-        if is_text:
-            return code, {**base_ns, var: n}
-        return (lambda: code(n)), None
-
-    results: dict[int, list[BenchResult]] = {n: [] for n in ns}
-    errors: dict[int, str] = {}
-    first_exc: BaseException | None = None
-    own: dict[int, list[float]] = {n: [] for n in ns}
-    others: list[float] = []
-    others_at: dict[int, list[float]] = {n: [] for n in ns}
-    evidence: dict[int, list[ThreadEvidence]] = {n: [] for n in ns}
+    spec = _SweepSpec(code, ns, mode, var, setup, base_ns, per_point / rounds, rounds, filename, progress)
+    got = _Gathered.over(ns)
     interrupted = False
-    done = 0
     t_start = time.perf_counter()
     try:
-        for r in range(rounds):
-            k = r % len(ns)
-            order = ns[k:] + ns[:k]
-            if r % 2:
-                order = order[::-1]
-            for n in order:
-                if n in errors:
-                    continue
-                stmt, g = stmt_for(n)
-                warm: Any = "auto"
-                if results[n] and results[n][-1].raw and results[n][-1].median > 5e-3:
-                    warm = 1
-                probe = LoadProbe().start()
-                kids0, t_kids = _descendants_cpu(), time.perf_counter()
-                sampler = ThreadSampler().start()
-                try:
-                    with thread_limits(n) if mode == "threads" else contextlib.nullcontext():
-                        res = bench(stmt, setup, globals=g, budget=per_round, memory=False, capture_env=False,
-                                    warmup=warm, label=f"{var}={n}" if mode == "variable" else f"threads={n}",
-                                    filename=filename)
-                except BenchInterrupted as exc:
-                    if exc.result is not None and exc.result.raw:
-                        results[n].append(exc.result)
-                    raise
-                except Exception as exc:  # the user's code failed at this N: record it, keep the others
-                    errors[n] = f"{type(exc).__name__}: {exc}"
-                    if first_exc is None:
-                        first_exc = exc
-                    continue
-                finally:
-                    ev = sampler.stop()
-                    o = _others_cores(probe, kids0, t_kids)
-                    if o is not None:
-                        others.append(o)
-                        others_at[n].append(o)
-                # the engine's own figure covers its measurement only: the full GC collection before
-                # it (~0.3 s of one core on a big heap) would make sleeping threads look CPU-bound
-                busy = res.env.get("own_cores", probe.own_cores)
-                if busy is not None:
-                    own[n].append(busy)
-                evidence[n].append(ev)
-                results[n].append(res)
-                done += 1
-                if progress is not None:
-                    progress(done / (len(ns) * rounds), f"{var if mode == 'variable' else 'threads'}={n}: "
-                             f"{fmt_time(res.median)}")
+        _rounds(spec, got)
     except KeyboardInterrupt:
         interrupted = True
-    points = _points(ns, results, errors, own, others_at, evidence)
-    if not interrupted and first_exc is not None and not any(p.ok for p in points):
-        raise first_exc
+    points = got.points(ns)
+    if not interrupted and got.first_exc is not None and not any(p.ok for p in points):
+        raise got.first_exc
     result = analyse(points, mode=mode, var=var, weak=weak, code=_source(code), rounds=rounds,
                      budget_per_point_s=per_point, status="interrupted" if interrupted else "ok",
-                     others_cores=_stats.median(others) if others else None, wall_s=time.perf_counter() - t_start)
+                     others_cores=_stats.median(got.others) if got.others else None,
+                     wall_s=time.perf_counter() - t_start)
     if interrupted:
         raise BenchInterrupted(result if any(p.ok for p in points) else None)
     return result
@@ -261,112 +309,134 @@ def analyse(points: Sequence[ScalingPoint], *, mode: str = "variable", var: str 
     evidence of :mod:`perfmagic.scaling.gilprobe` (the GIL verdict needs two or more Python threads working,
     the GIL found held by them, and about one busy core); then the fits, only on 3 or more worker counts,
     and a fit whose parameters sit at a bound, whose AICc is infinite or that misses the points is marked
-    unreliable instead of being reported as a finding."""
+    unreliable instead of being reported as a finding. Notes and warnings are
+    :class:`~perfmagic.findings.Finding` s, worded by :mod:`perfmagic.render.findings`."""
     points = tuple(sorted(points, key=lambda p: p.n))
-    warnings: list[str] = []
-    notes: list[str] = []
     good = [p for p in points if p.ok]
     cores = usable_cores() if cores is None else cores
+    load_caps, warnings = _sweep_warnings(points, good, others_cores, cores)
+    base = AmdahlResult(points=points, mode=mode, var=var, weak=weak, code=code, rounds=rounds,
+                        budget_per_point_s=budget_per_point_s, status=status, wall_s=wall_s,
+                        others_cores=others_cores, cores=cores)
+    if len(good) < 2:
+        return _replace(base, warnings=tuple(warnings), diagnosis="none")
+    s = _Shape.of(base, good, cores, load_caps)
+    if s.superlinear:
+        n_, s_ = max(s.superlinear, key=lambda x: x[1] * s.ns[0] / x[0])
+        warnings.append(Finding.of("scaling.super-linear", n=n_, speedup=s_, ideal=n_ / s.ns[0]))
+    thready = mode == "threads" or bool(_THREADY.search(code or ""))
+    if not weak and ((thready and (s.no_speedup or s.load_bound)) or (s.load_explains and s.superlinear)):
+        return _diagnose_threads(base, s, good, warnings, others_cores)
+    if s.flat:
+        return _replace(base, flat=True, diagnosis="flat", warnings=tuple(warnings))
+    if len(good) < MIN_COUNTS_TO_FIT:
+        eg = (f"{var}=1,2,4" if mode == "variable" else "--threads 1,2,4")
+        return _replace(base, diagnosis="speedups-only", warnings=tuple(warnings),
+                        notes=(Finding.of("scaling.few-counts", k=len(good), eg=eg),))
+    return _fitted(base, warnings)
+
+
+def _sweep_warnings(points: Sequence[ScalingPoint], good: list[ScalingPoint], others_cores: float | None,
+                    cores: int) -> tuple[bool, list[Finding]]:
+    """Whether others' load left too few cores for any speedup, and the warnings about the sweep itself:
+    that load, failed points, worker counts beyond the usable cores."""
+    warnings: list[Finding] = []
     load_named = others_cores is not None and others_cores >= LOAD_NAME_CORES
     load_caps = load_named and others_cores is not None and cores - others_cores < LOAD_CAP_FREE
     # workers that mostly wait (sleep, I/O, a lock held elsewhere) need no free core: a load cannot cap them
     busy_at_n = [p.own_cores for p in good if p.n >= 2 and p.own_cores is not None]
     waiting = bool(busy_at_n) and _stats.median(busy_at_n) < 0.4
     if load_named:
-        warnings.append(f"other processes kept {others_cores:.1f} of {cores} cores busy during the sweep: "
-                        + (f"the workers mostly waited (this process kept {_stats.median(busy_at_n):.2f} cores busy), "
-                           "so the load did not cap their speedup, but it adds noise" if waiting else
-                           "at most one core was left free, so no parallel speedup could show, whatever the code"
-                           if load_caps else "the speedups at high N are pessimistic") + "; rerun on a quiet machine")
-    for p in points:
-        if p.error is not None:
-            warnings.append(f"N = {p.n} failed ({p.error}); the other worker counts are kept")
+        warnings.append(Finding.of("scaling.load", others=others_cores, cores=cores, caps=load_caps,
+                                   waiting_cores=_stats.median(busy_at_n) if waiting else None))
+    warnings += [Finding.of("scaling.point-failed", n=p.n, error=p.error) for p in points if p.error is not None]
     over = [p.n for p in points if p.n > cores]
     if over:
-        warnings.append(f"worker counts {', '.join(map(str, over))} exceed the {cores} usable cores: CPU-bound "
-                        "workers beyond that oversubscribe and can only slow down")
-    base = AmdahlResult(points=points, mode=mode, var=var, weak=weak, code=code, rounds=rounds,
-                        budget_per_point_s=budget_per_point_s, status=status, wall_s=wall_s,
-                        others_cores=others_cores, cores=cores)
-    if len(good) < 2:
-        return _replace(base, warnings=tuple(warnings), notes=tuple(notes), diagnosis="none")
+        warnings.append(Finding.of("scaling.over-cores", over=over, cores=cores))
+    return load_caps, warnings
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What the measured points show before any fit: flat, capped at one core, explained by others' load."""
+
+    ns: tuple[int, ...]
+    flat: bool
+    one_core: bool
+    best_hi: float
+    hi_own: tuple[float, ...]
+    no_speedup: bool
+    load_explains: bool
+    load_bound: bool
+    superlinear: tuple[tuple[int, float], ...]
+
+    @staticmethod
+    def of(base: AmdahlResult, good: list[ScalingPoint], cores: int, load_caps: bool) -> _Shape:
+        ns, sp = base.ns, base.speedups
+        meds = [p.median for p in good]
+        cis = [p.ci for p in good]
+        ratio = max(meds) / min(meds)
+        overlap = max(c[0] for c in cis) <= min(c[1] for c in cis)
+        flat = not base.weak and (ratio < FLAT_RATIO_SURE or (ratio < FLAT_RATIO and overlap))
+        hi_own = tuple(p.own_cores for p in good if p.n >= 2 and p.own_cores is not None)
+        one_core = bool(hi_own) and 0.6 <= _stats.median(hi_own) <= 1.35
+        best_hi = max((s for n, s in zip(ns, sp) if n >= 2), default=math.inf)
+        # with >= 2 cores free to use, threads that never get past one busy core are serialized even when the
+        # speedup measured is a little above GIL_SPEEDUP (hand-off timing can shave a bit off the baseline)
+        # and when the busy cores did not grow with N at all (from one busy core at N = 1), no speedup can come
+        # from parallel work: a larger one measured is the machine changing speed between the points
+        own1 = good[0].own_cores if good[0].n == 1 else None
+        busy_flat = bool(hi_own) and own1 is not None and own1 >= 0.6 and max(hi_own) <= 1.2 * own1 + 0.1
+        # (only for workers that keep a core busy: threads that wait overlap their waits without any core, and
+        # a speedup below 1.5× from them is real: a planted S = 0.75 gives 1.14× and 1.22× at N = 2 and 4)
+        capped = (one_core and max(hi_own) <= 1.35 and cores >= 2
+                  and (best_hi < GIL_SPEEDUP_ONE_CORE or busy_flat))
+        # beside a load that leaves at most one core free, a process that never used more than about one core
+        # cannot show parallel speedup; whatever "speedup" was measured is the load moving between the points
+        # (only for a process that needs cores: threads that sleep or wait on I/O are not held back by a load)
+        load_explains = load_caps and bool(hi_own) and _stats.median(hi_own) >= 0.4
+        # a speedup well beyond N/N₀ cannot come from the workers: the baseline ran slow (load, oversubscription)
+        superlinear = tuple((n, s) for n, s in zip(ns[1:], sp[1:]) if not base.weak and s > 1.3 * n / ns[0])
+        return _Shape(ns, flat, one_core, best_hi, hi_own, flat or best_hi <= GIL_SPEEDUP or capped, load_explains,
+                      load_explains and max(hi_own) <= 1.35, superlinear)
+
+
+def _diagnose_threads(base: AmdahlResult, s: _Shape, good: list[ScalingPoint], warnings: list[Finding],
+                      others_cores: float | None) -> AmdahlResult:
+    """Why threads gave no speedup: others' load, the GIL, one Python thread, native code, or cannot tell."""
+    notes: list[Finding] = []
+    ev = ThreadEvidence.merge(p.threads for p in good if p.n >= 2)
+    if s.load_explains:
+        diag = "load"
+        if ev is not None and ev.gil_bound():
+            notes.append(Finding.of("scaling.gil-too"))
+    elif ev is not None and ev.gil_bound() and s.one_core:
+        diag = "gil"
+        notes.append(Finding.of("scaling.gil", best=s.best_hi))
+        if s.best_hi >= GIL_SPEEDUP_ONE_CORE:
+            warnings.append(Finding.of("scaling.speed-changed", best=s.best_hi))
+    elif (ev is not None and ev.working <= 1 and base.mode == "threads" and ev.held_share is not None
+          and ev.held_share >= 0.4 and s.one_core):
+        diag = "one-thread"
+    elif ev is not None and ev.gil_free():
+        diag = "native"
+        notes.append(Finding.of("scaling.native", threads=base.mode == "threads"))
+    else:
+        diag = "cannot-tell"
+    notes.append(Finding.of("scaling.evidence", own_cores=_stats.median(s.hi_own) if s.hi_own else None,
+                            others=others_cores, **(ev.evidence() if ev is not None else {})))
+    return _replace(base, flat=s.flat, gil=diag == "gil", diagnosis=diag, warnings=tuple(warnings),
+                    notes=tuple(notes))
+
+
+def _fitted(base: AmdahlResult, warnings: list[Finding]) -> AmdahlResult:
+    """Fit Gustafson (weak scaling) or Amdahl and the USL, mark the unreliable fits, choose a model."""
     ns, sp = base.ns, base.speedups
-    meds = [p.median for p in good]
-    cis = [p.ci for p in good]
-    ratio = max(meds) / min(meds)
-    overlap = max(c[0] for c in cis) <= min(c[1] for c in cis)
-    flat = not weak and (ratio < FLAT_RATIO_SURE or (ratio < FLAT_RATIO and overlap))
-    thready = mode == "threads" or bool(_THREADY.search(code or ""))
-    hi_own = [p.own_cores for p in good if p.n >= 2 and p.own_cores is not None]
-    one_core = bool(hi_own) and 0.6 <= _stats.median(hi_own) <= 1.35
-    best_hi = max((s for n, s in zip(ns, sp) if n >= 2), default=math.inf)
-    # with >= 2 cores free to use, threads that never get past one busy core are serialized even when the
-    # speedup measured is a little above GIL_SPEEDUP (hand-off timing can shave a bit off the baseline)
-    # and when the busy cores did not grow with N at all (from one busy core at N = 1), no speedup can come
-    # from parallel work: a larger one measured is the machine changing speed between the points
-    own1 = good[0].own_cores if good[0].n == 1 else None
-    busy_flat = bool(hi_own) and own1 is not None and own1 >= 0.6 and max(hi_own) <= 1.2 * own1 + 0.1
-    # (only for workers that keep a core busy: threads that wait overlap their waits without any core, and
-    # a speedup below 1.5× from them is real: a planted S = 0.75 gives 1.14× and 1.22× at N = 2 and 4)
-    capped = (one_core and max(hi_own) <= 1.35 and cores >= 2
-              and (best_hi < GIL_SPEEDUP_ONE_CORE or busy_flat))
-    no_speedup = flat or best_hi <= GIL_SPEEDUP or capped
-    # beside a load that leaves at most one core free, a process that never used more than about one core
-    # cannot show parallel speedup; whatever "speedup" was measured is the load moving between the points
-    # (only for a process that needs cores: threads that sleep or wait on I/O are not held back by a load)
-    load_explains = load_caps and bool(hi_own) and _stats.median(hi_own) >= 0.4
-    load_bound = load_explains and max(hi_own) <= 1.35
-    # a speedup well beyond N/N₀ cannot come from the workers: the baseline ran slow (load, oversubscription)
-    superlinear = [(n, s) for n, s in zip(ns[1:], sp[1:]) if not weak and s > 1.3 * n / ns[0]]
-    if superlinear:
-        n_, s_ = max(superlinear, key=lambda x: x[1] * ns[0] / x[0])
-        warnings.append(f"the speedup at N = {n_} ({s_:.2f}×) is beyond the ideal {n_ / ns[0]:g}×: the baseline ran "
-                        "slow (other processes' load, thread oversubscription) or the data fit in cache only when "
-                        "split; rerun on a quiet machine before trusting it")
-    if not weak and ((thready and (no_speedup or load_bound)) or (load_explains and superlinear)):
-        ev = ThreadEvidence.merge(p.threads for p in good if p.n >= 2)
-        own_hi = _stats.median(hi_own) if hi_own else None
-        seen = (f"evidence at N ≥ 2: the process kept {own_hi:.2f} cores busy" if own_hi is not None
-                else "evidence at N ≥ 2: busy cores not measured") + (f"; {ev.describe()}" if ev else "; no samples")
-        if others_cores is not None:
-            seen += f"; other processes kept {others_cores:.2f} cores busy"
-        if load_explains:
-            diag = "load"
-            if ev is not None and ev.gil_bound():
-                notes.append("the samples also show Python threads holding the GIL: on a quiet machine they would "
-                             "likely serialize on it too")
-        elif ev is not None and ev.gil_bound() and one_core:
-            diag = "gil"
-            notes.append(GIL_NOTE.format(x=best_hi))
-            if best_hi >= GIL_SPEEDUP_ONE_CORE:
-                warnings.append(f"the {best_hi:.2f}× measured at N ≥ 2 cannot come from the threads (the busy cores "
-                                "stayed at one): the machine changed speed between the points; rerun on a quiet "
-                                "machine for clean numbers")
-        elif (ev is not None and ev.working <= 1 and mode == "threads" and ev.held_share is not None
-              and ev.held_share >= 0.4 and one_core):
-            diag = "one-thread"
-        elif ev is not None and ev.gil_free():
-            diag = "native"
-            notes.append("the threads spent their time where the GIL is released (native kernels, I/O, waits): "
-                         + ("more torch/BLAS threads did not help: the ops are too small to split, or the cell does "
-                            "not use those pools" if mode == "threads" else
-                            "the work inside those calls is serial (a lock, a single-threaded library) or too small "
-                            "to split"))
-        else:
-            diag = "cannot-tell"
-        notes.append(seen)
-        return _replace(base, flat=flat, gil=diag == "gil", diagnosis=diag, warnings=tuple(warnings),
-                        notes=tuple(notes))
-    if flat:
-        return _replace(base, flat=True, diagnosis="flat", warnings=tuple(warnings), notes=tuple(notes))
-    if len(good) < MIN_COUNTS_TO_FIT:
-        eg = (f"{var}=1,2,4" if mode == "variable" else "--threads 1,2,4")
-        notes.append(FEW_COUNTS_NOTE.format(k=len(good), eg=eg))
-        return _replace(base, diagnosis="speedups-only", warnings=tuple(warnings), notes=tuple(notes))
     b = ns[0]
+    notes: list[Finding] = []
     fits: dict[str, Any] = {}
-    unreliable: dict[str, str] = {}
-    if weak:
+    unreliable: dict[str, Finding] = {}
+    if base.weak:
         fg = _scaling.fit_gustafson(ns, sp, base_n=b)
         fits["gustafson_fit"] = fg
         if (why := _unreliable(fg, ns, sp)) is not None:
@@ -386,36 +456,32 @@ def analyse(points: Sequence[ScalingPoint], *, mode: str = "variable", var: str 
         kf = [e for n, e in zip(ns, base.karp_flatt) if n > b and e == e]
         kn = [n for n, e in zip(ns, base.karp_flatt) if n > b and e == e]
         if len(kf) >= 2 and kf[-1] > 0.05 and _rising(kn, kf):
-            notes.append(KF_RISE_NOTE)
+            notes.append(Finding.of("scaling.kf-rise"))
     if any(s < 1 / 1.15 for n, s in zip(ns, sp) if n > b):
-        notes.append("some worker counts are slower than the baseline: parallel overhead exceeds the work split")
+        notes.append(Finding.of("scaling.slower"))
     return _replace(base, best_model=best, warnings=tuple(warnings), notes=tuple(notes),
                     diagnosis="fit" if best is not None else "fit-unreliable",
                     unreliable=tuple(unreliable.items()), **fits)
 
 
-def _unreliable(fit: _scaling.Fit, ns: Sequence[int], sp: Sequence[float]) -> str | None:
+def _unreliable(fit: _scaling.Fit, ns: Sequence[int], sp: Sequence[float]) -> Finding | None:
     """Why a fit must not be reported as a finding, or None: no degree of freedom left (the fitted speedup at
     N = 1, γ, counts as a parameter: the measured baseline is a noisy point like the others), a parameter at
     an upper bound (S = 1, σ = 1, κ = 1), at its lower bound 0 while the data lie beyond what the model can
     bend to (super-linear speedups), or predictions that miss the points by more than 15% (RMS, relative)."""
-    names = {"S": "S", "sigma": "σ", "kappa": "κ"}
     if fit.dof <= 0:
-        return (f"{fit.n} points leave no degrees of freedom for its {len(fit.params)} parameters (the speedup "
-                "at N = 1 is fitted too); measure more worker counts")
+        return Finding.of("fit.no-dof", n=fit.n, p=len(fit.params), sweep=True)
     for k, v in fit.params.items():
-        if k in names and v >= 0.999:
-            return f"{names[k]} = {v:.3g} sits at its bound: the model cannot describe these points"
+        if k in ("S", "sigma", "kappa") and v >= 0.999:
+            return Finding.of("fit.at-bound", param=k, value=v)
     b = ns[0]
     superlinear = any(s > 1.05 * n / b for n, s in zip(ns, sp) if n > b)
     if superlinear and all(v <= 1e-9 for k, v in fit.params.items() if k in ("S", "sigma")):
-        what = "S" if "S" in fit.params else "σ"
-        return (f"{what} sits at its bound 0 because the speedups exceed the ideal (super-linear: caches, or "
-                "a slow baseline), which no serial fraction explains")
+        return Finding.of("fit.super-linear", what="S" if "S" in fit.params else "σ", sweep=True)
     rel = [(fit.predict(n) - s) / s for n, s in zip(ns, sp)]
     rms = math.sqrt(sum(r * r for r in rel) / len(rel))
     if rms > 0.15:
-        return f"it misses the measured speedups by {rms:.0%} (RMS): the model does not describe them"
+        return Finding.of("fit.misses", rms=rms)
     return None
 
 
@@ -426,7 +492,7 @@ def _descendants_cpu() -> float | None:
     processes' load" and the sweep would blame the load for the speedup the children bring. Planted
     noisy neighbours (:func:`perfmagic.core.neighbours.busy_neighbours`, known by their PIDs) stand
     for other users' work: they, and anything under them, stay "others"."""
-    from ..core.env import processes_cpu_s
+    from ..core.load import processes_cpu_s
     from ..core.neighbours import planted_pids
 
     planted = planted_pids()
@@ -468,5 +534,4 @@ def _replace(r: AmdahlResult, **kw: Any) -> AmdahlResult:
     return dataclasses.replace(r, **kw)
 
 
-__all__ = ["amdahl", "analyse", "AmdahlResult", "ScalingPoint", "thread_limits", "usable_cores", "MODES",
-           "KF_RISE_NOTE", "GIL_NOTE"]
+__all__ = ["amdahl", "analyse", "AmdahlResult", "ScalingPoint", "thread_limits", "usable_cores", "MODES"]

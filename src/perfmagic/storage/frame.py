@@ -10,8 +10,10 @@
     ``gpubench`` runs whose label has a baseline; NaN otherwise) and ``code``.
 ``view="wide"`` (the default when ``magic=`` is given)
     the common columns, then one column per metric key *of the selected runs only*, each with
-    its own dtype (Int64 for counts, float for measures, boolean, string). ``magic="roofline"``
-    gives the roofline metrics and no others.
+    its own dtype (Int64 for counts, float for measures, boolean, string), then ``magic_line``
+    (the cell's ``%%magic`` line), the run's relations ``rerun_of``, ``interleaved_with`` (the run
+    an A/B pair measured it with) and ``thread_limit`` (Int64, <NA> for none) and ``options`` (the
+    user's, a dict). ``magic="roofline"`` gives the roofline metrics and no others.
 ``view="long"``
     one row per (run, metric): ``id``, ``created``, ``magic``, ``label``, ``status``, ``metric``,
     ``value`` (float, NaN for a text metric), ``text`` (the value of a text metric) and ``unit``.
@@ -205,9 +207,9 @@ def _work(text: Any) -> dict[str, Any]:
 def _ratios(led: Any, t: dict[str, list[Any]]) -> list[float]:
     """``vs_baseline`` of each run of the light table ``t``: SQL's ratio, except where it depends on the
     work the runs declared (``needs``): per unit of work when both declare different amounts of it, NaN
-    when only one does (:func:`perfmagic.timing.flow.basis`). A run kept in memory, or one of a schema-1
+    when only one does (:func:`perfmagic.timing.basis.basis`). A run kept in memory, or one of a schema-1
     file (whose work is not a column), is read whole for that."""
-    from ..timing.flow import basis
+    from ..timing.basis import basis
 
     out = t["ratio"]
     if any(t["needs"]):
@@ -310,22 +312,18 @@ def _long(rows: list[dict[str, Any]], *, notebooks: bool) -> Any:
     return frame if notebooks else frame.drop(columns="notebook")
 
 
-def ledger_frame(magic: str | None = None, view: str | None = None, *, all_notebooks: bool = False,
-                 newest_first: bool = False, ledger: Any = None) -> Any:
-    """The runs of this notebook (``all_notebooks=True``: of every notebook sharing the ledger
+def ledger_frame(magic: str | None = None, view: str | None = None, *, ledger: Any, all_notebooks: bool = False,
+                 newest_first: bool = False) -> Any:
+    """The runs of ``ledger``'s notebook (``all_notebooks=True``: of every notebook sharing the ledger
     file) as a pandas DataFrame, oldest first; see the module docstring for the three views.
 
     ``magic`` keeps that magic's runs (``"gpubench"``, ``"roofline"``...); ``view`` defaults to
-    ``"common"``, or ``"wide"`` when ``magic`` is given. ``ledger`` defaults to the ledger of
-    the running notebook (or of the working directory outside IPython)."""
+    ``"common"``, or ``"wide"`` when ``magic`` is given. ``perfmagic.ledger()`` passes the ledger of the
+    running notebook (or of the working directory outside IPython)."""
     if view is None:
         view = "common" if magic is None else "wide"
     if view not in VIEWS:
         raise ValueError(f"view: got {view!r}; expected one of {', '.join(repr(v) for v in VIEWS)}")
-    if ledger is None:
-        from .session import current_ledger
-
-        ledger = current_ledger()
     notebook = None if all_notebooks else ...
     light = light_rows(ledger, notebook=notebook, magic=magic, newest_first=newest_first)
     if magic is not None and not light["id"] and magic not in KNOWN_MAGICS:
@@ -346,8 +344,17 @@ def ledger_frame(magic: str | None = None, view: str | None = None, *, all_noteb
 
     frame["code"] = pd.Series(light["code"], index=frame.index, dtype="string")
     if view == "wide":
+        from ..record import relation
+
+        frame["magic_line"] = pd.Series([r.get("magic_line") or "" for r in rows], index=frame.index, dtype="string")
+        for name in RELATIONS:  # the runs this one was measured with or for (Int64, <NA>: none)
+            frame[name] = pd.Series([relation(r, name) for r in rows], index=frame.index, dtype="Int64")
         frame["options"] = _series([r.get("options") for r in rows], frame.index)
     return frame
+
+
+#: a run's relations to other runs, its own columns in the wide view and the CSV export
+RELATIONS = ("rerun_of", "interleaved_with", "thread_limit")
 
 
 def wide_frame(rows: list[dict[str, Any]]) -> Any:
@@ -389,6 +396,7 @@ def export(led: Any, path: str | os.PathLike, *, notebook: Any = ...) -> pathlib
             f"(got {suffix or 'no suffix'!r})"
         )
     rows = led.rows(notebook=notebook, newest_first=False)
+    from ..record import relation
     from .views import prefetch_samples
 
     prefetch_samples(led, rows)  # every run's samples in a few queries, not one each
@@ -403,7 +411,8 @@ def export(led: Any, path: str | os.PathLike, *, notebook: Any = ...) -> pathlib
             "id", "created_utc", "notebook", "cell_id", "session", "magic", "label",
             "status", "primary_metric",
         ]  # fmt: skip
-        tail = ["code", "code_hash", "options", "env", "env_hash", "samples", "note", "saved"]
+        tail = ["magic_line", "code", "code_hash", *RELATIONS, "options", "env", "env_hash", "samples", "note",
+                "saved"]
         fields = head + [f"metric.{k}" for k in metric_names] + tail
         with open(target, "w", encoding="utf-8", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=fields)
@@ -417,6 +426,9 @@ def export(led: Any, path: str | os.PathLike, *, notebook: Any = ...) -> pathlib
                     out[f"metric.{k}"] = v
                 for k in ("code", "code_hash", "env_hash", "note", "saved"):
                     out[k] = r[k]
+                out["magic_line"] = r.get("magic_line") or ""
+                for k in RELATIONS:
+                    out[k] = relation(r, k)
                 for k in ("options", "env", "samples"):
                     out[k] = None if r[k] is None else _dumps_strict(r[k])
                 writer.writerow(out)

@@ -15,7 +15,7 @@ kernel restarts. The design rules:
   so another program's database (or a file that is not SQLite at all) is refused byte-identical:
   not even switched to WAL mode, and with no ``-wal``/``-shm`` files left beside it.
 * **A ledger that cannot be written can still be read** (read-only folder, file or mount):
-  reading falls back to ``mode=ro`` and then ``immutable=1`` (see ``Ledger._connect_read``).
+  reading falls back to ``mode=ro`` and then ``immutable=1`` (see :func:`.db.connect_read`).
 * **One short transaction per write** (``BEGIN IMMEDIATE`` ... ``COMMIT``) on a connection opened
   for that operation and closed after it: safe across threads, ``fork`` and concurrent kernels.
   The file is in WAL mode, so readers never wait for writers.
@@ -30,10 +30,14 @@ Notebook discovery (:func:`locate`): ``$PERFMAGIC_LEDGER_DIR`` (the ledger folde
 The ``notebook`` column holds the notebook's file name when the notebook sits beside the ledger
 folder (the usual case, stable when the folder is moved), else the path as found.
 
-The code is split by concern: ``locate.py`` (notebook discovery), ``codec.py`` (JSON, hashes, the
-stored form of a run), ``db.py`` (the file: connections, errors), ``schema.py`` (the tables, the
-migration), ``compact.py`` (packed samples, the machine stored once), ``rows.py`` (rows decoded on
-use), this module (the :class:`Ledger` API) and ``frame.py`` (export and the pandas views).
+:class:`Ledger` is one class, read top to bottom: writing a run, reading runs, baselines, the
+advisor's targets and predictions, export, and last the file (one read connection, one write
+transaction). What it does with SQL, the schema or packed bytes is a plain function of the module that
+owns that concept: ``locate.py`` (notebook discovery), ``codec.py`` (JSON, hashes, the stored form of a
+run), ``db.py`` (the file: connections, the schema check before writing, errors), ``schema.py`` (the
+tables, the insert, the migration), ``compact.py`` (packed samples, the machine stored once), ``rows.py``
+(rows decoded on use, a row's run record), ``views.py`` (what the listing commands read), ``advice.py``
+(the advisor's tables) and ``frame.py`` (export and the pandas views).
 """
 
 from __future__ import annotations
@@ -42,20 +46,27 @@ import dataclasses
 import os
 import pathlib
 import threading
+import time
 from typing import Any
 
+from ..core.interrupts import sigint_deferred
+from . import advice
 from .codec import STATUSES, _loads, _utc_now, code_hash, rerun_of, storage_row
+from .compact import unpack_payload
 from .db import (
-    SCHEMA_VERSION,
     LedgerError,
     UnknownRunError,
-    _classify,
-    _Database,
+    classify,
+    connect_read,
+    connect_write,
+    read_error,
+    tables,
+    transaction,
+    write_error,
 )
-from ..core.interrupts import sigint_deferred
-from .advice import AdviceStore
-from .rows import Reader, decoded, select_from, unpack
 from .locate import ENV_DIR, LEDGER_FILENAME, LEDGER_FOLDER, _notebook_key, locate
+from .rows import Reader, decoded, from_row, select_from, unpack
+from .schema import OUR_TABLES, SCHEMA_VERSION, insert, writer
 
 __all__ = [
     "ENV_DIR",
@@ -97,7 +108,7 @@ class RunRef:
 
 
 
-class Ledger(AdviceStore, _Database):
+class Ledger:
     """The per-notebook table of runs in ``<directory>/ledger.sqlite``.
 
     ``directory`` is the ledger folder itself (``None``: found by :func:`locate`, using
@@ -129,6 +140,7 @@ class Ledger(AdviceStore, _Database):
         self._lock = threading.RLock()
         self._machines: dict[int, Any] = {}  # envs rows read so far (a machine description per id)
         self.last_error: str | None = None  # like RunRef.error: no "perfmagic: " prefix
+        self.newer: str | None = None  # set when the file has a newer schema: what it is, and that nothing is written
 
     # -- properties -------------------------------------------------------------------------
 
@@ -206,29 +218,6 @@ class Ledger(AdviceStore, _Database):
         """Append a :class:`~perfmagic.record.RunRecord` (what ``result.to_record(...)`` made)."""
         return self.record(**rec.ledger_fields(), env_hash=env_hash, cell_id=cell_id, session=session)
 
-    def record_of(self, run_id: Any) -> Any:
-        """The :class:`~perfmagic.record.RunRecord` of a run (saved or kept in memory): what
-        :func:`perfmagic.run` rebuilds its result from. Unknown id: UnknownRunError."""
-        from .record import from_row
-
-        row = self.get(run_id)
-        return from_row(row, self._payload_of(row))
-
-    def _payload_of(self, row: dict[str, Any]) -> Any:
-        """A run's payload (schema 3; None for rows written before it, or a file without the column)."""
-        from .compact import unpack_payload
-
-        if not row.get("saved", True):
-            with self._lock:
-                stored = next((r for r in self._pending if r["id"] == row["id"]), {})
-            return _loads(stored.get("payload"))
-        try:
-            got = self._query("SELECT payload FROM run_data WHERE run_id = ?", (row["id"],))
-        except LedgerError:
-            return None  # a file of schema 1, read as it is: no run_data
-        value = got[0]["payload"] if got else None
-        return _loads(unpack_payload(value))
-
     def _record_row(self, row: dict[str, Any]) -> RunRef:
         with self._lock:
             try:
@@ -237,7 +226,7 @@ class Ledger(AdviceStore, _Database):
                 row["id"] = self._next_pending
                 self._next_pending -= 1
                 self._pending.append(row)
-                reason, fix = _classify(exc, self._path)
+                reason, fix = classify(exc, self._path)
                 msg = (
                     f"run not saved to the ledger {self._path} ({reason}); it is kept "
                     f"in memory for this kernel session only (Ledger.pending, id {row['id']}). "
@@ -259,7 +248,7 @@ class Ledger(AdviceStore, _Database):
             try:
                 ids = self._write(list(self._pending))
             except Exception as exc:  # noqa: BLE001
-                reason, fix = _classify(exc, self._path)
+                reason, fix = classify(exc, self._path)
                 self.last_error = f"ledger {self._path} still not writable ({reason}); {fix}."
                 return 0
             for old, new in zip(self._pending, ids):
@@ -270,44 +259,6 @@ class Ledger(AdviceStore, _Database):
             return n
 
     # -- reading ----------------------------------------------------------------------------
-
-    def _decode(self, row: dict[str, Any], *, saved: bool) -> dict[str, Any]:
-        return decoded(row, saved=saved)
-
-    def _machine(self, env_id: int) -> dict[str, Any] | None:
-        """The machine description ``env_id`` names (all of them read once per ledger object)."""
-        if env_id not in self._machines:
-            got = self._query("SELECT id, data FROM envs") or []
-            self._machines.update({r["id"]: _loads(r["data"]) for r in got})
-        return self._machines.get(env_id)
-
-    def _samples_of(self, rid: int, v1: bool) -> Any:
-        """A saved run's samples (schema 2: unpacked from ``run_data``; schema 1: its JSON column)."""
-        got = self._query("SELECT samples FROM runs WHERE id = ?" if v1 else
-                          "SELECT samples FROM run_data WHERE run_id = ?", (rid,))
-        value = got[0]["samples"] if got else None
-        return unpack(value) if isinstance(value, (bytes, memoryview)) else _loads(value)
-
-    def _select(self, where: Any, params: tuple = (), tail: str = "") -> list[dict[str, Any]]:
-        """Saved rows matching ``where`` (light columns; heavy values load on use). ``where`` may be a
-        function of the file's ``runs`` columns returning ``(where, params, tail)`` (a schema-1 file has
-        no relation columns: :func:`.views.column` reads them from the JSON there)."""
-        def run(con: Any, version: int, columns: set[str]) -> list[dict[str, Any]]:
-            w, p, t = where(columns) if callable(where) else (where, params, tail)
-            cur = con.execute(f"{select_from(columns)}{w}{t}", p)
-            names = [d[0] for d in cur.description]
-            reader = Reader(self, version, columns)
-            return [reader.row(dict(zip(names, r))) for r in cur.fetchall()]
-
-        return self._read(run) or []
-
-    def _resolve_notebook(self, notebook: Any) -> tuple[bool, str | None]:
-        """(filter?, value) for a ``notebook=`` argument: ``...`` this one, None all."""
-        if notebook is ...:
-            return True, self._notebook
-        if notebook is None:
-            return False, None
-        return True, _notebook_key(notebook, self._dir)
 
     def rows(
         self,
@@ -353,52 +304,6 @@ class Ledger(AdviceStore, _Database):
         else:
             out = saved + pending
         return out[:limit] if limit is not None else out
-
-    def _resolve_id(self, run_id: int) -> int:
-        try:
-            rid = int(run_id)
-        except (TypeError, ValueError):
-            raise UnknownRunError(
-                f"run id must be an integer, got {run_id!r}", run_id=run_id
-            ) from None
-        return self._renumbered.get(rid, rid)
-
-    def _recent_ids(self) -> tuple[int, ...]:
-        ids = [r["id"] for r in reversed(self._pending) if r["notebook"] == self._notebook]
-        try:
-            got = self._query(
-                "SELECT id FROM runs WHERE notebook IS ? ORDER BY id DESC LIMIT 10",
-                (self._notebook,),
-            )
-        except LedgerError:
-            got = None
-        ids += [r["id"] for r in got or []]
-        return tuple(ids[:10])
-
-    def _unknown(self, run_id: Any) -> UnknownRunError:
-        ids = self._recent_ids()
-        where = f"notebook {self._notebook}" if self._notebook else "this ledger"
-        if ids:
-            known = f"most recent ids for {where}: {', '.join(str(i) for i in ids)}"
-        else:
-            known = f"there are no runs for {where} yet"
-        why = ""
-        try:
-            rid = int(run_id)
-            top = self._query("SELECT MAX(id) AS m FROM runs", ())
-            top_id = (top[0]["m"] if top else None) or 0
-        except (TypeError, ValueError, LedgerError):
-            rid, top_id = None, 0
-        if rid is not None and rid < 0:
-            why = (" (runs kept in memory only, when the ledger could not be written, have negative ids and "
-                   "last as long as the kernel)")
-        elif rid is not None and 0 < rid < top_id:
-            why = " (it was removed with %perf forget, or never recorded)"
-        return UnknownRunError(
-            f"no run with id {run_id} in the perfmagic ledger {self._path}{why}; {known}; %perf lists the runs",
-            run_id=run_id,
-            known_ids=ids,
-        )
 
     def get(self, run_id: int) -> dict:
         """The run with this id (any notebook of this file). Unknown id: UnknownRunError."""
@@ -451,6 +356,109 @@ class Ledger(AdviceStore, _Database):
             raise self._unknown(run_id)
         return removed.copy()
 
+    def record_of(self, run_id: Any) -> Any:
+        """The :class:`~perfmagic.record.RunRecord` of a run (saved or kept in memory): what
+        :func:`perfmagic.run` rebuilds its result from. Unknown id: UnknownRunError."""
+        row = self.get(run_id)
+        return from_row(row, self._payload_of(row))
+
+    def _payload_of(self, row: dict[str, Any]) -> Any:
+        """A run's payload (schema 3; None for rows written before it, or a file without the column)."""
+        if not row.get("saved", True):
+            with self._lock:
+                stored = next((r for r in self._pending if r["id"] == row["id"]), {})
+            return _loads(stored.get("payload"))
+        try:
+            got = self._query("SELECT payload FROM run_data WHERE run_id = ?", (row["id"],))
+        except LedgerError:
+            return None  # a file of schema 1, read as it is: no run_data
+        value = got[0]["payload"] if got else None
+        return _loads(unpack_payload(value))
+
+    def _decode(self, row: dict[str, Any], *, saved: bool) -> dict[str, Any]:
+        return decoded(row, saved=saved)
+
+    def _machine(self, env_id: int) -> dict[str, Any] | None:
+        """The machine description ``env_id`` names (all of them read once per ledger object)."""
+        if env_id not in self._machines:
+            got = self._query("SELECT id, data FROM envs") or []
+            self._machines.update({r["id"]: _loads(r["data"]) for r in got})
+        return self._machines.get(env_id)
+
+    def _samples_of(self, rid: int, v1: bool) -> Any:
+        """A saved run's samples (schema 2: unpacked from ``run_data``; schema 1: its JSON column)."""
+        got = self._query("SELECT samples FROM runs WHERE id = ?" if v1 else
+                          "SELECT samples FROM run_data WHERE run_id = ?", (rid,))
+        value = got[0]["samples"] if got else None
+        return unpack(value) if isinstance(value, (bytes, memoryview)) else _loads(value)
+
+    def _select(self, where: Any, params: tuple = (), tail: str = "") -> list[dict[str, Any]]:
+        """Saved rows matching ``where`` (light columns; heavy values load on use). ``where`` may be a
+        function of the file's ``runs`` columns returning ``(where, params, tail)`` (a schema-1 file has
+        no relation columns: :func:`.views.column` reads them from the JSON there)."""
+        def run(con: Any, version: int, columns: set[str]) -> list[dict[str, Any]]:
+            w, p, t = where(columns) if callable(where) else (where, params, tail)
+            cur = con.execute(f"{select_from(columns)}{w}{t}", p)
+            names = [d[0] for d in cur.description]
+            reader = Reader(self, version, columns)
+            return [reader.row(dict(zip(names, r))) for r in cur.fetchall()]
+
+        return self._read(run) or []
+
+    def _resolve_notebook(self, notebook: Any) -> tuple[bool, str | None]:
+        """(filter?, value) for a ``notebook=`` argument: ``...`` this one, None all."""
+        if notebook is ...:
+            return True, self._notebook
+        if notebook is None:
+            return False, None
+        return True, _notebook_key(notebook, self._dir)
+
+    def _resolve_id(self, run_id: int) -> int:
+        try:
+            rid = int(run_id)
+        except (TypeError, ValueError):
+            raise UnknownRunError(
+                f"run id must be an integer, got {run_id!r}", run_id=run_id
+            ) from None
+        return self._renumbered.get(rid, rid)
+
+    def _recent_ids(self) -> tuple[int, ...]:
+        ids = [r["id"] for r in reversed(self._pending) if r["notebook"] == self._notebook]
+        try:
+            got = self._query(
+                "SELECT id FROM runs WHERE notebook IS ? ORDER BY id DESC LIMIT 10",
+                (self._notebook,),
+            )
+        except LedgerError:
+            got = None
+        ids += [r["id"] for r in got or []]
+        return tuple(ids[:10])
+
+    def _unknown(self, run_id: Any) -> UnknownRunError:
+        ids = self._recent_ids()
+        where = f"notebook {self._notebook}" if self._notebook else "this ledger"
+        if ids:
+            known = f"most recent ids for {where}: {', '.join(str(i) for i in ids)}"
+        else:
+            known = f"there are no runs for {where} yet"
+        why = ""
+        try:
+            rid = int(run_id)
+            top = self._query("SELECT MAX(id) AS m FROM runs", ())
+            top_id = (top[0]["m"] if top else None) or 0
+        except (TypeError, ValueError, LedgerError):
+            rid, top_id = None, 0
+        if rid is not None and rid < 0:
+            why = (" (runs kept in memory only, when the ledger could not be written, have negative ids and "
+                   "last as long as the kernel)")
+        elif rid is not None and 0 < rid < top_id:
+            why = " (it was removed with %perf forget, or never recorded)"
+        return UnknownRunError(
+            f"no run with id {run_id} in the perfmagic ledger {self._path}{why}; {known}; %perf lists the runs",
+            run_id=run_id,
+            known_ids=ids,
+        )
+
     # -- baselines --------------------------------------------------------------------------
 
     def set_baseline(self, label: str, run_id: int) -> None:
@@ -488,12 +496,9 @@ class Ledger(AdviceStore, _Database):
         if not self._path.exists():
             return None
         try:
-            con = self._connect_read()
+            con = connect_read(self._path, self.timeout)
             try:
-                tables = {
-                    r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")
-                }
-                if "baselines" not in tables:
+                if "baselines" not in tables(con)[1]:
                     return None
                 got = con.execute(
                     "SELECT run_id FROM baselines WHERE notebook IS ? AND label = ?",
@@ -502,7 +507,7 @@ class Ledger(AdviceStore, _Database):
             finally:
                 con.close()
         except (sqlite3.Error, OSError) as exc:
-            raise self._read_error(exc) from exc
+            raise read_error(exc, self._path, len(self._pending)) from exc
         return None if got is None else int(got[0])
 
     def baselines(self, *, notebook: Any = ...) -> dict[tuple[str | None, str], int]:
@@ -531,3 +536,132 @@ class Ledger(AdviceStore, _Database):
 
         return wide_frame(self.rows(notebook=notebook, newest_first=newest_first))
 
+    # -- the advisor's targets and predictions (storage/advice.py) ------------------------------
+
+    def set_target(self, label: str | None, seconds: float) -> None:
+        """The time per call that is fast enough for ``label`` in this notebook (replacing any).
+        ``label=None``: the notebook's default target, for every label without its own."""
+        value = advice.target_seconds(seconds)
+        self._advisor_write(lambda con: advice.put_target(con, self._notebook, label, value))
+
+    def target(self, label: str | None) -> float | None:
+        """The target of ``label`` in this notebook (else the notebook's default target), or None."""
+        return advice.target_of(self._advisor_rows("targets", advice.TARGETS, (self._notebook,)), label)
+
+    def add_prediction(self, *, label: str | None, level: str, action: str, low: float, high: float,
+                       basis: str, evidence: list[int], base_run: int | None, after_run: int | None) -> int:
+        """Record a proposal of ``%perf next`` whose gain a later comparison will check; its id."""
+        return self._advisor_write(lambda con: advice.put_prediction(
+            con, self._notebook, label=label, level=level, action=action, low=low, high=high, basis=basis,
+            evidence=evidence, base_run=base_run, after_run=after_run))
+
+    def predictions(self, *, label: str | None = None) -> list[dict[str, Any]]:
+        """This notebook's recorded predictions, oldest first (``evidence`` decoded to a list of ids)."""
+        sql, params = advice.predictions_query(self._notebook, label)
+        return [advice.prediction(r) for r in self._advisor_rows("predictions", sql, params)]
+
+    def check_prediction(self, prediction_id: int, *, run_a: int, run_b: int, measured: float,
+                         within: bool) -> None:
+        """Store the gain a later comparison (run A -> run B) measured for a prediction."""
+        self._advisor_write(lambda con: advice.put_check(con, prediction_id, run_a=run_a, run_b=run_b,
+                                                         measured=measured, within=within))
+
+    def _advisor_rows(self, table: str, sql: str, params: tuple = ()) -> list[dict[str, Any]]:
+        """Rows of an advisor table; [] when the file or the table does not exist yet (older ledgers)."""
+        got = self._query("SELECT name FROM sqlite_master WHERE type='table' AND name = ?", (table,))
+        if not got:
+            return []
+        return self._query(sql, params) or []
+
+    def _advisor_write(self, fn: Any) -> Any:
+        def run(con: Any) -> Any:
+            advice.create_tables(con)
+            return fn(con)
+
+        return self._modify(run)
+
+    # -- the file: one read connection, one write transaction (storage/db.py) -------------------
+
+    def _query(self, sql: str, params: tuple = ()) -> list[dict[str, Any]] | None:
+        """Run a read query; None when the file or the table does not exist yet."""
+        def run(con: Any, version: int, columns: set[str]) -> list[dict[str, Any]]:
+            cur = con.execute(sql, params)
+            names = [d[0] for d in cur.description] if cur.description else []
+            return [dict(zip(names, row)) for row in cur.fetchall()]  # type: ignore[misc]
+
+        return self._read(run)
+
+    def _read(self, fn: Any) -> Any:
+        """``fn(connection, schema version, columns of runs)`` on a read connection; None when the file or
+        the table does not exist yet. A file of a newer schema is read as far as this version knows it
+        (``newer`` says so; writing it is refused)."""
+        import sqlite3
+
+        if not self._path.exists():
+            return None
+        try:
+            con = connect_read(self._path, self.timeout)
+            try:
+                version, names = tables(con)
+                if "runs" not in names:
+                    if names - OUR_TABLES:
+                        raise LedgerError(f"{self._path} is an SQLite database but not a perfmagic ledger; "
+                                          f"move it aside to start a new ledger")
+                    return None
+                if version > SCHEMA_VERSION and self.newer is None:
+                    self.newer = (f"the ledger {self._path} has schema version {version}, written by "
+                                  f"{writer(con) or 'a newer perfmagic'}; this perfmagic reads what it knows of it "
+                                  f"and writes nothing there: upgrade perfmagic to record here")
+                columns = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
+                return fn(con, version, columns)
+            finally:
+                con.close()
+        except LedgerError:
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            raise read_error(exc, self._path, len(self._pending)) from exc
+
+    def _write(self, rows: list[dict[str, Any]]) -> list[int]:
+        """Insert ``rows`` in one transaction; returns their ids. Raises on any failure.
+
+        SQLite answers "database is locked" at once, without its busy handler, in a few cases
+        (switching a new file to WAL while another process opens it, WAL recovery on open): those
+        are retried here until ``timeout`` has passed, like any other wait for the lock."""
+        import random
+        import sqlite3
+
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                return self._write_once(rows)
+            except sqlite3.OperationalError as exc:
+                low = str(exc).lower()
+                if ("locked" not in low and "busy" not in low) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(random.uniform(0.002, 0.02))
+
+    def _write_once(self, rows: list[dict[str, Any]]) -> list[int]:
+        con = connect_write(self._path, self.timeout)
+        try:
+            return transaction(con, lambda c: insert(c, rows))
+        finally:
+            con.close()
+
+    def _modify(self, fn: Any) -> Any:
+        """Run ``fn(con)`` in a write transaction; file errors become LedgerError."""
+        import sqlite3
+
+        try:
+            con = connect_write(self._path, self.timeout)
+        except (sqlite3.Error, OSError, LedgerError) as exc:
+            raise write_error(exc, self._path) from exc
+        try:
+            return transaction(con, fn)
+        except (sqlite3.Error, OSError) as exc:
+            raise write_error(exc, self._path) from exc
+        except LedgerError as exc:
+            if isinstance(exc, UnknownRunError) or str(self._path) in str(exc):
+                raise
+            raise LedgerError(f"perfmagic ledger {self._path}: {exc}") from exc
+        finally:
+            con.close()

@@ -1,4 +1,4 @@
-"""Ledger rows read back as :class:`~perfmagic.record.RunRecord` s, and records rebuilt into their results.
+"""Ledger records rebuilt into their results (a row becomes its :class:`~perfmagic.record.RunRecord` in :mod:`.rows`).
 
 :func:`kinds` is the registry: a record's ``kind`` (the magic's name, or ``ranks`` for ``%%amdahl --ranks``)
 → the result class whose ``from_record`` rebuilds it. :func:`run` is ``perfmagic.run(N)``: run #N of the
@@ -11,7 +11,7 @@ from typing import Any
 
 from ..record import RunRecord
 
-__all__ = ["from_row", "kind_of", "kinds", "rebuild", "run"]
+__all__ = ["kinds", "rebuild", "run"]
 
 
 def kinds() -> dict[str, type]:
@@ -22,36 +22,13 @@ def kinds() -> dict[str, type]:
     from ..profile.lineprof import LineProfResult
     from ..profile.memresult import MemoryResult
     from ..roofs.roofline import RooflineResult
-    from ..scaling.rankresult import RanksResult
+    from ..ranks.result import RanksResult
     from ..scaling.result import AmdahlResult
     from ..timing.results import BenchResult
 
     return {"gpubench": BenchResult, "roofline": RooflineResult, "amdahl": AmdahlResult, "ranks": RanksResult,
             "distributed": RanksResult, "estimate": EstimateResult, "dataloader_check": DataLoaderResult,
             "memory": MemoryResult, "flame": FlameResult, "lineprof": LineProfResult}
-
-
-def kind_of(row: dict[str, Any]) -> str:
-    """A row's kind: its ``kind`` column, else its magic's own (a row before schema 3: ``%%amdahl --ranks``
-    is told by its options)."""
-    if row.get("kind"):
-        return str(row["kind"])
-    magic = str(row.get("magic") or "")
-    if magic == "amdahl" and (row.get("options") or {}).get("ranks"):
-        return "ranks"
-    return magic
-
-
-def from_row(row: dict[str, Any], payload: Any = None) -> RunRecord:
-    """The record of a ledger row (as ``Ledger.get`` returns it: code and magic line already apart)."""
-    return RunRecord(kind=kind_of(row), magic=str(row.get("magic") or ""), code=row.get("code") or "",
-                     magic_line=row.get("magic_line") or "", label=row.get("label"), status=row.get("status") or "ok",
-                     options=dict(row.get("options") or {}), metrics=dict(row.get("metrics") or {}),
-                     samples=row.get("samples"), env=dict(row.get("env") or {}),
-                     primary_metric=row.get("primary_metric"), payload=payload, rerun_of=row.get("rerun_of"),
-                     interleaved_with=row.get("interleaved_with"), thread_limit=row.get("thread_limit"),
-                     id=row.get("id"), created_utc=row.get("created_utc"), notebook=row.get("notebook"),
-                     note=row.get("note"))
 
 
 def rebuild(rec: RunRecord) -> Any:

@@ -4,6 +4,7 @@ A command that lists 100,000 runs reads their light columns only; a row's ``opti
 ``env`` are JSON-decoded when something reads them, and its ``samples`` fetched (one query) and
 unpacked then. :class:`Row` is a ``dict``: ``row["samples"]``, ``row.get("env")``, ``"options" in row``,
 iteration, ``dict(row)``, ``json.dumps(row)`` and ``==`` all see every key (iterating decodes the rest).
+:func:`from_row` turns a row into the :class:`~perfmagic.record.RunRecord` that ``perfmagic.run(N)`` rebuilds.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..record import RunRecord
 from .codec import _loads as _json_loads
 from .codec import split_cell
 from .compact import join_env, unpack_json, unpack_samples
@@ -204,4 +206,29 @@ def unpack(blob: Any) -> Any:
         return None
 
 
-__all__ = ["Reader", "Row", "decoded", "finish", "select_from", "unpack"]
+# ---- a row as a run record --------------------------------------------------------------------------
+
+def kind_of(row: dict[str, Any]) -> str:
+    """A row's kind: its ``kind`` column, else its magic's own (a row before schema 3: ``%%amdahl --ranks``
+    is told by its options)."""
+    if row.get("kind"):
+        return str(row["kind"])
+    magic = str(row.get("magic") or "")
+    if magic == "amdahl" and (row.get("options") or {}).get("ranks"):
+        return "ranks"
+    return magic
+
+
+def from_row(row: dict[str, Any], payload: Any = None) -> RunRecord:
+    """The record of a ledger row (as ``Ledger.get`` returns it: code and magic line already apart)."""
+    return RunRecord(kind=kind_of(row), magic=str(row.get("magic") or ""), code=row.get("code") or "",
+                     magic_line=row.get("magic_line") or "", label=row.get("label"), status=row.get("status") or "ok",
+                     options=dict(row.get("options") or {}), metrics=dict(row.get("metrics") or {}),
+                     samples=row.get("samples"), env=dict(row.get("env") or {}),
+                     primary_metric=row.get("primary_metric"), payload=payload, rerun_of=row.get("rerun_of"),
+                     interleaved_with=row.get("interleaved_with"), thread_limit=row.get("thread_limit"),
+                     id=row.get("id"), created_utc=row.get("created_utc"), notebook=row.get("notebook"),
+                     note=row.get("note"))
+
+
+__all__ = ["Reader", "Row", "decoded", "finish", "from_row", "kind_of", "select_from", "unpack"]

@@ -102,6 +102,36 @@ SCHEMA = (
     *_V2_ONLY,
 )
 OUR_TABLES = {"runs", "baselines", "sqlite_sequence", "targets", "predictions", "run_data", "envs", "meta"}
+# Tables of the advisor (``%perf target``, ``%perf next``'s checked predictions), created on first use by
+# their writers (:mod:`.advice`) with CREATE TABLE IF NOT EXISTS: a ledger of schema version 1 stays version 1.
+ADVISOR_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS targets (
+        notebook TEXT,
+        label TEXT,
+        target_s REAL NOT NULL,
+        created_utc TEXT,
+        PRIMARY KEY (notebook, label)
+    )""",
+    """CREATE TABLE IF NOT EXISTS predictions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        created_utc TEXT NOT NULL,
+        notebook TEXT,
+        label TEXT,
+        level TEXT,
+        action TEXT,
+        low REAL,
+        high REAL,
+        basis TEXT,
+        evidence TEXT,
+        base_run INTEGER,
+        after_run INTEGER,
+        run_a INTEGER,
+        run_b INTEGER,
+        measured REAL,
+        within INTEGER,
+        checked_utc TEXT
+    )""",
+)
 
 
 
@@ -270,6 +300,5 @@ def writer(con: Any) -> str | None:
     return str(got[0]) if got else None
 
 
-__all__ = ["COLUMNS", "HEAVY", "JSON_COLUMNS", "LIGHT", "OUR_TABLES", "RELATIONS", "SCHEMA", "SCHEMA_VERSION", "derived",
-           "insert",
-           "migrate", "stamp", "storage_parts", "writer"]
+__all__ = ["ADVISOR_SCHEMA", "COLUMNS", "HEAVY", "JSON_COLUMNS", "LIGHT", "OUR_TABLES", "RELATIONS", "SCHEMA",
+           "SCHEMA_VERSION", "derived", "insert", "migrate", "stamp", "storage_parts", "writer"]

@@ -177,7 +177,7 @@ def bench(
     ref_before = _before_timing(gc, capture_env)
     t_start = clock()  # the setup code is the user's own: the budget covers the measurement from here
 
-    from ..core.env import LoadProbe
+    from ..core.load import LoadProbe
 
     probe = LoadProbe()
     probe.start()

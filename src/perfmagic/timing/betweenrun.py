@@ -70,9 +70,8 @@ def evidence(rows: list[dict[str, Any]], machine_env: dict[str, Any] | None = No
     """Absolute log ratios of every A/A pair in ``rows`` (a re-measurement and the run it re-measured,
     same code, both complete, neither oversubscribed), newest first; only pairs measured on
     ``machine_env``'s machine when given."""
-    from ..core.env import env_oversubscription
+    from ..core.threads import env_oversubscription
     from ..storage.codec import rerun_of
-    from .whatchanged import cell_body
 
     by_id = {r.get("id"): r for r in rows}
     want = _machine(machine_env) if machine_env is not None else None
@@ -81,7 +80,7 @@ def evidence(rows: list[dict[str, Any]], machine_env: dict[str, Any] | None = No
         src = rerun_of(r)
         orig = by_id.get(src) if src is not None else None
         if orig is None or r.get("magic") != "gpubench" or \
-                cell_body(orig.get("code") or "") != cell_body(r.get("code") or ""):
+                (orig.get("code") or "") != (r.get("code") or ""):
             continue
         if r.get("status") != "ok" or orig.get("status") != "ok":
             continue

@@ -204,9 +204,8 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
 
 
 def _body(row: Mapping[str, Any]) -> str:
-    from .whatchanged import cell_body
-
-    return cell_body(row.get("code") or "")
+    """A row's cell body (``code``; the magic line is its own field, split off older rows on read)."""
+    return row.get("code") or ""
 
 
 # option keys that held a run's relations before they were the record's fields (perfmagic.record.relation)
@@ -227,7 +226,7 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
               filenames: tuple[str, str] | None = None) -> Any:
     """A and B interleaved in this process (A with the callables it used then), inside ``guard`` (the
     snapshot of the state they change); both re-measured rows recorded; the paired verdict."""
-    from ..core.env import thread_limits
+    from ..core.threads import thread_limits
     from .history import compare
     from .pair import bench_pair
     from .rerun import namespace
@@ -289,7 +288,8 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
 def _thread_limit(pr: Any, say: Callable[[str], None]) -> int | None:
     """The threads the pools may use for an honest A/B under this load, when the pair just measured was
     oversubscribed (said through ``say``), else None: both sides are then measured again with that limit."""
-    from ..core.env import env_oversubscription, free_cores
+    from ..core.threads import env_oversubscription
+    from ..core.load import free_cores
 
     over = env_oversubscription(pr.b.env)
     if not over:
@@ -320,7 +320,7 @@ def measure_against(row_a: Mapping[str, Any], code_b: str, setup_b: str, ns: Map
     from .pair import bench_pair
     from .rerun import capture
 
-    from ..core.env import thread_limits
+    from ..core.threads import thread_limits
 
     say = notify or (lambda _msg: None)
     code_a, setup_a = _body(row_a), (row_a.get("options") or {}).get("setup") or ""

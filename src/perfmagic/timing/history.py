@@ -217,7 +217,7 @@ def _amt(v: float | None) -> str:
 
 def _oversubscribed(ra: dict[str, Any], rb: dict[str, Any]) -> list[str]:
     """Thread oversubscription in either run, named in the comparison it takes part in."""
-    from ..core.env import env_oversubscription
+    from ..core.threads import env_oversubscription
 
     found: dict[str, list[str]] = {}
     for side, r in (("A", ra), ("B", rb)):

@@ -192,7 +192,7 @@ def bench_pair(
     gc_was = _gc.isenabled()
     stop, interrupted = "precision", False
     warnings: list[str] = []
-    from ..core.env import LoadProbe
+    from ..core.load import LoadProbe
 
     probe = LoadProbe().start()
     logs: list[float] = []  # log(B/A) per pair
@@ -303,7 +303,7 @@ def _pair_environment(sb: Subject, probe: Any, warnings: list[str], capture_env:
 def _cold_calls(both: tuple[Subject, Subject], cold_probes: list[Any]) -> None:
     """Each side's cold call (under its own load probe: its cause is named only when nothing else ran),
     timer overhead and calls per block; ``cold_probes`` gets each side's probe as it is taken."""
-    from ..core.env import LoadProbe
+    from ..core.load import LoadProbe
 
     for s in both:
         cold_probe = LoadProbe()   # the first call's cause is named only when nothing else ran

@@ -12,7 +12,6 @@ can weigh it (a historical verdict admits the machine's between-run noise; an in
 from __future__ import annotations
 
 import difflib
-import html
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,14 +21,6 @@ _IGNORED_OPTIONS = {"label", "output", "quiet", "no_plot", "baseline", "vs", "bu
 # stable environment fields: any difference is reported
 _STABLE_ENV = ("cpu_model", "usable_cores", "logical_cores", "device", "torch_threads", "torch_interop_threads",
                "gc_enabled", "python")
-
-
-def cell_body(code: str) -> str:
-    """The cell without its ``%%magic`` line (the ledger stores both)."""
-    lines = (code or "").splitlines()
-    if lines and lines[0].lstrip().startswith("%%"):
-        lines = lines[1:]
-    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -43,18 +34,10 @@ class WhatChanged:
 
     @property
     def things(self) -> list[str]:
-        out = []
-        if self.code_places:
-            out.append(f"the code ({self.code_places} place{'s' if self.code_places != 1 else ''})")
-        if self.data:
-            from .rerun import moved_name
+        """Each thing that changed, in a few words (:func:`perfmagic.render.whatchanged.things`)."""
+        from ..render import whatchanged
 
-            out.append("the data A read (" + ", ".join(moved_name(d) or d for d in self.data) + ")")
-        if self.options:
-            out.append("options " + ", ".join(self.options))
-        if self.env:
-            out.append("environment " + ", ".join(self.env))
-        return out
+        return whatchanged.things(self)
 
     @property
     def isolated(self) -> bool:
@@ -63,50 +46,19 @@ class WhatChanged:
         return kinds <= 1 and self.code_places <= 1
 
     def summary(self) -> str:
-        t = self.things
-        if not t:
-            return "nothing changed between the two runs but time: an A/A comparison"
-        if self.isolated:
-            return "what changed: " + t[0]
-        return ("more than one thing changed — " + "; ".join(t) +
-                ": this comparison no longer isolates one change")
+        from ..render import whatchanged
+
+        return whatchanged.summary(self)
 
     def text(self) -> str:
-        lines = [self.summary()]
-        if self.diff:
-            lines += ["  " + ln for ln in self.diff]
-        lines += [f"  data: {d}" for d in self.data]
-        for k, (a, b) in self.options.items():
-            lines.append(f"  option {k}: {a!r} -> {b!r}")
-        for k, (a, b) in self.env.items():
-            lines.append(f"  env {k}: {a} -> {b}")
-        if self.conditions:
-            lines.append("  running conditions differed (not a change of yours; weigh the verdict with them):")
-            lines += [f"    {k}: {a} -> {b}" for k, (a, b) in self.conditions.items()]
-        return "\n".join(lines)
+        from ..render import whatchanged
+
+        return whatchanged.text(self)
 
     def html(self) -> str:
-        rows = []
-        for ln in self.diff:
-            style = ""
-            if ln.startswith("+") and not ln.startswith("+++"):
-                style = "background:#e6ffec"
-            elif ln.startswith("-") and not ln.startswith("---"):
-                style = "background:#ffebe9"
-            elif ln.startswith("@@"):
-                style = "color:#6e7781"
-            rows.append(f"<div style='{style}'>{html.escape(ln) or '&nbsp;'}</div>")
-        extra = "".join(f"<div>data: {html.escape(d)}</div>" for d in self.data)
-        extra += "".join(f"<div>option <b>{html.escape(k)}</b>: {html.escape(repr(a))} → {html.escape(repr(b))}</div>"
-                        for k, (a, b) in self.options.items())
-        extra += "".join(f"<div>env <b>{html.escape(k)}</b>: {html.escape(str(a))} → {html.escape(str(b))}</div>"
-                         for k, (a, b) in self.env.items())
-        extra += "".join(f"<div style='color:#6e7781'>running conditions differed: <b>{html.escape(k)}</b>: "
-                         f"{html.escape(str(a))} → {html.escape(str(b))}</div>"
-                         for k, (a, b) in self.conditions.items())
-        color = "#1a7f37" if self.isolated else "#9a6700"
-        return (f"<div style='font-size:12px'><div style='color:{color}'>{html.escape(self.summary())}</div>"
-                f"<pre style='font-size:12px;margin:2px 0'>{''.join(rows)}</pre>{extra}</div>")
+        from ..render import whatchanged
+
+        return whatchanged.html(self)
 
 
 def _flat_env(env: dict[str, Any]) -> dict[str, Any]:
@@ -155,7 +107,7 @@ def conditions_diff(ea: dict[str, Any], eb: dict[str, Any]) -> dict[str, tuple[A
 def what_changed(code_a: str, code_b: str, options_a: dict[str, Any] | None, options_b: dict[str, Any] | None,
                  env_a: dict[str, Any] | None, env_b: dict[str, Any] | None,
                  data: tuple[str, ...] = ()) -> WhatChanged:
-    a, b = cell_body(code_a).splitlines(), cell_body(code_b).splitlines()
+    a, b = (code_a or "").splitlines(), (code_b or "").splitlines()  # cell bodies: the magic line is its own field
     sm = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
     places = sum(1 for tag, *_ in sm.get_opcodes() if tag != "equal")
     diff = tuple(difflib.unified_diff(a, b, "A", "B", n=1, lineterm="")) if places else ()

@@ -1,4 +1,4 @@
-"""What runs inside each rank of a :func:`perfmagic.scaling.ranks.amdahl_ranks` sweep.
+"""What runs inside each rank of a :func:`perfmagic.ranks.sweep.amdahl_ranks` sweep.
 
 One process per rank, started by ``torch.multiprocessing.start_processes``; in each:
 

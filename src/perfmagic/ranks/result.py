@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from ..core import stats as _stats
 from ..result import Displayed
-from .result import AmdahlResult
+from ..scaling.result import AmdahlResult
 
 STRAGGLER_NAME = 1.10   # slowest rank's busy time / the median rank's from here on: the slowest is named...
 STRAGGLER_STEP = 0.05   # ...when the excess is at least this share of the job's step...
@@ -43,7 +43,7 @@ class RankStats:
 
     @classmethod
     def from_gathered(cls, d: dict[str, Any]) -> RankStats:
-        """From what :func:`perfmagic.scaling.rankworker.lockstep` measured (plus ``rank``, ``threads``)."""
+        """From what :func:`perfmagic.ranks.worker.lockstep` measured (plus ``rank``, ``threads``)."""
         pr = d.get("profile") or {}
         return cls(rank=d["rank"], times=tuple(d["times"]), cold_s=d.get("cold_s"), threads=d.get("threads", 1),
                    busy_cores=d.get("busy_cores"), step_prof_s=tuple(pr.get("step_s", ())),
@@ -239,63 +239,21 @@ class RanksResult(Displayed):
 
         return all_warnings(self)
 
-    def verdict(self) -> str:
-        from ..render.units import fmt_time
-
-        tag = "  [INTERRUPTED]" if self.status != "ok" else ""
-        g = self.good
-        if not g:
-            return f"ranks ({self.backend}): no world size measured successfully{tag}"
-        sp, ef = self.speedups, self.efficiencies
-        ex = dict(self.excluded)
-        kind = "scaled speedup" if self.weak else "speedup"
-        fit_ok = [i for i, p in enumerate(g) if p.world not in ex]
-        i = max(fit_ok or range(len(g)), key=lambda j: sp[j])
+    @property
+    def load_too_high(self) -> float | None:
+        """Cores other processes kept busy when they left too few for the ranks to show any scaling (and the
+        ranks need cores: :attr:`needs_cores`), else None."""
         sc = self.scaling
         oc = sc.others_cores if sc is not None else None
-        needs = self.needs_cores
-        if oc is not None and oc >= 0.3 and self.cores - oc < LOAD_FREE_MIN and len(g) > 1 and needs:
-            return (f"ranks ({self.backend}): cannot tell how the step scales — other processes kept {oc:.1f} of "
-                    f"{self.cores} cores busy, too few left for the ranks (best measured {max(sp):.2f}×); "
-                    f"rerun on a quiet machine{tag}")
-        if len(g) == 1:
-            p = g[0]
-            out = f"ranks ({self.backend}): {p.world} rank(s), step {fmt_time(p.median)}"
-            if p.comm_share is not None and p.world > 1:
-                out += f", {p.comm_share:.0%} of it in collectives"
-            if p.straggler is not None:
-                out += f" · straggler: rank {p.straggler} ({p.straggler_ratio:.2f}× the median rank's busy time)"
-            elif p.straggler_ratio is not None:
-                out += f" · no straggler ({p.straggler_ratio:.2f}×)"
-            return out + f" · one world size: no scaling to show{tag}"
-        if i == 0 and len(fit_ok) > 1:  # nothing beat the smallest world size
-            j = fit_ok[1]
-            head = (f"ranks ({self.backend}): no {kind} from more ranks: {g[j].world} ranks ran {sp[j]:.2f}× "
-                    f"({ef[j]:.0%} efficient)")
-            i = j
-        else:
-            head = f"ranks ({self.backend}): best {kind} {sp[i]:.2f}× at {g[i].world} ranks ({ef[i]:.0%} efficient)"
-        cs = g[i].comm_share
-        if cs is not None and g[i].world > 1:
-            head += f", {cs:.0%} of its step in collectives"
-        over = [w for w in ex]
-        if over:
-            head += (f" · cannot tell beyond {max((p.world for p in g if p.world not in ex), default=0)} ranks: "
-                     f"{', '.join(map(str, over))} ranks {ex[over[0]]}")
-        elif sc is not None and sc.reliable("usl") and sc.best_model == "usl" and sc.peak_n is not None:
-            head += f" · USL peak N* ≈ {sc.peak_n:.3g} ranks"
-        elif sc is not None and sc.reliable("amdahl") and not self.weak:
-            s = sc.amdahl_fit.params["S"]  # type: ignore[union-attr]
-            head += f" · Amdahl S = {s:.3f}" + (f", ceiling {1 / s:.3g}×" if s > 0 else "")
-        strag = [(p.world, p.straggler, p.straggler_ratio) for p in g if p.straggler is not None
-                 and p.world not in ex]
-        if strag:
-            w, r, x = max(strag, key=lambda t: t[2] or 0)
-            head += f" · straggler: rank {r} at {w} ranks ({x:.2f}× the median rank)"
-        return head + tag
+        if oc is not None and oc >= 0.3 and self.cores - oc < LOAD_FREE_MIN and len(self.good) > 1 \
+                and self.needs_cores:
+            return oc
+        return None
 
-    def headline(self) -> str:
-        return self.verdict()
+    def verdict(self) -> str:
+        """One line: the best speedup over world sizes, or why none can be told
+        (:func:`perfmagic.render.ranks.verdict`)."""
+        return self._render("verdict")(self)
 
     def metrics(self) -> dict[str, Any]:
         g = self.good

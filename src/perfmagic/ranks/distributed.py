@@ -2,7 +2,7 @@
 
 ``perfmagic.distributed_bench(step, setup=..., globals=...)`` called by every rank of a torch.distributed
 job measures the step the way :func:`perfmagic.amdahl_ranks` does inside its own ranks
-(:func:`perfmagic.scaling.rankworker.lockstep`: a barrier before every sample, the same sample count on
+(:func:`perfmagic.ranks.worker.lockstep`: a barrier before every sample, the same sample count on
 every rank, a profiled few steps for the time in collectives, an all-reduce link sweep), gathers every
 rank's samples, and rank 0 writes **one ledger row per job** (magic ``"distributed"``): ``world_size``,
 the job's step (slowest rank) ``median_s``, ``rank<i>_median_s`` per rank, the straggler ratio, the
@@ -62,8 +62,8 @@ def _group(backend: str | None) -> tuple[Any, bool]:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1")
         import tempfile
 
-        from ..scaling.ranks import free_port
-        from ..scaling.rankworker import LOOPBACK_ENV
+        from .sweep import free_port
+        from .worker import LOOPBACK_ENV
 
         os.environ["MASTER_PORT"] = str(free_port())
         for var in LOOPBACK_ENV:
@@ -135,10 +135,10 @@ def distributed_bench(
     import torch
 
     from ..core.cells import compile_cell
-    from ..core.env import usable_cores
-    from ..scaling.rankresult import RankPoint, RanksResult, RankStats
-    from ..scaling.rankworker import lockstep
-    from .bench import check_budget
+    from ..core.load import usable_cores
+    from ..timing.bench import check_budget
+    from .result import RankPoint, RanksResult, RankStats
+    from .worker import lockstep
 
     check_budget(budget, "a positive number of seconds", "budget=1.0")
     if not isinstance(code, str) and not callable(code):

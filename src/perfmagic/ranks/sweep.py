@@ -2,7 +2,7 @@
 
 ``amdahl_ranks(code, ranks=[1, 2, 4], backend="gloo")`` starts, for each world size, a fresh process group
 with torch's own multiprocessing (``torch.multiprocessing.start_processes``) and runs the step in every
-rank (:mod:`perfmagic.scaling.rankworker`: lockstep samples after a barrier, a profiled few steps for the
+rank (:mod:`perfmagic.ranks.worker`: lockstep samples after a barrier, a profiled few steps for the
 time in collectives, an all-reduce link sweep); rank 0 gathers what every rank measured. Then, per world
 size: the step (slowest rank) and its CI, per-rank medians, the straggler ratio, the share of the step in
 collectives, the step's all-reduce bus bandwidth against the measured link roof, strong or weak scaling
@@ -48,8 +48,8 @@ from typing import Any
 
 from ..core import stats as _stats
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
-from .rankresult import CONTENDED_CORES, RankPoint, RanksResult, RankStats
-from .rankworker import RankSpec, rank_main
+from .result import CONTENDED_CORES, RankPoint, RanksResult, RankStats
+from .worker import RankSpec, rank_main
 
 BACKENDS = ("gloo", "nccl")
 START_METHODS = ("fork", "spawn", "forkserver")
@@ -178,7 +178,7 @@ def spawn_namespace(code: Any, setup: str, globals: Mapping[str, Any] | None) ->
 
 
 class _ModuleRef:
-    """A module sent by name: re-imported by the rank (``rankworker`` resolves it)."""
+    """A module sent by name: re-imported by the rank (``worker.py`` resolves it)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -214,7 +214,7 @@ def _preimport() -> None:
     try:
         from torch.profiler import ProfilerActivity, profile
 
-        from .rankworker import quiet_stderr
+        from .worker import quiet_stderr
 
         with quiet_stderr(), profile(activities=[ProfilerActivity.CPU]):
             pass
@@ -260,7 +260,7 @@ def _root_cause(ctx: Any, first: tuple[int, str]) -> tuple[int, str]:
     return first
 
 
-_OWN_FRAMES = ("/torch/multiprocessing/", os.sep + os.path.join("perfmagic", "scaling", "rank"))
+_OWN_FRAMES = ("/torch/multiprocessing/", os.sep + os.path.join("perfmagic", "ranks") + os.sep)  # the rank code: ranks/
 
 
 def user_traceback(tb: str) -> str:
@@ -285,7 +285,7 @@ def _run_world(world: int, spec_kw: dict[str, Any], method: str, timeout: float,
     import torch.multiprocessing as tmp_mp
     from torch.multiprocessing import ProcessExitedException, ProcessRaisedException
 
-    from ..core.env import LoadProbe
+    from ..core.load import LoadProbe
 
     out = os.path.join(tmp, f"world{world}.json")
     threads = spec_kw.pop("threads")
@@ -361,11 +361,11 @@ def amdahl_ranks(
     Gustafson). ``timeout``: seconds before a world size is declared hung (default 120 s + 10 × budget).
     """
     __tracebackhide__ = True
-    from ..core.env import usable_cores
+    from ..core.load import usable_cores
     from ..timing.bench import check_budget
     from ..timing.results import BenchResult
-    from .result import ScalingPoint
-    from .sweep import analyse
+    from ..scaling.result import ScalingPoint
+    from ..scaling.sweep import analyse
 
     if not isinstance(code, str) and not callable(code):
         raise BadOptionError("code", code, "the step as source code (a string) or a callable with no arguments")
