@@ -2,7 +2,7 @@
 #   make tour   - create .venv, install perfmagic, execute notebooks/00_tour.ipynb on the CPU -> notebooks/00_tour.html
 #   make test   - create .venv, install perfmagic with its test tools, run everything CI runs:
 #                 the unit tests, every notebook executed and checked, the docs site built strictly,
-#                 and the real-browser test of the widgets in JupyterLab
+#                 the real-browser test of the widgets in JupyterLab, and a smoke run of every benchmark
 # torch is installed first, pinned to the version the project is tested with. Which build pip picks is
 # up to the index it reads: from PyPI alone, on Linux x86-64, torch==2.13.0 is the CUDA build (it pulls
 # about 17 nvidia-* packages, several GB). For the CPU-only build, name PyTorch's CPU index:

@@ -162,7 +162,7 @@ def accuracy(args: argparse.Namespace) -> None:
         a = r.actual
         pts = [(p.n, p.time) for p in r.points]
         print(f"  points (n, s): {[(x, round(y, 4)) for x, y in pts]}; fit sizes {r.fit_sizes}; "
-              f"spent {r.spent_s:.2f} s; warnings {list(r.warnings)}", file=sys.stderr, flush=True)
+              f"spent {r.spent_s:.2f} s; warnings {[str(w) for w in r.warnings]}", file=sys.stderr, flush=True)
         nx, tx = [float(x) for x, _ in pts], [y for _, y in pts]
         naive = naive_loglog(nx, tx, N)
         # the same points with the drift guard's speed correction (off by default): would it earn its place?
@@ -310,7 +310,7 @@ def one_trial(name: str, form: str, code: str, N: int, ns: dict) -> dict:
     outcome, err = classify(r, actual)
     return {"workload": name, "full": N, "predicted_s": r.predicted_s, "low_s": r.low_s, "high_s": r.high_s,
             "reliable": r.reliable, "actual_s": actual, "outcome": outcome, "error": err,
-            "spent_s": r.spent_s, "warnings": list(r.warnings), "unreliable_why": getattr(r, "unreliable_why", ""),
+            "spent_s": r.spent_s, "warnings": [str(w) for w in r.warnings], "unreliable_why": str(r.unreliable_why or ""),
             "model": r.time_fit.best.describe() if r.time_fit is not None else "mean × units",
             "sizes": [p.n for p in r.points] if form == "n" else len(r.points), "others_cores": load,
             "headline": r.headline()}

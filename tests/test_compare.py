@@ -192,7 +192,7 @@ def test_paired_point_estimate_is_the_median_log_ratio() -> None:
     r, lo, hi = ratio_ci(a, b, paired=True)
     assert r == pytest.approx(math.exp(statistics.median(math.log(y / x) for x, y in zip(a, b))), rel=1e-12)
     c = compare_samples(a, b, paired=True)
-    assert c.method.startswith("paired (interleaved A/B)")
+    assert str(c.method).startswith("paired (interleaved A/B)")
 
 
 # ---- the between-run noise ----------------------------------------------------------------------

@@ -238,9 +238,9 @@ def test_a_slow_machine_state_is_named_only_where_the_samples_show_it() -> None:
     switched = fast[:20] + [1.55e-3 * (1 + 0.01 * (i % 3)) for i in range(10)]  # the last 10 in the slow state
     r = _planted(switched, reference_before_s=FAST, reference_s=SLOW, reference_best_s=FAST, others_cores=0.03)
     w = speed_state_warning(r)
-    assert w is not None and w.startswith("this machine ran in its slow state during the last 10 of 30 samples"), w
+    assert w is not None and str(w).startswith("this machine ran in its slow state during the last 10 of 30 samples"), w
     assert "a fixed reference loop took 31 µs vs 19 µs at its fastest, not because of other processes (0.03 cores)" in w
-    assert w.endswith("An interleaved A/B (%perf compare, --vs) cancels it; this single number does not")
+    assert str(w).endswith("An interleaved A/B (%perf compare, --vs) cancels it; this single number does not")
     # the state at the start of the run
     first = list(reversed(switched))
     w = speed_state_warning(_planted(first, reference_before_s=SLOW, reference_s=FAST, reference_best_s=FAST,
@@ -286,7 +286,7 @@ def test_the_slow_state_line_rides_on_the_result_and_remembers_fast_runs(monkeyp
     assert not _with_doubts(quiet, [], 10, 0.01).warnings  # remembered as this code's fast run
     slow = _planted([1.6e-3] * 30, reference_before_s=SLOW, reference_s=SLOW, reference_best_s=FAST, others_cores=0.0)
     got = _with_doubts(slow, [], 10, 0.01)
-    assert len(got.warnings) == 1 and got.warnings[0].startswith("this machine ran in its slow state during this run")
+    assert len(got.warnings) == 1 and str(got.warnings[0]).startswith("this machine ran in its slow state during this run")
     # an interleaved A/B cancels the state: never said there
     inter = _planted([1.6e-3] * 30, reference_before_s=SLOW, reference_s=SLOW, reference_best_s=FAST, others_cores=0.0)
     from dataclasses import replace
@@ -310,7 +310,7 @@ def test_the_first_calls_cause_is_named_only_when_the_probe_was_quiet() -> None:
 
     warm = [1e-3] * 20
     quiet = cold_call_warning(_planted(warm, cold=9e-3, cold_others_cores=0.03, cold_preempted=0))
-    assert quiet == ("the first call took 9× a warm call (9 ms) with no other load (0.03 cores): lazy init, JIT, "
+    assert str(quiet) == ("the first call took 9× a warm call (9 ms) with no other load (0.03 cores): lazy init, JIT, "
                      "autotuning or cold caches; it is reported apart, not in the samples")
     loaded = cold_call_warning(_planted(warm, cold=9e-3, cold_others_cores=1.4, cold_preempted=3))
     assert loaded is not None and "while other processes used 1.4 cores: cause unknown" in loaded

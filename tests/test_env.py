@@ -187,7 +187,7 @@ def test_gpu_info_decodes(fake_nvml: Any) -> None:
     assert info["throttle_reasons"] == ["sw_power_cap", "hw_thermal"] and info["throttled"] is True
     json.dumps(info)
     env = dict(_env.capture("cuda:0"), gpu=info)
-    warnings = _env.doubt_warnings(env, env, 0.0, 2)
+    warnings = [str(w) for w in _env.doubt_warnings(env, env, 0.0, 2)]
     assert any("throttled" in w and "sw_power_cap" in w for w in warnings)
     assert "GPU SM clock at 1200 of 1980 MHz" in warnings
 
@@ -204,7 +204,7 @@ def test_gpu_info_idle_and_partial_failure(fake_nvml: Any) -> None:
 
 def test_doubt_warnings_load() -> None:
     env: dict[str, Any] = {"gpu": None}
-    warnings = _env.doubt_warnings(env, env, 1.2, 2)
+    warnings = [str(w) for w in _env.doubt_warnings(env, env, 1.2, 2)]
     assert len(warnings) == 1
     assert "1.2 of 2 usable cores" in warnings[0]
     assert _env.doubt_warnings(env, env, 0.0, 2) == []

@@ -567,7 +567,7 @@ def test_wide_kernel_probe_measures_in_a_child_and_reports_failures(monkeypatch:
     assert widekernels.probe("SkylakeX", ("bfloat16",), 0.4) == {"error": "no numpy dtype to probe"}
     monkeypatch.setattr(widekernels, "_CHILD", "import sys; sys.stderr.write('boom\\n'); sys.exit(3)")
     bad = widekernels.probe("SkylakeX", ("float32",), 0.4)
-    assert bad["error"].startswith("child exited 3") and "boom" in bad["error"]
+    assert str(bad["error"]).startswith("child exited 3") and "boom" in bad["error"]
     monkeypatch.setattr(widekernels, "_CHILD", "import time; time.sleep(30)")
     monkeypatch.setattr(widekernels, "CHILD_TIMEOUT_EXTRA_S", 0.5)
     assert "did not finish" in widekernels.probe("SkylakeX", ("float32",), 0.1)["error"]
@@ -579,7 +579,7 @@ def test_wide_kernel_probe_names_a_core_type_the_cpu_cannot_run(monkeypatch: pyt
     from perfmagic.roofs import widekernels
 
     monkeypatch.setattr(widekernels, "_CHILD", "import os, signal; os.kill(os.getpid(), signal.SIGILL)")
-    err = widekernels.probe("SkylakeX", ("float32",), 0.4)["error"]
+    err = str(widekernels.probe("SkylakeX", ("float32",), 0.4)["error"])
     assert err.startswith("this CPU lacks the instructions of OpenBLAS core type 'SkylakeX'") and "SIGILL" in err
 
 

@@ -157,6 +157,10 @@ def test_perf_show_n_displays_the_rebuilt_run(recorded: Any, shell: Any, monkeyp
     assert "run #1" in bundle["text/plain"] and "image/png" in bundle and "text/html" in bundle
     res = shell.run("%perf show #1 -o -q")
     assert type(res.result).__name__ == "BenchResult" and res.result.run_id == 1
+    res = shell.run("%perf show 1 --no-plot")  # the tour's cell: text and folded details, no figure
+    assert res.error_in_exec is None, res.error_in_exec
+    (bundle,) = shell.bundles
+    assert "run #1" in bundle["text/plain"] and "image/png" not in bundle and "text/html" in bundle
 
 
 @pytest.mark.parametrize("bad, needle", [("0", "run ids start at 1"), ("abc", "'abc'"), ("99999", "no run #99999")])

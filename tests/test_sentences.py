@@ -135,65 +135,40 @@ def offenders() -> list[tuple[str, int, str, str]]:
 
 # ---- what is left to move (issue 31): may only shrink --------------------------------------------
 
-#: sentences outside render/ when issue 31's render contract landed (622 before it); lower it as they move
-MAX_SENTENCES = 585
+#: sentences outside render/: 622 before issue 31's render contract, 585 after it, 293 after the scaling,
+#: rank, data-loader, advisor and guard words moved (2026-11-26); lower it as they move
+MAX_SENTENCES = 82  # 293 less the estimate's and the rank sweep's 48 (render/findings_estimate.py),
+#: less the roofline's and core's 79 (render/findings_roofs.py, render/findings_core.py),
+#: less the timing, profile and storage 84 (render/findings_timing.py)
 #: ``path`` -> how many sentences it may still write (engine notes, warnings and advice, the verdicts of
 #: the scaling, rank and data-loader results, the guard's file and verdicts). Counted per file, not per
 #: function, so that splitting a long function does not trip it; the offenders are listed per function.
 ALLOWED: dict[str, int] = {
     "core/container.py": 1,
     "core/devicework.py": 7,
-    "core/env.py": 5,
+    "core/env.py": 2,
     "core/neighbours.py": 5,
-    "core/subject.py": 4,
+    "core/subject.py": 1,
     "core/sync.py": 4,
-    "core/threads.py": 1,
     "errors.py": 1,
-    "estimation/costmodel.py": 3,
-    "estimation/estimate.py": 1,
-    "estimation/fit.py": 19,
-    "estimation/gate.py": 4,
-    "estimation/measure.py": 4,
-    "estimation/noise.py": 2,
-    "estimation/result.py": 2,
-    "estimation/runner.py": 1,
     "magics/_amdahl.py": 1,
     "magics/_bench.py": 1,
     "magics/_roofline.py": 1,
     "profile/flame.py": 6,
-    "profile/flameresult.py": 1,
     "profile/lineprof.py": 8,
     "profile/memory.py": 6,
-    "profile/memresult.py": 2,
+    "profile/memresult.py": 1,
     "profile/memsampler.py": 2,
     "profile/samplers.py": 5,
-    "ranks/distributed.py": 4,
     "ranks/result.py": 1,
-    "ranks/sweep.py": 8,
-    "roofs/advice.py": 24,
-    "roofs/ceilings.py": 14,
-    "roofs/counting.py": 8,
-    "roofs/kernels.py": 14,
-    "roofs/roofline.py": 11,
-    "roofs/widekernels.py": 7,
+    "roofs/counting.py": 5,
+    "roofs/widekernels.py": 1,
     "scaling/scalability.py": 1,
     "scaling/sweep.py": 1,
-    "storage/codec.py": 1,
     "storage/compact.py": 5,
-    "storage/db.py": 10,
-    "storage/ledger.py": 8,
+    "storage/db.py": 8,
+    "storage/ledger.py": 4,
     "storage/views.py": 4,
-    "timing/basis.py": 2,
-    "timing/bench.py": 23,
-    "timing/betweenrun.py": 4,
-    "timing/compare.py": 7,
-    "timing/fingerprint.py": 4,
-    "timing/flow.py": 12,
-    "timing/history.py": 5,
-    "timing/pair.py": 3,
-    "timing/rerun.py": 7,
-    "timing/results.py": 2,
-    "timing/snapshot.py": 6,
 }
 
 

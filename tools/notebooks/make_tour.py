@@ -165,6 +165,10 @@ cells = [
        "`%perf` shows this notebook's runs, newest first; `%perf export runs.csv` writes them; "
        "`%perf forget RUN` removes one."),
     code("%perf"),
+    md("A row reads back as the result it was: `%perf show N` (or `perfmagic.run(N)` in a script) rebuilds run "
+       "N from the ledger, with its raw samples, its text and its figure, also after a restart of the kernel. "
+       "Run #1 is the first `%%gpubench` of this tour:"),
+    code("%perf show 1 --no-plot"),
     md("The *vs baseline* column shows each run's change against its label's baseline, with the verdict; the "
        "*trend* column draws the label's history, with its first and last values. `perfmagic.ledger()` gives "
        "the same runs as a DataFrame: the common columns of every magic, and with a magic's name "
@@ -314,6 +318,10 @@ EXPECT = {
         r"^perfmagic ledger of (\S*/)?00_tour\.ipynb",
         r"\b\d+ runs\b",
         r"\bsum-of-sq\S*\s.*\bbaseline\b",
+    ],
+    '%perf show 1 --no-plot': [
+        r"\[label sleep-5ms, run #1\]",
+        r"median\s+\(95% CI",
     ],
     'df = perfmagic.ledger()\ndf[["magic", "label", "status", "primary_metric", "value", "unit", "vs_baseline"]]': [
         r"median_s",

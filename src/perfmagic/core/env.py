@@ -24,6 +24,7 @@ import re
 import sys
 from typing import Any
 
+from ..findings import Finding
 from .load import usable_cores
 from .threads import oversubscription
 
@@ -260,26 +261,26 @@ def fingerprint(env: dict[str, Any]) -> str:
 
 def doubt_warnings(env_before: dict[str, Any], env_after: dict[str, Any] | None,
                    others_cores: float | None, usable_cores: int | None,
-                   own_cores: float | None = None, active_threads: int | None = None) -> list[str]:
-    """Short, concrete warnings about conditions that make a measurement slow or noisy."""
-    out: list[str] = []
+                   own_cores: float | None = None, active_threads: int | None = None) -> list[Finding]:
+    """Short, concrete warnings about conditions that make a measurement slow or noisy
+    (:class:`~perfmagic.findings.Finding` s, worded by :mod:`perfmagic.render.findings_core`)."""
+    out: list[Finding] = []
     over = oversubscription(env_before, others_cores, own_cores, usable_cores, active_threads)
     if over:
         out.append(over)
     if others_cores is not None and others_cores > 0.25 and (not usable_cores or others_cores > 0.1 * usable_cores):
         from .container import cpu_usage_s
 
-        of = f" of {usable_cores} usable cores" if usable_cores else " cores"
-        who = "other processes in this container" if cpu_usage_s() is not None else "other processes"
-        out.append(f"{who} used {others_cores:.1f}{of} during the measurement: results may be slow and noisy")
+        out.append(Finding.of("core.others-load", others=others_cores, usable=usable_cores,
+                              container=cpu_usage_s() is not None))
     gpus = [e.get("gpu") for e in (env_before, env_after) if e and e.get("gpu")]
     reasons = [r for g in gpus if g.get("throttled") for r in g.get("throttle_reasons") or []]
     reasons = [r for r in dict.fromkeys(reasons) if r not in _BENIGN_REASONS]
     if reasons:
-        out.append(f"GPU clocks throttled (reasons: {', '.join(reasons)})")
+        out.append(Finding.of("core.gpu-throttled", reasons=tuple(reasons)))
     if gpus:
         g = gpus[-1]  # the latest reading: clocks right after the work ran
         cur, top = g.get("sm_clock_mhz"), g.get("sm_clock_max_mhz")
         if cur and top and cur < 0.9 * top and "gpu_idle" not in (g.get("throttle_reasons") or []):
-            out.append(f"GPU SM clock at {cur} of {top} MHz")
+            out.append(Finding.of("core.sm-clock", mhz=cur, max_mhz=top))
     return out

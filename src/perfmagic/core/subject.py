@@ -14,6 +14,7 @@ from typing import Any
 from . import stats as _stats
 from .cells import CompiledCell, compile_callable, compile_cell
 from ..errors import SetupError
+from ..findings import Finding
 from .sync import Sync, detect, make
 
 MIN_BLOCK_S = 2e-4  # a block lasts at least this long, and at least 100x the timer's own overhead
@@ -38,10 +39,9 @@ class Subject:
         self.sync: Sync = Sync() if sync in ("auto", "none") else make(sync, device)
         self.device = device
         self.clock = clock
-        self.notes: list[str] = []
+        self.notes: list[Any] = []  # Findings (worded by render/findings_core.py) and short text
         if self.cell.mode == "exec":
-            self.notes.append("the cell cannot run inside a function (e.g. 'import *'): timed through exec, "
-                              "which adds ~1 µs per call")
+            self.notes.append(Finding.of("core.exec-mode"))
         self.flusher: Callable[[], None] | None = None
         self.use: Any = None  # the DeviceUse of the cold call (auto sync), see core.devicework
         self.cold: float | None = None
@@ -85,8 +85,7 @@ class Subject:
                     self.device = str(getattr(self.sync, "device", "cuda"))
                 self.notes.append(f"sync {name}: {why}")
                 if self.use is not None and self.use.mixed:
-                    self.notes.append("a mixed cell: it ran torch ops on the CPU and on CUDA; the time is the "
-                                      "wall time until the device finished, the memory the device's")
+                    self.notes.append(Finding.of("core.mixed-cell"))
             elif self.use is not None and "initialised" in self.use.why:
                 self.notes.append(f"timed on the CPU: {self.use.why}")
         else:
@@ -97,7 +96,7 @@ class Subject:
             from .flush import make_flusher
 
             self.flusher, nbytes = make_flusher(self.device)
-            self.notes.append(f"cache flushed before every sample ({nbytes / 2**20:.0f} MiB written, not timed)")
+            self.notes.append(Finding.of("core.flushed", mib=nbytes / 2**20))
 
     def measure_overhead(self) -> None:
         self.overhead = _stats.median([self.block(0) for _ in range(15)])

@@ -12,10 +12,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from ..findings import Finding
+
 
 def oversubscription(env: dict[str, Any], others_cores: float | None, own_cores: float | None,
-                     usable_cores: int | None, active_threads: int | None = None) -> str | None:
-    """The warning for thread oversubscription, or None.
+                     usable_cores: int | None, active_threads: int | None = None) -> Finding | None:
+    """The warning for thread oversubscription (a :class:`~perfmagic.findings.Finding`, worded by
+    :mod:`perfmagic.render.findings_core`), or None.
 
     A cell whose BLAS/OpenMP (threadpoolctl) or torch intra-op pool runs more threads than the cores
     left free by other processes makes its threads wait for each other at every barrier: a 4 µs dot
@@ -36,18 +39,16 @@ def oversubscription(env: dict[str, Any], others_cores: float | None, own_cores:
     n = max(1, int(free))
     what = ", ".join(x for x in (f"BLAS/OpenMP {max(pools)}" if pools and max(pools) else "",
                                  f"torch {torch_threads}" if torch_threads else "") if x)
-    return (f"thread oversubscription: the cell's thread pools ({what} threads) exceed the ~{free:.1f} of "
-            f"{usable_cores} cores other processes left free ({others_cores:.1f} busy): its threads wait for "
-            f"each other. Fix: threadpoolctl.threadpool_limits({n}) / torch.set_num_threads({n}), or stop the "
-            f"neighbour; judge a change with %%gpubench --vs under the same limits")
+    return Finding.of("core.oversubscription", what=what, free=free, usable=usable_cores, others=others_cores, n=n)
 
 
 def env_oversubscription(env: dict[str, Any] | None) -> str | None:
     """:func:`oversubscription` from what a run recorded in its environment (its pools, the load of
-    other processes, its own cores and the threads that took CPU)."""
+    other processes, its own cores and the threads that took CPU), as its sentence."""
     env = env or {}
-    return oversubscription(env, env.get("others_cores"), env.get("own_cores"), env.get("usable_cores"),
-                            env.get("active_threads"))
+    found = oversubscription(env, env.get("others_cores"), env.get("own_cores"), env.get("usable_cores"),
+                             env.get("active_threads"))
+    return None if found is None else str(found)
 
 
 class thread_limits:

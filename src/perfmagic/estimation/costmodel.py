@@ -43,17 +43,17 @@ FREE_K_EVIDENCE = 2.0  # AICc units a free-exponent form must gain over every fi
 FREE_K = ("n^k", "n^k log n")
 K_GRID = (0.1, 4.0, 0.01)  # k from, to, step for the free-exponent forms
 
-FORMS: dict[str, tuple[str, int]] = {  # name -> (formula, parameter count)
-    "constant": ("a", 1),
-    "linear": ("a + b·n", 2),
-    "n log n": ("a + b·n·ln n", 2),
-    "quadratic": ("a + b·n²", 2),
-    "cubic": ("a + b·n³", 2),
-    "n + n²": ("a + b·n + c·n²", 3),
-    "n + n log n": ("a + b·n + c·n·ln n", 3),
-    "n² + n³": ("a + b·n² + c·n³", 3),
-    "n^k": ("a + b·n^k", 3),
-    "n^k log n": ("a + b·n^k·ln n", 3),
+FORMS: dict[str, int] = {  # name -> parameter count (its formula: perfmagic.render.estimate.FORMULAS)
+    "constant": 1,
+    "linear": 2,
+    "n log n": 2,
+    "quadratic": 2,
+    "cubic": 2,
+    "n + n²": 3,
+    "n + n log n": 3,
+    "n² + n³": 3,
+    "n^k": 3,
+    "n^k log n": 3,
 }
 # two-term forms: (first basis, second basis); the overhead a is always there
 TWO_TERM = {"n + n²": ("linear", "quadratic"), "n + n log n": ("linear", "n log n"), "n² + n³": ("quadratic", "cubic")}
@@ -94,11 +94,14 @@ class ModelFit:
 
     @property
     def params(self) -> int:
-        return FORMS[self.name][1]
+        return FORMS[self.name]
 
     @property
     def formula(self) -> str:
-        return FORMS[self.name][0]
+        """The form's formula with its parameters named (``a + b·n·ln n``), written by render/estimate.py."""
+        from ..render.estimate import FORMULAS
+
+        return FORMULAS[self.name]
 
     def predict(self, n: Any) -> Any:
         if self.name in TWO_TERM:
@@ -115,14 +118,10 @@ class ModelFit:
             self.name, self.k if self.k is not None else float("nan"))
 
     def describe(self) -> str:
-        if self.name in TWO_TERM and (self.b == 0 or self.c == 0):
-            g, h = TWO_TERM[self.name]
-            return FORMS[h if self.c > 0 else g][0]
-        if self.name == "n^k":
-            return f"a + b·n^{self.k:.2f}"
-        if self.name == "n^k log n":
-            return f"a + b·n^{self.k:.2f}·ln n"
-        return self.formula
+        """The fitted form as a formula (``a + b·n^1.52``), written by render/estimate.py."""
+        from ..render.estimate import formula
+
+        return formula(self.name, self.k, self.b, self.c)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "a": self.a, "b": self.b, "c": self.c, "k": self.k, "rss": self.rss, "aicc": self.aicc}
@@ -193,7 +192,7 @@ def fit_form(name: str, n: Sequence[float], y: Sequence[float], floor: float = 0
 
     n_arr, y_arr = np.asarray(n, dtype=float), np.asarray(y, dtype=float)
     w = 1.0 / np.maximum(np.abs(y_arr), max(floor, 1e-300)) ** 2
-    m, p = len(y_arr), FORMS[name][1]
+    m, p = len(y_arr), FORMS[name]
     if name == "constant":
         a = float((w * y_arr).sum() / w.sum())
         rss = float((((y_arr - a) ** 2) * w).sum())
@@ -257,7 +256,7 @@ def select(n: Sequence[float], y: Sequence[float], target: float, *, floor: floa
             sub = select([n[i] for i in keep], [y[i] for i in keep], target, floor=floor, forms=forms, boot=boot,
                          level=level, seed=seed, robust=False, noise=noise)
             return replace(sub, dropped=tuple(float(n[i]) for i in bad))
-    names = [f for f in (forms or FORMS) if FORMS[f][1] + 2 <= m or (m < 4 and FORMS[f][1] <= 2)]
+    names = [f for f in (forms or FORMS) if FORMS[f] + 2 <= m or (m < 4 and FORMS[f] <= 2)]
     fits = [fit_form(f, n, y, floor) for f in names]
     # a two-term form bends the extrapolation with a second power: it competes only where the points
     # demand it (at least TWO_TERM_EVIDENCE AICc units better than every one-term form)

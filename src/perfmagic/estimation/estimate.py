@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
+from ..findings import Finding
 from ..timing.bench import MAX_BUDGET_S
 from .fit import DEFAULT_BUDGET_S, DEFAULT_MAX_FRACTION, analyse_iteration, analyse_scaling, speed_factors, top_slopes
 from .gate import available_memory, gate
@@ -111,7 +112,7 @@ def estimate(code: str | Callable[..., Any], n: float | None = None, *, total: f
 
             names = {x.id for x in ast.walk(ast.parse(code)) if isinstance(x, ast.Name)}
             if var not in names:
-                notes.append(f"the code does not mention {var!r}: the size must reach it some other way")
+                notes.append(Finding.of("estimate.no-mention", var=var))
         result = _scaling(runner, int(round(full)), var, code, dev, budget_s, max_fraction, sizes, memory,
                           progress, notes)
     else:

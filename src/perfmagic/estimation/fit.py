@@ -7,7 +7,9 @@
 * :func:`analyse_iteration` (blocks of units timed): the total as ``cold extra + units × mean``, an
   interval on the mean, a trend in the unit time, and memory that grows from unit to unit.
 
-Both are public so that saved points can be re-analysed; neither runs any code.
+Both are public so that saved points can be re-analysed; neither runs any code. What they notice (the
+warnings, the notes, why a fit is unreliable) is returned as :class:`~perfmagic.findings.Finding` s: a kind
+and its numbers, worded by :mod:`perfmagic.render.findings_estimate`.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from dataclasses import replace
 from typing import Any
 
 from ..core import stats as _stats
-from ..render.units import fmt_bytes, fmt_time
+from ..findings import Finding
 from .costmodel import local_slopes, select
-from .noise import LOAD_WARN, NOISE_FLOOR, Z90, load_text, load_widening, phases, run_noise, settled_power, slope_range, top_trend, widen
+from .noise import (LOAD_WARN, NOISE_FLOOR, Z90, load_finding, load_widening, phases, run_noise, settled_power,
+                    slope_range, top_trend, widen)
 from .result import MEM_FLOOR, EstimateResult, Point
 
 DEFAULT_BUDGET_S = 3.0  # the measuring budget (``budget=``, ``-b``)
@@ -50,14 +53,15 @@ def measured_noise(points: Sequence[Point]) -> float:
     return run_noise(spaced + adjacent)
 
 
-def _suggest(ns: Sequence[float], ts: Sequence[float], N: float, var: str) -> str:
-    """'measure up to n=… (≈ x s) to tell': four times the largest size, timed by the top points' slope."""
+def _suggest(ns: Sequence[float], ts: Sequence[float], N: float, var: str) -> dict[str, Any]:
+    """Where to measure to tell (a finding's 'measure up to n=… (≈ x s)'): four times the largest size,
+    timed by the top points' slope."""
     top, t = ns[-1], ts[-1]
     n2 = min(float(N), top * 4)
     k = 1.0
     if len(ns) >= 2 and ts[-2] > 0 and ns[-1] > ns[-2]:
         k = max(1.0, math.log(t / ts[-2]) / math.log(ns[-1] / ns[-2]))
-    return f"measure up to {var}={n2:,.0f} (≈ {fmt_time(t * (n2 / top) ** k)}) to tell, e.g. with a longer --budget"
+    return {"var": var, "suggest_n": n2, "suggest_s": t * (n2 / top) ** k}
 
 
 def _top_disagreement(ns: Sequence[float], ts: Sequence[float], model: Any, sigma: float) -> tuple[float, float] | None:
@@ -140,90 +144,46 @@ def _largest_jump(pts: Sequence[Point], above: float) -> tuple[int, int, float] 
     return best[1], best[2], best[3]
 
 
-def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: str = "", device: str = "cpu",
-                    spent_s: float = 0.0, budget_s: float = DEFAULT_BUDGET_S,
-                    max_fraction: float = DEFAULT_MAX_FRACTION, failures: Sequence[tuple[int, str]] = (),
-                    notes: Sequence[str] = (), memory_source: str = "rss",
-                    correct_speed: bool = False, others_cores: float | None = None,
-                    load: tuple[float | None, int | None] | None = None) -> EstimateResult:
-    """Fit the measured points and predict size ``N`` (public so that saved points can be re-analysed).
-
-    ``correct_speed=True`` scales each time to the machine's typical speed while measuring (see
-    :func:`speed_factors`) before the fit. It is off by default: on the VM this was built on, a 3 ms
-    reference before and after a run tracked the speed during the run too loosely, and the corrected
-    fits were no better than the raw ones (docs/benchmarks.md). Without it, a speed change beyond 15%
-    is reported as a warning.
-
-    The interval carries the run-to-run variation the points themselves show (:mod:`.noise`): the
-    spaced repeats (``Point.later``) and consecutive runs of one size give its relative sd, the
-    bootstrap draws the points' noise at least that large (so the extrapolation's leverage on a
-    noisy top is in the interval), and the full run's own variation is added in quadrature.
-    ``others_cores`` (cores kept busy by other processes while measuring) above ``LOAD_WARN`` is
-    named first among the warnings, and the interval's low end then reaches the pace the code would
-    have without them.
-    """
-    others_cores, threads = load if load is not None else (others_cores, None)
-    pts = sorted(points, key=lambda p: p.n)
-    warnings: list[str] = []
-    base = dict(mode="scaling", var=var, full=float(N), code=code, device=device, points=tuple(pts), warmup=(),
-                failures=tuple(failures), spent_s=spent_s, measure_budget_s=budget_s, max_fraction=max_fraction,
-                notes=tuple(notes), memory_source=memory_source)
-    if others_cores is not None and others_cores > LOAD_WARN:
-        warnings.append(load_text(others_cores, threads))
+def _speed_check(pts: Sequence[Point], var: str, device: str,
+                 correct_speed: bool) -> tuple[tuple[float, ...], Finding | None, Finding | None]:
+    """``(factors, note, warning)`` of the machine's own speed while measuring: the factors that correct
+    the times (only with ``correct_speed``) and the note that says so, or the warning of a speed change
+    beyond ``SPEED_WARN`` left in the times."""
     factors = speed_factors(pts, device)
-    if factors:
-        typ = _stats.median([p.ref_s for p in pts if p.guarded])
-        rel = [(p.ref_s / typ - 1, p.n) for p in pts if p.guarded]
+    if not factors:
+        return (), None, None
+    typ = _stats.median([p.ref_s for p in pts if p.guarded])
+    rel = [(p.ref_s / typ - 1, p.n) for p in pts if p.guarded]
+    lo, hi = min(rel), max(rel)
+    where = dict(var=var, hi_x=hi[0], hi_n=hi[1], lo_x=lo[0], lo_n=lo[1])
+    if correct_speed:
+        return factors, Finding.of("estimate.speed-corrected", **where), None
+    if max(abs(x) for x, _ in rel) > SPEED_WARN:
+        return (), None, Finding.of("estimate.speed-changed", **where)
+    return (), None, None
 
-        def how(x: float) -> str:
-            return f"{x * 100:.0f}% slower" if x >= 0 else f"{-x * 100:.0f}% faster"
-        lo, hi = min(rel), max(rel)
-        where = f"{how(hi[0])} at {var}={hi[1]:,}" + (f" and {how(lo[0])} at {var}={lo[1]:,}" if lo[1] != hi[1] else "")
-        if correct_speed:
-            base["speed_factors"] = factors
-            notes = (*notes, f"times corrected for the machine's own speed (the drift guard's fixed workload, timed "
-                             f"around each size): it ran {where} than its typical speed while measuring")
-            base["notes"] = tuple(notes)
-        else:
-            if max(abs(x) for x, _ in rel) > SPEED_WARN:
-                warnings.append(f"the machine's own speed changed while measuring (the drift guard's fixed workload, "
-                                f"timed around each size, ran {where} than typical): the times are as measured, "
-                                "so the prediction carries that noise; measure again to see how much it moves")
-            factors = ()
-    raw_pts = pts
-    pts = [replace(p, times=tuple(t * f for t in p.times)) for p, f in zip(pts, factors)] if factors else pts
+
+def _flat(pts: Sequence[Point], var: str) -> Finding | None:
+    """The time does not change with the size: the middle half of the times within 25% (one run slowed by a
+    neighbour does not hide it), and the lower third of the sizes as fast as the upper third, within 5% of
+    a slope."""
     all_t = [p.time for p in pts]
-    # flat: the middle half of the times within 25% (one run slowed by a neighbour does not hide it), and
-    # the lower third of the sizes as fast as the upper third, within 5% of a slope
     mid = sorted(all_t)[len(all_t) // 4: len(all_t) - len(all_t) // 4] or all_t
     third = max(1, len(pts) // 3)
     if len(pts) >= 3 and pts[-1].n >= 16 * pts[0].n and max(mid) < 1.25 * min(mid):
         lo_t, hi_t = _stats.median(all_t[:third]), _stats.median(all_t[-third:])
         lo_n, hi_n = _stats.median([p.n for p in pts[:third]]), _stats.median([p.n for p in pts[-third:]])
         if lo_t > 0 and hi_n > lo_n and abs(math.log(hi_t / lo_t) / math.log(hi_n / lo_n)) < 0.05:
-            warnings.append(f"the time does not change with {var} ({fmt_time(min(all_t))} – {fmt_time(max(all_t))} "
-                            f"over sizes {pts[0].n:,} – {pts[-1].n:,}): does the cell use {var}?")
-    if pts and pts[-1].n >= N:  # the full size itself was measured: another run lands within its variation
-        p = raw_pts[-1]
-        mem = p.memory()
-        sigma = measured_noise(raw_pts)
-        lo, hi = widen(p.time, min(p.times), max(p.times), sigma)
-        return EstimateResult(predicted_s=p.time, low_s=lo, high_s=hi, peak_bytes=mem,
-                              peak_low=mem, peak_high=mem, reliable=True, measured_full=True, run_noise=sigma,
-                              others_cores=others_cores, fit_sizes=(p.n,), warnings=tuple(warnings),
-                              **base)  # type: ignore[arg-type]
-    if len(pts) < 3:
-        return EstimateResult(predicted_s=None, low_s=None, high_s=None, peak_bytes=None, peak_low=None,
-                              peak_high=None, reliable=False,
-                              verdict_reasons=(f"only {len(pts)} size{'s' if len(pts) != 1 else ''} measured; "
-                                               "at least 3 are needed",), **base)  # type: ignore[arg-type]
-    top = pts[-1].n
-    use = [p for p in pts if p.n * FIT_SPAN >= top]
-    if len(use) < 5:
-        use = pts[-max(5, len(use)):]
-    ns = [float(p.n) for p in use]
-    ts = [p.time for p in use]
-    sigma = measured_noise(raw_pts)
+            return Finding.of("estimate.flat", var=var, t_min=min(all_t), t_max=max(all_t), n_lo=pts[0].n,
+                              n_hi=pts[-1].n)
+    return None
+
+
+def _time_interval(ns: Sequence[float], ts: Sequence[float], N: int, sigma: float,
+                   var: str) -> tuple[Any, float, float, float, Finding | None]:
+    """``(selection, predicted, low, high, note)``: the cost model chosen on the sizes used, its interval
+    widened by the top sizes' own trend, the run-to-run variation and the full run's drift; the note says
+    where the low end reaches a cache change's continuation."""
     sel = select(ns, ts, float(N), noise=sigma)
     pred, lo, hi = sel.predicted, sel.low, sel.high
     # the top sizes' own trend (the cost above the fitted overhead, continued at their local slope) is
@@ -240,101 +200,181 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     sigma_full = math.sqrt(sigma * sigma + (DRIFT_PER_DECADE * span) ** 2)
     lo, hi = widen(pred, lo, hi, sigma_full)
     # (that continuation carries the full run's own variation too: it is a forecast of its own)
+    note = None
     if settle is not None and settle[0] * math.exp(-Z90 * sigma_full) < lo:
         lo = settle[0] * math.exp(-Z90 * sigma_full)
-        notes = (*notes, f"the largest sizes grow as {var}^{settle[1]:.2f}, between whole powers: usually a change in "
-                         f"progress (data leaving a cache), after which the cost grows as {var}^{settle[2]} again; the "
-                         f"interval's low end reaches that continuation ({fmt_time(settle[0])})")
-        base["notes"] = tuple(notes)
-    lo, hi = load_widening(pred, lo, hi, others_cores, raw_pts, threads)
-    reliable = (all(math.isfinite(x) for x in (pred, lo, hi)) and pred > 0 and lo > 0
-                and hi / lo <= UNRELIABLE_SPREAD and hi <= PLAUSIBLE_MAX_S)
-    why = ""
-    if sigma > NOISY_RUNS and not reliable:
-        rep = max((p for p in raw_pts if p.later), key=lambda p: p.n, default=None)
-        seen = (f" ({var}={rep.n:,}: {', '.join(fmt_time(t) for t in rep.times)}, later {fmt_time(rep.later[0])})"
-                if rep is not None else "")
-        why = (f"runs of the same size differ by ±{sigma:.0%} here{seen}, too much to extrapolate "
-               f"{N / top:,.0f}× in size; {_suggest(ns, ts, N, var)}")
-    if N / top > 1e4:
-        reliable = False
-        warnings.append(f"the full size is {N / top:,.0f}× the largest measured: no model can be trusted that far; "
-                        "give a longer measuring budget")
-    # does the model follow the top of the curve? A jump below it (the garbage collector starting full
-    # collections, data leaving a cache) can make the fit across all sizes steeper or flatter than the
-    # sizes nearest the full one: the extrapolation then follows the jump, not the trend
-    off = top_slopes(ns, ts, sel.best)
+        note = Finding.of("estimate.settled", var=var, power=settle[1], whole=settle[2], low_s=settle[0])
+    return sel, pred, lo, hi, note
+
+
+def _growth_off(ns: Sequence[float], ts: Sequence[float], best: Any) -> tuple[float, float, int] | None:
+    """Does the model follow the top of the curve? ``(points' slope, model's slope, smallest top size)``
+    where it does not. A jump below the top (the garbage collector starting full collections, data leaving
+    a cache) can make the fit across all sizes steeper or flatter than the sizes nearest the full one: the
+    extrapolation then follows the jump, not the trend."""
+    off = top_slopes(ns, ts, best)
     if off is not None and abs(off[0] - off[1]) <= TOP_SLOPE_MISMATCH:
         off = None
     # ... and at the last step: a jump inside the top sizes (×10, then ×2 for 2× the size) averages to the
     # model's slope over them, but the step past the jump grows far more slowly than the model
     steps = local_slopes(ns[-3:], ts[-3:])
     if off is None and len(steps) == 2:
-        said_last = local_slopes(ns[-2:], [float(sel.best.predict(x)) for x in ns[-2:]])
+        said_last = local_slopes(ns[-2:], [float(best.predict(x)) for x in ns[-2:]])
         if said_last and said_last[0] - steps[1] > LAST_STEP_MISMATCH and steps[0] > said_last[0]:
             off = (steps[1], said_last[0], int(ns[-2]))
+    return off
+
+
+def _slope_rising(pts: Sequence[Point], best: Any) -> Finding | None:
+    """The local slope still rising at the largest size, beyond the model's exponent."""
+    if len(pts) < 5:
+        return None
+    allns, allts = [p.n for p in pts], [p.time for p in pts]
+    s_last = math.log(allts[-1] / allts[-3]) / math.log(allns[-1] / allns[-3]) if allts[-3] > 0 else None
+    s_prev = math.log(allts[-3] / allts[-5]) / math.log(allns[-3] / allns[-5]) if allts[-5] > 0 else None
+    if s_last is not None and s_prev is not None and s_last - s_prev > 0.15 and s_last > best.exponent() + 0.1:
+        return Finding.of("estimate.slope-rising", prev=s_prev, last=s_last, model_k=best.exponent())
+    return None
+
+
+def _trust(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequence[Point], sel: Any, sigma: float, N: int,
+           var: str, reliable: bool) -> tuple[bool, Finding | None, list[Finding]]:
+    """``(reliable, why not, warnings)``: the checks of the prediction at the top of the curve (noisy runs,
+    too far to extrapolate, a change of growth, the two largest sizes off the model, a rising slope)."""
+    ns, ts = [float(p.n) for p in use], [p.time for p in use]
+    top = pts[-1].n
+    warnings: list[Finding] = []
+    why = None
+    if sigma > NOISY_RUNS and not reliable:
+        rep = max((p for p in raw_pts if p.later), key=lambda p: p.n, default=None)
+        why = Finding.of("estimate.noisy", sigma=sigma, ratio=N / top, rep_n=rep.n if rep is not None else None,
+                         rep_times=tuple(rep.times) if rep is not None else (),
+                         rep_later=rep.later[0] if rep is not None else None, **_suggest(ns, ts, N, var))
+    if N / top > 1e4:
+        reliable = False
+        warnings.append(Finding.of("estimate.too-far", ratio=N / top))
+    off = _growth_off(ns, ts, sel.best)
     if off is not None:
         reliable = False
         got, said, lo_n = off
-        why = (f"the cost changed its growth: the {sum(1 for p in use if p.n >= lo_n)} largest sizes ({lo_n:,} … "
-               f"{top:,}) grow as {var}^{got:.2f}, but the model fitted across all sizes says {var}^{said:.2f}")
         jump = _largest_jump(pts, max(got, said) + 1.0)
-        if jump is not None:
-            why += (f"; the time jumped {jump[2]:.1f}× between {var}={jump[0]:,} and {jump[1]:,} "
-                    f"({jump[1] / jump[0]:.1f}× the size): a garbage collector, cache or memory regime change")
-        why += f". Measure further past the change: {_suggest(ns, ts, N, var)}"
-    if off is None:
+        why = Finding.of("estimate.growth-changed", count=sum(1 for p in use if p.n >= lo_n), lo_n=lo_n, top=top,
+                         got=got, said=said, jump_from=jump[0] if jump else None, jump_to=jump[1] if jump else None,
+                         jump=jump[2] if jump else None, **_suggest(ns, ts, N, var))
+    else:
         disagree = _top_disagreement(ns, ts, sel.best, sigma)
         if disagree is not None:
             reliable = False
-            why = (f"the two largest sizes disagree with the {sel.best.describe()} fit by {disagree[0]:+.0%} and "
-                   f"{disagree[1]:+.0%} (this machine's run-to-run variation, measured: ±{sigma:.0%}); "
-                   f"{_suggest(ns, ts, N, var)}")
-    # local slope still rising at the largest size?
-    allns, allts = [p.n for p in pts], all_t
-    if len(pts) >= 5:
-        s_last = math.log(allts[-1] / allts[-3]) / math.log(allns[-1] / allns[-3]) if allts[-3] > 0 else None
-        s_prev = math.log(allts[-3] / allts[-5]) / math.log(allns[-3] / allns[-5]) if allts[-5] > 0 else None
-        if s_last is not None and s_prev is not None and s_last - s_prev > 0.15 and s_last > sel.best.exponent() + 0.1:
-            warnings.append(f"the local slope is still rising at the largest size ({s_prev:.2f} → {s_last:.2f}, the "
-                            f"model says {sel.best.exponent():.2f}): the cost may grow faster beyond the sizes "
-                            "measured, so take the prediction as a lower bound or measure larger sizes")
-    # memory
-    mem_sel = None
-    peak = plo = phi = None
+            why = Finding.of("estimate.top-disagree", model=sel.best.describe(), e0=disagree[0], e1=disagree[1],
+                             sigma=sigma, **_suggest(ns, ts, N, var))
+    rising = _slope_rising(pts, sel.best)
+    if rising is not None:
+        warnings.append(rising)
+    return reliable, why, warnings
+
+
+def _memory_fit(pts: Sequence[Point], N: int, var: str) -> tuple[Any, Finding | None]:
+    """``(selection or None, warning)``: the peak memory's model, checked at the top of the curve."""
+    top = pts[-1].n
     mem_pts = [(float(p.n), float(p.memory())) for p in pts if p.memory() is not None]
     above = [(x, v) for x, v in mem_pts if v >= 2 * MEM_FLOOR]  # below a few MiB, RSS is allocator noise
     if len(above) >= 3:
         mem_pts = above
     else:
         mem_pts = [(x, v) for x, v in mem_pts if x * FIT_SPAN >= top] or mem_pts
-    if len(mem_pts) >= 3:
-        mem_sel = select([x for x, _ in mem_pts], [max(v, 0.0) for _, v in mem_pts], float(N), floor=MEM_FLOOR,
-                         forms=("constant", "linear", "quadratic"))  # memory: no n log n in practice
-        # the same check at the top of the curve: RSS under-reads small runs (the heap reuses pages it
-        # already has), so the peak per element grows towards its true value and a quadratic can fit
-        # what is linear; of the forms, the best one that follows the largest sizes is kept
-        xs, vs = [x for x, _ in mem_pts], [max(v, 0.0) for _, v in mem_pts]
+    if len(mem_pts) < 3:
+        return None, None
+    mem_sel = select([x for x, _ in mem_pts], [max(v, 0.0) for _, v in mem_pts], float(N), floor=MEM_FLOOR,
+                     forms=("constant", "linear", "quadratic"))  # memory: no n log n in practice
+    # the same check at the top of the curve: RSS under-reads small runs (the heap reuses pages it
+    # already has), so the peak per element grows towards its true value and a quadratic can fit
+    # what is linear; of the forms, the best one that follows the largest sizes is kept
+    xs, vs = [x for x, _ in mem_pts], [max(v, 0.0) for _, v in mem_pts]
 
-        def follows(f: Any) -> bool:  # the same slope at the top, and no steeper growth beyond it than there
-            c = top_slopes(xs, vs, f)
-            return c is not None and abs(c[0] - c[1]) <= TOP_SLOPE_MISMATCH and f.exponent() <= c[0] + TOP_SLOPE_MISMATCH
-        mcheck = top_slopes(xs, vs, mem_sel.best)
-        if mcheck is not None and not follows(mem_sel.best):
-            follow = [f for f in sorted(mem_sel.fits, key=lambda f: f.aicc) if follows(f)]
-            if follow:  # fitted on the top sizes alone: the ones below read low
-                first = mem_sel.best.describe()
-                tx = [(x, v) for x, v in zip(xs, vs) if x >= mcheck[2]]
-                mem_sel = select([x for x, _ in tx], [v for _, v in tx], float(N), floor=MEM_FLOOR,
-                                 forms=(follow[0].name,))
-                warnings.append(f"memory: the largest sizes grow as {var}^{mcheck[0]:.2f}, which the best fit across "
-                                f"all sizes ({first}) does not follow: predicted with {mem_sel.best.describe()} "
-                                "fitted on those sizes")
-            else:
-                mem_sel = None
-                warnings.append(f"memory: no model follows the largest sizes ({var}^{mcheck[0]:.2f}): no peak predicted")
-        if mem_sel is not None:
-            peak, plo, phi = mem_sel.predicted, mem_sel.low, mem_sel.high
+    def follows(f: Any) -> bool:  # the same slope at the top, and no steeper growth beyond it than there
+        c = top_slopes(xs, vs, f)
+        return c is not None and abs(c[0] - c[1]) <= TOP_SLOPE_MISMATCH and f.exponent() <= c[0] + TOP_SLOPE_MISMATCH
+    mcheck = top_slopes(xs, vs, mem_sel.best)
+    if mcheck is None or follows(mem_sel.best):
+        return mem_sel, None
+    follow = [f for f in sorted(mem_sel.fits, key=lambda f: f.aicc) if follows(f)]
+    if not follow:
+        return None, Finding.of("estimate.memory-no-model", var=var, power=mcheck[0])
+    # fitted on the top sizes alone: the ones below read low
+    first = mem_sel.best.describe()
+    tx = [(x, v) for x, v in zip(xs, vs) if x >= mcheck[2]]
+    mem_sel = select([x for x, _ in tx], [v for _, v in tx], float(N), floor=MEM_FLOOR, forms=(follow[0].name,))
+    return mem_sel, Finding.of("estimate.memory-refit", var=var, power=mcheck[0], first=first,
+                               chosen=mem_sel.best.describe())
+
+
+def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: str = "", device: str = "cpu",
+                    spent_s: float = 0.0, budget_s: float = DEFAULT_BUDGET_S,
+                    max_fraction: float = DEFAULT_MAX_FRACTION, failures: Sequence[tuple[int, str]] = (),
+                    notes: Sequence[Finding] = (), memory_source: str = "rss",
+                    correct_speed: bool = False, others_cores: float | None = None,
+                    load: tuple[float | None, int | None] | None = None) -> EstimateResult:
+    """Fit the measured points and predict size ``N`` (public so that saved points can be re-analysed).
+
+    ``correct_speed=True`` scales each time to the machine's typical speed while measuring (see
+    :func:`speed_factors`) before the fit. It is off by default: on the VM this was built on, a 3 ms
+    reference before and after a run tracked the speed during the run too loosely, and the corrected
+    fits were no better than the raw ones (docs/benchmarks.md). Without it, a speed change beyond 15%
+    is reported as a warning.
+
+    The interval carries the run-to-run variation the points themselves show (:mod:`.noise`): the
+    spaced repeats (``Point.later``) and consecutive runs of one size give its relative sd, the
+    bootstrap draws the points' noise at least that large (so the extrapolation's leverage on a
+    noisy top is in the interval), and the full run's own variation is added in quadrature.
+    ``others_cores`` (cores kept busy by other processes while measuring) above ``LOAD_WARN`` is
+    named first among the warnings, and the interval's low end then reaches the pace the code would
+    have without them. Notes, warnings and the reason of an unreliable fit are
+    :class:`~perfmagic.findings.Finding` s (worded by :mod:`perfmagic.render.findings_estimate`).
+    """
+    others_cores, threads = load if load is not None else (others_cores, None)
+    pts = sorted(points, key=lambda p: p.n)
+    warnings: list[Finding] = []
+    base = dict(mode="scaling", var=var, full=float(N), code=code, device=device, points=tuple(pts), warmup=(),
+                failures=tuple(failures), spent_s=spent_s, measure_budget_s=budget_s, max_fraction=max_fraction,
+                notes=tuple(notes), memory_source=memory_source)
+    if others_cores is not None and others_cores > LOAD_WARN:
+        warnings.append(load_finding(others_cores, threads))
+    factors, speed_note, speed_warning = _speed_check(pts, var, device, correct_speed)
+    if speed_note is not None:
+        base.update(speed_factors=factors, notes=(*base["notes"], speed_note))
+    warnings += [w for w in (speed_warning,) if w is not None]
+    raw_pts = pts
+    pts = [replace(p, times=tuple(t * f for t in p.times)) for p, f in zip(pts, factors)] if factors else pts
+    warnings += [w for w in (_flat(pts, var),) if w is not None]
+    if pts and pts[-1].n >= N:  # the full size itself was measured: another run lands within its variation
+        p = raw_pts[-1]
+        mem = p.memory()
+        sigma = measured_noise(raw_pts)
+        lo, hi = widen(p.time, min(p.times), max(p.times), sigma)
+        return EstimateResult(predicted_s=p.time, low_s=lo, high_s=hi, peak_bytes=mem,
+                              peak_low=mem, peak_high=mem, reliable=True, measured_full=True, run_noise=sigma,
+                              others_cores=others_cores, fit_sizes=(p.n,), warnings=tuple(warnings),
+                              **base)  # type: ignore[arg-type]
+    if len(pts) < 3:
+        return EstimateResult(predicted_s=None, low_s=None, high_s=None, peak_bytes=None, peak_low=None,
+                              peak_high=None, reliable=False,
+                              verdict_reasons=(Finding.of("estimate.few-sizes", k=len(pts)),),
+                              **base)  # type: ignore[arg-type]
+    use = [p for p in pts if p.n * FIT_SPAN >= pts[-1].n]
+    if len(use) < 5:
+        use = pts[-max(5, len(use)):]
+    ns = [float(p.n) for p in use]
+    sigma = measured_noise(raw_pts)
+    sel, pred, lo, hi, settled = _time_interval(ns, [p.time for p in use], N, sigma, var)
+    if settled is not None:
+        base["notes"] = (*base["notes"], settled)
+    lo, hi = load_widening(pred, lo, hi, others_cores, raw_pts, threads)
+    reliable = (all(math.isfinite(x) for x in (pred, lo, hi)) and pred > 0 and lo > 0
+                and hi / lo <= UNRELIABLE_SPREAD and hi <= PLAUSIBLE_MAX_S)
+    reliable, why, checked = _trust(pts, raw_pts, use, sel, sigma, N, var, reliable)
+    mem_sel, mem_warning = _memory_fit(pts, N, var)
+    warnings += checked + [w for w in (mem_warning,) if w is not None]
+    peak, plo, phi = (mem_sel.predicted, mem_sel.low, mem_sel.high) if mem_sel is not None else (None, None, None)
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,
                           reliable=reliable, time_fit=sel, mem_fit=mem_sel, fit_sizes=tuple(int(x) for x in ns),
                           warnings=tuple(warnings), unreliable_why=why, run_noise=sigma, others_cores=others_cores,
@@ -349,7 +389,7 @@ def _stats_sd(xs: Sequence[float]) -> float:
 def analyse_iteration(points: Sequence[Point], *, T: float, cold_s: float | None = None,
                       warmup: Sequence[float] = (), code: str = "", device: str = "cpu", spent_s: float = 0.0,
                       budget_s: float = DEFAULT_BUDGET_S, max_fraction: float = DEFAULT_MAX_FRACTION,
-                      notes: Sequence[str] = (), others_cores: float | None = None,
+                      notes: Sequence[Finding] = (), others_cores: float | None = None,
                       load: tuple[float | None, int | None] | None = None) -> EstimateResult:
     """Predict a job of ``T`` units from timed blocks of units.
 
@@ -367,7 +407,7 @@ def analyse_iteration(points: Sequence[Point], *, T: float, cold_s: float | None
     if not per:
         if cold_s is None:
             return EstimateResult(predicted_s=None, low_s=None, high_s=None, peak_bytes=None, peak_low=None,
-                                  peak_high=None, reliable=False, verdict_reasons=("no unit was measured",),
+                                  peak_high=None, reliable=False, verdict_reasons=(Finding.of("estimate.no-unit"),),
                                   **base)  # type: ignore[arg-type]
         per = [cold_s]
     m = len(per)
@@ -375,9 +415,9 @@ def analyse_iteration(points: Sequence[Point], *, T: float, cold_s: float | None
     sd = _stats_sd(per) if m > 1 else mean
     half = 1.645 * sd / math.sqrt(m)
     extra = max((cold_s or 0.0) - mean, 0.0)  # the job's own first unit is cold too
-    warnings: list[str] = []
+    warnings: list[Finding] = []
     if others_cores is not None and others_cores > LOAD_WARN:
-        warnings.append(load_text(others_cores, threads))
+        warnings.append(load_finding(others_cores, threads))
     # the pace of consecutive segments of units: their spread is the variation a long job meets (phases
     # of the machine or of the job), and a step between them is a slow (or fast) phase
     blocks = [(p.n, t) for p in points for t in p.times]
@@ -391,11 +431,8 @@ def analyse_iteration(points: Sequence[Point], *, T: float, cold_s: float | None
         lo_pace, hi_pace = min(ph.after, mean), max(ph.after, mean)
         sigma = max(NOISE_FLOOR, ph.within)
         done = sum(p.n for p in points)
-        kind = "slow" if ph.after > ph.before else "fast"
-        warnings.append(f"units 1–{ph.change_at - 1} took {fmt_time(ph.before)} each, units {ph.change_at}–{done} "
-                        f"{fmt_time(ph.after)}: a {kind} phase (the job, or the machine, changed pace at unit "
-                        f"{ph.change_at} of those timed); the total assumes the later pace goes on, and the interval "
-                        f"reaches the mean of all units ({fmt_time(mean)})")
+        warnings.append(Finding.of("estimate.phase", change_at=ph.change_at, done=done, before=ph.before,
+                                   after=ph.after, pace="slow" if ph.after > ph.before else "fast", mean=mean))
     pred = extra + T * pace
     lo, hi = widen(pred, extra + T * lo_pace if lo_pace > 0 else pred, extra + T * hi_pace, sigma)
     lo, hi = load_widening(pred, lo, hi, others_cores, points, threads)
@@ -406,8 +443,7 @@ def analyse_iteration(points: Sequence[Point], *, T: float, cold_s: float | None
         slope, icpt = np.polyfit(x, np.asarray(per), 1)
         r = float(np.corrcoef(x, per)[0, 1]) if sd > 0 else 0.0
         if r > 0.7 and slope * m > 0.2 * mean:
-            warnings.append(f"the time per unit grows as the job goes on ({fmt_time(per[0])} → {fmt_time(per[-1])} over "
-                            f"{m} blocks): the total assumes the mean; the real job may take longer")
+            warnings.append(Finding.of("estimate.unit-trend", first=per[0], last=per[-1], blocks=m))
             hi = max(hi, extra + T * float(per[-1]) * math.exp(1.645 * sigma))
     # memory: the peak of one unit, plus any steady growth from unit to unit
     peaks = [p.rss_peaks[0] for p in points if p.rss_peaks]
@@ -427,8 +463,7 @@ def analyse_iteration(points: Sequence[Point], *, T: float, cold_s: float | None
                 growth = float(g)
                 peak = unit_peak + growth * T
                 plo, phi = unit_peak + 0.8 * growth * T, unit_peak + 1.2 * growth * T
-                warnings.append(f"memory grows {fmt_bytes(growth)} per unit (r={rr:.2f}): over {T:,.0f} units that "
-                                f"is +{fmt_bytes(growth * T)}")
+                warnings.append(Finding.of("estimate.memory-growth", growth=growth, r=rr, units=T))
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,
                           reliable=True, mem_growth_per_unit=growth, warnings=tuple(warnings), run_noise=sigma,
                           others_cores=others_cores, **base)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ import math
 import sys
 from dataclasses import replace
 
-from ..render.units import fmt_bytes, fmt_time
+from ..findings import Finding
 from .costmodel import invert
 from .result import EstimateResult
 
@@ -42,10 +42,12 @@ def gate(r: EstimateResult, limit: float | None, available: int | None = ...) ->
         available, kind = available_memory(r.device)
     else:
         kind = r.available_kind
-    reasons: list[str] = []
+    reasons: list[Finding | str] = []
     # too uncertain to print, but an interval all the same: when even its low end is over the limit,
     # the run will not fit whatever the truth inside it
-    wide_only = r.predicted_s is not None and (not r.unreliable_why or r.unreliable_why.startswith("runs of the same"))
+    why = r.unreliable_why
+    wide_only = r.predicted_s is not None and (not why or getattr(why, "kind", None) == "estimate.noisy"
+                                               or str(why).startswith("runs of the same"))  # (an older row's text)
     over_anyway = (not r.reliable and wide_only and limit is not None and r.low_s is not None and r.low_s > limit
                    and r.mode == "scaling")
     if r.predicted_s is None or (not r.reliable and not over_anyway):
@@ -58,25 +60,24 @@ def gate(r: EstimateResult, limit: float | None, available: int | None = ...) ->
     if limit is not None:
         if r.low_s is not None and r.low_s > limit:
             sure_no = True
-            reasons.append(f"time: even the low end {fmt_time(r.low_s, 3)} exceeds the limit")
+            reasons.append(Finding.of("estimate.gate-time-over", low_s=r.low_s))
         elif r.high_s is not None and r.high_s > limit:
             maybe = True
-            reasons.append(f"time: the interval reaches {fmt_time(r.high_s, 3)}, over the limit")
+            reasons.append(Finding.of("estimate.gate-time-maybe", high_s=r.high_s))
     if available is not None and r.peak_bytes is not None:
         cap = MEM_HEADROOM * available
         if (r.peak_low or r.peak_bytes) > available:
             sure_no = True
-            reasons.append(f"memory: +{fmt_bytes(r.peak_low or r.peak_bytes)} needed, {fmt_bytes(available)} available"
-                           + (f" ({kind})" if kind and kind.startswith("memory the container") else ""))
+            reasons.append(Finding.of("estimate.gate-memory-over", need=r.peak_low or r.peak_bytes, available=available,
+                                      where=kind))
         elif (r.peak_high or r.peak_bytes) > cap:
             maybe = True
-            reasons.append(f"memory: up to +{fmt_bytes(r.peak_high or r.peak_bytes)}, over 90% of "
-                           f"{fmt_bytes(available)} available"
-                           + (f" ({kind})" if kind and kind.startswith("memory the container") else ""))
+            reasons.append(Finding.of("estimate.gate-memory-maybe", high=r.peak_high or r.peak_bytes,
+                                      available=available, where=kind))
     if r.failures:
         sure_no = True
         n_f, err = r.failures[0]
-        reasons.append(f"the code failed at {r.var}={n_f:,} ({err.split(':')[0]})")
+        reasons.append(Finding.of("estimate.gate-failed", var=r.var, n=n_f, error=err))
     if limit is None and not reasons:
         verdict = "fits in memory" if available is not None and r.peak_bytes is not None else "no limit given"
     else:

@@ -24,6 +24,7 @@ from ..core import stats as _stats
 from ..core.load import LoadProbe
 from ..core.reference import reference_time
 from ..errors import BenchInterrupted
+from ..findings import Finding
 from ..render.units import fmt_time
 from .costmodel import local_slopes
 from .fit import _stats_sd, analyse_iteration, analyse_scaling
@@ -98,7 +99,8 @@ def _after_sweep(points: list[Point], N: int, budget_s: float, cap: float, elaps
             break
         points.append(measure_at(step[0], step[1]))
         if progress is not None:
-            progress(min(elapsed() / budget_s, 1.0), f"{var}={step[0]:,}: {fmt_time(points[-1].time, 3)} (uncertain)")
+            progress(min(elapsed() / budget_s, 1.0), str(Finding.of("estimate.progress", var=var, n=step[0],
+                                                                     t=points[-1].time)))
         if step[0] >= N:
             return
     allow = min(budget_s, max(REPEAT_ALLOWANCE * cap, REPEAT_ALLOWANCE * elapsed(), MIN_BUDGET_S))
@@ -109,7 +111,14 @@ def _after_sweep(points: list[Point], N: int, budget_s: float, cap: float, elaps
         t, _r, _, _c = runner.once(p.n, memory=False, clean=p.time > 5e-4)
         points[i] = replace(p, later=p.later + (t,))
         if progress is not None:
-            progress(min(elapsed() / budget_s, 1.0), f"{var}={p.n:,} again: {fmt_time(t, 3)}")
+            progress(min(elapsed() / budget_s, 1.0), str(Finding.of("estimate.progress", var=var, n=p.n, t=t,
+                                                                     again=True)))
+
+
+def _measured_on(runner: Any) -> list[Finding]:
+    """The note of the device the work showed, where it was read from the work (``device_why``)."""
+    why = runner.device_why
+    return [Finding.of("estimate.measured-on", device=runner.device, why=why)] if why else []
 
 
 def _source(fn_or_code: Any) -> str:
@@ -214,7 +223,7 @@ def _next_size(points: list[Point], p: Point, s: int, N: int, budget_s: float, m
 
 
 def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budget_s: float, max_fraction: float,
-             sizes: Sequence[int] | None, memory: bool, progress: Any, notes: list[str]) -> EstimateResult:
+             sizes: Sequence[int] | None, memory: bool, progress: Any, notes: list[Any]) -> EstimateResult:
     t_start = time.perf_counter()
     points: list[Point] = []
     failures: list[tuple[int, str]] = []
@@ -236,9 +245,8 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
         dev = runner.device  # the device the first run's work showed
         return analyse_scaling(pts, N=N, var=var, code=_source(fn_or_code), device=dev, spent_s=elapsed(),
                                budget_s=budget_s, max_fraction=max_fraction, failures=failures,
-                               notes=notes + ([f"measured on {dev}: {runner.device_why}"] if runner.device_why else []),
-                               memory_source="cuda" if dev.startswith("cuda") else "rss",
-                               load=_others(probe))
+                               notes=notes + _measured_on(runner),
+                               memory_source="cuda" if dev.startswith("cuda") else "rss", load=_others(probe))
 
     plan = list(sizes) if sizes is not None else None
     s = plan[0] if plan else max(1, N // 2**16)
@@ -288,7 +296,7 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
 
 
 def _iteration(runner: _Runner, T: float, fn_or_code: Any, dev: str, budget_s: float, max_fraction: float,
-               memory: bool, progress: Any, notes: list[str]) -> EstimateResult:
+               memory: bool, progress: Any, notes: list[Any]) -> EstimateResult:
     from ..core.memory import current_rss, malloc_trim
 
     if memory:  # pages an earlier cell freed and the heap kept would absorb the units' growth unseen
@@ -368,7 +376,7 @@ def _iteration(runner: _Runner, T: float, fn_or_code: Any, dev: str, budget_s: f
 
 def _analysed_blocks(blocks: list[tuple[int, float, int | None, int | None, float]], runner: _Runner, *, T: float,
                      cold: float, warm: list[float], fn_or_code: Any, spent: float, budget_s: float,
-                     max_fraction: float, notes: list[str], probe: Any) -> EstimateResult:
+                     max_fraction: float, notes: list[Any], probe: Any) -> EstimateResult:
     """The timed blocks of units as points, analysed (:func:`analyse_iteration`)."""
     pts = tuple(Point(b[0], (b[1],), (b[2],) if b[2] is not None else (), None, None,
                       (b[3],) if b[3] is not None else (), cpu_share=min(b[4] / b[1], 4.0) if b[1] > 0 else None)
@@ -376,8 +384,7 @@ def _analysed_blocks(blocks: list[tuple[int, float, int | None, int | None, floa
     dev = runner.device  # the device the first unit's work showed
     return analyse_iteration(pts, T=T, cold_s=cold, warmup=tuple(warm), code=_source(fn_or_code), device=dev,
                              spent_s=spent, budget_s=budget_s, max_fraction=max_fraction,
-                             notes=notes + ([f"measured on {dev}: {runner.device_why}"] if runner.device_why else []),
-                             load=_others(probe))
+                             notes=notes + _measured_on(runner), load=_others(probe))
 
 
 

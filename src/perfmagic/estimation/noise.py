@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..findings import Finding
+
 Z90 = 1.645  # two-sided 90%
 NOISE_FLOOR = 0.04  # relative sd of one run assumed at least (log scale)
 LOAD_WARN = 0.3  # cores kept busy by other processes while measuring: above this, named first
@@ -140,11 +142,10 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-def load_text(others: float, threads: int | None = None) -> str:
-    mine = f" beside this process's {threads} busy threads" if threads and threads > 1 else ""
-    return (f"other processes kept {others:.1f} of this machine's {cores()} usable cores busy while measuring{mine}: "
-            "the times include their interference, and the full run will go at whatever pace they leave it; the "
-            "interval's low end allows for them going away")
+def load_finding(others: float, threads: int | None = None) -> Finding:
+    """The warning of other processes' load while measuring (a :class:`~perfmagic.findings.Finding`: the cores
+    they kept busy, this machine's usable cores, this process's busy threads)."""
+    return Finding.of("estimate.load", others=others, cores=cores(), threads=threads)
 
 
 def load_widening(pred: float, lo: float, hi: float, others: float | None, points: Sequence[Any],
@@ -238,5 +239,5 @@ def slope_range(ns: Sequence[float], ts: Sequence[float], a: float, N: float) ->
     return a + cost * (N / top) ** lo_k, a + cost * (N / top) ** hi_k
 
 
-__all__ = ["LOAD_WARN", "NOISE_FLOOR", "Phases", "Z90", "cores", "load_text", "load_widening", "phases", "run_noise",
+__all__ = ["LOAD_WARN", "NOISE_FLOOR", "Phases", "Z90", "cores", "load_finding", "load_widening", "phases", "run_noise",
            "settled_power", "slope_range", "top_trend", "widen"]

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from ..core import stats as _stats
+from ..findings import Finding
 from ..result import Displayed
 from .costmodel import Selection
 
@@ -71,7 +72,6 @@ class EstimateResult(Displayed):
     primary_metric: ClassVar[str] = "predicted_s"
     renderer: ClassVar[str] = "estimate"
     mem_floor: ClassVar[int] = MEM_FLOOR  # peaks below this are allocator noise (read by the renderer)
-    figure_alt: ClassVar[str] = "measured points, fitted model and the prediction at full size"
 
     mode: str  # "scaling" | "iteration"
     var: str | None
@@ -101,21 +101,27 @@ class EstimateResult(Displayed):
     available_bytes: int | None = None
     available_kind: str = "available RAM"
     verdict: str = "no limit given"
-    verdict_reasons: tuple[str, ...] = ()
+    verdict_reasons: tuple[Finding, ...] = ()  # worded by render/ (str() of one is its sentence)
     largest_fit: float | None = None
     largest_fit_time: float | None = None
     largest_fit_memory: float | None = None
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Finding, ...] = ()
     status: str = "ok"
     measured_full: bool = False
     actual: Actual | None = None
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[Finding, ...] = field(default=())
     speed_factors: tuple[float, ...] = ()  # per point, where the times were corrected for the machine's speed
-    unreliable_why: str = ""  # why the prediction is not printed, where it is not the width of the interval
+    unreliable_why: Finding | None = None  # why the prediction is not printed, where not the interval's width
     run_noise: float | None = None  # run-to-run variation measured while estimating (relative sd), in the interval
     others_cores: float | None = None  # cores kept busy by other processes while measuring
 
     # ---- derived --------------------------------------------------------------------------
+    @property
+    def figure_alt(self) -> str:
+        from ..render.estimate import FIGURE_ALT
+
+        return FIGURE_ALT
+
     @property
     def unit(self) -> str:
         return "units" if self.mode == "iteration" else (self.var or "n")
@@ -143,15 +149,13 @@ class EstimateResult(Displayed):
         return max((p.n for p in self.points), default=None) if self.mode == "scaling" else None
 
     @property
-    def refused(self) -> str | None:
-        """Why no prediction is given (the headline says it), or None when one is."""
+    def refused(self) -> Finding | str | None:
+        """Why no prediction is given (the headline says it; ``str()`` of it is the sentence), or None when
+        one is."""
         if self.predicted_s is None:
             return self.verdict_reasons[0] if self.verdict_reasons else "nothing measured"
         if not self.reliable:
-            from ..render.units import fmt_time
-
-            return self.unreliable_why or (f"the fit is unreliable: it puts the full run anywhere from "
-                                           f"{fmt_time(self.low_s)} to {fmt_time(self.high_s)}")
+            return self.unreliable_why or Finding.of("estimate.unreliable", low_s=self.low_s, high_s=self.high_s)
         return None
 
     def time_error(self) -> float | None:
@@ -190,7 +194,7 @@ class EstimateResult(Displayed):
         m: dict[str, Any] = {
             "mode": self.mode, "full": float(self.full), "predicted_s": None if refused else self.predicted_s,
             "low_s": self.low_s if shown else None, "high_s": self.high_s if shown else None,
-            "refused": refused, "predicted_peak_bytes": self.peak_bytes, "peak_low_bytes": self.peak_low,
+            "refused": str(refused) if refused else None, "predicted_peak_bytes": self.peak_bytes, "peak_low_bytes": self.peak_low,
             "peak_high_bytes": self.peak_high, "reliable": self.reliable, "verdict": self.verdict,
             "limit_s": self.limit_s, "available_bytes": self.available_bytes, "largest_fit": self.largest_fit,
             "spent_s": self.spent_s, "measured_fraction": self.measured_fraction, "n_points": len(self.points),
@@ -236,10 +240,10 @@ class EstimateResult(Displayed):
             "mem_fit": self.mem_fit.to_dict() if self.mem_fit is not None else None,
             "fit_sizes": list(self.fit_sizes), "memory_source": self.memory_source,
             "mem_growth_per_unit": self.mem_growth_per_unit, "speed_factors": list(self.speed_factors),
-            "available_kind": self.available_kind, "verdict_reasons": list(self.verdict_reasons),
+            "available_kind": self.available_kind, "verdict_reasons": [str(x) for x in self.verdict_reasons],
             "largest_fit_time": self.largest_fit_time, "largest_fit_memory": self.largest_fit_memory,
-            "measured_full": self.measured_full, "warnings": list(self.warnings), "notes": list(self.notes),
-            "unreliable_why": self.unreliable_why, "run_noise": self.run_noise, "others_cores": self.others_cores,
+            "measured_full": self.measured_full, "warnings": [str(w) for w in self.warnings],
+            "notes": [str(n) for n in self.notes], "unreliable_why": str(self.unreliable_why or ""), "run_noise": self.run_noise, "others_cores": self.others_cores,
             "metrics": self.metrics(), "samples": self.samples(),
             "actual": self.actual.to_dict() if self.actual is not None else None,
         }

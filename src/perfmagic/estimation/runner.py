@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import BadOptionError
+from ..findings import Finding
 from ..render.units import fmt_time
 from .result import Actual, EstimateResult
 
@@ -128,8 +129,7 @@ def run_full(r: EstimateResult, runner: _Runner, *, force: bool = False,
              progress: Callable[[float, str], None] | None = None) -> EstimateResult:
     """Run the full job (when the gate allows it) and attach what it actually took."""
     if r.verdict in ("will not fit", "unknown") and not force:
-        return replace(r, notes=r.notes + (f"the full run was not started: the gate says {r.verdict!r} "
-                                           "(force it with --force)",))
+        return replace(r, notes=r.notes + (Finding.of("estimate.not-started", verdict=r.verdict),))
     pred = r.predicted_s or 0.0
     t0 = time.perf_counter()
     stop = threading.Event()

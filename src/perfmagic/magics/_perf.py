@@ -39,6 +39,7 @@ class PerfMagics(MagicTemplate):
               help="compare: return the comparison (perfmagic RunComparison: .verdict, .comparison, .notes); "
                    "show N: return the rebuilt result; it becomes the cell's Out[] value")
     @argument("-q", "--quiet", action="store_true", help="compare: show nothing (with -o: only return the comparison)")
+    @argument("--no-plot", action="store_true", help="show N: the text and the folded details, no figure")
     @argument("-b", "--budget", type=_args.positive_duration, default=None,
               help="compare: measuring time of the interleaved re-measurement (default 2 s)")
     @argument("--target", default=None, metavar="TIME",
@@ -56,7 +57,8 @@ class PerfMagics(MagicTemplate):
         %perf                   this notebook's runs, newest first, with the change vs each label's baseline
                                 (-n N: how many, default 20; --label L or %perf show L: one label's)
         %perf show N            run N (or #N) rebuilt from the ledger, as when it was measured: its text,
-                                figure and details (-o: return the result; perfmagic.run(N) does the same)
+                                figure and details (--no-plot: no figure; -o: return the result;
+                                perfmagic.run(N) does the same)
         %perf baseline [RUN]    mark RUN (default: the latest run) as the baseline of its label
         %perf compare [A [B]]   verdict for B vs A (defaults: B = latest run, A = its label's baseline);
                                 A and B are re-measured interleaved in this process when both can still
@@ -118,7 +120,19 @@ class PerfMagics(MagicTemplate):
             result = run(token, ledger=led)
         except PerfmagicError as exc:
             raise UsageError(f"%perf show: {exc}") from None
-        return finish(self.shell, result, args, None if args.output or args.quiet else result._repr_mimebundle_())
+        if args.output or args.quiet:
+            return finish(self.shell, result, args)
+        import inspect
+
+        from ..render import renderer_for
+        from ..render.bundle import mimebundle
+
+        own = getattr(renderer_for(result), "mimebundle", None)  # a renderer with its own bundle (the flame graph)
+        if own is None:
+            bundle = mimebundle(result, plot=not args.no_plot)
+        else:
+            bundle = own(result, plot=not args.no_plot) if "plot" in inspect.signature(own).parameters else own(result)
+        return finish(self.shell, result, args, bundle)
 
     def _baseline(self, led: Any, t: list[str], args: Any, notebook: Any) -> None:
         if len(t) > 1:

@@ -46,7 +46,6 @@ class FlameResult(Displayed):
 
     primary_metric: ClassVar[str] = "top_self_fraction"
     renderer: ClassVar[str] = "flame"
-    figure_alt: ClassVar[str] = "flame graph of the cell (static)"
 
     frames: tuple[Frame, ...]
     stacks: tuple[tuple[int, ...], ...]   # root-first indices into ``frames``, one per sample

@@ -93,7 +93,6 @@ class LineProfResult(Displayed):
 
     primary_metric: ClassVar[str] = "total_s"
     renderer: ClassVar[str] = "lineprof"
-    figure_alt: ClassVar[str] = "time of the hottest lines"
 
     functions: tuple[FunctionProfile, ...]
     wall_s: float

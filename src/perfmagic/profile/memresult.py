@@ -54,7 +54,6 @@ class MemoryResult(Displayed):
     primary_metric: ClassVar[str] = "peak_bytes"
     renderer: ClassVar[str] = "memory"
     auto_trace_bytes: ClassVar[int] = AUTO_TRACE_BYTES  # read by the renderer (it imports no analysis)
-    figure_alt: ClassVar[str] = "memory over the cell's run, peak marked"
 
     t_s: tuple[float, ...]
     rss_bytes: tuple[int, ...]

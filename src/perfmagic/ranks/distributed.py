@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import BadOptionError
+from ..findings import Finding
 
 MAGIC = "distributed"
 
@@ -42,10 +43,10 @@ def _gpus_per_rank(torch: Any) -> tuple[bool, str]:
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")) or 1)
     local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
     ok = gpus >= local_world and local_rank < gpus
-    return ok, f"{gpus} GPU(s) visible for {local_world} rank(s) on this machine"
+    return ok, str(Finding.of("ranks.gpus", gpus=gpus, local=local_world))
 
 
-_BACKEND_NOTE: list[str] = []  # why the default backend is what it is (read into the result's notes)
+_BACKEND_NOTE: list[Finding] = []  # why the default backend is what it is (read into the result's notes)
 
 
 def _group(backend: str | None) -> tuple[Any, bool]:
@@ -78,7 +79,7 @@ def _group(backend: str | None) -> tuple[Any, bool]:
     if backend is None:
         backend = "nccl" if each and dist.is_nccl_available() else "gloo"
         if backend == "gloo" and torch.cuda.is_available():
-            _BACKEND_NOTE.append(f"gloo, not NCCL: NCCL needs one GPU per local rank ({counted})")
+            _BACKEND_NOTE.append(Finding.of("ranks.gloo-not-nccl", counted=counted))
     if backend == "nccl" and not each:
         raise BadOptionError("backend", backend, f"gloo here (NCCL needs one GPU per local rank; {counted})",
                              "use backend='gloo', or start at most as many ranks per machine as it has GPUs "
@@ -174,8 +175,8 @@ def distributed_bench(
     result = RanksResult(points=(point,), backend=be, start_method="external", weak=weak, code=src, setup=setup,
                          budget_per_point_s=float(budget) if budget is not None else 1.0, cores=usable_cores(),
                          device="cuda" if device is not None else "cpu", wall_s=point.wall_s,
-                         notes=(f"process group {'initialised by perfmagic' if created else 'of the job'}; "
-                                f"{world} rank(s)",) + (tuple(_BACKEND_NOTE) if created else ()))
+                         notes=(Finding.of("ranks.group", created=created, world=world),)
+                         + (tuple(_BACKEND_NOTE) if created else ()))
     run_id = None
     if record and rank == 0:
         run_id = _record(result, point, label, ledger)
@@ -203,7 +204,7 @@ def _record(result: Any, point: Any, label: str | None, ledger: Any) -> int | No
                      else label, code=result.code, options={"backend": result.backend, "setup": result.setup},
                      metrics=job_metrics(point), samples=result.samples(), env={}, primary_metric="median_s",
                      payload=result.record_payload(),  # perfmagic.run(N) rebuilds the RanksResult
-                     session=f"torch.distributed job, pid {os.getpid()} (rank 0)")
+                     session=str(Finding.of("ranks.session", pid=os.getpid())))
     if not ref.saved:
         print(f"perfmagic: {ref.error}", file=sys.stderr)
     return ref.id

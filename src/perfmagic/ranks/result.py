@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..core import stats as _stats
+from ..findings import Finding
 from ..result import Displayed
 from ..scaling.result import AmdahlResult
 
@@ -187,10 +188,10 @@ class RanksResult(Displayed):
     cores: int = 1
     device: str = "cpu"
     scaling: AmdahlResult | None = None   # the fit over the world sizes that may be fitted
-    excluded: tuple[tuple[int, str], ...] = ()  # (world size, why it is not fitted)
+    excluded: tuple[tuple[int, Finding], ...] = ()  # (world size, why it is not fitted); worded by render/
     status: str = "ok"
-    warnings: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
+    warnings: tuple[Finding, ...] = ()  # str() of one is its sentence (an older row's text stays a str)
+    notes: tuple[Finding, ...] = ()
     wall_s: float = 0.0
     run_id: int | None = None   # the ledger row distributed_bench wrote (rank 0)
 
@@ -288,9 +289,9 @@ class RanksResult(Displayed):
     def to_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "start_method": self.start_method, "weak": self.weak, "code": self.code,
                 "setup": self.setup, "status": self.status, "cores": self.cores, "device": self.device,
-                "budget_per_point_s": self.budget_per_point_s, "excluded": [list(x) for x in self.excluded],
-                "metrics": self.metrics(), "samples": self.samples(), "warnings": list(self.warnings),
-                "notes": list(self.notes), "tracebacks": {p.world: p.traceback for p in self.points if p.traceback}}
+                "budget_per_point_s": self.budget_per_point_s, "excluded": [[w, str(why)] for w, why in self.excluded],
+                "metrics": self.metrics(), "samples": self.samples(), "warnings": [str(w) for w in self.warnings],
+                "notes": [str(n) for n in self.notes], "tracebacks": {p.world: p.traceback for p in self.points if p.traceback}}
 
 
 __all__ = ["RankStats", "RankPoint", "RanksResult", "STRAGGLER_NAME", "CONTENDED_CORES"]

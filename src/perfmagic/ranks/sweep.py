@@ -34,6 +34,7 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import math
 import multiprocessing
 import numbers
 import os
@@ -48,6 +49,7 @@ from typing import Any
 
 from ..core import stats as _stats
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
+from ..findings import Finding
 from .result import CONTENDED_CORES, RankPoint, RanksResult, RankStats
 from .worker import RankSpec, rank_main
 
@@ -302,8 +304,7 @@ def _run_world(world: int, spec_kw: dict[str, Any], method: str, timeout: float,
     try:
         while not ctx.join(timeout=0.05, grace_period=2.0):
             if time.perf_counter() - t0 > timeout:
-                error = (f"timed out after {timeout:.0f} s: a rank waits in a collective the others never "
-                         "reached, or the step is far slower than the budget; the ranks were killed")
+                error = str(Finding.of("ranks.timed-out", timeout=timeout))  # a point's error is one line of text
                 break
     except ProcessRaisedException as exc:
         msg = str(exc).strip()
@@ -315,7 +316,7 @@ def _run_world(world: int, spec_kw: dict[str, Any], method: str, timeout: float,
         error = f"rank {idx} raised {last}"
         spec_kw["_failed_rank"] = idx
     except ProcessExitedException as exc:
-        error = f"rank {exc.error_index} died ({str(exc).strip()}); nothing was gathered"
+        error = str(Finding.of("ranks.died", rank=exc.error_index, error=str(exc).strip()))
         spec_kw["_failed_rank"] = exc.error_index
     finally:
         _teardown(ctx)
@@ -374,7 +375,7 @@ def amdahl_ranks(
     backend = check_backend(backend)
     cores = usable_cores()
     worlds = check_ranks(ranks, backend, cores)
-    check_budget(budget, "a positive number of seconds per world size, at most 24 h")
+    _check_budget(budget, check_budget)
     per = float(budget) if budget is not None else DEFAULT_BUDGET
     if start_method is None:
         torch = sys.modules.get("torch")
@@ -421,26 +422,33 @@ def amdahl_ranks(
                    analyse=analyse, ScalingPoint=ScalingPoint, BenchResult=BenchResult)
 
 
+def _check_budget(budget: Any, check_budget: Callable[[Any], None]) -> None:
+    """Refuse a budget per world size that is not a number of seconds in (0, 24 h] (``check_budget``: the
+    bench's check, which refuses the longer ones)."""
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0
+                               or math.isinf(budget)):
+        raise BadOptionError("budget", budget, "a positive number of seconds per world size, at most 24 h",
+                             "e.g. budget=0.5 (or --budget 2s)")
+    check_budget(budget)
+
+
 def _finish(points: list[RankPoint], *, backend: str, method: str, weak: bool, code: Any, setup: str,
             per: float, cores: int, interrupted: bool, wall: float, analyse: Any, ScalingPoint: Any,
             BenchResult: Any) -> RanksResult:
     src = code if isinstance(code, str) else (_source(code))
-    excluded: list[tuple[int, str]] = []
-    warnings: list[str] = []
-    notes: list[str] = []
+    excluded: list[tuple[int, Finding]] = []
+    warnings: list[Finding] = []
+    notes: list[Finding] = []
     if method == "fork":
-        notes.append("each forked rank runs torch on 1 thread (torchrun's default, OMP_NUM_THREADS=1): OpenMP "
-                     "cannot start threads in a process forked after the kernel used them")
+        notes.append(Finding.of("ranks.fork-threads"))
     sps = []
     for p in points:
         if p.ok and p.world > cores:
             busy = p.busy_cores or 0.0
             if busy >= CONTENDED_CORES * cores:
-                excluded.append((p.world, f"oversubscribe the {cores} usable cores (they kept {busy:.1f} busy): "
-                                          "their time measures the sharing of cores, not the code"))
+                excluded.append((p.world, Finding.of("ranks.oversubscribed", cores=cores, busy=busy)))
                 continue
-            notes.append(f"{p.world} ranks exceed the {cores} usable cores but kept only {busy:.1f} busy (the step "
-                         "waits more than it computes): fitted")
+            notes.append(Finding.of("ranks.waits-fitted", world=p.world, cores=cores, busy=busy))
         if p.ok:
             sps.append(ScalingPoint(p.world, (BenchResult(code=src, raw=p.step_times, number=1,
                                                           cold_s=max((r.cold_s or 0.0) for r in p.ranks),
@@ -455,13 +463,12 @@ def _finish(points: list[RankPoint], *, backend: str, method: str, weak: bool, c
         if sps else None
     over = [p.world for p in points if p.world > cores]
     if over:
-        warnings.append(f"{', '.join(map(str, over))} ranks exceed the {cores} usable cores of this machine: each rank "
-                        "got 1 torch thread and the ranks share cores")
+        warnings.append(Finding.of("ranks.over-cores", over=over, cores=cores))
     for p in points:
         bad = [r.rank for r in p.ranks if r.profile_error]
         if bad:
-            warnings.append(f"{p.world} ranks: the profiler failed on rank(s) {bad} "
-                            f"({p.ranks[bad[0]].profile_error}): no comm share; straggler from step medians")
+            warnings.append(Finding.of("ranks.profiler-failed", world=p.world, bad=bad,
+                                       error=p.ranks[bad[0]].profile_error))
     result = RanksResult(points=tuple(points), backend=backend, start_method=method, weak=weak, code=src,
                          setup=setup, budget_per_point_s=per, cores=cores,
                          device="cuda" if backend == "nccl" else "cpu", scaling=scaling, excluded=tuple(excluded),

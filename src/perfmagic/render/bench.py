@@ -13,6 +13,9 @@ from .text import fmt_bytes, fmt_rate, fmt_time, pct
 from .timing import bench_figure_png as figure_png, bench_sections as html_sections  # noqa: F401
 from .warnings import warning_lines
 
+#: the alt text of the figure in the HTML bundle (render/bundle.py)
+FIGURE_ALT = "timeline and histogram of the samples"
+
 _WORK_UNITS = {"items": "items", "flops": "FLOP", "bytes": "B"}
 
 

@@ -49,5 +49,5 @@ def text(r: Result) -> str:
     trust = _trust(c, "bandwidth", c.bandwidth_spread())
     lines.append(f"  bandwidth {c.bandwidth_Bps / 1e9:9.4g} GB/s   "
                  + "; ".join(x for x in (bw.get("best") or "", trust) if x))
-    lines += ["\n".join(wrap(w, "  ! ", "    ")) for w in c.warnings]
+    lines += ["\n".join(wrap(str(w), "  ! ", "    ")) for w in c.warnings]
     return "\n".join(lines)

@@ -122,7 +122,7 @@ def mimebundle(rc: Result) -> dict[str, Any]:
     """text/plain and a self-contained text/html (the verdict coloured, the diff of what changed)."""
     r: Any = rc
     color = VERDICT_COLORS.get(r.comparison.verdict, "#000")
-    notes = "".join(f"<div>{html.escape(n)}</div>" for n in r.notes)
+    notes = "".join(f"<div>{html.escape(str(n))}</div>" for n in r.notes)
     htm = (f"<div class='perfmagic-compare' style='font-size:12px'>"
            f"<div style='font-weight:bold;color:{color}'>{html.escape(r.headline())}</div>"
            f"<div>{html.escape(numbers(r))}</div>{notes}{r.what.html()}</div>")

@@ -19,9 +19,39 @@ from .units import fmt_bytes, fmt_time
 from .warnings import warning_lines
 
 
+FIGURE_ALT = "measured points, fitted model and the prediction at full size"
+
+# the cost models' formulas (estimation/costmodel.py FORMS names them); a two-term form with one term
+# fitted to zero reads as the other one
+FORMULAS: dict[str, str] = {
+    "constant": "a",
+    "linear": "a + b·n",
+    "n log n": "a + b·n·ln n",
+    "quadratic": "a + b·n²",
+    "cubic": "a + b·n³",
+    "n + n²": "a + b·n + c·n²",
+    "n + n log n": "a + b·n + c·n·ln n",
+    "n² + n³": "a + b·n² + c·n³",
+    "n^k": "a + b·n^k",
+    "n^k log n": "a + b·n^k·ln n",
+}
+_TWO_TERM = {"n + n²": ("linear", "quadratic"), "n + n log n": ("linear", "n log n"),
+             "n² + n³": ("quadratic", "cubic")}
+
+
+def formula(name: str, k: float | None = None, b: float = 1.0, c: float = 1.0) -> str:
+    """A fitted cost model as its formula: the free exponent filled in (``a + b·n^1.52``)."""
+    if name in _TWO_TERM and (b == 0 or c == 0):
+        g, h = _TWO_TERM[name]
+        return FORMULAS[h if c > 0 else g]
+    if name in ("n^k", "n^k log n") and k is not None:
+        return FORMULAS[name].replace("n^k", f"n^{k:.2f}")
+    return FORMULAS[name]
+
+
 def all_warnings(r: Any) -> list[str]:
     """Every `!` item of an estimate: the sizes that failed, then its warnings."""
-    return [f"failed at {r.var}={n:,}: {err}" for n, err in r.failures] + list(r.warnings)
+    return [f"failed at {r.var}={n:,}: {err}" for n, err in r.failures] + [str(w) for w in r.warnings]
 
 
 def _pct(x: float) -> str:
@@ -35,7 +65,7 @@ def _full_text(r: Any) -> str:
 def headline(r: Any) -> str:
     what = f"estimate for {_full_text(r)}: "
     if r.predicted_s is None:
-        return what + "no estimate (" + (r.verdict_reasons[0] if r.verdict_reasons else "nothing measured") + ")"
+        return what + "no estimate (" + (str(r.verdict_reasons[0]) if r.verdict_reasons else "nothing measured") + ")"
     if not r.reliable and r.unreliable_why:
         return what + f"no estimate: {r.unreliable_why}"
     if not r.reliable:
@@ -104,7 +134,7 @@ def text(r: Result, *, run_id: Any = None) -> str:
         if r.available_bytes is not None:
             lim.append(f"{r.available_kind} {fmt_bytes(r.available_bytes)}")
         L.append(f"  gate: {r.verdict} ({', '.join(lim)})"
-                 + (": " + "; ".join(r.verdict_reasons) if r.verdict_reasons else ""))
+                 + (": " + "; ".join(map(str, r.verdict_reasons)) if r.verdict_reasons else ""))
         if r.largest_fit is not None:
             why = []
             if r.largest_fit_time is not None:
@@ -287,4 +317,4 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["figure_png", "headline", "html_sections", "text"]
+__all__ = ["FIGURE_ALT", "FORMULAS", "figure_png", "formula", "headline", "html_sections", "text"]

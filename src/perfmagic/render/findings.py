@@ -147,6 +147,21 @@ _LITTLES: dict[str, Callable[[Any], str]] = {
 
 _WORDS: dict[str, Callable[[Any], str]] = {**_FITS, **_SWEEP, **_LITTLES}
 
+# ---- timing, profile and storage kinds: written in render/findings_timing.py ----------------------------
+from .findings_timing import WORDS as _TIMING_WORDS  # noqa: E402
+
+_WORDS.update(_TIMING_WORDS)
+
+# ---- estimate and rank-sweep kinds: written in render/findings_estimate.py -------------------------------
+from .findings_estimate import WORDS as _ESTIMATE_WORDS  # noqa: E402
+
+_WORDS.update(_ESTIMATE_WORDS)
+
+# ---- roofline and calibration kinds, and core's: written in render/findings_roofs.py, findings_core.py ----
+from .findings_roofs import WORDS as _ROOFS_WORDS  # noqa: E402
+
+_WORDS.update(_ROOFS_WORDS)
+
 
 def words(item: Any) -> str:
     """The sentence of a finding; text (a note of an older row) as it is."""

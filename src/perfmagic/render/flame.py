@@ -23,6 +23,9 @@ from .bundle import bundle_of, table_html
 from .text import wrap
 from .units import fmt_time
 
+#: the alt text of the figure in the HTML bundle (render/bundle.py)
+FIGURE_ALT = "flame graph of the cell (static)"
+
 
 def sampler_line(r: Any) -> str:
     """Which sampler ran, at what rate, in which mode; why py-spy was not used."""

@@ -15,6 +15,9 @@ from .figures import new_figure, png_bytes
 from .units import clip as _clip
 from .units import fmt_time
 
+#: the alt text of the figure in the HTML bundle (render/bundle.py)
+FIGURE_ALT = "time of the hottest lines"
+
 HOT_COLOR = (255, 99, 71)  # background of hot lines in HTML, its alpha proportional to the line's share
 
 
@@ -73,7 +76,7 @@ def html(r: Any) -> str:
     parts = [f"<div class='perfmagic-lineprof' style='font-size:12px'><div><b>{_html.escape(verdict(r))}</b></div>",
              *_tables(r)]
     notes = [f"stopped by {r.error}; the profile covers the run up to there"] if r.error else []
-    parts += [f"<div style='color:#555'>{_html.escape(n)}</div>" for n in notes + list(r.notes)]
+    parts += [f"<div style='color:#555'>{_html.escape(str(n))}</div>" for n in notes + list(r.notes)]
     parts.append("</div>")
     return "".join(parts)
 

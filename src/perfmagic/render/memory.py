@@ -17,6 +17,9 @@ from .units import clip as _clip
 from .text import wrap
 from .units import fmt_bytes, fmt_time
 
+#: the alt text of the figure in the HTML bundle (render/bundle.py)
+FIGURE_ALT = "memory over the cell's run, peak marked"
+
 
 def verdict(r: Any) -> str:
     tag = {"ok": "", "error": "  [STOPPED BY AN EXCEPTION]", "interrupted": "  [INTERRUPTED]"}[r.status]

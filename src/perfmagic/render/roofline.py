@@ -138,14 +138,21 @@ def ceilings_sections(c: Any) -> list[tuple[str, str]]:
             [(m, fmt_rate(x["bytes_per_s"], "B"), x.get("bytes_per_element"), x.get("passes"), x.get("reps", ""),
               ", ".join(fmt_rate(v, "B") for v in x.get("trials") or []))
              for m, x in bw["methods"].items()], ("method", "rate", "bytes/elt", "passes", "trials", "trial rates"))
-            + (f"<p style='font-size:12px'>{_esc(bw['counting'])}</p>" if bw.get("counting") else "")))
+            + (f"<p style='font-size:12px'>{_esc(_counting(bw['counting']))}</p>" if bw.get("counting") else "")))
     unsupported = c.details.get("unsupported") or {}
     if unsupported:
-        out.append(("dtypes not measured", table_html(list(unsupported.items()), ("dtype", "why"))))
+        out.append(("dtypes not measured", table_html([(d, str(w)) for d, w in unsupported.items()], ("dtype", "why"))))
     emulated = c.details.get("emulated") or {}
     if emulated:
-        out.append(("dtypes emulated", table_html(list(emulated.items()), ("dtype", "why"))))
+        out.append(("dtypes emulated", table_html([(d, str(w)) for d, w in emulated.items()], ("dtype", "why"))))
     return out
+
+
+def _counting(how: Any) -> str:
+    """How the bandwidth kernels counted bytes: ``"stream"`` worded here; an older cache's text as it is."""
+    from .findings_roofs import COUNTING
+
+    return COUNTING if how == "stream" else str(how)
 
 
 def _esc(s: str) -> str:
@@ -194,12 +201,12 @@ def text(r: Result) -> str:
     lines.append(f"  achieved {fmt_rate(x.flops_per_s, 'FLOP')} · {fmt_rate(x.bytes_per_s, 'B')}; "
                  f"attainable {fmt_rate(x.attainable_flops_per_s, 'FLOP')} at this intensity")
     lines.append("  next, in order:")
-    lines += ["\n".join(wrap(a, f"    {i}. ", "       ")) for i, a in enumerate(x.advice, 1)]
+    lines += ["\n".join(wrap(str(a), f"    {i}. ", "       ")) for i, a in enumerate(x.advice, 1)]
     c = x.ceilings
     mark = (f"; LOADED: others kept {c.others_cores:.1f} cores busy" if c.loaded else "") + (
         f"; unreliable: {', '.join(c.unreliable)}" if c.unreliable else "")
     lines.append(f"  roofs: {c.device} measured {c.measured_utc} ({c.source}, fingerprint {c.fingerprint}{mark})")
-    lines += ["\n".join(wrap(n, "  note: ", "        ")) for n in x.notes]
+    lines += ["\n".join(wrap(str(n), "  note: ", "        ")) for n in x.notes]
     lines += warning_lines(x.warnings)  # the two that matter most; the rest folded
     physical = [p for ln in lines for p in ln.split("\n")]  # wrapped items are already several lines
     return "\n".join(fit(ln) for ln in physical)

@@ -61,6 +61,7 @@ from datetime import datetime, timezone
 from typing import Any, ClassVar
 
 from ..errors import BadOptionError
+from ..findings import Finding
 from ..result import Displayed
 from . import cache as _cache
 from .cache import cache_dir, cache_path  # noqa: F401 (re-exported)
@@ -88,7 +89,7 @@ def normalize_dtype(name: Any) -> str:
 @dataclass(frozen=True, repr=False)
 class Ceilings(Displayed):
     """The measured roofs of one device. Rates are per second: ``compute`` in FLOP/s per dtype name,
-    ``bandwidth_Bps`` in bytes/s (algorithmic counting, see :data:`perfmagic.roofs.kernels.COUNTING`)."""
+    ``bandwidth_Bps`` in bytes/s (algorithmic counting, see :data:`perfmagic.render.findings_roofs.COUNTING`)."""
 
     primary_metric: ClassVar[str] = "bandwidth_Bps"
     renderer: ClassVar[str] = "ceilings"
@@ -102,9 +103,14 @@ class Ceilings(Displayed):
     details: dict[str, Any] = field(default_factory=dict)
     load_before: float | None = None
     load_after: float | None = None
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Finding, ...] = ()  # worded by render/findings_roofs.py (an older cache's text stays a str)
     calibration_s: float = 0.0
     source: str = "measured"  # "measured" | "cache" | "kernel" (a loaded calibration held in memory) | "given"
+
+    def __post_init__(self) -> None:
+        """Findings stored as data (the cache file, a ledger row) read back as findings."""
+        object.__setattr__(self, "warnings", tuple(_read_findings(w) for w in self.warnings))
+        object.__setattr__(self, "details", _read_findings(self.details))
 
     def ridge(self, dtype: str = "float32") -> float:
         """Ridge point in FLOP/byte: ``compute[dtype] / bandwidth_Bps``."""
@@ -145,8 +151,8 @@ class Ceilings(Displayed):
         return (self.details or {}).get("blas") or None
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["warnings"] = list(self.warnings)
+        d = asdict(self)  # findings as {"kind", "values"}: read back by __post_init__
+        d["warnings"] = list(d["warnings"])
         d.pop("source")
         d["version"] = CACHE_VERSION
         return d
@@ -187,6 +193,18 @@ class Ceilings(Displayed):
 
 
 # ---- cache ------------------------------------------------------------------------------------
+def _read_findings(x: Any) -> Any:
+    """``x`` with every ``{"kind": ..., "values": [...]}`` in it (a finding stored as data) a
+    :class:`~perfmagic.findings.Finding` again; everything else as it is."""
+    if isinstance(x, dict):
+        if set(x) == {"kind", "values"} and isinstance(x["kind"], str) and isinstance(x["values"], (list, tuple)):
+            return Finding(x["kind"], tuple(tuple(kv) for kv in x["values"]))
+        return {k: _read_findings(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_read_findings(v) for v in x]
+    return x
+
+
 def settled_spread(rates: Any) -> float | None:
     """1 - lower / higher of the agreeing pair of trial rates (None with fewer than two)."""
     if not rates or len(rates) < 2:
@@ -300,10 +318,10 @@ def ceilings(device: str = "cpu", *, dtypes: Iterable[Any] | None = None, recali
     if held is not None:  # say what the quiet calibration replaces
         was = held.compute.get("float32") or next(iter(held.compute.values()), 0.0)
         now_v = c.compute.get("float32") or next(iter(c.compute.values()), 0.0)
-        c = replace(c, warnings=c.warnings + (
-            f"replaces the loaded calibration of {held.measured_utc} (others kept {held.others_cores or 0:.1f} cores "
-            f"busy): {'float32' if 'float32' in c.compute else 'compute'} {was / 1e9:.4g} -> {now_v / 1e9:.4g} "
-            f"GFLOP/s, bandwidth {held.bandwidth_Bps / 1e9:.4g} -> {c.bandwidth_Bps / 1e9:.4g} GB/s",))
+        c = replace(c, warnings=c.warnings + (Finding.of(
+            "roofs.replaces-loaded", when=held.measured_utc, others=held.others_cores or 0.0,
+            what="float32" if "float32" in c.compute else "compute", was=was, now=now_v,
+            bw_was=held.bandwidth_Bps, bw_now=c.bandwidth_Bps),))
     save(c, cache_dir)
     return c
 
@@ -325,15 +343,13 @@ def _against(c: Ceilings, prev: Ceilings) -> tuple[Ceilings, bool]:
     for roof, now, was, unit in pairs:
         if not (now > 0 and was > 0) or abs(now / was - 1) <= DISAGREE:
             continue
-        what = (f"{now / 1e9:.4g} {unit} is {now / was - 1:+.0%} from the quiet calibration of {prev.measured_utc} "
-                f"({was / 1e9:.4g} {unit}) on this machine")
+        what = {"roof": roof, "now": now, "was": was, "unit": unit, "when": prev.measured_utc}
         if now < was:
             lower = True
-            status[roof] = (what + ": disturbed by what the load probe cannot see (other tenants' memory traffic, a "
-                            "clock cap); the cached roofs stay")
-            warns.append(f"{roof} roof unreliable: {status[roof]}")
+            status[roof] = Finding.of("roofs.lower-than-before", **what)
+            warns.append(Finding.of("roofs.unreliable", roof=roof, why=status[roof]))
         else:
-            warns.append(f"{roof}: {what}: that one was disturbed; this one replaces it")
+            warns.append(Finding.of("roofs.higher-than-before", **what))
     if warns == list(c.warnings):
         return c, False
     return replace(c, details={**c.details, "status": status}, warnings=tuple(warns)), lower
@@ -391,46 +407,42 @@ def measure(dev: str, *, dtypes: Iterable[str] = CPU_DEFAULT_DTYPES, progress: P
         bw, bdetails = _gpu_bandwidth(dev, clock, budget_s)
     during = probe.stop()
     load_after = _idle_load()
-    warnings: list[str] = []
+    warnings: list[Finding] = []
     worst = max((x for x in (load_before, load_after, during) if x is not None), default=None)
     if worst is not None and worst > LOADED_CORES:
-        warnings.append(f"loaded: other processes kept {worst:.1f} cores busy (before {_f(load_before)}, during "
-                        f"{_f(during)}, after {_f(load_after)}): a loaded machine can halve these roofs")
-    status: dict[str, str] = {}
+        warnings.append(Finding.of("roofs.loaded", worst=worst, before=load_before, during=during, after=load_after))
+    status: dict[str, Any] = {}
     for d, per in cdetails.items():
         best = max(per.values(), key=lambda x: x.get("flops_per_s", 0.0))
         top = sorted(best.get("trials", {}).get(str(best.get("size")), []), reverse=True)[:2]
         if best.get("agreed", True):
             status[d] = "ok"
         else:
-            status[d] = (f"trials did not agree ({top[0] / 1e9:.4g} vs {top[1] / 1e9:.4g} GFLOP/s at n="
-                         f"{best.get('size')}); the lower is kept" if len(top) >= 2 else "fewer than two trials")
-            warnings.append(f"{d} roof unreliable: {status[d]}")
+            status[d] = Finding.of("roofs.trials-disagree", roof=d, high=top[0] if len(top) >= 2 else None,
+                                   low=top[1] if len(top) >= 2 else None, size=best.get("size"))
+            warnings.append(Finding.of("roofs.unreliable", roof=d, why=status[d]))
     bbest = (bdetails.get("methods") or {}).get(bdetails.get("best"), {})
     if bdetails.get("agreed", True):
         status["bandwidth"] = "ok"
     else:
         top = sorted(bbest.get("trials") or [], reverse=True)
-        status["bandwidth"] = (f"trials did not agree ({top[0] / 1e9:.4g} vs {top[1] / 1e9:.4g} GB/s, "
-                               f"{bdetails.get('best')}); the lower is kept" if len(top) >= 2 else
-                               "fewer than two trials")
-        warnings.append(f"bandwidth roof unreliable: {status['bandwidth']}")
+        status["bandwidth"] = Finding.of("roofs.trials-disagree", roof="bandwidth",
+                                         high=top[0] if len(top) >= 2 else None,
+                                         low=top[1] if len(top) >= 2 else None, method=bdetails.get("best"))
+        warnings.append(Finding.of("roofs.unreliable", roof="bandwidth", why=status["bandwidth"]))
     emulated = {d: why for d in compute if dev == "cpu" and (why := emulated_dtype(d))}
     for d, why in emulated.items():
-        warnings.append(f"{d}: {why}; its roof is not a reason to use {d} here")
+        warnings.append(Finding.of("roofs.emulated-warning", dtype=d, why=why))
     if bdetails.get("sized_by_memory"):
         warnings.append(bdetails["sized_by_memory"])
     elif bdetails.get("working_set_over_cache", LLC_FACTOR) < LLC_FACTOR:
-        warnings.append(f"bandwidth working set is {bdetails['working_set_over_cache']:.1f}× the reported "
-                        f"last-level cache (wanted {LLC_FACTOR}×, memory cap reached); on a VM the reported LLC is "
-                        "often the whole socket's, shared with other tenants")
+        warnings.append(Finding.of("roofs.small-working-set", ratio=bdetails["working_set_over_cache"],
+                                   wanted=LLC_FACTOR))
     for d, why in unsupported.items():
-        warnings.append(f"{d}: not measured ({why})")
+        warnings.append(Finding.of("roofs.not-measured", dtype=d, why=why))
     if bw_note:  # without load from other processes, a slow phase of the host (memory bandwidth of a
         # shared VM host halved for tens of seconds with no process to show for it here)
-        warnings.append(bw_note + (" (other processes were busy)" if worst is not None and worst > LOADED_CORES else
-                                   ": no process here to show for it — a slow phase of the host (another tenant's "
-                                   "memory traffic, a clock cap)"))
+        warnings.append(bw_note.with_values(busy=worst is not None and worst > LOADED_CORES))
     if progress is not None:
         progress(1.0, "done")
     details = {"compute": cdetails, "bandwidth": bdetails, "unsupported": unsupported, "load_during": during,
@@ -441,6 +453,3 @@ def measure(dev: str, *, dtypes: Iterable[str] = CPU_DEFAULT_DTYPES, progress: P
                     bandwidth_Bps=bw, details=details, load_before=load_before, load_after=load_after,
                     warnings=tuple(warnings), calibration_s=clock.spent())
 
-
-def _f(x: float | None) -> str:
-    return "?" if x is None else f"{x:.1f}"

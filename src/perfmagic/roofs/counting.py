@@ -27,8 +27,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-BYTES_LABEL = ("algorithmic traffic: sum over aten ops of distinct input + output tensor bytes "
-               "(a lower bound on DRAM traffic when the working set exceeds the cache)")
+from ..findings import Finding
+
+BYTES_LABEL = "algorithmic"  # how bytes are counted (worded by render/findings_roofs.py: BYTES_LABEL there)
 VIEW_OPS = frozenset({
     "aten.view", "aten._unsafe_view", "aten.t", "aten.expand", "aten.detach", "aten.alias", "aten.permute",
     "aten.transpose", "aten.slice", "aten.select", "aten.as_strided", "aten.unsqueeze", "aten.squeeze",
@@ -147,7 +148,7 @@ def _key(t: Any) -> tuple[Any, ...]:
 @dataclass(frozen=True)
 class Counts:
     """Work of one call. ``flops`` = ``flops_counter`` (FlopCounterMode) + ``flops_formula`` (perfmagic's
-    formulas for ops FlopCounterMode counts as zero). ``bytes`` is algorithmic traffic (:data:`BYTES_LABEL`).
+    formulas for ops FlopCounterMode counts as zero). ``bytes`` is algorithmic traffic (:data:`perfmagic.render.findings_roofs.BYTES_LABEL`).
     ``ops`` maps ``aten.op`` -> ``{"calls", "flops", "bytes"}``; ``dtypes`` maps dtype name ->
     ``{"flops", "bytes"}`` (of the ops whose result has that dtype); ``devices`` the device types seen."""
 
@@ -160,7 +161,7 @@ class Counts:
     flops_formula: int = 0
     dtypes: dict[str, dict[str, int]] = field(default_factory=dict)
     devices: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
+    notes: tuple[Finding, ...] = ()  # worded by render/findings_roofs.py
     bytes_label: str = BYTES_LABEL
 
     @property
@@ -306,11 +307,10 @@ def count(fn_or_code: str | Callable[[], Any], namespace: Mapping[str, Any] | No
         tot = sum(by.values())
         for d, b in by.items():
             dtypes[d]["flops"] += int(fc * b / tot)
-    notes = [f"bytes: {BYTES_LABEL}", "FLOPs: torch.utils.flop_counter.FlopCounterMode (multiply-add = 2 FLOPs)"]
+    notes = [Finding.of("counting.bytes"), Finding.of("counting.flops")]
     if formula_ops:
-        notes.append(f"+ {flops_formula:.4g} FLOPs from perfmagic formulas for ops FlopCounterMode counts as zero: "
-                     + ", ".join(formula_ops))
-    notes += [f"formula failed for {e}" for e in counter.formula_errors]
+        notes.append(Finding.of("counting.formulas", flops=flops_formula, ops=tuple(formula_ops)))
+    notes += [Finding.of("counting.formula-failed", op=str(e)) for e in counter.formula_errors]
     return Counts(flops=flops_counter + flops_formula, bytes=sum(v["bytes"] for v in ops.values()), ops=ops,
                   zero_flop_compute_ops=tuple(zero_listed), formula_ops=tuple(formula_ops),
                   flops_counter=flops_counter, flops_formula=flops_formula, dtypes=dtypes,

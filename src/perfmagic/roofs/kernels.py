@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..findings import Finding
 from .widekernels import cpu_flags, mismatch, probe  # noqa: F401  (cpu_flags: re-exported)
 
 MEMORY_CAP_BYTES = 1.5 * 1024 ** 3   # all bandwidth arrays together (CPU)
@@ -20,9 +21,7 @@ CPU_MATMUL_SIZES = (256, 512, 1024, 1536, 2048)
 GPU_MATMUL_SIZES = (1024, 2048, 4096, 8192)
 BYTES_PER_ELT = {"torch_copy": 2, "numpy_copy": 2, "torch_triad": 3, "torch_add": 3, "numpy_triad": 5,
                  "cuda_copy": 2, "cuda_add": 3}
-COUNTING = ("algorithmic bytes (STREAM convention): each array read once and written once per pass; "
-            "write-allocate (read-for-ownership) traffic not counted; copy = 2 B/elt·size, fused add/triad "
-            "= 3, numpy triad = 5 (two passes)")
+COUNTING = "stream"  # how the bandwidth kernels count bytes: STREAM's convention, worded by render/findings_roofs.py
 
 ProgressFn = Callable[[float, str], Any]
 
@@ -40,10 +39,11 @@ class _Clock:
     def spent(self) -> float:
         return time.perf_counter() - self.t0
 
-    def step(self, message: str) -> None:
+    def step(self, message: Any) -> None:
+        """One step done; ``message`` (a :class:`~perfmagic.findings.Finding` or short text) is shown as text."""
         self.done += 1
         if self.progress is not None:
-            self.progress(min(1.0, self.done / self.steps), message)
+            self.progress(min(1.0, self.done / self.steps), str(message))
 
 
 TRIAL_AGREE = 0.05     # two trials agree when within 5% of each other
@@ -160,7 +160,7 @@ NATIVE_FLAGS = {"bfloat16": ("avx512_bf16", "amx_bf16", "bf16", "sve_bf16"),
                 "float16": ("avx512_fp16", "amx_fp16", "fphp", "asimdhp")}
 
 
-def emulated_dtype(d: str, flags: set[str] | None = None) -> str | None:
+def emulated_dtype(d: str, flags: set[str] | None = None) -> Finding | None:
     """Why dtype ``d`` is emulated on this CPU (no native units: the flags lack every one of
     :data:`NATIVE_FLAGS`), or None (native, or the flags cannot be read)."""
     if d not in NATIVE_FLAGS:
@@ -170,7 +170,7 @@ def emulated_dtype(d: str, flags: set[str] | None = None) -> str | None:
         return None
     if any(f in flags for f in NATIVE_FLAGS[d]):
         return None
-    return f"emulated: this CPU has none of {'/'.join(NATIVE_FLAGS[d][:2])} (/proc/cpuinfo), so {d} runs on float32 units"
+    return Finding.of("roofs.emulated", flags=tuple(NATIVE_FLAGS[d][:2]), dtype=d)
 
 
 def _cpu_compute(dtypes: tuple[str, ...], clock: _Clock, share_s: float, trial_s: float = TRIAL_MIN_S
@@ -202,7 +202,7 @@ def _cpu_compute(dtypes: tuple[str, ...], clock: _Clock, share_s: float, trial_s
                 t128 = min(_wall(lambda: a @ a) for _ in range(3))
             except Exception as exc:
                 unsupported[d] = f"torch.matmul raised {type(exc).__name__}"
-                clock.step(f"{d} torch matmul: unsupported")
+                clock.step(Finding.of("roofs.step-unsupported", dtype=d, lib="torch"))
                 continue
             # keep one call under ~0.3 s (an emulated dtype runs 10-100x slower)
             sizes = tuple(n for n in CPU_MATMUL_SIZES if t128 * (n / 128) ** 3 < 0.3) or (128,)
@@ -226,7 +226,7 @@ def _cpu_compute(dtypes: tuple[str, ...], clock: _Clock, share_s: float, trial_s
         if res["flops_per_s"] > 0:
             details.setdefault(d, {})[f"{lib}_matmul"] = res
             compute[d] = max(compute.get(d, 0.0), res["flops_per_s"])
-        clock.step(f"{d} {lib} matmul: {res['flops_per_s'] / 1e9:.4g} GFLOP/s")
+        clock.step(Finding.of("roofs.step-matmul", dtype=d, lib=lib, rate=res["flops_per_s"]))
     if wide:
         got = probe(wide["coretype"], wide_dtypes, per * len(wide_dtypes), trial_s=trial_s)
         wide = dict(wide, child_architecture=got.get("architecture"), error=got.get("error"),
@@ -237,8 +237,8 @@ def _cpu_compute(dtypes: tuple[str, ...], clock: _Clock, share_s: float, trial_s
                 details.setdefault(d, {})["numpy_matmul_wide"] = dict(res, coretype=wide["coretype"])
                 wide["wide"][d] = res["flops_per_s"]
                 compute[d] = max(compute.get(d, 0.0), res["flops_per_s"])
-        clock.step(f"numpy matmul with OPENBLAS_CORETYPE={wide['coretype']} (child process): "
-                   + (wide["error"] or ", ".join(f"{d} {r / 1e9:.4g} GFLOP/s" for d, r in wide["wide"].items())))
+        clock.step(Finding.of("roofs.step-wide", coretype=wide["coretype"], error=wide["error"],
+                              rates=tuple(wide["wide"].items())))
         details["_blas"] = wide
     return compute, details, unsupported
 
@@ -260,11 +260,8 @@ def _cpu_bandwidth(clock: _Clock, budget_s: float, share: float = 0.3, min_trial
     n = max(1 << 20, int(per_array // 4))
     sized = None
     if per_array < wanted:
-        from ..render.units import fmt_bytes
-
-        sized = (f"bandwidth arrays sized from the {bound} ({fmt_bytes(avail)}): 3 × {fmt_bytes(n * 4)} instead of "
-                 f"3 × {fmt_bytes(wanted)}" + (" — within the last-level cache's reach, so the roof may read high"
-                                               if 3 * n * 4 < 4 * llc else ""))
+        sized = Finding.of("roofs.sized-by-memory", bound=bound, avail=avail, array=n * 4, wanted=wanted,
+                           in_cache=3 * n * 4 < 4 * llc)
     x = torch.empty(n, dtype=torch.float32).fill_(1.0)  # fill_: first touch, pages faulted in now
     y = torch.empty(n, dtype=torch.float32).fill_(2.0)
     z = torch.empty(n, dtype=torch.float32).fill_(0.0)
@@ -291,7 +288,7 @@ def _cpu_bandwidth(clock: _Clock, budget_s: float, share: float = 0.3, min_trial
         methods[name] = {"bytes_per_s": value, "bytes_per_element": BYTES_PER_ELT[name] * elt,
                          "passes": 2 if name == "numpy_triad" else 1, "reps": len(rates), "trials": rates,
                          "agreed": agreed}
-        clock.step(f"{name}: {value / 1e9:.4g} GB/s")
+        clock.step(Finding.of("roofs.step-bandwidth", method=name, rate=value))
     best_name = max(methods, key=lambda k: methods[k]["bytes_per_s"])
     del x, y, z, xn, yn, zn
     return methods[best_name]["bytes_per_s"], {
@@ -303,7 +300,7 @@ def _cpu_bandwidth(clock: _Clock, budget_s: float, share: float = 0.3, min_trial
 PHASES_AGREE = 0.10  # the two bandwidth phases of a CPU calibration are pooled when this close
 
 
-def combine_bandwidth(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, dict[str, Any], str | None]:
+def combine_bandwidth(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, dict[str, Any], Finding | None]:
     """The bandwidth roof from two phases of trials (before and after the compute sweep). Phases within
     :data:`PHASES_AGREE`: every kernel's trials pooled. Otherwise the machine went through a slow phase
     that the load probe cannot see (on a shared VM host memory bandwidth halved for tens of seconds with
@@ -323,8 +320,7 @@ def combine_bandwidth(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, dict
     else:
         base = a if va >= vb else b
         methods = dict(base["methods"])
-        note = (f"bandwidth moved between the two phases of the calibration ({va / 1e9:.4g} then {vb / 1e9:.4g} GB/s)"
-                "; the higher, confirmed by its own trials, is kept")
+        note = Finding.of("roofs.phases-moved", first=va, second=vb)
     best_name = max(methods, key=lambda k: methods[k]["bytes_per_s"])
     out = {**base, "methods": methods, "best": best_name, "agreed": methods[best_name]["agreed"],
            "phases": [va, vb]}
@@ -364,8 +360,8 @@ def _gpu_compute(dev: str, dtypes: tuple[str, ...], clock: _Clock, share_s: floa
             deadline = time.perf_counter() + per
             if d == "fp8_e4m3":
                 if not (hasattr(torch, "float8_e4m3fn") and hasattr(torch, "_scaled_mm")) or cap < (8, 9):
-                    unsupported[d] = f"needs torch.float8_e4m3fn, torch._scaled_mm and capability >= 8.9 (have {cap})"
-                    clock.step(f"{d}: unsupported")
+                    unsupported[d] = Finding.of("roofs.no-fp8", capability=tuple(cap))
+                    clock.step(Finding.of("roofs.step-unsupported", dtype=d))
                     continue
 
                 def make(n: int) -> Callable[[], Any]:
@@ -375,8 +371,8 @@ def _gpu_compute(dev: str, dtypes: tuple[str, ...], clock: _Clock, share_s: floa
                     return lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
             else:
                 if d in ("bfloat16",) and not torch.cuda.is_bf16_supported():
-                    unsupported[d] = "torch.cuda.is_bf16_supported() is False"
-                    clock.step(f"{d}: unsupported")
+                    unsupported[d] = Finding.of("roofs.no-bf16")
+                    clock.step(Finding.of("roofs.step-unsupported", dtype=d))
                     continue
                 tdt = torch.float32 if d in ("float32", "tf32") else getattr(torch, d)
 
@@ -389,13 +385,13 @@ def _gpu_compute(dev: str, dtypes: tuple[str, ...], clock: _Clock, share_s: floa
             try:
                 res = _sweep(make, GPU_MATMUL_SIZES, deadline, timer, reps=3)
             except Exception as exc:  # e.g. a kernel this device lacks
-                unsupported[d] = f"matmul raised {type(exc).__name__}: {exc}"[:200]
+                unsupported[d] = Finding.of("roofs.matmul-raised", error=type(exc).__name__, message=str(exc)[:200])
                 clock.step(f"{d}: failed")
                 continue
             if res["flops_per_s"] > 0:
                 compute[d] = res["flops_per_s"]
                 details[d] = {"cublas_matmul": res}
-            clock.step(f"{d} cuBLAS matmul: {res['flops_per_s'] / 1e12:.4g} TFLOP/s")
+            clock.step(Finding.of("roofs.step-gpu-matmul", dtype=d, rate=res["flops_per_s"]))
             torch.cuda.empty_cache()
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32_before
@@ -426,7 +422,7 @@ def _gpu_bandwidth(dev: str, clock: _Clock, budget_s: float) -> tuple[float, dic
         value, agreed = settled(rates)
         methods[name] = {"bytes_per_s": value, "bytes_per_element": BYTES_PER_ELT[name] * 4, "passes": 1,
                          "reps": len(rates), "trials": rates, "agreed": agreed}
-        clock.step(f"{name}: {value / 1e9:.4g} GB/s")
+        clock.step(Finding.of("roofs.step-bandwidth", method=name, rate=value))
     best_name = max(methods, key=lambda k: methods[k]["bytes_per_s"])
     best = methods[best_name]["bytes_per_s"]
     del x, y, z

@@ -28,9 +28,9 @@ from typing import Any, ClassVar
 from .ceilings import Ceilings, normalize_dtype
 from .counting import Counts
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
+from ..findings import Finding
 from ..result import Displayed
 from ..timing.results import BenchResult
-from ..render.text import fmt_bytes, fmt_rate
 from ..render.warnings import rank as warning_rank
 
 from .advice import CACHE_BW_TOLERANCE, LOW_FRACTION, _advice  # noqa: F401  (re-exported)
@@ -70,8 +70,8 @@ class RooflineResult(Displayed):
     ceilings: Ceilings
     counts: Counts | None = None
     label: str | None = None
-    warnings: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
+    warnings: tuple[Finding, ...] = ()  # worded by render/findings_roofs.py (a row's older text stays a str)
+    notes: tuple[Finding, ...] = ()
 
     # ---- derived --------------------------------------------------------------------------------
     @property
@@ -146,7 +146,8 @@ class RooflineResult(Displayed):
 
     @property
     def advice(self) -> tuple[str, ...]:
-        return tuple(_advice(self))
+        """What to try next, in order: the sentences of :func:`perfmagic.roofs.advice._advice`'s findings."""
+        return tuple(str(a) for a in _advice(self))
 
     # ---- serialisation ----------------------------------------------------------------------------
     def metrics(self) -> dict[str, Any]:
@@ -167,7 +168,8 @@ class RooflineResult(Displayed):
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "code": self.code, "device": self.device, "metrics": self.metrics(),
-                "advice": list(self.advice), "warnings": list(self.warnings), "notes": list(self.notes),
+                "advice": list(self.advice), "warnings": [str(w) for w in self.warnings],
+                "notes": [str(n) for n in self.notes],
                 "ops": dict(self.counts.ops) if self.counts is not None else None,
                 "ceilings": self.ceilings.to_dict(), "bench": self.bench.to_dict()}
 
@@ -176,16 +178,16 @@ class RooflineResult(Displayed):
         return {"label": self.label or "this run", "intensity": self.intensity, "flops_per_s": self.flops_per_s}
 
 
-def _resolve_dtype(dtype: Any, counts: Any, c: Ceilings) -> tuple[str, list[str]]:
-    notes: list[str] = []
+def _resolve_dtype(dtype: Any, counts: Any, c: Ceilings) -> tuple[str, list[Finding]]:
+    notes: list[Finding] = []
     if dtype is not None:
         d = normalize_dtype(dtype)
     elif counts is not None and counts.dtype:
         d = normalize_dtype(counts.dtype)
-        notes.append(f"dtype {d}: from the counted ops")
+        notes.append(Finding.of("roofline.dtype-counted", dtype=d))
     else:
         d = "float32"
-        notes.append("dtype not known (no torch ops counted): the float32 roof is used; pass dtype= to choose")
+        notes.append(Finding.of("roofline.dtype-unknown"))
     if d not in c.compute:
         unsupported = (c.details or {}).get("unsupported", {})
         why = f" ({unsupported[d]})" if d in unsupported else ""
@@ -210,7 +212,7 @@ def roofline(code: str | Callable[[], Any], setup: str = "", *, globals: Mapping
     flops_v = _check_work("flops", flops)
     bytes_v = _check_work("bytes", bytes)
     counts = None
-    notes: list[str] = []
+    notes: list[Finding] = []
     if flops_v is None or bytes_v is None:
         from .counting import count
 
@@ -232,10 +234,9 @@ def roofline(code: str | Callable[[], Any], setup: str = "", *, globals: Mapping
     if B <= 0:
         raise BadOptionError("bytes", B, "a positive number of bytes per call",
                              "the counted ops moved no tensor data; give bytes= (e.g. --bytes 12*n)")
-    def place(r: Any, roofs: Ceilings, first: list[str]) -> RooflineResult:
+    def place(r: Any, roofs: Ceilings, first: list[Finding]) -> RooflineResult:
         d, dnotes = _resolve_dtype(dtype, counts, roofs)
-        more = (["zero FLOPs: the point cannot be drawn on the log-log chart; the verdict uses bandwidth only"]
-                if F == 0 else [])
+        more = [Finding.of("roofline.zero-flops")] if F == 0 else []
         return RooflineResult(code=r.code, flops=F, bytes=B, flops_source="given" if flops_v is not None else "counted",
                               bytes_source="given" if bytes_v is not None else "counted", dtype=d, bench=r,
                               ceilings=roofs, counts=counts, label=label,
@@ -251,8 +252,8 @@ def roofline(code: str | Callable[[], Any], setup: str = "", *, globals: Mapping
             ceilings = _cached_roofs(part.device)
         if part is None or not part.raw or ceilings is None or not part.median > 0:
             raise BenchInterrupted(None) from None
-        raise BenchInterrupted(place(part, ceilings, [f"interrupted after {part.n_samples} sample(s): the point "
-                                                      "comes from a partial timing"])) from None
+        raise BenchInterrupted(place(part, ceilings, [Finding.of("roofline.interrupted", samples=part.n_samples)])
+                               ) from None
     t = r.median
     if not (t > 0 and math.isfinite(t)):
         raise PerfmagicError(f"the measured time per call is {t!r} s: nothing to divide the work by (the clock "
@@ -275,33 +276,28 @@ def _cached_roofs(device: str) -> Ceilings | None:
         return None
 
 
-def _warnings(r: Any, c: Ceilings, counts: Any, F: float, B: float, t: float, dtype: str = "") -> list[str]:
-    w: list[str] = []
+def _warnings(r: Any, c: Ceilings, counts: Any, F: float, B: float, t: float, dtype: str = "") -> list[Any]:
+    """The doubts about a placed point (:class:`~perfmagic.findings.Finding` s, ``roofline.*``), then the
+    timing's load, oversubscription and machine-state lines as the timing gave them."""
+    w: list[Any] = []
     bps = B / t
     if bps > CACHE_BW_TOLERANCE * c.bandwidth_Bps:
-        w.append(f"apparent bandwidth {fmt_rate(bps, 'B')} is above the DRAM roof {fmt_rate(c.bandwidth_Bps, 'B')}: the "
-                 f"working set (~{fmt_bytes(B)} per call) stays in cache, so this is cache bandwidth; the verdict "
-                 "against the DRAM roof does not apply — use data larger than the last-level cache to judge DRAM")
+        w.append(Finding.of("roofline.in-cache", bps=bps, roof=c.bandwidth_Bps, per_call=B))
     if counts is not None and counts.zero_flop_compute_ops:
-        w.append("FLOPs undercounted: these ops compute but count zero FLOPs (no formula): "
-                 + ", ".join(counts.zero_flop_compute_ops) + "; give flops= for an exact count")
-    if counts is not None and counts.formula_ops:
-        pass  # stated in the notes
+        w.append(Finding.of("roofline.undercounted", ops=tuple(counts.zero_flop_compute_ops)))
     if c.loaded:
-        w.append(f"the roofs were measured while other processes kept {c.others_cores:.1f} cores busy: they may be "
-                 "too low (so the fraction of the roof too high); they are re-measured on the next use when the "
-                 "machine is quiet, or now with perfmagic.ceilings(recalibrate=True)")
+        w.append(Finding.of("roofline.loaded-roofs", others=c.others_cores))
     bad = c.unreliable
     for roof in ("bandwidth", dtype):
         if roof in bad:
-            w.append(f"the {roof} roof is unreliable ({bad[roof]}): its fraction of the roof is approximate")
+            w.append(Finding.of("roofline.unreliable-roof", roof=roof, why=str(bad[roof])))
     if dtype in c.emulated:
-        w.append(f"{dtype} is {c.emulated[dtype]}: its roof is that of emulation, not of {dtype} units")
+        w.append(Finding.of("roofline.emulated", dtype=dtype, why=str(c.emulated[dtype])))
     # the timing's load, oversubscription and machine-state lines (not the cold call's: it is not in the samples)
-    w += [x for x in r.warnings if "other processes" in x and warning_rank(x) != 4]
+    w += [x for x in r.warnings if "other processes" in str(x) and warning_rank(str(x)) != 4]
     dev = str(r.device)
     if not (dev == c.device or (dev.startswith("cuda") and c.device.startswith("cuda") and dev.split(":")[-1] == c.device.split(":")[-1])):
-        w.append(f"the code ran on {dev} but the roofs are of {c.device}")
+        w.append(Finding.of("roofline.other-device", device=dev, roofs=c.device))
     if counts is not None and counts.devices and dev.split(":")[0] not in counts.devices:
-        w.append(f"the counted tensors live on {', '.join(counts.devices)}, the timing ran on {dev}")
+        w.append(Finding.of("roofline.tensors-elsewhere", devices=tuple(counts.devices), device=dev))
     return w

@@ -24,6 +24,8 @@ import subprocess
 import sys
 from typing import Any
 
+from ..findings import Finding
+
 # OpenBLAS core types whose kernels use at most 256-bit vectors (lower-case, as threadpoolctl reports them)
 NARROW = frozenset({"haswell", "zen", "sandybridge", "nehalem", "core2", "penryn", "dunnington", "atom",
                     "prescott", "bulldozer", "piledriver", "steamroller", "excavator", "barcelona", "opteron",
@@ -61,7 +63,7 @@ def openblas_architecture() -> str | None:
 
 
 def mismatch(flags: set[str] | None = None, architecture: str | None = None) -> dict[str, str] | None:
-    """``{"architecture", "coretype", "why"}`` when numpy's OpenBLAS runs narrow (≤ 256-bit) kernels on
+    """``{"architecture", "coretype", "why"}`` (why: a :class:`~perfmagic.findings.Finding`) when numpy's OpenBLAS runs narrow (≤ 256-bit) kernels on
     a CPU with AVX-512 (so a child process with ``OPENBLAS_CORETYPE=coretype`` may be ~2× faster), else
     None. ``PERFMAGIC_NO_WIDE_PROBE=1`` turns the check off."""
     if os.environ.get("PERFMAGIC_NO_WIDE_PROBE"):
@@ -75,9 +77,7 @@ def mismatch(flags: set[str] | None = None, architecture: str | None = None) -> 
         return None
     # SkylakeX: OpenBLAS's AVX-512 sgemm/dgemm kernels (its Cooperlake and SapphireRapids types add bf16
     # kernels on top of the same ones, and report themselves as SkylakeX where the build lacks them)
-    return {"architecture": arch, "coretype": "SkylakeX",
-            "why": (f"numpy's OpenBLAS fell back to its '{arch}' kernels (256-bit vectors): it does not know "
-                    "this CPU, whose flags have AVX-512")}
+    return {"architecture": arch, "coretype": "SkylakeX", "why": Finding.of("roofs.wide-fallback", arch=arch)}
 
 
 _CHILD = r"""
@@ -117,17 +117,16 @@ def probe(coretype: str, dtypes: tuple[str, ...], budget_s: float, trial_s: floa
     try:
         cp = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=budget_s + CHILD_TIMEOUT_EXTRA_S)
     except subprocess.TimeoutExpired:
-        return {"error": f"the child process did not finish in {budget_s + CHILD_TIMEOUT_EXTRA_S:.0f} s"}
+        return {"error": Finding.of("roofs.child-timeout", seconds=budget_s + CHILD_TIMEOUT_EXTRA_S)}
     except OSError as exc:
-        return {"error": f"could not start {sys.executable}: {exc}"}
+        return {"error": Finding.of("roofs.child-not-started", python=sys.executable, error=str(exc))}
     line = next((x for x in cp.stdout.splitlines() if x.startswith("PERFMAGIC-WIDE ")), None)
     if cp.returncode == -signal.SIGILL:
-        return {"error": (f"this CPU lacks the instructions of OpenBLAS core type {coretype!r}: the child process "
-                          "died of SIGILL (illegal instruction); its roof is not measured")}
+        return {"error": Finding.of("roofs.child-sigill", coretype=coretype)}
     if cp.returncode != 0 or line is None:
         tail = (cp.stderr or cp.stdout).strip().splitlines()[-1:] or ["no output"]
-        return {"error": f"child exited {cp.returncode}: {tail[0][:200]}"}
+        return {"error": Finding.of("roofs.child-failed", code=cp.returncode, tail=tail[0][:200])}
     try:
         return json.loads(line[len("PERFMAGIC-WIDE "):])
     except ValueError as exc:
-        return {"error": f"unreadable child output: {exc}"}
+        return {"error": Finding.of("roofs.child-unreadable", error=str(exc))}

@@ -15,7 +15,6 @@ import math
 import os
 import re
 import sys
-import time
 from typing import Any
 
 __all__ = ["STATUSES", "code_hash", "split_cell", "storage_row"]
@@ -47,7 +46,7 @@ def storage_row(notebook: str | None, *, magic: str, label: Any, code: Any, opti
         "code": _text(code if code is not None else ""),
         "code_hash": code_hash(code if magic_line is None else f"%%{magic} {magic_line}".rstrip() + "\n" + (code or "")),
         "magic_line": _text(magic_line),
-        "kind": _text(kind),
+        "kind": None if kind == magic else _text(kind),  # stored only when the result is not the magic's own
         "payload": None if payload is None else _dumps(payload),
         "rerun_of": _int_or_none(rerun_of),
         "interleaved_with": _int_or_none(interleaved_with),
@@ -103,7 +102,9 @@ def _text(value: Any) -> str | None:
 
 
 def _utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 _KERNEL_ID: list[str | None] = []

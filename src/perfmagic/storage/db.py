@@ -279,10 +279,10 @@ def read_error(exc: BaseException, path: pathlib.Path, unsaved: int) -> LedgerEr
     """A failed read as one LedgerError: the file, the error, the fix, and the runs kept in memory."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     reason, fix = classify(exc, path)
-    if "locked" in reason.lower() or "busy" in reason.lower():
-        fix = "another process holds the ledger; try again in a moment"
-    kept = f" {unsaved} unsaved run(s) of this session are in Ledger.pending." if unsaved else ""
-    return LedgerError(f"cannot read the perfmagic ledger {path} ({text}); {fix}.{kept}")
+    locked = "locked" in reason.lower() or "busy" in reason.lower()
+    return LedgerError(f"cannot read the perfmagic ledger {path} ({text}); "
+                       + ("another process holds the ledger; try again in a moment" if locked else fix) + "."
+                       + (f" {unsaved} unsaved run(s) of this session are in Ledger.pending." if unsaved else ""))
 
 
 def write_error(exc: BaseException, path: pathlib.Path) -> LedgerError:

@@ -437,24 +437,20 @@ class Ledger:
     def _unknown(self, run_id: Any) -> UnknownRunError:
         ids = self._recent_ids()
         where = f"notebook {self._notebook}" if self._notebook else "this ledger"
-        if ids:
-            known = f"most recent ids for {where}: {', '.join(str(i) for i in ids)}"
-        else:
-            known = f"there are no runs for {where} yet"
-        why = ""
         try:
             rid = int(run_id)
             top = self._query("SELECT MAX(id) AS m FROM runs", ())
             top_id = (top[0]["m"] if top else None) or 0
         except (TypeError, ValueError, LedgerError):
             rid, top_id = None, 0
-        if rid is not None and rid < 0:
-            why = (" (runs kept in memory only, when the ledger could not be written, have negative ids and "
-                   "last as long as the kernel)")
-        elif rid is not None and 0 < rid < top_id:
-            why = " (it was removed with %perf forget, or never recorded)"
-        return UnknownRunError(
-            f"no run with id {run_id} in the perfmagic ledger {self._path}{why}; {known}; %perf lists the runs",
+        gone = "in-memory" if rid is not None and rid < 0 else "removed" if rid is not None and 0 < rid < top_id else ""
+        return UnknownRunError(  # the message: the id, why it may be missing, the ids there are, the fix
+            f"no run with id {run_id} in the perfmagic ledger {self._path}"
+            + {"in-memory": " (runs kept in memory only, when the ledger could not be written, have negative ids "
+                            "and last as long as the kernel)",
+               "removed": " (it was removed with %perf forget, or never recorded)", "": ""}[gone]
+            + (f"; most recent ids for {where}: {', '.join(str(i) for i in ids)}" if ids
+               else f"; there are no runs for {where} yet") + "; %perf lists the runs",
             run_id=run_id,
             known_ids=ids,
         )

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..findings import Finding
 WORK_UNITS = ("items", "flops", "bytes")
 UNIT_WORD = {"items": "item", "flops": "FLOP", "bytes": "byte"}
 OPTION = {"items": "--items", "flops": "--flops", "bytes": "--bytes"}
@@ -41,7 +42,7 @@ class Basis:
     unit: str | None = None
     a: float | None = None
     b: float | None = None
-    refusal: str | None = None
+    refusal: Any = None  # a basis.* finding
 
     @property
     def per(self) -> str:
@@ -55,7 +56,8 @@ class Basis:
         return [x / w for x in xs] if w else xs
 
     def to_dict(self) -> dict[str, Any]:
-        return {"unit": self.unit, "a": self.a, "b": self.b, "refusal": self.refusal}
+        return {"unit": self.unit, "a": self.a, "b": self.b,
+                "refusal": None if self.refusal is None else str(self.refusal)}
 
 
 def basis(ra: Mapping[str, Any], rb: Mapping[str, Any]) -> Basis:
@@ -72,14 +74,11 @@ def basis(ra: Mapping[str, Any], rb: Mapping[str, Any]) -> Basis:
         return Basis(k, wa[k], wb[k])
     if wa and wb:
         ua, ub = next(iter(wa)), next(iter(wb))
-        return Basis(refusal=(f"A declares its work in {ua} ({OPTION[ua]}) and B in {ub} ({OPTION[ub]}), so "
-                              f"neither time per call nor time per unit compares them; declare the same unit "
-                              f"on both, e.g. {OPTION[ua]} on B too"))
+        return Basis(refusal=Finding.of("basis.units-differ", ua=ua, ub=ub, oa=OPTION[ua], ob=OPTION[ub]))
     has, side, other = (wa, "A", "B") if wa else (wb, "B", "A")
     k = next(iter(has))
-    return Basis(refusal=(f"{side} declares {_amount(has[k])} {k} per call ({OPTION[k]}) and {other} declares "
-                          f"none, so its time per call and time per {UNIT_WORD[k]} cannot be told apart; "
-                          f"give {other} {OPTION[k]} too (or drop it from {side})"))
+    return Basis(refusal=Finding.of("basis.one-side", side=side, other=other, amount=_amount(has[k]), unit=k,
+                                    option=OPTION[k], word=UNIT_WORD[k]))
 
 
 def per_call(row: Mapping[str, Any]) -> list[float]:

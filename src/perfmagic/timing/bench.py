@@ -47,7 +47,7 @@ from typing import Any
 
 from ..core import stats as _stats
 from ..errors import BadOptionError, BenchInterrupted
-from ..render.units import fmt_time
+from ..findings import Finding
 from .results import BenchResult
 from ..core.subject import DRIFT_TOL, Subject, cuda_present
 from ..core.sync import SYNC_CHOICES
@@ -64,15 +64,17 @@ WARMUP_MIN_FRACTION = 0.02
 WARMUP_MIN_S = 2.0  # ...of the budget, but never more than this: a huge budget must not hold warmup for hours
 WARMUP_MAX_FRACTION = 0.30
 MAX_BUDGET_S = 24 * 3600.0  # a longer measuring budget is a typo (1e30), not a plan
-DEVICE_CHOICES = "auto, cpu, cuda, cuda:N, mps"
+DEVICE_CHOICES = ", ".join(("auto", "cpu", "cuda", "cuda:N", "mps"))
 
 
-def check_budget(budget: Any, expected: str = "a positive number of seconds", example: str = "budget=0.5") -> None:
-    """Refuse a measuring budget that is not a number of seconds in (0, 24 h]."""
+def check_budget(budget: Any, expected: str | None = None, example: str = "budget=0.5") -> None:
+    """Refuse a measuring budget that is not a number of seconds in (0, 24 h] (``expected``: what the
+    error says a budget is, by default a positive number of seconds, at most 24 h)."""
     if budget is None:
         return
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0 or math.isinf(budget):
-        raise BadOptionError("budget", budget, expected, f"e.g. {example} (or --budget 2s)")
+        raise BadOptionError("budget", budget, expected or "a positive number of seconds, at most 24 h",
+                             f"e.g. {example} (or --budget 2s)")
     if budget > MAX_BUDGET_S:
         raise BadOptionError("budget", budget, f"at most {MAX_BUDGET_S:.0f} s (24 h) of measuring",
                              f"e.g. {example}; a measurement stops at its precision target long before that")
@@ -85,7 +87,7 @@ def warmup_min_s(budget_s: float) -> float:
 
 def _check_options(budget: float | None, precision: float, confidence: float, warmup: Any,
                    min_samples: int, max_samples: int) -> None:
-    check_budget(budget, "a positive number of seconds, at most 24 h")
+    check_budget(budget)
     if not 0 < precision < 1:
         raise BadOptionError("precision", precision, "a fraction between 0 and 1", "e.g. precision=0.01 for ±1%")
     if not 0.5 <= confidence < 1:
@@ -99,20 +101,27 @@ def _check_options(budget: float | None, precision: float, confidence: float, wa
 
 
 def prepare(budget: float | None, precision: float, confidence: float, warmup: Any, min_samples: int,
-            max_samples: int, sync: str, device: str, default_budget: float) -> tuple[str, list[str], bool, float, str]:
+            max_samples: int, sync: str, device: str, default_budget: float) -> tuple[str, list[Any], bool, float, str]:
     """Validate the options shared by every driver: ``(device, notes, budget_is_hard, budget_s, started_utc)``."""
     _check_options(budget, precision, confidence, warmup, min_samples, max_samples)
     if sync not in SYNC_CHOICES:
         raise BadOptionError("sync", sync, "one of " + ", ".join(SYNC_CHOICES))
-    dev, notes = resolve_device(device)
+    dev, notes = device_and_notes(device)
     hard = budget is not None
     started_utc = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
     return dev, notes, hard, (float(budget) if hard else default_budget), started_utc
 
 
 def resolve_device(device: str) -> tuple[str, list[str]]:
-    """Map ``auto``/``cuda``/... to a concrete device; a missing CUDA falls back to CPU with a note."""
-    notes: list[str] = []
+    """Map ``auto``/``cuda``/... to a concrete device; a missing CUDA falls back to CPU with a note (its
+    sentence: results that keep notes as text call this one; :func:`device_and_notes` gives the findings)."""
+    dev, notes = device_and_notes(device)
+    return dev, [str(n) for n in notes]
+
+
+def device_and_notes(device: str) -> tuple[str, list[Finding]]:
+    """:func:`resolve_device` with its notes as findings (``bench.no-cuda``)."""
+    notes: list[Finding] = []
     d = (device or "auto").lower()
     if d not in ("auto", "cpu", "mps") and not (d == "cuda" or (d.startswith("cuda:") and d[5:].isdigit())):
         raise BadOptionError("device", device, "one of " + DEVICE_CHOICES)
@@ -135,7 +144,7 @@ def resolve_device(device: str) -> tuple[str, list[str]]:
         return f"cuda:{idx}", notes
     if d == "auto":
         if not cuda_present():
-            notes.append("no CUDA device on this machine: timed on the CPU")
+            notes.append(Finding.of("bench.no-cuda"))
         return "cpu", notes  # switched to CUDA after the cold call if the cell uses it
     return d, notes
 
@@ -270,8 +279,7 @@ def _warm_up(subj: Subject, warmup: int | str, soft_budget: float, hard: bool, c
             if over and (subj.warm_calls >= min_calls or hard):
                 drift = subj.warm_drift()
                 if drift is not None and drift > DRIFT_TOL:
-                    warnings.append(f"timings were still drifting at the end of warmup ({drift:.0%} between "
-                                    "the last blocks); raise --warmup or --budget")
+                    warnings.append(Finding.of("bench.warmup-drift", drift=drift))
                 break
 
 
@@ -360,7 +368,7 @@ def _environment(device: str, others: float | None, warnings: list[str],
     return env  # a slow reading is named by _with_doubts only where the samples show it (speed_state_warning)
 
 
-def _throttle_warning(probe: Any) -> str | None:
+def _throttle_warning(probe: Any) -> Finding | None:
     """The container's CPU quota paused this process's threads during the run (cgroup ``cpu.stat``)."""
     t = probe.throttled_cores
     if t is None or t < 0.05:
@@ -368,11 +376,7 @@ def _throttle_warning(probe: Any) -> str | None:
     from ..core.container import limits
 
     q = limits().cpu_quota
-    n = max(1, int(q)) if q else 1
-    quota = f" ({q:g} CPUs)" if q else ""
-    return (f"the container's CPU quota{quota} paused this process for {t:.2f} cores' worth of time during the "
-            f"measurement (throttled): the times include those pauses; {n} thread(s) run unthrottled "
-            f"(torch.set_num_threads({n}), threadpoolctl.threadpool_limits({n}))")
+    return Finding.of("bench.throttled", cores=t, quota=q or None, threads=max(1, int(q)) if q else 1)
 
 
 def _cold_load(p: Any) -> dict[str, Any]:
@@ -391,19 +395,17 @@ def _with_doubts(r: BenchResult, warnings: list[str], min_samples: int, precisio
     if r.raw:
         med = r.median
         if r.n_samples < min_samples:
-            w.append(f"only {r.n_samples} samples fit in the budget (wanted {min_samples}); use --budget to measure longer")
+            w.append(Finding.of("bench.few-samples", n=r.n_samples, wanted=min_samples))
         if r.rel_ci > precision and r.stop_reason == "budget":
-            w.append(f"precision target ±{precision:.1%} not reached (±{r.rel_ci:.2%}) within the budget; "
-                     "use --budget to measure longer")
+            w.append(Finding.of("bench.precision", target=precision, reached=r.rel_ci))
         if med > 0 and r.iqr / med > 0.10:
-            w.append(f"spread is high: the IQR is {r.iqr / med:.0%} of the median — the machine or the code is noisy")
+            w.append(Finding.of("bench.spread", iqr=r.iqr / med))
         cold = cold_call_warning(r)
         if cold:
             w.append(cold)
         block = med * r.number
         if r.timer_overhead_s > 0 and r.timer_overhead_s > 0.01 * block:
-            w.append(f"a sample ({fmt_time(block)}) is so short that the timer's own cost ({fmt_time(r.timer_overhead_s)}) "
-                     f"is {r.timer_overhead_s / block:.0%} of it")
+            w.append(Finding.of("bench.short-sample", block_s=block, timer_s=r.timer_overhead_s))
         if "reference_s" in r.env and not r.policy.get("interleaved"):  # an interleaved A/B cancels the state
             from ..core.reference import fast_median, note_run
 
@@ -425,7 +427,7 @@ def _code_key(r: BenchResult) -> str:
     return hashlib.sha256("\0".join((r.code, r.setup, r.device)).encode()).hexdigest()[:16]
 
 
-def cold_call_warning(r: BenchResult) -> str | None:
+def cold_call_warning(r: BenchResult) -> Finding | None:
     """The first call's line, when it took over 3× a warm call (and 1 ms more). Its cause (lazy init, JIT,
     autotuning, cold caches) is named only when the load probe around it was quiet: other processes under
     ``QUIET_CORES`` cores, or — a cold call under 20 ms, too short for that reading — the scheduler never
@@ -434,27 +436,19 @@ def cold_call_warning(r: BenchResult) -> str | None:
     med = r.median if r.raw else math.nan
     if r.cold_s is None or not med > 0 or not (r.cold_s > 3 * med and r.cold_s - med > 1e-3):
         return None
-    head = f"the first call took {r.cold_s / med:.0f}× a warm call ({fmt_time(r.cold_s)})"
-    tail = "; it is reported apart, not in the samples"
     oc, pre, off = (r.env.get(k) for k in ("cold_others_cores", "cold_preempted", "cold_off_cpu_s"))
+    lost = off or 0.0
     if oc is not None:
-        if oc < QUIET_CORES:
-            return f"{head} with no other load ({oc:.2f} cores): lazy init, JIT, autotuning or cold caches{tail}"
-        return (f"{head} while other processes used {oc:.1f} cores: cause unknown (their load, or one-time "
-                f"setup){tail}")
-    if pre is not None:
-        lost = off or 0.0
-        if pre == 0 or lost < 0.5 * (r.cold_s - med):
-            return (f"{head}, never preempted by other processes: lazy init, JIT, autotuning or cold caches{tail}"
-                    if pre == 0 else
-                    f"{head}, off the CPU for only {fmt_time(lost)} of it: lazy init, JIT, autotuning or cold "
-                    f"caches{tail}")
-        return (f"{head} while other processes took its CPU {pre}× ({fmt_time(lost)} off the CPU): cause "
-                f"unknown (their load, or one-time setup){tail}")
-    return f"{head}; other processes' load during it was not measured, so its cause is unknown{tail}"
+        case = "quiet" if oc < QUIET_CORES else "loaded"
+    elif pre is not None:
+        case = ("never-preempted" if pre == 0 else "little-off" if lost < 0.5 * (r.cold_s - med) else "preempted")
+    else:
+        case = "unmeasured"
+    return Finding.of("bench.cold-call", ratio=r.cold_s / med, cold_s=r.cold_s, case=case, others=oc,
+                      preempted=pre, off_s=lost)
 
 
-def speed_state_warning(r: BenchResult, earlier_fast_median: float | None = None) -> str | None:
+def speed_state_warning(r: BenchResult, earlier_fast_median: float | None = None) -> Finding | None:
     """The machine's slow speed state, named as such, when a fixed-reference reading beside the run was
     slow *and* the run's samples show it (:func:`perfmagic.core.reference.speed_state`), and other
     processes were quiet (under ``QUIET_CORES``; their load is its own warning). Says what still holds."""
@@ -466,11 +460,5 @@ def speed_state_warning(r: BenchResult, earlier_fast_median: float | None = None
     oc = env.get("others_cores")
     if s is None or (oc is not None and oc >= QUIET_CORES):
         return None
-    where = {"last": f"during the last {s.slow_n} of {s.n} samples ({s.ratio:.2f}× the others)",
-             "first": f"during the first {s.slow_n} of {s.n} samples ({s.ratio:.2f}× the others)",
-             "run": f"during this run (its median {s.ratio:.2f}× this code's earlier run in this session)"}[s.where]
-    others = (f"not because of other processes ({oc:.2f} cores)" if oc is not None
-              else "other processes' load was not measured")
-    return (f"this machine ran in its slow state {where}: a fixed reference loop took {fmt_time(s.slow_ref_s)} vs "
-            f"{fmt_time(s.best_ref_s)} at its fastest, {others}. An interleaved A/B (%perf compare, --vs) "
-            "cancels it; this single number does not")
+    return Finding.of("bench.slow-state", where=s.where, slow_n=s.slow_n, n=s.n, ratio=s.ratio, others=oc,
+                      slow_ref_s=s.slow_ref_s, best_ref_s=s.best_ref_s)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..record import relation
+from ..findings import Finding
 
 PRIOR = 0.20
 FLOOR = 0.02  # evidence pairs are minutes apart; runs compared historically may be hours apart
@@ -50,7 +51,7 @@ class BetweenRun:
 
     noise: float
     n: int
-    source: str
+    source: Any  # where it came from: a noise.* finding
 
 
 def _machine(env: dict[str, Any] | None) -> tuple[Any, ...]:
@@ -132,17 +133,14 @@ def between_run_noise(ledger: Any, env: dict[str, Any] | None = None) -> Between
             ds = []
     n = len(ds)
     if n == 0:
-        return BetweenRun(PRIOR, 0, f"assumed ±{PRIOR:.0%}: no A/A re-measurements on this machine yet (the "
-                                    "reference VM's between-run noise; each %perf compare that re-measures adds one)")
+        return BetweenRun(PRIOR, 0, Finding.of("noise.prior", q=PRIOR))
     s = sorted(ds)
     k = min(n, math.ceil(LEVEL * (n + 1)))
     q = math.expm1(s[k - 1])
     if n < EVIDENCE_MIN:
         q = max(q, PRIOR)
-        return BetweenRun(q, n, f"±{q:.0%}: only {n} A/A re-measurement(s) on this machine (largest "
-                                f"±{math.expm1(s[-1]):.1%}), so at least the reference VM's ±{PRIOR:.0%}")
-    which = "largest" if k == n else f"{LEVEL:.0%} quantile"
-    seen = f"the {which} of {n} A/A re-measurements on this machine (median ±{math.expm1(s[(n - 1) // 2]):.1%})"
+        return BetweenRun(q, n, Finding.of("noise.few", q=q, n=n, largest=math.expm1(s[-1]), prior=PRIOR))
+    seen = {"n": n, "level": None if k == n else LEVEL, "median": math.expm1(s[(n - 1) // 2])}
     if q < FLOOR:
-        return BetweenRun(FLOOR, n, f"±{FLOOR:.0%}, the least admitted ({seen} is ±{q:.1%})")
-    return BetweenRun(q, n, f"±{q:.1%}: {seen}")
+        return BetweenRun(FLOOR, n, Finding.of("noise.floor", floor=FLOOR, q=q, **seen))
+    return BetweenRun(q, n, Finding.of("noise.seen", q=q, **seen))

@@ -54,11 +54,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..core import stats as _stats
+from ..findings import Finding
 
 __all__ = ["MAX_GROUPS", "VERDICTS", "ratio_ci", "widen", "judge", "decide", "Comparison", "compare_samples"]
 
+#: at most this many units (group medians) enter the bootstrap per side; see the module docstring
 MAX_GROUPS = 200
-"""At most this many units (group medians) enter the bootstrap per side; see the module docstring."""
 
 MIN_SAMPLES = 3
 
@@ -167,8 +168,8 @@ def _interval(boot: list[float], centre_grouped: float, centre_full: float,
 
 
 def _ratio_ci(a: Sequence[float], b: Sequence[float], *, confidence: float, n_boot: int, seed: int,
-              paired: bool, block: int | None) -> tuple[float, float, float, str]:
-    """:func:`ratio_ci` plus the sentence describing the method actually used."""
+              paired: bool, block: int | None) -> tuple[float, float, float, Finding]:
+    """:func:`ratio_ci` plus the method actually used (a ``compare.method`` finding)."""
     _check_confidence(confidence)
     if not isinstance(n_boot, int) or n_boot < 10:
         raise ValueError(f"n_boot must be an integer >= 10, got {n_boot!r}")
@@ -186,9 +187,8 @@ def _ratio_ci(a: Sequence[float], b: Sequence[float], *, confidence: float, n_bo
         units, g, L = _prepare(d, block)
         boot = _block_boot_medians(units, L, n_boot, rng)
         lo, hi = _interval(boot, _mid(sorted(units)), full, confidence)
-        grouped = f", medians of {g} consecutive pairs → {len(units)} groups" if g > 1 else ""
-        method = (f"paired (interleaved A/B): block bootstrap of the median per-pair log ratio "
-                  f"log(b/a), {n_boot} resamples, block {L}{grouped}; percentile interval")
+        method = Finding.of("compare.method", paired=True, n_boot=n_boot, blocks=(L,), groups=(g,),
+                            units=(len(units),))
         return math.exp(full), lo, hi, method
 
     la = [math.log(x) for x in av]
@@ -201,15 +201,8 @@ def _ratio_ci(a: Sequence[float], b: Sequence[float], *, confidence: float, n_bo
     boot = [y - x for x, y in zip(boot_a, boot_b)]
     centre = _mid(sorted(ub)) - _mid(sorted(ua))
     lo, hi = _interval(boot, centre, full, confidence)
-    blocks = f"block {La}" if La == Lb else f"blocks {La} (A) / {Lb} (B)"
-    if ga > 1 and (ga, len(ua)) == (gb, len(ub)):
-        grouped = f", each side as {len(ua)} medians of {ga} consecutive samples"
-    else:
-        groups = [f"{side} as {len(u)} medians of {g} consecutive samples"
-                  for side, u, g in (("A", ua, ga), ("B", ub, gb)) if g > 1]
-        grouped = "".join(", " + x for x in groups)
-    method = (f"block bootstrap of the ratio of medians, {n_boot} resamples, {blocks}{grouped}; "
-              f"percentile interval on log ratio")
+    method = Finding.of("compare.method", paired=False, n_boot=n_boot, blocks=(La, Lb), groups=(ga, gb),
+                        units=(len(ua), len(ub)))
     return math.exp(full), lo, hi, method
 
 
@@ -324,12 +317,12 @@ class Comparison:
     confidence: float
     min_effect: float
     verdict: str
-    method: str
+    method: Finding  # how the interval was computed (compare.method: render/findings_timing.py words it)
     n_a: int
     n_b: int
     between_run: float = 0.0
     why: str = ""
-    refusal: str = ""
+    refusal: Any = ""  # why neither per call nor per unit compares them (a basis.* finding)
     per: str = ""
 
     @property
@@ -345,6 +338,7 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d["method"], d["refusal"] = str(self.method), str(self.refusal)
         d["sentence"] = self.sentence
         d["accept"] = self.accept
         return d
@@ -375,7 +369,7 @@ def compare_samples(a: Sequence[float], b: Sequence[float], *, min_effect: float
                                   block=None)
     if between_run != 0.0:  # widen() rejects negative and non-finite values
         lo, hi = widen(r, lo, hi, between_run)
-        method += f"; combined in quadrature (log scale) with a between-run noise of ±{between_run:.1%}"
+        method = method.with_values(between_run=between_run)
     _check_confidence(confidence)
     return Comparison(ratio=r, ci_low=lo, ci_high=hi, confidence=confidence, min_effect=min_effect,
                       verdict=judge(lo, hi, min_effect), method=method, n_a=len(a), n_b=len(b),

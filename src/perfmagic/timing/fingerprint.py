@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from ..findings import Finding
 _SMALL_BYTES = 1 << 20  # data up to this size is fingerprinted by content
 _MAX_ITEMS = 10_000     # containers up to this length are fingerprinted item by item
 _SMALL_ARRAY = 64       # integer/bool arrays up to this many elements keep a digest (used as sizes)
@@ -192,39 +193,40 @@ def _array_fields(obj: Any, iface: dict[str, Any]) -> tuple[tuple[str, Any], ...
     return out
 
 
-def _differs(old: Any, new: Any) -> str:
-    """What moved between two signatures, in words: ``"its strides changed"``."""
+def _differs(old: Any, new: Any) -> Finding:
+    """What moved between two signatures: a ``rerun.changed`` finding (``"its strides changed"``)."""
     if not (isinstance(old, tuple) and isinstance(new, tuple) and len(old) == 2 == len(new)
             and old[0] == new[0] and old[0] in ("tensor", "module", "optimizer", "dataloader", "array")):
         if isinstance(old, tuple) and isinstance(new, tuple) and old[:1] != new[:1]:
-            return "it is another kind of object now"
-        return "its length or contents changed"
+            return Finding.of("rerun.changed", what="kind")
+        return Finding.of("rerun.changed", what="contents")
     a, b = dict(old[1]), dict(new[1])
     if old[0] == "optimizer" and a["type"] == b["type"] and len(a["groups"]) == len(b["groups"]):
         keys = [k for ga, gb in zip(a["groups"], b["groups"]) for k, v in ga if dict(gb).get(k, _MISSING) != v]
         if keys:
-            return f"its {', '.join(dict.fromkeys(keys))} changed"
+            return Finding.of("rerun.changed", what="fields", fields=tuple(dict.fromkeys(keys)))
     if old[0] != "module":
         moved = [k for k in a.keys() | b.keys() if a.get(k) != b.get(k)]
         order = [k for k in a if k in moved] + [k for k in b if k in moved and k not in a]
-        return "its " + ", ".join("parameter groups" if k == "groups" else k for k in order) + " changed"
+        return Finding.of("rerun.changed", what="fields",
+                          fields=tuple("parameter groups" if k == "groups" else k for k in order))
     if a["type"] != b["type"]:
-        return f"its type changed ({a['type']} -> {b['type']})"
+        return Finding.of("rerun.changed", what="type", old=a["type"], new=b["type"])
     if [m[:2] for m in a["modules"]] != [m[:2] for m in b["modules"]]:
-        return "its layers changed: a submodule added, removed or replaced"
+        return Finding.of("rerun.changed", what="layers")
     if a["modules"] != b["modules"]:
-        return "its training/eval mode changed"
+        return Finding.of("rerun.changed", what="mode")
     for kind in ("parameters", "buffers"):
         pa, pb = dict(a[kind]), dict(b[kind])
         if pa.keys() != pb.keys():
-            return f"its {kind} changed (one added or removed)"
+            return Finding.of("rerun.changed", what="members", member=kind)
         moved = [n for n in pa if pa[n] != pb[n]]
         if moved:
             fa, fb = dict(pa[moved[0]] or ()), dict(pb[moved[0]] or ())
             what = ", ".join(k for k in fa.keys() | fb.keys() if fa.get(k) != fb.get(k)) or "shape"
-            more = f" and {len(moved) - 1} more" if len(moved) > 1 else ""
-            return f"the {what} of {kind[:-1]} {moved[0]}{more} changed"
-    return "its parameter count changed"
+            return Finding.of("rerun.changed", what="tensor", fields=what, member=kind[:-1], name=moved[0],
+                              more=len(moved) - 1)
+    return Finding.of("rerun.changed", what="count")
 
 
 # ---- what a re-run can change, and what it cannot ----------------------------------------------------

@@ -28,6 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..errors import BenchInterrupted, PerfmagicError
+from ..findings import Finding
 from .basis import Basis, basis, work_of  # noqa: F401  (re-exported: the flow judges on this basis)
 
 # options of %%gpubench that change what is measured: A and B must agree on them to be re-measured as a pair
@@ -42,34 +43,32 @@ class RerunError(PerfmagicError):
 # ---- can A and B be re-measured here? ------------------------------------------------------------------
 
 def obstacles(ra: Mapping[str, Any], rb: Mapping[str, Any], captures: Mapping[int, Any],
-              ns: Mapping[str, Any]) -> tuple[list[str], tuple[str, ...]]:
+              ns: Mapping[str, Any]) -> tuple[list[Finding], tuple[str, ...]]:
     """Why A and B cannot be re-measured interleaved in this process (empty: they can), and what A
     read that changed since (named under "what changed" by a historical comparison)."""
     from .rerun import check, moved_name
 
-    why: list[str] = []
+    why: list[Finding] = []
     if ra.get("magic") != "gpubench" or rb.get("magic") != "gpubench":
-        why.append("only %%gpubench runs can be re-measured")
+        why.append(Finding.of("flow.not-gpubench"))
     oa, ob = ra.get("options") or {}, rb.get("options") or {}
     differ = [k for k in MEASURING_OPTIONS if oa.get(k, _DEFAULTS.get(k)) != ob.get(k, _DEFAULTS.get(k))]
     if differ:
-        why.append(f"A and B were measured with different options ({', '.join(differ)}); an interleaved "
-                   "re-measurement runs both sides one way")
-    data: tuple[str, ...] = ()
+        why.append(Finding.of("flow.options-differ", options=tuple(differ)))
+    found: list[Finding] = []  # what A read that changed since
     for side, r in (("A", ra), ("B", rb)):
         cap = captures.get(r.get("id"))  # type: ignore[arg-type]
         if cap is None:
-            why.append(f"{side} #{r.get('id')} was measured in another kernel (or before this one recorded it), "
-                       "so the functions it called are not held here")
+            why.append(Finding.of("flow.other-kernel", side=side, id=r.get("id")))
             continue
         moved = check(cap, ns)
-        why += [f"{side} #{r.get('id')}: {x}" for x in moved]
+        why += [Finding.of("flow.side-moved", side=side, id=r.get("id"), why=str(x)) for x in moved]
         if side == "A":
-            data = tuple(moved)
+            found = list(moved)
         else:  # changed after B ran too: not a difference between A and B
             names = {moved_name(x) for x in moved} - {None}
-            data = tuple(x for x in data if moved_name(x) not in names)
-    return why, data
+            found = [x for x in found if moved_name(x) not in names]
+    return why, tuple(str(x) for x in found)
 
 
 # ---- the state a re-run changes ---------------------------------------------------------------------
@@ -88,7 +87,6 @@ def protect(caps: list[Any], ns: Mapping[str, Any], *, force: bool, notify: Call
 
     State that cannot be snapshotted: with ``force`` (the user asked to re-run anyway) a notice names
     it and everything else is still protected; otherwise :class:`RerunError` names it and the fix."""
-    from ..render.units import fmt_bytes
     from .snapshot import SnapshotError, preserved
 
     try:
@@ -96,20 +94,19 @@ def protect(caps: list[Any], ns: Mapping[str, Any], *, force: bool, notify: Call
     except SnapshotError as exc:
         if not force:
             raise RerunError(str(exc)) from None
-        notify(f"perfmagic: re-measuring anyway, without restoring {', '.join(f'`{n}`' for n in exc.names)}: "
-               + "; ".join(f"`{k}` {v}" for k, v in exc.reasons.items()))
+        notify(str(Finding.of("flow.forced", names=tuple(exc.names),
+                              reasons=tuple((k, str(v)) for k, v in exc.reasons.items()))))
         snap = preserved(caps, ns, skip=tuple(exc.names))
     if snap.nbytes:
-        notify(f"perfmagic: the state the runs change ({', '.join(f'`{n}`' for n in snap.names)}) is kept in a "
-               f"{fmt_bytes(snap.nbytes)} snapshot and restored after the re-measurement")
+        notify(str(Finding.of("flow.snapshot", names=tuple(snap.names), nbytes=snap.nbytes)))
     return snap
 
 
-def value_notes(caps: list[Any]) -> list[str]:
+def value_notes(caps: list[Any]) -> list[Finding]:
     """What the re-measurement cannot vouch for: data whose values, not only shapes, set the cost."""
     from .rerun import values_may_matter
 
-    out: list[str] = []
+    out: list[Finding] = []
     for c in caps:
         for n in values_may_matter(c):
             if n not in out:
@@ -184,22 +181,21 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
     why, data = obstacles(ra, rb, captures, ns)
     if why:
         if rerun:
-            raise RerunError("A and B cannot be re-measured in this process: " + "; ".join(why)
+            raise RerunError("A and B cannot be re-measured in this process: " + "; ".join(map(str, why))
                              + ". Compare the recorded samples instead (--historical, rerun=False)")
-        say("perfmagic: historical comparison (recorded samples) because A and B cannot be re-measured here: "
-            + "; ".join(why))
+        say(str(Finding.of("flow.historical", why=tuple(str(w) for w in why))))
         return compare(ra, rb, min_effect=min_effect, ledger=ledger, data_changes=data, **historical)
     try:
         guard = protect([captures[ra["id"]], captures[rb["id"]]], ns, force=bool(rerun), notify=say)
     except RerunError as exc:
-        say(f"perfmagic: historical comparison (recorded samples), because it {exc}")
+        say(str(Finding.of("flow.historical-snapshot", why=str(exc))))
         return compare(ra, rb, min_effect=min_effect, ledger=ledger, **historical)
     rc = remeasure(ra, rb, captures[ra["id"]], captures[rb["id"]], ns, guard=guard, budget=budget,
                    min_effect=min_effect, record=_recorder(record, ledger), ledger=ledger, notify=say,
                    filenames=filenames)
     notes = value_notes([captures[ra["id"]], captures[rb["id"]]])
     if notes and hasattr(rc, "notes"):
-        rc = replace(rc, notes=tuple(rc.notes) + tuple(f"values may matter: {n}" for n in notes))
+        rc = replace(rc, notes=tuple(rc.notes) + tuple(Finding.of("flow.values-matter", why=str(n)) for n in notes))
     return rc
 
 
@@ -267,12 +263,11 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
                                interleaved_with=refs[0].id if refs and refs[0] is not None else None,
                                metrics=res.metrics(), samples=res.samples(), env=res.env, status=status,
                                primary_metric=res.primary_metric,
-                               note=f"re-measured from run #{r.get('id')} by %perf compare"))
-        say(f"perfmagic: re-measured A #{ra.get('id')} and B #{rb.get('id')} interleaved in this process "
-            f"({pr.a.n_samples} pairs; A with the functions it called when it ran) as runs "
-            + " and ".join(f"#{x.id}" for x in refs if x is not None))
+                               note=str(Finding.of("flow.row-note", id=r.get("id")))))
+        say(str(Finding.of("flow.remeasured", a=ra.get("id"), b=rb.get("id"), pairs=pr.a.n_samples,
+                           ids=tuple(x.id for x in refs if x is not None))))
     if pr.advice():
-        say(f"perfmagic: {pr.advice()} (%perf compare -b)")
+        say(str(Finding.of("flow.advice", advice=str(pr.advice()))))
     if status == "interrupted":
         raise BenchInterrupted(pr)
     if pr.comparison is None:
@@ -295,8 +290,7 @@ def _thread_limit(pr: Any, say: Callable[[str], None]) -> int | None:
     if not over:
         return None
     limit = free_cores(pr.b.env)
-    say(f"perfmagic: {over.split(': its threads')[0]}; measuring A and B again with BLAS/OpenMP and torch "
-        f"limited to {limit} thread(s)")
+    say(str(Finding.of("flow.thread-limit", over=str(over).split(": its threads")[0], limit=limit)))
     return limit
 
 

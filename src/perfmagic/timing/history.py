@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from ..record import relation
 
 from ..errors import PerfmagicError
+from ..findings import Finding
 from ..result import Displayed
 from .whatchanged import WhatChanged, what_changed
 from .basis import per_call
@@ -79,7 +80,7 @@ class RunComparison(Displayed):
     what: WhatChanged
     kind: str  # "historical" | "interleaved"
     drift: float | None = None  # the drift guard's reference ratio B/A - 1 (informational)
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    notes: tuple[Any, ...] = field(default_factory=tuple)  # findings (render/findings_timing.py words them)
     between_run: Any = None  # perfmagic.timing.betweenrun.BetweenRun of a historical comparison
     basis: Any = None  # perfmagic.timing.basis.Basis: per call, or per unit of declared work
 
@@ -104,7 +105,7 @@ class RunComparison(Displayed):
         return {"a": self.a.get("id"), "b": self.b.get("id"), "kind": self.kind, "drift": self.drift,
                 "basis": self.basis.to_dict() if self.basis is not None else None,
                 "comparison": self.comparison.to_dict(), "what_changed": self.what.things,
-                "isolated": self.what.isolated, "notes": list(self.notes)}
+                "isolated": self.what.isolated, "notes": [str(n) for n in self.notes]}
 
 
 def _median(xs: list[float]) -> float:
@@ -153,7 +154,7 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
     xa, xb = _comparable(ra, rb)
     bs = _basis(ra, rb)
     xa, xb = bs.scale(xa, "A"), bs.scale(xb, "B")   # per unit of work when both declare different amounts
-    notes: list[str] = []
+    notes: list[Any] = []
     interleaved = paired if paired is not None else bool(relation(ra, "interleaved_with") == rb.get("id") and rb.get("id") is not None
                        or relation(rb, "interleaved_with") == ra.get("id") and ra.get("id") is not None)
     drift = None
@@ -165,7 +166,7 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
         comp = compare_samples(xa, xb, paired=True, min_effect=min_effect, confidence=confidence,
                                n_boot=n_boot)
         kind = "interleaved"
-        notes.append("same-process A/B: both sides were measured interleaved, so machine drift cancels")
+        notes.append(Finding.of("history.interleaved"))
     else:
         kind = "historical"
         if between_run is None:
@@ -175,19 +176,14 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
                 ledger = current_ledger()
             noise = between_run_noise(ledger, rb.get("env"))
         else:
-            noise = BetweenRun(float(between_run), 0, f"±{between_run:.1%}, as given")
+            noise = BetweenRun(float(between_run), 0, Finding.of("noise.given", q=float(between_run)))
         q = noise.noise
         comp = compare_samples(xa, xb, paired=False, min_effect=min_effect, confidence=confidence,
                                between_run=q, n_boot=n_boot)
-        apart = _minutes_apart(ra, rb)
-        when = f"runs {apart:.1f} min apart" if apart is not None else "runs taken at different times"
-        vs = f"%%gpubench --vs {ra.get('id')}" if ra.get("id") is not None else "%%gpubench --vs RUN"
-        notes.append(f"historical comparison ({when}): between-run noise {noise.source}; combined with the "
-                     f"within-run interval. A same-process A/B cancels it: %perf compare re-measures A and B "
-                     f"when A can still run here, or run the B cell with {vs}")
+        notes.append(Finding.of("history.historical", apart=_minutes_apart(ra, rb), noise=str(noise.source),
+                                a=ra.get("id")))
         if comp.verdict == "inconclusive":  # measuring longer would not help: say what would
-            notes.append(f"cannot tell, because runs of identical code on this machine differ by up to ±{q:.0%} and "
-                         "measuring longer does not shrink that: re-measure A and B together")
+            notes.append(Finding.of("history.cannot-tell", q=q))
     over = _oversubscribed(ra, rb)
     if over and comp.verdict != "inconclusive":  # the pools waited for cores: the ratio is not the code's
         comp = replace(comp, verdict="inconclusive", why="oversubscribed")
@@ -196,13 +192,11 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
         comp = replace(comp, verdict="inconclusive", why="refused", refusal=bs.refusal)
     elif bs.unit:
         comp = replace(comp, per=bs.per,
-                       method=comp.method + f"; on time {bs.per} (A {_amt(bs.a)}, B {_amt(bs.b)} {bs.unit} per call)")
+                       method=comp.method.with_values(per=bs.per, a=_amt(bs.a), b=_amt(bs.b), unit=bs.unit))
     limit = {relation(r, "thread_limit") for r in (ra, rb)}
     if len(limit) == 1 and None not in limit:
         n = limit.pop()
-        notes.append(f"measured with BLAS/OpenMP and torch limited to {n} thread(s), because the thread pools "
-                     f"were oversubscribed at their full size: the verdict holds for {n} thread(s); measure again "
-                     "without the neighbour for the full-size answer")
+        notes.append(Finding.of("history.thread-limit", n=n))
     oa, ob = ra.get("options"), rb.get("options")
     if bs.unit:  # the declared work is what the verdict divides by, not another change
         oa, ob = ({k: v for k, v in (o or {}).items() if k not in _WORK_OPTIONS} for o in (oa, ob))

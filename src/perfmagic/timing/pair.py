@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 from ..core import stats as _stats
 from ..core.subject import Subject
 from ..errors import BadOptionError, BenchInterrupted
+from ..findings import Finding
 from ..result import Displayed
 from .bench import WARMUP_MAX_FRACTION, WARMUP_MIN_CALLS, _environment, _with_doubts, prepare, warmup_min_s
 from .results import BenchResult
@@ -343,9 +344,8 @@ def _sized_budget(n: int, logs: list[float], sa: Subject, sb: Subject, total: fl
         want = clock() - t_start + max(0, need - n) * pair_s * 1.15
         if want > total:
             total = min(AUTO_MAX_S, want)
-            notes.append(f"budget sized to the calls' noise: ~{need} pairs of {pair_s * 1e3:.3g} ms needed "
-                         f"for a decision at ±{min_effect:.0%}: {total:.3g} s"
-                         + (f" (capped at {AUTO_MAX_S:g} s; -b for more)" if want > AUTO_MAX_S else ""))
+            notes.append(Finding.of("pair.sized", need=need, pair_s=pair_s, min_effect=min_effect, total=total,
+                                    cap=AUTO_MAX_S, capped=want > AUTO_MAX_S))
     return total
 
 
@@ -369,6 +369,6 @@ def _side_result(s: Subject, k: int, pairs: int, env: dict[str, Any] | None, col
                     warmup=tuple(s.warm), label=label, setup=s.setup, device=s.device, sync=s.sync.name,
                     timer_overhead_s=s.overhead, stop_reason=stop, wall_s=wall,
                     status="interrupted" if interrupted else "ok", policy=policy, env=side_env, memory=mem,
-                    notes=tuple(notes + s.notes + ["measured interleaved with the other side (A/B)"]),
+                    notes=tuple(notes + s.notes + [Finding.of("pair.side")]),
                     started_utc=started)
     return _with_doubts(r, warnings, policy["min_samples"], 1.0)

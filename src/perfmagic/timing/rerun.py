@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..findings import Finding
 from .fingerprint import _differs, _type_name, signature
 
 _MAX_DEPTH = 4          # how deep the functions a cell calls are followed
@@ -71,18 +72,16 @@ def _has_data(obj: Any) -> bool:
 _DATA_DEPENDENT = ("nonzero", "argwhere", "masked_select", "unique", "unique_consecutive", "bincount")
 
 
-def _value_notes(name: str, sig: Any) -> list[str]:
+def _value_notes(name: str, sig: Any) -> list[Finding]:
     if not isinstance(sig, tuple) or not sig:
         return []
     if sig[0] == "tensor" or sig[0] == "array":
         f = dict(sig[1])
         layout = str(f.get("layout", ""))
         if layout and layout != "torch.strided":
-            return [f"`{name}` is a sparse tensor ({layout.replace('torch.', '')}): its cost depends on its values "
-                    f"(nnz, {f.get('nnz', '?')} now), not only its shape"]
+            return [Finding.of("rerun.sparse", name=name, layout=layout.replace("torch.", ""), nnz=f.get("nnz", "?"))]
         if f.get("dtype") in ("torch.bool", "|b1"):
-            return [f"`{name}` is a bool {'tensor' if sig[0] == 'tensor' else 'array'}: code indexing with it "
-                    "(x[mask], masked_select, nonzero) does work that depends on its values"]
+            return [Finding.of("rerun.mask", name=name, what="tensor" if sig[0] == "tensor" else "array")]
         return []
     if isinstance(sig[0], str) and len(sig) == 3 and isinstance(sig[1], int) and isinstance(sig[2], tuple):
         out = []  # a container, item by item: a mapping's items are (repr(key), signature)
@@ -94,10 +93,10 @@ def _value_notes(name: str, sig: Any) -> list[str]:
     return []
 
 
-def values_may_matter(cap: Capture) -> list[str]:
+def values_may_matter(cap: Capture) -> list[Finding]:
     """Notes to print under a verdict: where the data's values, which the signatures leave out, may
     steer the cost after all, and which data has no signature at all."""
-    out: list[str] = []
+    out: list[Finding] = []
     for n, (_, sig) in sorted(cap.data.items()):
         out += _value_notes(n, sig)
     names: set[str] = set()
@@ -111,11 +110,10 @@ def values_may_matter(cap: Capture) -> list[str]:
             names |= code_names(obj.__code__)
     for fn in _DATA_DEPENDENT:
         if fn in names:
-            out.append(f"the code calls `{fn}`: the work after it depends on the values of its input, "
-                       "which a fingerprint does not compare")
-    unknown = [f"`{n}` ({cap.kinds.get(n, '?')})" for n, (_, sig) in sorted(cap.data.items()) if sig is None]
+            out.append(Finding.of("rerun.data-dependent", fn=fn))
+    unknown = tuple((n, cap.kinds.get(n, "?")) for n, (_, sig) in sorted(cap.data.items()) if sig is None)
     if unknown:
-        out.append("not fingerprinted, so a change to them since the run is not seen: " + ", ".join(unknown))
+        out.append(Finding.of("rerun.unfingerprinted", names=unknown))
     return out
 
 
@@ -155,25 +153,28 @@ def capture(code: str, setup: str, ns: Mapping[str, Any]) -> Capture:
     return cap
 
 
-def moved_name(reason: str) -> str | None:
-    """The notebook name a :func:`check` reason is about: ``"`L` was changed in place ..."`` -> ``"L"``."""
-    parts = reason.split("`")
+def moved_name(reason: Any) -> str | None:
+    """The notebook name a :func:`check` reason is about (its ``name``; in a reason that is text, the first
+    name in backticks: ``"`L` was changed in place ..."`` -> ``"L"``)."""
+    if isinstance(reason, Finding):
+        return reason.get("name")
+    parts = str(reason).split("`")
     return parts[1] if len(parts) >= 3 else None
 
 
-def check(cap: Capture, ns: Mapping[str, Any]) -> list[str]:
+def check(cap: Capture, ns: Mapping[str, Any]) -> list[Finding]:
     """Why the run can no longer be re-run as it was: one reason per name (empty: it can). A change of
     values alone (a training step's weights) is no reason: see the module docstring."""
     out = []
     for n, (oid, sig) in cap.data.items():
         if n not in ns:
-            out.append(f"`{n}` is gone from the notebook")
+            out.append(Finding.of("rerun.gone", name=n))
         elif id(ns[n]) != oid:
-            out.append(f"`{n}` now names another object than when the run was measured")
+            out.append(Finding.of("rerun.rebound", name=n))
         elif sig is not None:
             now = signature(ns[n])
             if now != sig:
-                out.append(f"`{n}` was changed in place since ({_differs(sig, now)})")
+                out.append(Finding.of("rerun.in-place", name=n, how=str(_differs(sig, now))))
     return out
 
 

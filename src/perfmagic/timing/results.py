@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from ..core import stats as _stats
 from ..core.memory import MemoryReport
+from ..findings import Finding
 from ..result import Displayed
 
 
@@ -40,8 +41,8 @@ class BenchResult(Displayed):
     env: dict[str, Any] = field(default_factory=dict)
     memory: MemoryReport | None = None
     work: dict[str, float] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
+    warnings: tuple[Finding, ...] = ()  # worded by render/findings_timing.py; an older row's text stays a str
+    notes: tuple[Finding, ...] = ()
     started_utc: str = ""
     run_id: int | None = None
 
@@ -137,7 +138,7 @@ class BenchResult(Displayed):
             out["memory"] = extra
         for key in ("warnings", "notes"):
             if getattr(self, key):
-                out[key] = list(getattr(self, key))
+                out[key] = [_stored(x) for x in getattr(self, key)]
         return out
 
     @classmethod
@@ -159,10 +160,9 @@ class BenchResult(Displayed):
                                   rss_peak_increase_bytes=m.get("rss_peak_increase_bytes"),
                                   rss_method=mp.get("rss_method", "vmhwm"), cuda_peak_bytes=m.get("cuda_peak_bytes"),
                                   cuda_reserved_bytes=mp.get("cuda_reserved_bytes"))
-        notes = tuple(p.get("notes") or ())
+        notes = tuple(_read(x) for x in p.get("notes") or ())
         if rec.payload is None:
-            notes += ("rebuilt from a ledger row written before perfmagic stored its device, policy, warnings and "
-                      "notes: those are not shown",)
+            notes += (Finding.of("bench.old-row"),)
         work = o.get("work") if isinstance(o.get("work"), dict) else {}
         return cls(code=rec.code, raw=tuple(float(x) for x in s.get("raw") or ()), number=int(s.get("number") or 1),
                    cold_s=s.get("cold_s"), warmup=tuple((int(k), float(t)) for k, t in s.get("warmup") or ()),
@@ -172,7 +172,7 @@ class BenchResult(Displayed):
                    stop_reason=p.get("stop_reason", "precision" if rec.payload is not None else "unknown"),
                    wall_s=float(m.get("wall_s") or 0.0), status=rec.status, policy=dict(p.get("policy") or {}),
                    env=dict(rec.env or {}), memory=memory, work={k: float(v) for k, v in work.items()},
-                   warnings=tuple(p.get("warnings") or ()), notes=notes, started_utc=rec.created_utc or "",
+                   warnings=tuple(_read(x) for x in p.get("warnings") or ()), notes=notes, started_utc=rec.created_utc or "",
                    run_id=rec.id)
 
     def to_dict(self) -> dict[str, Any]:
@@ -182,9 +182,23 @@ class BenchResult(Displayed):
             "started_utc": self.started_utc, "metrics": self.metrics(), "samples": self.samples(),
             "policy": dict(self.policy), "env": dict(self.env),
             "memory": self.memory.to_dict() if self.memory else None, "work": dict(self.work),
-            "warnings": list(self.warnings), "notes": list(self.notes),
+            "warnings": [str(w) for w in self.warnings], "notes": [str(n) for n in self.notes],
         }
 
     # ---- display: perfmagic.render.bench writes the text; perfmagic.render.timing draws ------------
     renderer: ClassVar[str] = "bench"
-    figure_alt: ClassVar[str] = "timeline and histogram of the samples"
+
+
+def _stored(item: Any) -> Any:
+    """A note or warning as the payload keeps it: a finding as ``[kind, {values}]`` (floats to 6 significant
+    digits, more than any sentence shows), text as it is."""
+    if not isinstance(item, Finding):
+        return str(item)
+    return [item.kind, {k: float(f"{v:.6g}") if isinstance(v, float) else v for k, v in item.values}]
+
+
+def _read(item: Any) -> Any:
+    """What :func:`_stored` wrote, back: a finding, or the text an older row stored."""
+    if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], dict):
+        return Finding(item[0], tuple(item[1].items()))
+    return item

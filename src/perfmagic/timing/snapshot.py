@@ -22,14 +22,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import PerfmagicError
+from ..findings import Finding
 from .fingerprint import (_IMMUTABLE_MODULES, _MISSING, _NEST, _PLAIN, _is_module, _is_optimizer, _is_plain,
                           _is_plain_object, _is_tensor, _is_torch_data_reader, _torch, _type_name)
 from ..core.interrupts import sigint_deferred
 from .rerun import Capture
-
-_FIX = ("re-run with `--rerun` to re-measure anyway ({its} state will keep changing), or `--historical` to "
-        "compare the recorded samples")
-
 
 class SnapshotError(PerfmagicError):
     """What a run read cannot be snapshotted and restored around a re-measurement. ``names``: the
@@ -37,14 +34,12 @@ class SnapshotError(PerfmagicError):
     or a path inside one: ``batch['x']``, ``trainer.log``) -> why; ``nbytes``: the snapshot's size when
     memory was the reason (else None)."""
 
-    def __init__(self, reasons: dict[str, str], nbytes: int | None = None) -> None:
-        self.reasons = dict(reasons)
+    def __init__(self, reasons: dict[str, Any], nbytes: int | None = None) -> None:
+        self.reasons = dict(reasons)  # a snapshot.* finding (or text) per path
         self.names = list(dict.fromkeys(_root(p) for p in reasons))
         self.nbytes = nbytes
-        its = "its" if len(self.names) == 1 else "their"
-        why = "; ".join(f"`{n}` {r}" for n, r in self.reasons.items())
-        super().__init__(f"cannot keep the notebook's state through a re-measurement: {why}; "
-                         + _FIX.format(its=its))
+        super().__init__(str(Finding.of("snapshot.refused", n=len(self.names),
+                                        reasons=tuple((k, str(v)) for k, v in self.reasons.items()))))
 
 
 def _root(path: str) -> str:
@@ -270,7 +265,7 @@ def _refill(obj: Any, saved: Any) -> None:
 
 
 
-def _plan(name: str, obj: Any, seen: set[int], items: list[_Item], refused: dict[str, str],
+def _plan(name: str, obj: Any, seen: set[int], items: list[_Item], refused: dict[str, Any],
           depth: int = _NEST) -> None:
     """What to copy so that ``obj`` comes back as it is now; what cannot be goes to ``refused``."""
     if id(obj) in seen or isinstance(obj, _PLAIN) or isinstance(obj, (type, types.ModuleType, types.FunctionType,
@@ -307,10 +302,9 @@ def _plan(name: str, obj: Any, seen: set[int], items: list[_Item], refused: dict
         if obj.flags.writeable:
             items.append(_array_item(name, obj))
     elif isinstance(obj, (io.IOBase,)) or hasattr(obj, "fileno") and hasattr(obj, "read"):
-        refused[name] = f"({_type_name(obj)}) is an open file: a re-run moves its position or writes to it"
+        refused[name] = Finding.of("snapshot.file", type=_type_name(obj))
     elif isinstance(obj, Iterator):
-        refused[name] = (f"({_type_name(obj)}) is an iterator: a re-run advances it and it cannot be "
-                         "rewound")
+        refused[name] = Finding.of("snapshot.iterator", type=_type_name(obj))
     elif _is_torch_data_reader(obj):
         return  # before the plain objects: a user's Dataset holds data a re-run only reads
     elif isinstance(obj, (list, MutableMapping, set, bytearray, deque)) or _is_plain_object(obj):
@@ -324,8 +318,7 @@ def _plan(name: str, obj: Any, seen: set[int], items: list[_Item], refused: dict
             return
         items.append(_shallow_item(name, obj))
         if depth <= 0:
-            refused[name] = (f"({_type_name(obj)}) holds objects nested deeper than perfmagic follows "
-                             f"({_NEST} levels), so a re-run's changes to them could not be undone")
+            refused[name] = Finding.of("snapshot.too-deep", type=_type_name(obj), levels=_NEST)
             return
         if isinstance(obj, MutableMapping):
             kids: Any = ((f"{name}[{k!r}]", v) for k, v in obj.items())
@@ -338,8 +331,7 @@ def _plan(name: str, obj: Any, seen: set[int], items: list[_Item], refused: dict
     elif hasattr(obj, "__array_interface__"):
         return  # read-only arrays and numpy scalars
     else:
-        refused[name] = (f"({_type_name(obj)}) is an object perfmagic cannot snapshot (no state_dict, not a "
-                         "tensor, array or container), so a re-run's changes to it could not be undone")
+        refused[name] = Finding.of("snapshot.opaque", type=_type_name(obj))
 
 
 def _rng_item() -> _Item:
@@ -436,7 +428,7 @@ def preserved(caps: Capture | Sequence[Capture], ns: Mapping[str, Any], *, skip:
     caps = [caps] if isinstance(caps, Capture) else list(caps)
     names = sorted({n for c in caps for n in c.data if n in ns and n not in skip})
     items: list[_Item] = []
-    refused: dict[str, str] = {}
+    refused: dict[str, Any] = {}
     seen: set[int] = set()
     modules_first = sorted(names, key=lambda n: not _is_module(ns[n]))  # a model's tensors before their views
     for n in modules_first:

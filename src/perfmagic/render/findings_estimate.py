@@ -1,0 +1,164 @@
+"""The sentences of the estimate's and the rank sweep's :class:`~perfmagic.findings.Finding` kinds
+(``estimate.*``: :mod:`perfmagic.estimation`; ``ranks.*``: :mod:`perfmagic.ranks`).
+
+:data:`WORDS` maps each kind to the function that words it; :mod:`perfmagic.render.findings` reads it
+into its table, so ``str(finding)`` gives these sentences. Imports no analysis module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .units import fmt_bytes, fmt_time
+
+# ---- the estimate's fit (estimation/fit.py) ------------------------------------------------------------
+
+
+def _suggest(f: Any) -> str:
+    """'measure up to n=… (≈ x s) to tell': four times the largest size, timed by the top points' slope."""
+    return (f"measure up to {f['var']}={f['suggest_n']:,.0f} (≈ {fmt_time(f['suggest_s'])}) to tell, e.g. with a "
+            "longer --budget")
+
+
+def _how(x: float) -> str:
+    return f"{x * 100:.0f}% slower" if x >= 0 else f"{-x * 100:.0f}% faster"
+
+
+def _where(f: Any) -> str:
+    """Where the machine ran slower or faster than its typical speed while measuring."""
+    var = f["var"]
+    where = f"{_how(f['hi_x'])} at {var}={f['hi_n']:,}"
+    if f["lo_n"] != f["hi_n"]:
+        where += f" and {_how(f['lo_x'])} at {var}={f['lo_n']:,}"
+    return where
+
+
+def _noisy(f: Any) -> str:
+    var = f["var"]
+    seen = ""
+    if f.get("rep_n") is not None:
+        seen = (f" ({var}={f['rep_n']:,}: {', '.join(fmt_time(t) for t in f['rep_times'])}, later "
+                f"{fmt_time(f['rep_later'])})")
+    return (f"runs of the same size differ by ±{f['sigma']:.0%} here{seen}, too much to extrapolate "
+            f"{f['ratio']:,.0f}× in size; {_suggest(f)}")
+
+
+def _growth_changed(f: Any) -> str:
+    var = f["var"]
+    why = (f"the cost changed its growth: the {f['count']} largest sizes ({f['lo_n']:,} … {f['top']:,}) grow as "
+           f"{var}^{f['got']:.2f}, but the model fitted across all sizes says {var}^{f['said']:.2f}")
+    if f.get("jump_from") is not None:
+        n0, n1 = f["jump_from"], f["jump_to"]
+        why += (f"; the time jumped {f['jump']:.1f}× between {var}={n0:,} and {n1:,} ({n1 / n0:.1f}× the size): a "
+                "garbage collector, cache or memory regime change")
+    return why + f". Measure further past the change: {_suggest(f)}"
+
+
+def _load(f: Any) -> str:
+    threads = f.get("threads")
+    mine = f" beside this process's {threads} busy threads" if threads and threads > 1 else ""
+    return (f"other processes kept {f['others']:.1f} of this machine's {f['cores']} usable cores busy while "
+            f"measuring{mine}: the times include their interference, and the full run will go at whatever pace "
+            "they leave it; the interval's low end allows for them going away")
+
+
+def _container(f: Any) -> str:
+    where = f.get("where")
+    return f" ({where})" if where and where.startswith("memory the container") else ""
+
+
+_FIT: dict[str, Callable[[Any], str]] = {
+    "estimate.load": _load,
+    "estimate.speed-corrected": lambda f: ("times corrected for the machine's own speed (the drift guard's fixed "
+                                           f"workload, timed around each size): it ran {_where(f)} than its "
+                                           "typical speed while measuring"),
+    "estimate.speed-changed": lambda f: ("the machine's own speed changed while measuring (the drift guard's fixed "
+                                         f"workload, timed around each size, ran {_where(f)} than typical): the "
+                                         "times are as measured, so the prediction carries that noise; measure "
+                                         "again to see how much it moves"),
+    "estimate.flat": lambda f: (f"the time does not change with {f['var']} ({fmt_time(f['t_min'])} – "
+                                f"{fmt_time(f['t_max'])} over sizes {f['n_lo']:,} – {f['n_hi']:,}): does the cell "
+                                f"use {f['var']}?"),
+    "estimate.few-sizes": lambda f: (f"only {f['k']} size{'s' if f['k'] != 1 else ''} measured; at least 3 are "
+                                     "needed"),
+    "estimate.settled": lambda f: (f"the largest sizes grow as {f['var']}^{f['power']:.2f}, between whole powers: "
+                                   "usually a change in progress (data leaving a cache), after which the cost grows "
+                                   f"as {f['var']}^{f['whole']} again; the interval's low end reaches that "
+                                   f"continuation ({fmt_time(f['low_s'])})"),
+    "estimate.noisy": _noisy,
+    "estimate.too-far": lambda f: (f"the full size is {f['ratio']:,.0f}× the largest measured: no model can be "
+                                   "trusted that far; give a longer measuring budget"),
+    "estimate.growth-changed": _growth_changed,
+    "estimate.top-disagree": lambda f: (f"the two largest sizes disagree with the {f['model']} fit by "
+                                        f"{f['e0']:+.0%} and {f['e1']:+.0%} (this machine's run-to-run variation, "
+                                        f"measured: ±{f['sigma']:.0%}); {_suggest(f)}"),
+    "estimate.slope-rising": lambda f: (f"the local slope is still rising at the largest size ({f['prev']:.2f} → "
+                                        f"{f['last']:.2f}, the model says {f['model_k']:.2f}): the cost may grow "
+                                        "faster beyond the sizes measured, so take the prediction as a lower bound "
+                                        "or measure larger sizes"),
+    "estimate.memory-refit": lambda f: (f"memory: the largest sizes grow as {f['var']}^{f['power']:.2f}, which the "
+                                        f"best fit across all sizes ({f['first']}) does not follow: predicted with "
+                                        f"{f['chosen']} fitted on those sizes"),
+    "estimate.memory-no-model": lambda f: (f"memory: no model follows the largest sizes ({f['var']}^"
+                                           f"{f['power']:.2f}): no peak predicted"),
+    "estimate.phase": lambda f: (f"units 1–{f['change_at'] - 1} took {fmt_time(f['before'])} each, units "
+                                 f"{f['change_at']}–{f['done']} {fmt_time(f['after'])}: a {f['pace']} phase (the "
+                                 f"job, or the machine, changed pace at unit {f['change_at']} of those timed); the "
+                                 "total assumes the later pace goes on, and the interval reaches the mean of all "
+                                 f"units ({fmt_time(f['mean'])})"),
+    "estimate.unit-trend": lambda f: (f"the time per unit grows as the job goes on ({fmt_time(f['first'])} → "
+                                      f"{fmt_time(f['last'])} over {f['blocks']} blocks): the total assumes the "
+                                      "mean; the real job may take longer"),
+    "estimate.memory-growth": lambda f: (f"memory grows {fmt_bytes(f['growth'])} per unit (r={f['r']:.2f}): over "
+                                         f"{f['units']:,.0f} units that is +{fmt_bytes(f['growth'] * f['units'])}"),
+    "estimate.no-unit": lambda f: "no unit was measured",
+    "estimate.unreliable": lambda f: (f"the fit is unreliable: it puts the full run anywhere from "
+                                      f"{fmt_time(f['low_s'])} to {fmt_time(f['high_s'])}"),
+}
+
+# ---- measuring, the gate and the full run (estimation/estimate.py, measure.py, gate.py, runner.py) -----------
+
+_RUN: dict[str, Callable[[Any], str]] = {
+    "estimate.no-mention": lambda f: f"the code does not mention {f['var']!r}: the size must reach it some other way",
+    "estimate.measured-on": lambda f: f"measured on {f['device']}: {f['why']}",
+    "estimate.progress": lambda f: (f"{f['var']}={f['n']:,}{' again' if f.get('again') else ''}: "
+                                    f"{fmt_time(f['t'], 3)}{'' if f.get('again') else ' (uncertain)'}"),
+    "estimate.gate-time-over": lambda f: f"time: even the low end {fmt_time(f['low_s'], 3)} exceeds the limit",
+    "estimate.gate-time-maybe": lambda f: f"time: the interval reaches {fmt_time(f['high_s'], 3)}, over the limit",
+    "estimate.gate-memory-over": lambda f: (f"memory: +{fmt_bytes(f['need'])} needed, {fmt_bytes(f['available'])} "
+                                            f"available{_container(f)}"),
+    "estimate.gate-memory-maybe": lambda f: (f"memory: up to +{fmt_bytes(f['high'])}, over 90% of "
+                                             f"{fmt_bytes(f['available'])} available{_container(f)}"),
+    "estimate.gate-failed": lambda f: f"the code failed at {f['var']}={f['n']:,} ({str(f['error']).split(':')[0]})",
+    "estimate.not-started": lambda f: (f"the full run was not started: the gate says {f['verdict']!r} (force it "
+                                       "with --force)"),
+}
+
+# ---- the rank sweep (ranks/sweep.py, ranks/distributed.py) ---------------------------------------------------
+
+_RANKS: dict[str, Callable[[Any], str]] = {
+    "ranks.gpus": lambda f: f"{f['gpus']} GPU(s) visible for {f['local']} rank(s) on this machine",
+    "ranks.gloo-not-nccl": lambda f: f"gloo, not NCCL: NCCL needs one GPU per local rank ({f['counted']})",
+    "ranks.group": lambda f: (f"process group {'initialised by perfmagic' if f['created'] else 'of the job'}; "
+                              f"{f['world']} rank(s)"),
+    "ranks.session": lambda f: f"torch.distributed job, pid {f['pid']} (rank 0)",
+    "ranks.timed-out": lambda f: (f"timed out after {f['timeout']:.0f} s: a rank waits in a collective the others "
+                                  "never reached, or the step is far slower than the budget; the ranks were killed"),
+    "ranks.died": lambda f: f"rank {f['rank']} died ({f['error']}); nothing was gathered",
+    "ranks.fork-threads": lambda f: ("each forked rank runs torch on 1 thread (torchrun's default, "
+                                     "OMP_NUM_THREADS=1): OpenMP cannot start threads in a process forked after "
+                                     "the kernel used them"),
+    "ranks.oversubscribed": lambda f: (f"oversubscribe the {f['cores']} usable cores (they kept {f['busy']:.1f} "
+                                       "busy): their time measures the sharing of cores, not the code"),
+    "ranks.waits-fitted": lambda f: (f"{f['world']} ranks exceed the {f['cores']} usable cores but kept only "
+                                     f"{f['busy']:.1f} busy (the step waits more than it computes): fitted"),
+    "ranks.over-cores": lambda f: (f"{', '.join(map(str, f['over']))} ranks exceed the {f['cores']} usable cores "
+                                   "of this machine: each rank got 1 torch thread and the ranks share cores"),
+    "ranks.profiler-failed": lambda f: (f"{f['world']} ranks: the profiler failed on rank(s) {list(f['bad'])} "
+                                        f"({f['error']}): no comm share; straggler from step medians"),
+}
+
+WORDS: dict[str, Callable[[Any], str]] = {**_FIT, **_RUN, **_RANKS}
+
+__all__ = ["WORDS"]
