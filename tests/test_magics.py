@@ -203,7 +203,28 @@ def test_one_registry_names_every_magic_and_every_class_uses_the_template() -> N
                     if isinstance(d, ast.Name) and d.id in kinds:
                         found[node.name] = kinds[d.id]
     assert found and found == {name: kind for name, (kind, _) in MAGICS.items()}, (found, MAGICS)
+    from IPython.core.magic import MAGIC_NO_VAR_EXPAND_ATTR
+
+    from perfmagic.magics._lazy import EXPANDS_VARS
+
     for name in MAGICS:
         cls = method_of(name).__qualname__.split(".")[0]
         owner = getattr(__import__(method_of(name).__module__, fromlist=[cls]), cls)
         assert issubclass(owner, MagicTemplate), name
+        # the stand-in tells IPython what the real method would: expand {vars} in the line, or not
+        keeps_line = getattr(method_of(name), MAGIC_NO_VAR_EXPAND_ATTR, False)
+        assert keeps_line == (name not in EXPANDS_VARS), name
+
+
+def test_perf_and_littles_expand_variables_in_their_line(shell, capsys) -> None:
+    """``%perf baseline {r.run_id}``, as the notebooks write it (a lazily registered magic keeps IPython's
+    variable expansion for the line magics that had it)."""
+    shell.run("import time")
+    shell.run("%%gpubench -l nap -q\ntime.sleep(0.001)\n")
+    shell.run("rid = 1")
+    res = shell.run("%perf baseline {rid}")
+    assert res.error_in_exec is None, res.error_in_exec
+    res = shell.run("%littles throughput=200/s run={rid}")
+    assert res.error_in_exec is None, res.error_in_exec
+    out = capsys.readouterr().out
+    assert "run #1 is now the baseline of 'nap'" in out and "latency = run #1" in out, out

@@ -168,3 +168,20 @@ def test_text_progress_bar_starts_no_monitor_thread() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['MainThread']", out.stdout
+
+
+def test_results_keep_their_public_methods_after_the_words_moved_to_render() -> None:
+    """Moving the sentences into render/ (issue 31) kept every public method a result had: the notebooks
+    and users call ``r.verdict()``, ``r.summary_line()``... (they now forward to the renderer)."""
+    from perfmagic.profile.flameresult import FlameResult
+    from perfmagic.profile.lineprof import LineProfResult
+    from perfmagic.profile.memresult import MemoryResult
+    from perfmagic.roofs.roofline import RooflineResult
+    from perfmagic.timing.history import RunComparison
+    from perfmagic.timing.results import BenchResult
+
+    kept = {FlameResult: ("verdict", "sampler_line", "figure_alt"), LineProfResult: ("verdict", "figure_alt"),
+            MemoryResult: ("verdict", "sites_html", "statements_html", "figure_alt"),
+            RooflineResult: ("verdict",), RunComparison: ("numbers",), BenchResult: ("summary_line", "figure_alt")}
+    missing = [f"{cls.__name__}.{m}" for cls, names in kept.items() for m in names if not hasattr(cls, m)]
+    assert not missing, missing

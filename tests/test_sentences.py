@@ -136,10 +136,11 @@ def offenders() -> list[tuple[str, int, str, str]]:
 # ---- what is left to move (issue 31): may only shrink --------------------------------------------
 
 #: sentences outside render/: 622 before issue 31's render contract, 585 after it, 293 after the scaling,
-#: rank, data-loader, advisor and guard words moved (2026-11-26); lower it as they move
-MAX_SENTENCES = 82  # 293 less the estimate's and the rank sweep's 48 (render/findings_estimate.py),
-#: less the roofline's and core's 79 (render/findings_roofs.py, render/findings_core.py),
-#: less the timing, profile and storage 84 (render/findings_timing.py)
+#: rank, data-loader, advisor and guard words moved, then less the estimate's and the rank sweep's 48
+#: (render/findings_estimate.py), the roofline's and core's 79 (render/findings_roofs.py, findings_core.py),
+#: the timing, profile and storage 84 (render/findings_timing.py) and the payload dictionary's 5
+#: (2026-11-26); lower it as they move
+MAX_SENTENCES = 77
 #: ``path`` -> how many sentences it may still write (engine notes, warnings and advice, the verdicts of
 #: the scaling, rank and data-loader results, the guard's file and verdicts). Counted per file, not per
 #: function, so that splitting a long function does not trip it; the offenders are listed per function.
@@ -165,7 +166,6 @@ ALLOWED: dict[str, int] = {
     "roofs/widekernels.py": 1,
     "scaling/scalability.py": 1,
     "scaling/sweep.py": 1,
-    "storage/compact.py": 5,
     "storage/db.py": 8,
     "storage/ledger.py": 4,
     "storage/views.py": 4,

@@ -5,7 +5,8 @@ returns a :class:`Finding`: ``Finding.of("scaling.few-counts", k=2, eg="workers=
 the sentence; the values fill it. :mod:`perfmagic.render.findings` holds the sentence of every kind, so the
 wording lives in one place and a finding survives the ledger as data (``to_record()`` stores its kind and
 values; ``from_record()`` rebuilds it). ``str(finding)`` is its sentence, so a result's ``to_dict()``, the
-warning ranking and a test's ``"..." in str(note)`` read it as text; a note stored as text by an older
+warning ranking and a test's ``"..." in str(note)`` read it as text, and code that treated a note as a
+string keeps working (``note.lower()``, ``note.startswith(...)``, ``"! " + note``, ``"..." in note``); a note stored as text by an older
 perfmagic stays a ``str`` and is shown as it is.
 
 Imports nothing: this module is read by every analysis package and by ``render/``.
@@ -51,6 +52,21 @@ class Finding:
         from .render.findings import words
 
         return words(self)
+
+    # read as text where a note used to be text: ``w.lower()``, ``w.startswith(...)``, ``"! " + w``
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(str(self), name)
+
+    def __len__(self) -> int:
+        return len(str(self))
+
+    def __add__(self, other: Any) -> str:
+        return str(self) + other
+
+    def __radd__(self, other: Any) -> str:
+        return other + str(self)
 
 
 def text_of(item: Any) -> str:

@@ -91,6 +91,19 @@ class Displayed:
         text = self.text()
         return text.splitlines()[0] if text else ""
 
+    def verdict(self) -> str:
+        """What was found, in one line: the renderer's ``verdict`` (the headline where it has none). A
+        result whose verdict is a field or a category (``EstimateResult``, ``RunComparison``) has its own."""
+        say = self._render("verdict")
+        return say(self) if say is not None else self.headline()
+
+    @property
+    def figure_alt(self) -> str:
+        """The figure's alternative text (the renderer's ``FIGURE_ALT``)."""
+        from .render import renderer_for
+
+        return str(getattr(renderer_for(self), "FIGURE_ALT", "") or f"{type(self).__name__} figure")
+
     def samples_dict(self) -> dict[str, list[Any]]:
         return self.samples()  # type: ignore[attr-defined]
 

@@ -258,7 +258,7 @@ EXPECT = {
     '%%flame\nrows = parse(lines)\ntotal(rows)': [
         r"^flame: .+ has \d+% of the self time · \d+ samples",
         r"top functions by self time",
-        r"\bparse\b.*In \[\d+\]:2",
+        r"\bparse\b.*In \[\d+\] line 2",
     ],
     '%%memory\ndata = load(32)\nn = len(bytearray(150 * 2**20))   # short-lived: caught by VmHWM, tied to this line': [
         r"^memory: peak \+[\d.]+ [KMG]iB above the start at In \[\d+\] line 2",

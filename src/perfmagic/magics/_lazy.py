@@ -29,6 +29,10 @@ MAGICS: dict[str, tuple[str, str]] = {
     "memory": ("cell", "._memprof:MemoryMagics.memory"),
     "lineprof": ("cell", "._lineprof:LineProfMagics.lineprof"),
 }
+#: the magics whose line IPython expands (``{expr}``, ``$name``) before calling them, as a plain magic's is:
+#: ``%perf baseline {r.run_id}``. The others keep their line as typed (``@no_var_expand``: code and
+#: expressions such as ``--flops 2*n**3`` or ``{...}`` in setup code are theirs to read).
+EXPANDS_VARS = frozenset({"perf", "littles"})
 
 
 def method_of(name: str) -> Any:
@@ -46,7 +50,8 @@ class LazyMagic:
         self.module, rest = target.split(":")
         self.cls_name, self.method = rest.split(".")
         self.__name__ = name
-        setattr(self, MAGIC_NO_VAR_EXPAND_ATTR, True)
+        if name not in EXPANDS_VARS:  # IPython reads this attribute before calling: it must be right unloaded
+            setattr(self, MAGIC_NO_VAR_EXPAND_ATTR, True)
 
     def _bound(self) -> Any:
         instances = self.state.setdefault("magic_instances", {})

@@ -47,6 +47,12 @@ class FlameResult(Displayed):
     primary_metric: ClassVar[str] = "top_self_fraction"
     renderer: ClassVar[str] = "flame"
 
+    def sampler_line(self) -> str:
+        """How the cell was sampled, in one line (:func:`perfmagic.render.flame.sampler_line`)."""
+        from ..render.flame import sampler_line
+
+        return sampler_line(self)
+
     frames: tuple[Frame, ...]
     stacks: tuple[tuple[int, ...], ...]   # root-first indices into ``frames``, one per sample
     weights: tuple[float, ...]            # seconds each sample stands for

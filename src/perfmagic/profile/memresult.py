@@ -53,6 +53,18 @@ class MemoryResult(Displayed):
 
     primary_metric: ClassVar[str] = "peak_bytes"
     renderer: ClassVar[str] = "memory"
+
+    def sites_html(self) -> str:
+        """The allocation sites as an HTML table (:func:`perfmagic.render.memory.sites_html`)."""
+        from ..render.memory import sites_html
+
+        return sites_html(self)
+
+    def statements_html(self) -> str:
+        """The statements' peaks as an HTML table (:func:`perfmagic.render.memory.statements_html`)."""
+        from ..render.memory import statements_html
+
+        return statements_html(self)
     auto_trace_bytes: ClassVar[int] = AUTO_TRACE_BYTES  # read by the renderer (it imports no analysis)
 
     t_s: tuple[float, ...]

@@ -206,45 +206,28 @@ def unpack_samples(blob: bytes | None) -> Any:
 
 # What a result's payload (``run_data.payload``) holds most, as ``json.dumps`` writes it: the few fields a
 # %%gpubench run stores beside its samples, and the keys the typed codec writes (part of the format)
-#: the dictionary of the first payloads (``PMR1``), written on 2026-11-26 before the results' notes and
-#: warnings became findings (``[kind, {values}]``); still read
-PAYLOAD_DICT_1 = json.dumps([
-    {"device": "cuda:0", "sync": "cuda", "stop_reason": "budget", "policy": {
-        "budget_s": 1.0, "budget_hard": False, "precision": 0.01, "confidence": 0.95, "warmup": "auto",
-        "warmup_calls": 1, "min_samples": 10, "gc": "disabled while timing", "flush": False,
-        "compile_mode": "function", "target_block_s": 0.0002, "python": "3.11.7"},
-     "memory": {"rss_method": "after-before"}, "notes": ["no CUDA device on this machine: timed on the CPU"],
-     "warnings": ["spread is high: the IQR is 10% of the median \u2014 the machine or the code is noisy",
-                  "precision target \u00b11.0% not reached (\u00b11.00%) within the budget; use --budget to "
-                  "measure longer", "only 1 samples fit in the budget (wanted 10); use --budget to measure longer",
-                  "other processes used 1.0 cores during the measurement: results may be slow and noisy"]},
-    {"__type__": "BenchResult", "code": "", "raw": [], "number": 1, "cold_s": None, "warmup": [], "label": None,
-     "setup": "", "timer_overhead_s": 0.0, "wall_s": 0.0, "status": "ok", "env": {}, "work": {},
-     "started_utc": "2026-", "run_id": None, "error": None, "exception": None, "points": [], "results": [],
-     "times": [], "own_cores": None, "others_cores": None, "threads": None, "weak": False, "unreliable": []},
-], allow_nan=True).encode()
 #: what a payload most often holds (a %%gpubench run's policy, its findings as ``[kind, {values}]``, the
 #: fields of the other results), as the JSON encoder writes it: deflate finds these strings here. The
 #: likeliest text goes last (deflate reaches the end of its dictionary most cheaply). Part of the format:
-#: a new dictionary is a new prefix (``PMR3``), and the old ones stay readable.
-PAYLOAD_DICT = (
-    '{"__type__": "BenchResult", "code": "", "raw": [], "number": 1, "cold_s": null, "warmup": [], '
-    '"label": null, "setup": "", "timer_overhead_s": 0.0, "wall_s": 0.0, "status": "ok", "env": {}, "work": {}, '
-    '"run_id": null, "error": null, "exception": null, "points": [], "results": [], "times": [], '
-    '"own_cores": null, "others_cores": null, "threads": null, "weak": false, "unreliable": [], '
-    '"device": "cuda:0", "sync": "cuda", "stop_reason": "budget", "memory": {"rss_method": "after-before"}, '
-    '[["bench.spread", {"iqr": 0.1}], ["bench.precision", {"target": 0.01, "got": 0.0100}], '
-    '["bench.few-samples", {"n": 1, "wanted": 10}], ["bench.warmup-drift", {'
-    '["bench.cold-call", {"ratio": ["bench.short-sample", {["bench.slow-state", {["core.exec-mode", {}]], '
-    '["core.gpu-throttled", {"reasons": ["core.sm-clock", {"mhz": ["core.oversubscription", {"what": '
-    '{"policy": {"budget_s": 1.0, "budget_hard": true, "precision": 0.01, "confidence": 0.95, "warmup": "auto", '
-    '"warmup_calls": 1, "min_samples": 10, "gc": "disabled while timing", "flush": false, '
-    '"compile_mode": "function", "target_block_s": 0.0002, "python": "3.11.7"}, "memory": {}, '
-    '"warnings": [["core.others-load", {"others": 1.0, "usable": 2, "container": false}]], '
-    '"notes": [["bench.no-cuda", {}]]}'
-).encode()
+#: a new dictionary needs a new prefix, with the old ones kept readable (``PMR1``, the dictionary of the
+#: first schema-3 payloads, was replaced before any release).
+PAYLOAD_DICT = json.dumps([
+    {"__type__": "BenchResult", "code": "", "raw": [], "number": 1, "cold_s": None, "warmup": [], "label": None,
+     "setup": "", "timer_overhead_s": 0.0, "wall_s": 0.0, "status": "ok", "env": {}, "work": {}, "run_id": None,
+     "error": None, "exception": None, "points": [], "results": [], "times": [], "own_cores": None,
+     "others_cores": None, "threads": None, "weak": False, "unreliable": [], "device": "cuda:0", "sync": "cuda",
+     "stop_reason": "budget", "memory": {"rss_method": "after-before"}},
+    [["bench.spread", {"iqr": 0.1}], ["bench.precision", {"target": 0.01, "got": 0.01}],
+     ["bench.few-samples", {"n": 1, "wanted": 10}], ["bench.warmup-drift", {}], ["bench.cold-call", {"ratio": 1}],
+     ["bench.short-sample", {}], ["bench.slow-state", {}], ["core.exec-mode", {}], ["core.gpu-throttled", {}],
+     ["core.sm-clock", {"mhz": 1}], ["core.oversubscription", {"what": ""}]],
+    {"policy": {"budget_s": 1.0, "budget_hard": True, "precision": 0.01, "confidence": 0.95, "warmup": "auto",
+                "warmup_calls": 1, "min_samples": 10, "gc": "disabled while timing", "flush": False,
+                "compile_mode": "function", "target_block_s": 0.0002, "python": "3.11.7"}, "memory": {},
+     "warnings": [["core.others-load", {"others": 1.0, "usable": 2, "container": False}]],
+     "notes": [["bench.no-cuda", {}]]},
+], allow_nan=True).encode()
 _PAYLOAD = b"PMR2"  # a payload: raw deflate against PAYLOAD_DICT
-_PAYLOAD_DICTS = {b"PMR1": PAYLOAD_DICT_1, _PAYLOAD: PAYLOAD_DICT}
 
 
 def pack_payload(text: str | None) -> bytes | None:
@@ -258,9 +241,8 @@ def pack_payload(text: str | None) -> bytes | None:
 
 def unpack_payload(value: Any) -> Any:
     """The JSON text :func:`pack_payload` packed (other values as they are)."""
-    zdict = _PAYLOAD_DICTS.get(bytes(value[:4])) if isinstance(value, (bytes, memoryview)) else None
-    if zdict is not None:
-        do = zlib.decompressobj(-15, zdict)
+    if isinstance(value, (bytes, memoryview)) and bytes(value[:4]) == _PAYLOAD:
+        do = zlib.decompressobj(-15, PAYLOAD_DICT)
         return (do.decompress(bytes(value[4:])) + do.flush()).decode("utf-8", "surrogatepass")
     return value
 

@@ -74,6 +74,12 @@ class RunComparison(Displayed):
     primary_metric: ClassVar[str] = "ratio"
     renderer: ClassVar[str] = "comparison"
 
+    def numbers(self) -> str:
+        """The two medians, the ratio and its interval in one line (:func:`perfmagic.render.comparison.numbers`)."""
+        from ..render.comparison import numbers
+
+        return numbers(self)
+
     a: dict[str, Any]
     b: dict[str, Any]
     comparison: Any

@@ -188,6 +188,12 @@ class BenchResult(Displayed):
     # ---- display: perfmagic.render.bench writes the text; perfmagic.render.timing draws ------------
     renderer: ClassVar[str] = "bench"
 
+    def summary_line(self) -> str:
+        """The median, its interval and the samples in one line (the headline without the label)."""
+        from ..render.bench import headline
+
+        return headline(self)
+
 
 def _stored(item: Any) -> Any:
     """A note or warning as the payload keeps it: a finding as ``[kind, {values}]`` (floats to 6 significant
