@@ -127,15 +127,27 @@ def _slept_step(world_size: int, reps: int = 9) -> float:
 
 def test_planted_serial_fraction_across_world_sizes() -> None:
     """Step ≈ 12 ms + 36 ms / N: speedups 1, 1.6, 2.29 (Amdahl S = 0.25) as planted, measured against the
-    sleeps as this machine sleeps them. Sleeping ranks need no cores, so even 4 ranks on 2 cores are fitted
-    (and the result says why)."""
+    sleeps as this machine sleeps them. Sleeping ranks need no cores, so even 4 ranks on 2 cores are fitted,
+    and the result says they share the cores.
+
+    Where the ranks fit the cores the speedup is the planted one (±15%). Beyond them the ranks' waking,
+    profiling and barrier share 2 cores: 4 ranks measured 22.5–25.5 ms of busy time per step against the
+    21.4 ms slept (CI stops 36 and fc19: speedup 1.85 against 2.26), which the tool reports rightly; there the
+    speedup may fall short of the planted one by up to 30% and never exceed it by more than 15%."""
     r = amdahl_ranks("step()", [1, 2, 4], setup=AMDAHL_STEP, budget=0.4, link=False)
     _no_children()
     assert all(p.ok for p in r.points), r.errors
     slept = {n: _slept_step(n) for n in (1, 2, 4)}
+    cores = usable_cores()
+    why = (r.speedups, {k: round(v * 1e3, 1) for k, v in slept.items()}, cores)
     for s, n in zip(r.speedups, (1, 2, 4)):
         want = slept[1] / slept[n]
-        assert abs(s / want - 1) < 0.15, (r.speedups, {k: round(v * 1e3, 1) for k, v in slept.items()})
+        if n <= cores:
+            assert abs(s / want - 1) < 0.15, why
+        else:
+            assert 0.70 < s / want < 1.15, why
+    if cores < 4:
+        assert "exceed the" in r.text() and "usable cores" in r.text(), r.text()
     assert not r.excluded and r.scaling is not None and len(r.scaling.good) == 3
     a = r.scaling.reliable("amdahl")
     if a is not None:
