@@ -288,7 +288,10 @@ def threads_report(data: dict) -> str:
                         (r["after_threads_warn"] and not expect_slowed))
             wrong_total += wrong
             sl = [r["slowdown"] for r in rs]
-            med = lambda k: statistics.median(r[k] for r in rs if r[k] is not None)  # noqa: E731
+            def med(k: str) -> float:  # NaN when no run measured it (a 3-step smoke run may not)
+                got = [r[k] for r in rs if r[k] is not None]
+                return statistics.median(got) if got else float("nan")
+
             lines.append(f"| {load} | {kind} | {len(rs)} | {med('workers_cores'):.2f} | {med('others_cores'):.2f} "
                          f"| {C.fmt_time(statistics.median(r['step_alone_s'] for r in rs))} "
                          f"| {C.fmt_time(statistics.median(r['step_loop_s'] for r in rs))} | {min(sl):.2f}×–{max(sl):.2f}× "

@@ -62,6 +62,9 @@ class Finding:
     def __len__(self) -> int:
         return len(str(self))
 
+    def __lt__(self, other: Any) -> bool:  # sorted(warnings): by their words, as when they were text
+        return str(self) < str(other)
+
     def __add__(self, other: Any) -> str:
         return str(self) + other
 
