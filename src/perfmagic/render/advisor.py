@@ -7,15 +7,13 @@ import html
 from typing import Any
 
 from .bundle import table_html
-from .text import WIDTH, clip, fmt_time, wrap
+from .text import WIDTH, clip, fmt_time, gain, wrap
 
 ORDER = ("algorithm", "data structure", "I/O", "memory", "concurrency", "vectorization", "compute", "caching")
 
 
 def _x(v: float | None) -> str:
-    if v is None:
-        return "no upper bound"
-    return f"{v:.1f}×" if v < 9.95 else f"{v:.0f}×"
+    return gain(v, "no upper bound")
 
 
 def _wrap(head: str, body: str, indent: int = 4) -> list[str]:

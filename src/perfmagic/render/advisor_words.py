@@ -12,14 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .text import fmt_time, pct
+from .text import fmt_time, gain, pct
 
 
 def x(v: float | None) -> str:
     """A gain factor: ``1.8×``, ``12×``; ``∞`` for no bound."""
-    if v is None:
-        return "∞"
-    return f"{v:.1f}×" if v < 9.95 else f"{v:.0f}×"
+    return gain(v)
 
 
 def _p(f: float) -> str:

@@ -14,15 +14,11 @@ from typing import Any
 from .bundle import table_html
 from .dataloader_audit import MARKS, line, speed_change
 from .figures import new_figure, png_bytes
-from .text import fmt_time, wrap
+from .text import fmt_time, plural, wrap
 
 
 def _mean(xs: Sequence[float]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
-
-
-def _n(k: int, word: str) -> str:
-    return f"{k} {word}" + ("" if k == 1 else "s")
 
 
 def verdict(r: Any) -> str:
@@ -45,7 +41,7 @@ def text(r: Any) -> str:
     if r.first_batch_s is not None:
         start = f"  start-up: first batch after {fmt_time(r.first_batch_s)}"
         if c.get("num_workers"):
-            start += f" (starting {_n(c['num_workers'], 'worker')})"
+            start += f" (starting {plural(c['num_workers'], 'worker')})"
         lines.append(start + f"; {r.warmup} warm-up batches not counted")
     busy = r.loaded_phases()
     if busy:  # every pass is watched: a number taken beside a busy neighbour is flagged where it is shown
@@ -146,7 +142,7 @@ def _compute_alone(r: Any, co: float) -> list[str]:
                 f"{fmt_time(r.step_s)}, mostly the step's own compute slowed by the workers (below), not "
                 "waiting for data",
                 f"  the step itself slowed {fmt_time(co)} → {fmt_time(co * r.step_slowdown)} (median, "
-                f"{r.step_slowdown:.2f}×) while {_n(w, 'worker')} ran: they compete for the {r.cores} usable cores"]
+                f"{r.step_slowdown:.2f}×) while {plural(w, 'worker')} ran: they compete for the {r.cores} usable cores"]
     if sp >= 1.05:
         return [f"  compute alone (cached batch): {fmt_time(co)} per step → with infinitely fast data the loop "
                 f"would be {speed_change(sp)}"]

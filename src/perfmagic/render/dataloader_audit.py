@@ -8,13 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .text import fmt_time
+from .text import fmt_time, plural
 
 MARKS = {"warn": "!", "info": "·", "ok": "✓"}
-
-
-def _n(k: int, word: str) -> str:
-    return f"{k} {word}" + ("" if k == 1 else "s")
 
 
 def speed_change(ratio: float, tol: float = 0.05) -> str:
@@ -37,7 +33,7 @@ def loop_label(w: int) -> str:
 def _threads(f: Any) -> str:
     """"2 workers + 2 torch threads (the workers used 1.20 cores)"."""
     w, tt, wc = f["w"], f.get("tt"), f.get("wc")
-    out = f"{_n(w, 'worker')} + {_n(tt, 'torch thread')}" if tt else _n(w, "worker")
+    out = f"{plural(w, 'worker')} + {plural(tt, 'torch thread')}" if tt else plural(w, "worker")
     return out + (f" (the workers used {wc:.2f} cores)" if wc is not None else "")
 
 
@@ -65,7 +61,7 @@ def _grew(f: Any) -> str:
 
 
 def _respawn(f: Any) -> str:
-    return (f"False: the {_n(f['w'], 'worker')} re-spawn every epoch, {fmt_time(f['respawn'])} before its first "
+    return (f"False: the {plural(f['w'], 'worker')} re-spawn every epoch, {fmt_time(f['respawn'])} before its first "
             "batch")
 
 
@@ -79,7 +75,7 @@ _MESSAGES: dict[str, Callable[[Any], str]] = {
                                  f"{fmt_time(f['alone'])} → {fmt_time(f['alone'] * f['x'])} with workers "
                                  f"({f['x']:.2f}× its time alone, medians){_others(f)}"),
     "threads.others-slowed": lambda f: (f"the step ran {f['x']:.2f}× its time alone during the loop, but the "
-                                        f"{_n(f['w'], 'worker')} used only {f['wc']:.2f} cores{_others(f)}"),
+                                        f"{plural(f['w'], 'worker')} used only {f['wc']:.2f} cores{_others(f)}"),
     "threads.loaded": lambda f: (f"cannot tell whether the workers slow the step: {_threads(f)} on {f['cores']} "
                                  f"usable cores{_others(f)}; the step ran {f['x']:.2f}× its time alone with them"),
     "threads.oversubscribed-grew": _grew,
@@ -89,13 +85,13 @@ _MESSAGES: dict[str, Callable[[Any], str]] = {
     "workers.beyond-cores": lambda f: (f"{f['w']} workers > {f['cores']} usable cores"
                                        + (f"; the workers used {f['wc']:.2f} cores: they mostly wait"
                                           if f.get("wc") is not None else "")),
-    "workers.too-few": lambda f: (f"{_n(f['w'], 'worker')} deliver {1 / (f['cost'] / max(f['w'], 1)):.3g} "
+    "workers.too-few": lambda f: (f"{plural(f['w'], 'worker')} deliver {1 / (f['cost'] / max(f['w'], 1)):.3g} "
                                   f"batches/s, the step takes {1 / f['comp']:.3g}/s"),
-    "workers.keep-up": lambda f: (f"{_n(f['w'], 'worker')} on {f['cores']} usable cores keep up (data wait "
+    "workers.keep-up": lambda f: (f"{plural(f['w'], 'worker')} on {f['cores']} usable cores keep up (data wait "
                                   f"{f['frac']:.0%})"),
-    "workers.keep-up-unsure": lambda f: (f"{_n(f['w'], 'worker')} keep up with the step (data wait {f['frac']:.0%}); "
+    "workers.keep-up-unsure": lambda f: (f"{plural(f['w'], 'worker')} keep up with the step (data wait {f['frac']:.0%}); "
                                          "whether they slow it cannot be told (see threads)"),
-    "workers.keep-up-slowed": lambda f: (f"{_n(f['w'], 'worker')} keep up with the step (data wait "
+    "workers.keep-up-slowed": lambda f: (f"{plural(f['w'], 'worker')} keep up with the step (data wait "
                                          f"{f['frac']:.0%}) only because they slowed it (see threads)"),
     "pin.pageable": lambda f: f"False while the step uses CUDA: copies come from pageable memory and block{_h2d(f)}",
     "pin.blocking": lambda f: f"True, but the step's copies are not non_blocking=True{_h2d(f)}",
@@ -189,9 +185,9 @@ def message(f: Any) -> str:
 def _why(s: dict[str, Any]) -> str:
     """What the sweep measured that explains a setting's speed."""
     if s["why"] == "compute-grew":
-        who = f"the step's {_n(s['tt'], 'torch thread')}" if s.get("tt") else "the step"
+        who = f"the step's {plural(s['tt'], 'torch thread')}" if s.get("tt") else "the step"
         return (f"the step's compute grew {fmt_time(s['before'])} → {fmt_time(s['after'])} with "
-                f"{_n(s['k'], 'worker')}: {who} and the workers share {s['cores']} cores")
+                f"{plural(s['k'], 'worker')}: {who} and the workers share {s['cores']} cores")
     if s["why"] == "still-waits":
         used = f" (its workers used {s['wc']:.2f} cores)" if s.get("wc") is not None else ""
         return f"the loop still waited for data {s['frac']:.0%} of each step there{used}"

@@ -78,6 +78,18 @@ def times(f: float) -> str:
     return f"{f:.2g}×" if f < 10 else f"{f:.0f}×"
 
 
+def gain(v: float | None, unbounded: str = "∞") -> str:
+    """A gain factor as the advice writes it: ``1.8×``, ``12×``; ``unbounded`` when there is no bound."""
+    if v is None:
+        return unbounded
+    return f"{v:.1f}×" if v < 9.95 else f"{v:.0f}×"
+
+
+def plural(k: int, word: str) -> str:
+    """``1 worker``, ``3 workers``."""
+    return f"{k} {word}" + ("" if k == 1 else "s")
+
+
 def signed_change(r: float) -> str:
     """A time ratio as a signed change: ``−x%`` faster by x% (A/B − 1), ``+x%`` slower by x% (B/A − 1)."""
     if r < 1.0:
@@ -167,5 +179,5 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2) or "s"]
 
 
-__all__ = ["WIDTH", "wrap", "fill", "fit", "clip", "pct", "times", "signed_change", "factor", "change_words",
+__all__ = ["WIDTH", "wrap", "fill", "fit", "clip", "pct", "times", "gain", "plural", "signed_change", "factor", "change_words",
            "span", "fmt_time", "fmt_bytes", "fmt_rate", "parse_duration"]
