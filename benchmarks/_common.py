@@ -110,7 +110,13 @@ def _git(*argv: str) -> str:
 
 def tree_state() -> dict[str, Any]:
     """The commit and the uncommitted paths of the code the numbers come from (``src/``, ``benchmarks/``;
-    ``benchmarks/results/``, the data the scripts save, left out)."""
+    ``benchmarks/results/``, the data the scripts save, left out).
+
+    A copy of the tree without its git folder (the lent GPU machine gets the files alone) names its
+    commit in ``PERFMAGIC_TREE_COMMIT`` (tools/gpu_check.sh says how: send a clean tree, name its commit)."""
+    sent = os.environ.get("PERFMAGIC_TREE_COMMIT")
+    if sent and not (ROOT / ".git").exists():
+        return {"commit": sent + " (a copy of this commit's files, without git)", "dirty": []}
     try:
         head = _git("rev-parse", "--short", "HEAD")
         dirty = _git("status", "--porcelain", "--", "src", "benchmarks", ":(exclude)benchmarks/results")

@@ -344,3 +344,77 @@ def test_full_collection_of_a_big_heap_is_not_charged_to_the_budget() -> None:
                      lambda r: r.wall_s <= 0.3 + 0.05 and r.n_samples >= 5)
         assert r.n_samples >= 5, (r, collect_s)
         assert r.wall_s <= 0.3 + 0.05, (r.wall_s, collect_s)
+
+
+class _QueuedDevice:
+    """A stand-in for a CUDA stream on the CPU: ``enqueue`` runs the block at once and keeps its wall
+    time as the 'device' time; ``wait`` returns it. Counts what the sustained pace asked of it."""
+
+    name = "cuda"
+    device_timed = True
+    pace = "sustained"
+
+    def __init__(self) -> None:
+        self.enqueued, self.waited = 0, 0
+
+    def before(self) -> Any:
+        return time.perf_counter()
+
+    def after(self, value: Any) -> None:
+        return None
+
+    def elapsed(self, token: Any) -> float | None:
+        return None
+
+    def finish(self) -> None:
+        return None
+
+    def enqueue(self, run: Any) -> tuple[float, float]:
+        self.enqueued += 1
+        t0 = time.perf_counter()
+        run()
+        return t0, time.perf_counter()
+
+    def wait(self, token: tuple[float, float]) -> float:
+        self.waited += 1
+        return token[1] - token[0]
+
+
+def test_sustained_pace_launches_one_block_ahead_and_loses_none() -> None:
+    from perfmagic.core.subject import Subject
+
+    subj = Subject("time.sleep(0.002)", "", {"time": time}, "<t>", "none", "cpu", time.perf_counter)
+    fake = _QueuedDevice()
+    subj.sync = fake
+    subj.number = 1
+    for _ in range(5):
+        subj.sample()
+    # the first sample launched two blocks; every later one launches one and waits for the one before
+    assert (fake.enqueued, fake.waited, len(subj.raw)) == (6, 5, 5)
+    subj.finish()  # the block still in flight is waited for and kept
+    assert (fake.waited, len(subj.raw)) == (6, 6)
+    assert all(0.0019 < dt < 0.05 for dt in subj.raw), subj.raw
+    # an isolated pace (or a flushed subject) never takes that path
+    subj2 = Subject("time.sleep(0.001)", "", {"time": time}, "<t>", "none", "cpu", time.perf_counter)
+    fake2 = _QueuedDevice()
+    fake2.pace = "isolated"
+    subj2.sync = fake2
+    subj2.sample()
+    assert fake2.enqueued == 0 and len(subj2.raw) == 1
+
+
+def test_an_exception_in_a_sustained_block_propagates_and_the_last_block_is_still_waited() -> None:
+    from perfmagic.core.subject import Subject
+
+    ns = {"time": time, "calls": [0]}
+    subj = Subject("calls[0] += 1\nif calls[0] == 4: raise ValueError('boom')", "", ns, "<t>", "none", "cpu",
+                   time.perf_counter)
+    fake = _QueuedDevice()
+    subj.sync = fake
+    subj.number = 1
+    subj.sample()  # blocks 1 and 2
+    subj.sample()  # block 3
+    with pytest.raises(ValueError, match="boom"):
+        subj.sample()  # block 4 raises while it is launched
+    subj.finish()
+    assert (fake.enqueued, fake.waited, len(subj.raw)) == (4, 3, 3)  # the 4th never reached its end event

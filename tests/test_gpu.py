@@ -40,8 +40,12 @@ def _event_time(cycles: int, reps: int = 30) -> float:
     return statistics.median(ts)
 
 
+@pytest.mark.parametrize("pace", ["isolated", "sustained"])
 @pytest.mark.parametrize("target_s", [100e-6, 2e-3])
-def test_planted_gpu_sleep_is_timed_within_2_percent(target_s) -> None:
+def test_planted_gpu_sleep_is_timed_within_2_percent(target_s, pace, monkeypatch) -> None:
+    from perfmagic.core import sync as sync_mod
+
+    monkeypatch.setattr(sync_mod.CudaSync, "pace", pace)
     torch.zeros(1, device="cuda")
     cycles = int(target_s * _cycles_per_second())
     before = _event_time(cycles)
@@ -57,6 +61,7 @@ def test_the_sync_cannot_be_dropped_unnoticed(monkeypatch) -> None:
     # the same check as above, with the sync taken out: it must fail (a CudaSync that timed launches)
     from perfmagic.core import sync as sync_mod
 
+    monkeypatch.setattr(sync_mod.CudaSync, "pace", "isolated")  # the path whose sync is taken out below
     torch.zeros(1, device="cuda")
     cycles = int(2e-3 * _cycles_per_second())
     truth = _event_time(cycles, reps=10)
@@ -69,6 +74,35 @@ def test_the_sync_cannot_be_dropped_unnoticed(monkeypatch) -> None:
                              budget=0.5)
     torch.cuda.synchronize()
     assert not abs(broken.median / truth - 1) <= 0.05, (broken.median, truth)
+
+
+def test_sustained_pace_keeps_the_device_busy(monkeypatch) -> None:
+    # sustained: the next block is launched before the last is awaited, so a host pause between samples
+    # (the engine's statistics) does not leave the device idle; isolated: it does. 1 ms kernels, 0.5 ms pauses.
+    import time
+
+    from perfmagic.core import sync as sync_mod
+    from perfmagic.core.subject import Subject
+
+    torch.zeros(1, device="cuda")
+    cycles = int(1e-3 * _cycles_per_second())
+    truth = _event_time(cycles, reps=10)
+    share = {}
+    for pace in ("isolated", "sustained"):
+        monkeypatch.setattr(sync_mod.CudaSync, "pace", pace)
+        subj = Subject("torch.cuda._sleep(c)", "", {"torch": torch, "c": cycles}, "<t>", "cuda", "cuda",
+                       time.perf_counter)
+        subj.sample()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(40):
+            subj.sample()
+            time.sleep(0.0005)
+        subj.finish()
+        wall = time.perf_counter() - t0
+        share[pace] = sum(subj.raw[1:]) / wall
+        assert abs(statistics.median(subj.raw) / truth - 1) <= 0.03, (pace, statistics.median(subj.raw), truth)
+    assert share["sustained"] >= 0.9 and share["isolated"] <= 0.8, share
 
 
 def test_cpu_cells_after_cuda_are_cpu_measurements(tmp_path, monkeypatch) -> None:
@@ -88,6 +122,21 @@ def test_cpu_cells_after_cuda_are_cpu_measurements(tmp_path, monkeypatch) -> Non
     assert e.device == "cpu" and e.memory_source == "rss" and e.peak_bytes > 20e6, e.text()
     g = perfmagic.bench("a @ a", globals={"a": torch.randn(1024, 1024, device="cuda")})
     assert g.sync == "cuda" and g.device.startswith("cuda")
+    # %%roofline: the roofs follow the device the cell ran on (a stand-in for the calibration)
+    from perfmagic.roofs import ceilings as ceil_mod
+
+    asked: list[str] = []
+
+    def fake_ceilings(device: str = "auto", **kw: object) -> object:
+        asked.append(device)
+        return ceil_mod.Ceilings(device=device, fingerprint="t", measured_utc="", compute={"float32": 1e12},
+                                 bandwidth_Bps=1e11)
+
+    monkeypatch.setattr(ceil_mod, "ceilings", fake_ceilings)
+    rl = perfmagic.roofline("a @ a", globals=ns)
+    assert asked == ["cpu"] and rl.ceilings.device == "cpu", asked
+    perfmagic.roofline("a @ a", globals={"a": torch.randn(1024, 1024, device="cuda")})
+    assert asked[1].startswith("cuda"), asked
     mixed = perfmagic.bench("(a @ a).sum().item() + float(b.sum())",
                             globals={"a": torch.randn(512, 512, device="cuda"), "b": torch.randn(512)})
     assert mixed.sync == "cuda" and any("mixed cell" in n for n in mixed.notes), mixed.notes

@@ -45,10 +45,17 @@ class Sync:
 
 
 class CudaSync(Sync):
-    """CUDA through torch: events on the current stream time the device; ``after`` waits for the end event."""
+    """CUDA through torch: events on the current stream time the device; ``after`` waits for the end event.
+
+    ``pace`` is how the sampled blocks follow each other on the device: ``"isolated"`` waits for each
+    block before the host launches the next (the device idles for the host's gap between blocks);
+    ``"sustained"`` launches the next block before it waits for the last (:meth:`enqueue` and
+    :meth:`wait`), so the device runs the samples back to back, as it runs a training loop's kernels.
+    """
 
     name = "cuda"
     device_timed = True
+    pace = "isolated"
 
     def __init__(self, device: str = "cuda") -> None:
         import torch
@@ -74,6 +81,22 @@ class CudaSync(Sync):
 
     def finish(self) -> None:
         self._torch.cuda.synchronize(self.device)
+
+    def enqueue(self, run: Any) -> tuple[Any, Any]:
+        """Launch one block (``run()``) between a fresh pair of events, without waiting for it."""
+        stream = self._torch.cuda.current_stream(self.device)
+        start = self._torch.cuda.Event(enable_timing=True)
+        end = self._torch.cuda.Event(enable_timing=True)
+        start.record(stream)
+        run()
+        end.record(stream)
+        return start, end
+
+    def wait(self, token: tuple[Any, Any]) -> float:
+        """Wait for a block from :meth:`enqueue` and return its device time in seconds."""
+        start, end = token
+        end.synchronize()
+        return float(start.elapsed_time(end)) / 1e3
 
 
 class MpsSync(Sync):
