@@ -112,11 +112,11 @@ def tree_state() -> dict[str, Any]:
     """The commit and the uncommitted paths of the code the numbers come from (``src/``, ``benchmarks/``;
     ``benchmarks/results/``, the data the scripts save, left out).
 
-    A copy of the tree without its git folder (the lent GPU machine gets the files alone) names its
+    A copy of the tree whose git folder does not match its files (the lent GPU machine's) names its
     commit in ``PERFMAGIC_TREE_COMMIT`` (tools/gpu_check.sh says how: send a clean tree, name its commit)."""
     sent = os.environ.get("PERFMAGIC_TREE_COMMIT")
-    if sent and not (ROOT / ".git").exists():
-        return {"commit": sent + " (a copy of this commit's files, without git)", "dirty": []}
+    if sent:  # the device machine's copy: its files are this commit's, its git folder may be older
+        return {"commit": sent + " (this commit's files, copied to the machine that ran it)", "dirty": []}
     try:
         head = _git("rev-parse", "--short", "HEAD")
         dirty = _git("status", "--porcelain", "--", "src", "benchmarks", ":(exclude)benchmarks/results")

@@ -12,9 +12,10 @@ Workloads:
 Tools, each giving one central value per answer:
 
 * ``perfmagic.bench(stmt, globals=ns)`` with defaults (CUDA events, chosen automatically) — ``.median``;
-  its samples are isolated: the host waits for each block before it launches the next
-* the same with ``CudaSync.pace = "sustained"``: the next block is launched before the last is awaited,
-  so the device runs the samples back to back
+  its samples run back to back (``CudaSync.pace = "sustained"``: the next block is launched before the
+  last is awaited)
+* the same with ``CudaSync.pace = "isolated"``: the host waits for each block before it launches the
+  next, so the device idles for the host's gap (perfmagic's default before 2026-11-26)
 * ``%%gpubench -q -o --no-plot`` through an IPython ``InteractiveShell`` — ``.median``
 * ``triton.testing.do_bench(fn, return_mode="median")`` and ``do_bench_cudagraph`` (where triton imports)
 * ``torch.utils.benchmark.Timer(...).blocked_autorange()`` and ``.adaptive_autorange()`` — ``.median``
@@ -56,13 +57,13 @@ import _common as C  # noqa: E402
 
 SKIP_MSG = "no CUDA device: GPU benchmark skipped"
 PM_BENCH = "perfmagic.bench()"
-PM_SUSTAINED = "perfmagic.bench() sustained"
+PM_ISOLATED = "perfmagic.bench() isolated"
 PM_MAGIC = "%%gpubench"
 TRITON = "triton do_bench"
 TRITON_GRAPH = "triton do_bench_cudagraph"
 BLOCKED = "torch blocked_autorange"
 ADAPTIVE = "torch adaptive_autorange"
-PERFMAGIC_TOOLS = (PM_BENCH, PM_SUSTAINED, PM_MAGIC)
+PERFMAGIC_TOOLS = (PM_BENCH, PM_ISOLATED, PM_MAGIC)
 ROOF_DTYPES = ("float32", "tf32", "float16", "bfloat16")
 CAPPED_BITS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # sw power cap, hw slowdown, sw/hw thermal, power brake
 
@@ -272,9 +273,9 @@ def main() -> int:
     def t_bench(stmt: str) -> dict[str, Any]:
         return pm_info(perfmagic.bench(stmt, globals=ns, **({"budget": 0.02} if smoke else {})))
 
-    def t_sustained(stmt: str) -> dict[str, Any]:
+    def t_isolated(stmt: str) -> dict[str, Any]:
         before = sync_mod.CudaSync.pace
-        sync_mod.CudaSync.pace = "sustained"
+        sync_mod.CudaSync.pace = "isolated"
         try:
             return t_bench(stmt)
         finally:
@@ -313,7 +314,7 @@ def main() -> int:
 
     tools: dict[str, Callable[[str], dict[str, Any]]] = {PM_BENCH: t_bench, PM_MAGIC: t_magic}
     if on_gpu:
-        tools[PM_SUSTAINED] = t_sustained
+        tools[PM_ISOLATED] = t_isolated
     if triton_bench is not None:
         tools[TRITON] = t_triton
     if triton_graph is not None:
@@ -532,7 +533,8 @@ def report(data: dict[str, Any], workloads: list[Any], names: list[str], others:
             f"{data['triton']}. {data['rounds']} rounds per workload; each round every tool gives one answer, in an "
             "order rotated every round (same process, after one untimed warm-up pass; `torch.cuda.synchronize()` "
             "around every answer). Central values: perfmagic `.median` (defaults: ~1 s budget, ±1% CI target, "
-            "CUDA-event sync chosen automatically; *sustained*: the next block launched before the last is awaited); "
+            "CUDA-event sync chosen automatically, samples back to back; *isolated*: each block awaited before the next "
+            "is launched, the default before 2026-11-26); "
             "`triton.testing.do_bench(fn, return_mode=\"median\")` (clears the L2 cache before every call and times "
             "single calls); `do_bench_cudagraph` (calls replayed from a CUDA graph, back to back); "
             "`torch.utils.benchmark` `.median`. Spread = (max − min) / median of the central values over the "

@@ -73,6 +73,51 @@ def test_with_torch_compile_in_play_the_watch_installs_no_mode(cuda_initialised,
     assert seen == [0] and w.use.cuda and "1 CUDA allocation(s)" in w.use.why
 
 
+def test_dynamo_imported_but_nothing_compiled_keeps_the_mode(cuda_initialised, monkeypatch) -> None:
+    # many libraries import torch._dynamo; only compiled code makes the mode a recompile hazard. Seen on
+    # an H100: with Dynamo merely imported, a mixed CPU/CUDA cell lost its "mixed cell" note
+    import collections
+    import sys
+    import types
+
+    from torch.overrides import _get_current_function_mode_stack
+
+    from perfmagic.core.devicework import watch
+
+    fake = types.ModuleType("torch._dynamo")
+    counters = collections.defaultdict(collections.Counter)
+    fake.utils = types.SimpleNamespace(counters=counters)
+    monkeypatch.setitem(sys.modules, "torch._dynamo", fake)
+    seen = []
+    with watch() as w:
+        seen.append(len(_get_current_function_mode_stack()))
+        torch.ones(4) + 1
+    assert seen == [1] and w.use.cpu_ops
+    counters["stats"]["unique_graphs"] += 1  # now something was compiled: no mode
+    with watch() as w:
+        seen.append(len(_get_current_function_mode_stack()))
+    assert seen == [1, 0]
+
+
+def test_a_kernel_no_op_or_allocation_shows_is_seen_on_the_stream(cuda_initialised, monkeypatch) -> None:
+    # torch.cuda._sleep or an extension's own launch: no torch op, no allocation; the stream is still busy
+    import types
+
+    from perfmagic.core.devicework import watch
+
+    state = {"busy": False}
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: state.update(busy=False))
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a, **k: types.SimpleNamespace(
+        query=lambda: not state["busy"]))
+    state["busy"] = True  # an earlier cell's queued work: waited for before the call, not the call's
+    with watch() as w:
+        sum(range(10))
+    assert not w.use.cuda, w.use.why
+    with watch() as w:
+        state["busy"] = True  # the call launched a kernel
+    assert w.use.cuda and "left kernels running on the CUDA stream" in w.use.why
+
+
 def test_a_cpu_cell_after_cuda_is_a_cpu_measurement(cuda_initialised) -> None:
     import perfmagic
 

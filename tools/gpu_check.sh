@@ -21,7 +21,7 @@ out=${OUT:-/tmp/gpu_check}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PERFMAGIC_CACHE_DIR=${PERFMAGIC_CACHE_DIR:-/tmp/perfmagic_gpu_cache} PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=$PYTHONPATH:/tmp/site PATH=/tmp/site/bin:$PATH
+  export PYTHONPATH=$PYTHONPATH:/tmp/site PATH=/tmp/site/bin:$PATH JUPYTER_PATH=/tmp/site/share/jupyter
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv | tee "$out/gpu.txt"
 python3 -c "import torch, IPython; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(), 'IPython', IPython.__version__)" | tee -a "$out/gpu.txt"
@@ -39,10 +39,12 @@ suite="(not run: quick)"
 if [ "${1:-}" != quick ]; then
   workers=()
   [ -n "${SUITE_WORKERS:-}" ] && workers=(-n "$SUITE_WORKERS")
-  PERFMAGIC_TEST_CUDA_FIRST=1 timeout "${SUITE_TIMEOUT:-900}" "${pytest[@]}" "${workers[@]}" tests \
+  # SIGINT at the time limit: pytest still prints which tests failed and why
+  PERFMAGIC_TEST_CUDA_FIRST=1 timeout -s INT -k 20 "${SUITE_TIMEOUT:-900}" "${pytest[@]}" --tb=short "${workers[@]}" tests \
     -m "not gpu" --ignore=tests/browser --ignore=tests/test_benchmarks_quick.py \
     > "$out/suite_with_cuda.log" 2>&1 || rc=$((rc ? rc : 4))
-  tail -n 40 "$out/suite_with_cuda.log"
+  grep -E "^(FAILED|ERROR) " "$out/suite_with_cuda.log" | cut -c1-240 || true
+  tail -n 3 "$out/suite_with_cuda.log"
   suite=$(tail -n 1 "$out/suite_with_cuda.log")
 fi
 {

@@ -66,6 +66,36 @@ def _alloc_count(torch: Any) -> int | None:
         return None
 
 
+def _synchronize(torch: Any) -> None:
+    try:
+        torch.cuda.synchronize()
+    except Exception:
+        pass
+
+
+def _pending(torch: Any) -> bool:
+    """Whether the current CUDA stream still has work queued (a kernel the call launched that no torch op
+    or allocation shows, e.g. ``torch.cuda._sleep`` or an extension's own launch). A kernel that finished
+    before this check is missed; its launch then cost about what it ran."""
+    try:
+        return not bool(torch.cuda.current_stream().query())
+    except Exception:
+        return False
+
+
+def _compiled_code(torch: Any) -> bool:
+    """Whether ``torch.compile`` has compiled anything in this process (then the function mode would be
+    part of what Dynamo guards on). Dynamo merely imported, as many libraries do, is not that."""
+    dynamo = sys.modules.get("torch._dynamo")
+    if dynamo is None:
+        return False
+    try:
+        counters = dynamo.utils.counters
+        return bool(sum(counters["stats"].values()) or sum(counters["frames"].values()))
+    except Exception:
+        return True  # cannot tell: keep out of Dynamo's way
+
+
 def _spy_class(torch: Any) -> Any:
     from torch.overrides import TorchFunctionMode
 
@@ -139,7 +169,10 @@ class watch:
         self._init0 = _initialised(torch)
         if self._init0:
             self._alloc0 = _alloc_count(torch)
-        if not self._init0 or "torch._dynamo" in sys.modules:
+        if self._init0:
+            # work still queued from earlier cells must not read as this call's (see _pending)
+            _synchronize(torch)
+        if not self._init0 or _compiled_code(torch):
             # not initialised yet: whether the call initialises it tells. With torch.compile in play the
             # mode would be part of what Dynamo guards on (the next call, without it, would recompile):
             # the allocation counter and the returned value tell instead
@@ -167,6 +200,8 @@ class watch:
             # around this block subtracts it)
 
     def _read(self, exc: Any) -> None:
+        torch0 = self._torch
+        pending = bool(self._init0 and torch0 is not None and _pending(torch0))
         spy, self._spy = self._spy, None
         if spy is not None:
             spy.__exit__(*exc)
@@ -189,6 +224,10 @@ class watch:
                 now = _alloc_count(torch)
                 if now is not None and now > self._alloc0:
                     why.append(f"it made {now - self._alloc0} CUDA allocation(s)")
+            if pending and not why:
+                from ..findings import Finding
+
+                why.append(str(Finding.of("core.kernels-pending")))
         if why:
             self.use = DeviceUse(True, cpu_ops, index, "the cell's work ran on CUDA: " + "; ".join(why)
                                  + ("; it also ran torch ops on the CPU" if cpu_ops else ""))

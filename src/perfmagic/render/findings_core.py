@@ -37,6 +37,7 @@ WORDS: dict[str, Callable[[Any], str]] = {
     "core.mixed-cell": lambda f: ("a mixed cell: it ran torch ops on the CPU and on CUDA; the time is the wall time "
                                   "until the device finished, the memory the device's"),
     "core.flushed": lambda f: f"cache flushed before every sample ({f['mib']:.0f} MiB written, not timed)",
+    "core.kernels-pending": lambda f: "it left kernels running on the CUDA stream",
 }
 
 __all__ = ["WORDS"]

@@ -18,9 +18,11 @@ The algorithm, in order (every step is visible in the result):
 6. **Block calibration.** Calls per block ``n`` are chosen so a block lasts at least
    ``max(100 × overhead, 200 µs)``: the timer's own cost stays under 1% of a sample.
 7. **Sampling** until the distribution-free 95% CI of the median is within ``precision`` (±1% by
-   default) with at least ``min_samples`` samples spanning at least ``MIN_SPAN_S`` (50 ms, at most 30%
-   of the budget) of sampled time — a precise interval over 2 ms of samples cannot see the machine's
-   slower states — or the budget is spent. A budget the user gives is a
+   default) with at least ``min_samples`` samples spanning at least ``MIN_SPAN_S`` (50 ms; 250 ms of
+   device time on a GPU, whose power cap moves the clock over ~0.1 s; at most 30% of the budget) of
+   sampled time — a precise interval over 2 ms of samples cannot see the machine's slower states — or
+   the budget is spent. On CUDA the samples run back to back (``CudaSync.pace = "sustained"``: the
+   next block is launched before the last is awaited), as a training loop's kernels do. A budget the user gives is a
    hard limit; the default (1 s) may stretch, up to 10 s, only until ``min_samples`` are in.
    The GC is disabled during timed blocks unless ``gc=True`` (as ``timeit`` does).
 8. **Memory**, in one extra untimed call (:mod:`perfmagic._memory`).
@@ -54,6 +56,9 @@ from ..core.sync import SYNC_CHOICES
 
 DEFAULT_BUDGET = 1.0
 MIN_SPAN_S = 0.05   # a precision stop needs this much sampled time (at most 30% of the budget)
+# ...and this much device time on a GPU: a power-capped H100 moves its SM clock over ~0.1 s, so answers
+# that stopped after 50 ms of samples differed by 7-19% from round to round (bench_gpu, 2026-11-26)
+DEVICE_MIN_SPAN_S = 0.25
 REFERENCE_S = 0.004  # the drift guard's reference workload, timed before and after the samples
 MAX_SOFT_BUDGET = 10.0
 _TAIL_S = [0.02]  # what the environment capture after the samples cost last time in this process
@@ -289,7 +294,7 @@ def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, ha
     ``"max_samples"`` or ``"budget"``."""
     next_check = min_samples
     limit = soft_budget
-    min_span = min(MIN_SPAN_S, 0.3 * soft_budget)
+    min_span = min(DEVICE_MIN_SPAN_S if subj.sync.device_timed else MIN_SPAN_S, 0.3 * soft_budget)
     while True:
         subj.sample()
         n = len(subj.raw)
