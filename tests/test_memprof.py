@@ -314,8 +314,12 @@ def test_cuda_peak_of_a_freed_tensor() -> None:
     assert 7 * MiB <= r.cuda_increment_bytes <= 9 * MiB
     assert r.peak_statement.label == "<perfmagic-memory> line 1"
     assert len(r.cuda_allocated_bytes) == len(r.t_s) >= 2
+    # the sites, or a note that says why there are none (torch 2.11 on an H100 kept no stacks: the first
+    # GPU run charged the 256 MiB block to "<unknown>")
     if r.cuda_sites:
-        assert r.cuda_sites[0].label == "<perfmagic-memory> line 1"
+        assert r.cuda_sites[0].label == "<perfmagic-memory> line 1", [s.label for s in r.cuda_sites]
+    else:
+        assert any("no Python stack" in str(n) for n in r.notes), r.notes
 
 
 class _FakeCuda:

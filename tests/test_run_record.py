@@ -81,7 +81,9 @@ print("RESULT " + json.dumps(out))
 
 
 def _child(code: str, *args: str, ledger: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PERFMAGIC_LEDGER_DIR=str(ledger), PYTHONPATH=str(ROOT), COLUMNS="100")
+    # the parent's path too: where perfmagic runs from its source tree (the GPU machine's copy) it is not installed
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, PERFMAGIC_LEDGER_DIR=str(ledger), PYTHONPATH=path, COLUMNS="100")
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
                           env=env, timeout=300, cwd=str(ROOT))
 

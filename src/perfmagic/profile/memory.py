@@ -163,6 +163,10 @@ def _build(rec: _Recorder, fn_or_code: Any, exc: BaseException | None, top: int,
         try:
             idx = int(rec.cuda.split(":")[1]) if rec.cuda and ":" in rec.cuda else 0
             cuda_sites = cuda_history_sites(rec.history_snapshot, idx, fmap)
+            if not cuda_sites and (rec.cuda_peak or 0) > 0:
+                from ..findings import Finding
+
+                notes.append(Finding.of("memory.cuda-no-stacks"))
         except Exception as e:  # an unexpected snapshot layout must not lose the measurement
             notes.append(f"CUDA allocator history not readable ({type(e).__name__})")
     if rec.wall < rec.interval:

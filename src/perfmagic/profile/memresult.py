@@ -351,6 +351,8 @@ def cuda_history_sites(snap: Any, device_index: int, fmap: Mapping[str, int] | N
     agg: dict[tuple[str, int], list[Any]] = {}
     for e in blocks.values():
         frames = [(f.get("filename", "?"), int(f.get("line", 0))) for f in e.get("frames", [])]
+        if not frames:  # the history kept no stack for this block: nothing to charge it to (not "unknown")
+            continue
         site = _site_for(frames, fmap) or ("<unknown>", 0, "library")
         a = agg.setdefault((site[0], site[1]), [0, 0, site[2]])
         a[0] += e["size"]

@@ -38,6 +38,8 @@ WORDS: dict[str, Callable[[Any], str]] = {
                                   "until the device finished, the memory the device's"),
     "core.flushed": lambda f: f"cache flushed before every sample ({f['mib']:.0f} MiB written, not timed)",
     "core.kernels-pending": lambda f: "it left kernels running on the CUDA stream",
+    "memory.cuda-no-stacks": lambda f: ("the CUDA allocator history kept no Python stack for the blocks alive at "
+                                        "the peak (this torch build): CUDA allocation sites are not attributed"),
 }
 
 __all__ = ["WORDS"]

@@ -106,7 +106,8 @@ def text(r: Result, *, top: int | None = None) -> str:
             lines.append(f"    {fmt_bytes(s.size_bytes):>10}  {s.count:>7} blocks  {s.label:<24} {_clip(s.text, 50)}")
     if r.error:
         lines.append(f"  stopped by {r.error}; the profile covers the run up to there")
-    lines += [f"  note: {n_}" for n_ in r.notes]
+    for n_ in r.notes:
+        lines += wrap(str(n_), "  note: ", "    ")
     return "\n".join(lines)
 
 

@@ -86,10 +86,10 @@ def text(r: Any) -> str:
             lines += _wrap("  note: ", n)
     for n in r.notes:
         lines += _wrap("  note: ", str(n))
-    lines.append(f"  {r.backend}, {r.start_method}; threads per rank: "
-                 + ", ".join(f"{p.world}→{p.threads}" for p in r.points)
-                 + f"; the sweep took {r.wall_s:.1f} s ("
-                 + ", ".join(f"{p.world}: {p.wall_s:.1f} s" for p in r.points) + ")")
+    lines += wrap(f"{r.backend}, {r.start_method}; threads per rank: "
+                  + ", ".join(f"{p.world}→{p.threads}" for p in r.points)
+                  + f"; the sweep took {r.wall_s:.1f} s ("
+                  + ", ".join(f"{p.world}: {p.wall_s:.1f} s" for p in r.points) + ")", "  ", "    ")
     return "\n".join(lines)
 
 
