@@ -192,3 +192,25 @@ def test_wide_view_and_csv_export_carry_the_magic_line_and_the_relations(tmp_pat
     out = led.export(tmp_path / "runs.csv")
     csv = pd.read_csv(out).set_index("id")
     assert csv.loc[b, "interleaved_with"] == a and pd.isna(csv.loc[a, "interleaved_with"])
+
+
+def test_rows_the_packed_read_cannot_pack_read_back_as_stored(led):
+    """The common view reads each run's id, time, magic and status packed into one integer: a magic or a
+    status a newer perfmagic wrote, a time that does not parse and an id past 2**24 must come back as
+    they are stored, next to the ordinary runs."""
+    import sqlite3
+
+    rid = _bench(led, "mm", 0.003)
+    con = sqlite3.connect(led.path)
+    with con:
+        con.execute("UPDATE runs SET magic = 'newmagic', status = 'queued' WHERE id = ?", (rid,))
+        con.execute("UPDATE runs SET created_utc = 'not a time' WHERE id = 3")
+        con.execute("UPDATE runs SET id = 16777300 WHERE id = 2")
+    con.close()
+    df = ledger_frame(ledger=led)
+    assert list(df.index) == [1, 3, 4, 5, rid, 16777300]
+    assert pd.isna(df.loc[3, "created"]) and not pd.isna(df.loc[4, "created"])
+    assert df.loc[rid, "magic"] == "newmagic" and pd.isna(df.loc[rid, "status"])  # as pandas makes an unknown category
+    assert df.loc[16777300, "value"] == 0.002 and df.loc[16777300, "label"] == "mm"
+    assert df.loc[16777300, "vs_baseline"] == pytest.approx(0.5)
+    assert df["magic"].tolist()[:4] == ["gpubench", "roofline", "flame", "memory"]
