@@ -130,3 +130,30 @@ def test_a_ledger_of_a_newer_schema_is_read_and_never_written(tmp_path) -> None:
     with pytest.raises(LedgerError, match="newer perfmagic"):
         later.set_baseline("a", rows[0]["id"])
     assert led.path.read_bytes() == before
+
+
+def test_a_new_ledger_has_large_pages_and_an_old_one_keeps_its_own(tmp_path) -> None:
+    # a run's record (650-850 B) packs into 4 KiB pages 5 or 6 to a page: 16 KiB pages waste less
+    from perfmagic.storage.db import PAGE_SIZE
+
+    new = Ledger(tmp_path / "new", notebook="nb.ipynb")
+    new.record(magic="gpubench", label="a", code="x", options={}, samples=None, env={}, primary_metric="median_s",
+               metrics={"median_s": 1e-3})
+    con = sqlite3.connect(new.path)
+    assert con.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 16384
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    con.close()
+    old_dir = tmp_path / "old"
+    old_dir.mkdir()
+    con = sqlite3.connect(old_dir / "ledger.sqlite")  # an existing ledger's page size is its own: never rewritten
+    con.execute("PRAGMA page_size = 4096")
+    con.execute("CREATE TABLE t (x)")
+    con.execute("DROP TABLE t")
+    con.close()
+    old = Ledger(old_dir, notebook="nb.ipynb")
+    old.record(magic="gpubench", label="a", code="x", options={}, samples=None, env={}, primary_metric="median_s",
+               metrics={"median_s": 1e-3})
+    con = sqlite3.connect(old.path)
+    assert con.execute("PRAGMA page_size").fetchone()[0] == 4096
+    assert len(old.rows()) == 1
+    con.close()
