@@ -205,9 +205,9 @@ def test_thread_sampler_planted() -> None:
         while not stop.is_set():
             spin_loop(20_000)
 
-    def sleeper():
-        while not stop.is_set():
-            time.sleep(0.002)
+    def sleeper():  # 10 ms naps: at 2 ms, a fresh-clone CI run on the 2-core VM saw the waking threads hold the
+        while not stop.is_set():  # GIL at 26% of the sampler's wake-ups (still not GIL-bound, but not "free")
+            time.sleep(0.01)
 
     for target, bound in ((python, True), (sleeper, False)):
         stop.clear()

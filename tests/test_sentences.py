@@ -47,7 +47,7 @@ _EXPLAINED = re.compile(r"(?::|\s—)\s+[A-Za-z]")
 _ERROR_CLASS = re.compile(r"(Error|Exception|Interrupted)$")
 _NOTICE_CALLS = {"print", "say", "notify", "log", "warn", "note", "_say", "_notify", "echo"}
 _HELP_KEYWORDS = {"help", "epilog", "description", "usage"}
-_NOT_PROSE = re.compile(r"^\s*(<|(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|PRAGMA|DROP|WITH)\b)")
+_NOT_PROSE = re.compile(r"^\s*(<|(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|PRAGMA|DROP|WITH|CASE|CAST|COALESCE)\b)")
 
 
 def is_sentence(text: str) -> bool:
