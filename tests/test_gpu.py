@@ -16,16 +16,7 @@ pytestmark = pytest.mark.gpu
 def _cycles_per_second() -> float:
     """``torch.cuda._sleep`` spins a number of GPU clock cycles: its rate, from CUDA events."""
     torch.cuda.synchronize()
-    rates = []
-    for _ in range(5):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(200_000)  # an untimed lead: the start event waits for it, not for the host's launch
-        s.record()
-        torch.cuda._sleep(2_000_000)
-        e.record()
-        e.synchronize()
-        rates.append(2_000_000 / (s.elapsed_time(e) / 1e3))
-    return statistics.median(rates)
+    return 2_000_000 / _event_time(2_000_000, reps=5)
 
 
 def _event_time(cycles: int, reps: int = 30) -> float:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any
 
+from ..findings import Finding
+
 
 @dataclass(frozen=True)
 class DeviceUse:
@@ -225,8 +227,6 @@ class watch:
                 if now is not None and now > self._alloc0:
                     why.append(f"it made {now - self._alloc0} CUDA allocation(s)")
             if pending and not why:
-                from ..findings import Finding
-
                 why.append(str(Finding.of("core.kernels-pending")))
         if why:
             self.use = DeviceUse(True, cpu_ops, index, "the cell's work ran on CUDA: " + "; ".join(why)

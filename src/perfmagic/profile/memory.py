@@ -55,6 +55,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import BadOptionError, BenchInterrupted
+from ..findings import Finding
 from ..render.units import fmt_time
 from .cellcode import (compile_statements, prepare, run_statements, shell_filename_map, source_label,
                        source_line)
@@ -164,8 +165,6 @@ def _build(rec: _Recorder, fn_or_code: Any, exc: BaseException | None, top: int,
             idx = int(rec.cuda.split(":")[1]) if rec.cuda and ":" in rec.cuda else 0
             cuda_sites = cuda_history_sites(rec.history_snapshot, idx, fmap)
             if not cuda_sites and (rec.cuda_peak or 0) > 0:
-                from ..findings import Finding
-
                 notes.append(Finding.of("memory.cuda-no-stacks"))
         except Exception as e:  # an unexpected snapshot layout must not lose the measurement
             notes.append(f"CUDA allocator history not readable ({type(e).__name__})")

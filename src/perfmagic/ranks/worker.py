@@ -233,26 +233,22 @@ def lockstep(step: Any, device: Any, backend: str, world: int, budget_s: float, 
     for _ in range(WARMUP_STEPS_SLOW if _agree_max(cold, device) > SLOW_STEP_S else WARMUP_STEPS):
         step()
     _sync(device)
-    warm = []
-    for _ in range(2):
+    def timed_step() -> float:  # every rank starts together; the device finished before and after
         dist.barrier()
         _sync(device)
         t0 = time.perf_counter()
         step()
         _sync(device)
-        warm.append(time.perf_counter() - t0)
+        return time.perf_counter() - t0
+
+    warm = [timed_step() for _ in range(2)]
     per_step = _agree_max(max(min(warm), 1e-6), device)
     ph["warmup_s"], tp = time.perf_counter() - tp, time.perf_counter()
     n = int(min(max_samples, max(min_samples, budget_s // per_step)))
     times: list[float] = []
     cpu1, w1 = time.process_time(), time.perf_counter()
     for _ in range(n):
-        dist.barrier()
-        _sync(device)
-        t0 = time.perf_counter()
-        step()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
+        times.append(timed_step())
     busy_cores = (time.process_time() - cpu1) / max(time.perf_counter() - w1, 1e-9)
     ph["samples_s"], tp = time.perf_counter() - tp, time.perf_counter()
     prof: dict[str, Any] = {}

@@ -187,6 +187,11 @@ def _epoch_sql(con: Any) -> str:
     return _EPOCH_SQL[0]
 
 
+# magic and status by the 7-bit key _light_columns packs them in (magic * 8 + status; 127: neither known)
+_MAGIC_OF_KEY = [KNOWN_MAGICS[k >> 3] if k >> 3 < len(KNOWN_MAGICS) else None for k in range(128)]
+_STATUS_OF_KEY = [STATUSES[k & 7] if k & 7 < len(STATUSES) else None for k in range(128)]
+
+
 def _light_columns(con: Any, where: str, params: tuple, columns: set[str], notebook: Any = ...
                    ) -> dict[str, list[Any]]:
     """The light columns of the runs matching ``where``, oldest first, read with as few values per run as
@@ -228,23 +233,25 @@ def _light_columns(con: Any, where: str, params: tuple, columns: set[str], noteb
     cols["primary_metric"] = [r[3] for r in got]
     cols["code"] = [r[4] for r in got]
     cols["notebook"] = [r[5] for r in got] if notebook is ... else [notebook] * n
-    mlut = [KNOWN_MAGICS[k >> 3] if k >> 3 < len(KNOWN_MAGICS) else None for k in range(128)]
-    slut = [STATUSES[k & 7] if k & 7 < len(STATUSES) else None for k in range(128)]
-    cols["magic"] = [mlut[k] for k in keys]
-    cols["status"] = [slut[k] for k in keys]
+    cols["magic"] = [_MAGIC_OF_KEY[k] for k in keys]
+    cols["status"] = [_STATUS_OF_KEY[k] for k in keys]
+    cols["rerun_of"], cols["work"] = [None] * n, [None] * n
+    pos: dict[int, int] = {}
+
+    def put(i: int, **values: Any) -> None:  # a run read apart from the rest, put at its place
+        if not pos:
+            pos.update((run, j) for j, run in enumerate(ids))
+        for name, v in values.items():
+            cols[name][pos[i]] = v
+
     if 127 in set(keys):  # a magic or status this perfmagic does not know (a newer one wrote it)
-        pos = {i: j for j, i in enumerate(ids)}
         for i, m, st in con.execute(f"SELECT id, magic, status FROM runs r WHERE {where} AND NOT "
                                     f"(magic IN ({known}) AND status IN ({statuses}))", params):
-            cols["magic"][pos[i]], cols["status"][pos[i]] = m, st
-    cols["rerun_of"], cols["work"] = [None] * n, [None] * n
+            put(i, magic=m, status=st)
     # one pass over the table without an index (an index on the notebook would look up every row)
-    sparse = con.execute(f"SELECT id, {ro}, {w} FROM runs r NOT INDEXED WHERE {where} AND ({ro} IS NOT NULL "
-                         f"OR {w} IS NOT NULL)", params).fetchall()
-    if sparse:
-        pos = {i: j for j, i in enumerate(ids)}
-        for i, r, wk in sparse:
-            cols["rerun_of"][pos[i]], cols["work"][pos[i]] = r, wk
+    for i, r, wk in con.execute(f"SELECT id, {ro}, {w} FROM runs r NOT INDEXED WHERE {where} AND ({ro} IS NOT NULL "
+                                f"OR {w} IS NOT NULL)", params):
+        put(i, rerun_of=r, work=wk)
     return {c: cols[c] for c in LIGHT_FIELDS[:11]}
 
 
