@@ -105,7 +105,7 @@ CELLS = [
     x, y = batch
     loss = torch.nn.functional.cross_entropy(model(x), y)
     opt.zero_grad(); loss.backward(); opt.step()
-    """, r"sweep:", r"best: num_workers=\d+"),
+    """, r"sweep:", r"^\s+best: (num_workers=\d|cannot tell, because other processes used)"),
     code("""
     swept = _
     for point in swept.sweep:

@@ -225,10 +225,16 @@ _NOTES: dict[str, Callable[[dict[str, Any]], str]] = {
                               "analysis (the steps were still synchronized)"),
     "short": lambda v: (f"{v['name']} has only {v['n']} batches: {v['n'] - v['warmup']} steps measured after "
                         f"{v['warmup']} warm-up (asked {v['asked']})"),
+    "sweep-again": lambda v: (f"{v['label']} measured again: other processes used {_cores(v['first'])} during its "
+                              f"first pass and {_cores(v['second'])} during the second; the {v['kept']} is shown"),
     "too-short": lambda v: (f"{v['name']} has only {v['n']} batches, fewer than warm-up + 2 ({v['warmup']} + 2): "
                             f"measured the last {v['n'] - v['skipped']} after skipping {v['skipped']}; start-up "
                             "effects may remain in the numbers"),
 }
+
+
+def _cores(x: float | None) -> str:
+    return "an unmeasured number of cores" if x is None else f"{x:.1f} cores"
 
 
 def note(kind: str, **values: Any) -> str:
