@@ -25,6 +25,8 @@ import functools
 import os
 from dataclasses import dataclass
 
+from ..findings import Finding
+
 UNLIMITED = 2 ** 60  # v1 writes "no limit" as a page-aligned LONG_MAX
 
 
@@ -256,9 +258,8 @@ def available_memory(proc: str = "/proc") -> tuple[int | None, str]:
     lim = limits(proc)
     pod = lim.memory_available
     if pod is not None and (host is None or pod < host):
-        from ..render.units import fmt_bytes
-
-        return pod, f"memory the container allows (limit {fmt_bytes(lim.memory_limit)}, {fmt_bytes(lim.memory_usage or 0)} used)"
+        # what bounds it as text (render/findings_core.py words it): callers store it beside the number
+        return pod, str(Finding.of("core.container-memory", limit=lim.memory_limit, used=lim.memory_usage or 0))
     return host, "available RAM"
 
 

@@ -28,7 +28,8 @@ from ..findings import Finding
 @dataclass(frozen=True)
 class DeviceUse:
     """What one call ran on: ``cuda`` (device work seen), ``cpu_ops`` (torch ops on CPU tensors seen),
-    ``index`` (the CUDA device of that work, when seen) and ``why`` (the evidence, in words)."""
+    ``index`` (the CUDA device of that work, when seen) and ``why`` (the evidence, in words: the sentence of a
+    ``core.*`` finding, kept as text because callers quote it in the notes they store)."""
 
     cuda: bool = False
     cpu_ops: bool = False
@@ -211,33 +212,31 @@ class watch:
         kinds = set(spy.kinds) if spy is not None else set()
         cpu_ops = "cpu" in kinds
         index = spy.index if spy is not None else None
-        why = []
+        seen: dict[str, Any] = {}  # the evidence of CUDA work: the values of a core.on-cuda finding
         if "cuda" in kinds:
-            why.append(f"its torch ops used CUDA tensors (cuda:{index or 0})")
+            seen["ops"] = index or 0
         if self._value_cuda is not False:
             if index is None and self._value_cuda is not True:
                 index = int(self._value_cuda)
-            why.append("it returns a CUDA tensor")
+            seen["returns"] = True
         if torch is not None and _cuda_possible(torch):
             if not self._init0:
                 if _initialised(torch):
-                    why.append("it initialised CUDA")
+                    seen["initialised"] = True
             elif self._alloc0 is not None:
                 now = _alloc_count(torch)
                 if now is not None and now > self._alloc0:
-                    why.append(f"it made {now - self._alloc0} CUDA allocation(s)")
-            if pending and not why:
-                why.append(str(Finding.of("core.kernels-pending")))
-        if why:
-            self.use = DeviceUse(True, cpu_ops, index, "the cell's work ran on CUDA: " + "; ".join(why)
-                                 + ("; it also ran torch ops on the CPU" if cpu_ops else ""))
+                    seen["allocations"] = now - self._alloc0
+            if pending and not seen:
+                seen["pending"] = True
+        if seen:
+            why = Finding.of("core.on-cuda", cpu_ops=cpu_ops, **seen)
+            self.use = DeviceUse(True, cpu_ops, index, str(why))
         elif cpu_ops:
-            self.use = DeviceUse(False, True, None, "its torch ops ran on CPU tensors only"
-                                 + (" (CUDA is initialised in this process, but this cell did not use it)"
-                                    if self._init0 else ""))
+            why = Finding.of("core.cpu-ops-only", cuda_initialised=self._init0)
+            self.use = DeviceUse(False, True, None, str(why))
         elif self._init0:
-            self.use = DeviceUse(why="no CUDA work seen in this cell (CUDA is initialised in this process, "
-                                     "but this cell did not use it)")
+            self.use = DeviceUse(why=str(Finding.of("core.no-cuda-work")))
 
 
 __all__ = ["DeviceUse", "watch", "run_watched"]

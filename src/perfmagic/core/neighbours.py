@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     processes; exit with COMMAND's status and say how much load the neighbours put on the machine."""
     import argparse
 
+    from ..render import neighbours as words
+
     parser = argparse.ArgumentParser(
         prog="python -m perfmagic.core.neighbours",
         description="Run a command beside N busy-loop processes (a planted noisy neighbour).")
@@ -116,16 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not cmd:
-        parser.error("no command given: put it after --, e.g. -- python -m pytest -q")
+        parser.error(words.NO_COMMAND)
     if args.n < 0:
-        parser.error(f"n: got {args.n}; expected a number of processes >= 0, e.g. 1")
+        parser.error(words.bad_count(args.n))
     with busy_neighbours(args.n, memory=args.memory) as nb:
         rc = subprocess.call(cmd)
-    theirs = "unknown" if nb.neighbour_cores is None else f"{nb.neighbour_cores:.2f}"
-    everyone = "unknown" if nb.others_cores is None else f"{nb.others_cores:.2f}"
-    print(f"perfmagic.core.neighbours: {args.n} busy neighbour(s) ran beside `{' '.join(cmd)}` for "
-          f"{nb.seconds:.0f} s; the neighbours kept {theirs} cores busy on average (all processes but this "
-          f"one, the command included: {everyone}); exit status {rc}", file=sys.stderr)
+    print(words.summary(args.n, cmd, nb.seconds, nb.neighbour_cores, nb.others_cores, rc), file=sys.stderr)
     return rc
 
 

@@ -88,7 +88,7 @@ class Subject:
                 if self.use is not None and self.use.mixed:
                     self.notes.append(Finding.of("core.mixed-cell"))
             elif self.use is not None and "initialised" in self.use.why:
-                self.notes.append(f"timed on the CPU: {self.use.why}")
+                self.notes.append(Finding.of("core.timed-on-cpu", why=self.use.why))
         else:
             self.sync.after(value)
         self.sync.finish()

@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 from ..errors import BadOptionError
+from ..findings import Finding
 
 SYNC_CHOICES = ("auto", "none", "cuda", "mps", "jax", "cupy")
 
@@ -164,6 +165,12 @@ def cuda_in_use() -> bool:
         return False
 
 
+def _returns(array: str) -> str:
+    """The reason for a backend chosen from the cell's value (``jax``, ``cupy``, ``cuda``, ``mps``): text,
+    since callers quote it in the notes they store; render/findings_core.py words it."""
+    return str(Finding.of("core.returns-array", array=array))
+
+
 def detect(value: Any, device: str, use: Any = None) -> tuple[str, str]:
     """Choose a backend from the cell's last value and what its call did (``use``: a
     :class:`~perfmagic.core.devicework.DeviceUse` from watching the call).
@@ -177,16 +184,14 @@ def detect(value: Any, device: str, use: Any = None) -> tuple[str, str]:
         return "mps", "device mps"
     mod = _module_of(value)
     if mod in ("jax", "jaxlib"):
-        return "jax", "the cell returns a JAX array"
+        return "jax", _returns("jax")
     if mod == "cupy":
-        return "cupy", "the cell returns a CuPy array"
+        return "cupy", _returns("cupy")
     if mod == "torch":
         dev = getattr(value, "device", None)
         kind = getattr(dev, "type", None)
-        if kind == "cuda":
-            return "cuda", "the cell returns a CUDA tensor"
-        if kind == "mps":
-            return "mps", "the cell returns an MPS tensor"
+        if kind in ("cuda", "mps"):
+            return kind, _returns(kind)
     if use is not None and use.cuda:
         return "cuda", use.why
     return "none", (use.why if use is not None else "no device work detected")

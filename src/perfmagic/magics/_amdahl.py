@@ -155,6 +155,7 @@ class ScalingMagics(MagicTemplate):
         this machine has free for CPU-bound work (``--io`` lifts the cap).
         """
         from ..scaling.littles import littles, parse_concurrency, parse_duration, parse_rate, workers_for
+        from ..render.littles import workers_line
 
         args, _ = _args.parse(self.littles.parser, line)
         kv: dict[str, str] = {}
@@ -187,7 +188,7 @@ class ScalingMagics(MagicTemplate):
         lines = [res.text() + source]
         if thr is not None and lat is not None:
             n, notes = workers_for(thr, lat, cpu_bound=not args.io)
-            lines.append(f"  workers: {n}" + ("" if args.io else " (CPU-bound; --io if the tasks mostly wait)"))
+            lines.append(workers_line(n, args.io))
             lines += [f"  ! {x}" for x in notes]
         print("\n".join(lines))
         return None

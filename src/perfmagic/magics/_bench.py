@@ -209,6 +209,7 @@ class BenchMagics(MagicTemplate):
                      args: argparse.Namespace, line: str, cell: str, setup: str, status: str, led: Any) -> Any:
         """Record both sides of an A/B pair: ``(comparison or None when too few pairs, B's run id)``."""
         from ..core.env import fingerprint
+        from ..render.bench import interleaved_note
         from ..timing.flow import judge_pair
         from ..timing.history import compare
 
@@ -222,7 +223,7 @@ class BenchMagics(MagicTemplate):
                        metrics=pr.a.metrics(), samples=pr.a.samples(), env=pr.a.env,
                        env_hash=fingerprint(pr.a.env) if pr.a.env else None, status=status,
                        primary_metric="median_s",
-                       note=f"re-measured from run #{args.vs}, interleaved with the next run")
+                       note=interleaved_note(args.vs))
         options = {k: v for k, v in vars(args).items() if k != "setup"}
         options["setup"] = setup
         if pr.b.work:

@@ -120,7 +120,7 @@ class RooflineMagics(MagicTemplate):
                 bar[1]()
         options = {k: v for k, v in vars(args).items() if k != "setup"}
         options["setup"] = setup
-        from ..render.bundle import bundle_of
+        from ..render.bundle import NO_FIGURE, bundle_of
         from ._template import with_run_id
 
         def bundle(run_id: int | None) -> dict[str, Any]:
@@ -131,7 +131,7 @@ class RooflineMagics(MagicTemplate):
                 try:
                     png = r.figure_png(history=history)
                 except ImportError:
-                    text += "\n  (matplotlib is not installed: no figure)"
+                    text += "\n  " + NO_FIGURE
             return bundle_of(text, png, r.figure_alt, r.html_sections())
 
         return self.conclude(

@@ -57,6 +57,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
+from ..findings import Finding
 from .flameresult import FlameResult, Frame, FuncStat
 from .samplers import InProcessSampler, PySpy, SamplerUnavailable, find_py_spy, frame_stack
 
@@ -353,7 +354,7 @@ def _start_py_spy(run: _Samplers, sampler: str, rate: float, py_spy: str | None,
 
 def _start_sampler(run: _Samplers, sampler: str, rate: float, rate_default: bool, py_spy: str | None, tmp: str,
                    *, native: bool, idle: bool, subprocesses: bool, all_threads: bool,
-                   notes: list[str]) -> tuple[str, float, str | None]:
+                   notes: list[Finding]) -> tuple[str, float, str | None]:
     """Start py-spy (``auto``, ``py-spy``), else the in-process sampler, into ``run``. Returns the sampler
     used, the rate (the in-process default, when the --native default was chosen for a py-spy that did
     not start) and why py-spy was not used; what the fallback drops goes into ``notes``."""
@@ -365,13 +366,13 @@ def _start_sampler(run: _Samplers, sampler: str, rate: float, rate_default: bool
             ignored = [o for o, on in (("native", native), ("subprocesses", subprocesses),
                                        ("all_threads", all_threads)) if on]
             if ignored:
-                notes.append(f"{' and '.join(ignored)} ignored: {'they need' if len(ignored) > 1 else 'needs'} py-spy")
+                notes.append(Finding.of("flame.ignored", options=tuple(ignored)))
             if native and rate_default:
                 rate = DEFAULT_RATE
     if run.spy is not None:
         return "py-spy", rate, fallback
     if idle:
-        notes.append("idle: the in-process sampler always includes waits (it samples wall-clock time)")
+        notes.append(Finding.of("flame.idle-inprocess"))
     run.inproc = PacedSampler(threading.get_ident(), float(rate))
     run.inproc.start()
     return "inprocess", rate, fallback
@@ -401,7 +402,7 @@ def _run_cell(code_obj: Any, ns: dict[str, Any] | None, fn: Callable[[], Any] | 
 
 
 def _samples(run: _Samplers, tid: int, ran: _Ran, *, all_threads: bool, idle: bool, others: dict[str, list[int]],
-             notes: list[str]) -> tuple[list[tuple[list[Frame], float]], int, float | None]:
+             notes: list[Finding]) -> tuple[list[tuple[list[Frame], float]], int, float | None]:
     """Stop the sampler; (its samples cut to the cell with their weights, the samples outside the cell,
     its start-up time). py-spy's other threads are counted into ``others``."""
     spy = run.spy
@@ -409,7 +410,8 @@ def _samples(run: _Samplers, tid: int, ran: _Ran, *, all_threads: bool, idle: bo
         doc = spy.stop()
         if doc is None:
             raw, outside = [], 0
-            notes.append("py-spy wrote no profile: " + (spy._log().strip().splitlines() or ["no message"])[-1][:160])
+            notes.append(Finding.of("flame.no-profile",
+                                    log=(spy._log().strip().splitlines() or ["no message"])[-1][:160]))
         else:
             raw, outside = parse_speedscope(doc, os.getpid(), tid, all_threads=all_threads, idle=idle,
                                             others=others, thread_cores=ran.cores)
@@ -426,17 +428,15 @@ def _samples(run: _Samplers, tid: int, ran: _Ran, *, all_threads: bool, idle: bo
 
 
 def _weighted(raw: list[tuple[list[Frame], float]], used: str, rate: float, wall: float, native: bool,
-              notes: list[str]) -> tuple[list[tuple[list[Frame], float]], int, list[float]]:
+              notes: list[Finding]) -> tuple[list[tuple[list[Frame], float]], int, list[float]]:
     """(the samples thinned to :data:`MAX_SAMPLES`, one kept in how many, their weights); a sampler that
     fell behind and the thinning are said in ``notes``."""
     taken = len(raw)
     if not (native and used == "py-spy") and wall >= 0.1 and taken < min(100, 0.67 * rate * wall):
-        notes.append(f"{used} fell behind: {taken} samples in {wall:.2g} s ({taken / wall:.0f} a second of the "
-                     f"{rate:g} asked; other processes held the cores?), so each share is known less well")
+        notes.append(Finding.of("flame.fell-behind", sampler=used, taken=taken, wall_s=wall, rate=rate))
     raw, every = thin(raw)
     if every > 1:
-        notes.append(f"{taken:,} samples at {rate:g} Hz: one in {every} kept (at most {MAX_SAMPLES:,}), each "
-                     "weighted by its block")
+        notes.append(Finding.of("flame.thinned", taken=taken, rate=rate, every=every, most=MAX_SAMPLES))
     weights = [w for _, w in raw]
     if used == "py-spy" and sum(weights) > wall > 0:
         # py-spy weighs every sample 1/rate; when it falls behind it catches up in a burst, so the sum
@@ -489,7 +489,7 @@ def flame(code: str | Callable[[], Any], *, globals: dict[str, Any] | None = Non
     fn, code_obj, code_text = _code_of(code, filename)
     ns = globals if globals is not None else ({"__name__": "__main__"} if fn is None else None)
     labels = dict(file_labels or {})
-    notes: list[str] = []
+    notes: list[Finding] = []
     tid = threading.get_native_id()
     tmp = tempfile.mkdtemp(prefix="perfmagic-flame-")
     run = _Samplers()

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..findings import Finding
 from ..result import Displayed
 
 _INPUT_NAME = re.compile(r"^<ipython-input-(\d+)-[0-9a-f]+>$")
@@ -70,7 +71,7 @@ class FlameResult(Displayed):
     idle: bool = False
     subprocesses: bool = False
     file_labels: tuple[tuple[str, str], ...] = ()
-    notes: tuple[str, ...] = ()
+    notes: tuple[Finding, ...] = ()       # worded by render/ (an older row's text stays a str)
     all_threads: bool = False             # other busy threads of the process shown (py-spy)
     other_threads: tuple[tuple[str, int, int], ...] = ()  # (thread, busy samples, waiting samples), py-spy
     exception: BaseException | None = field(default=None, repr=False, compare=False)
@@ -224,7 +225,7 @@ class FlameResult(Displayed):
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "code": self.code, "status": self.status, "error": self.error,
                 "sampler": self.sampler, "rate_hz": self.rate_hz, "wall_s": self.wall_s,
-                "metrics": self.metrics(), "samples": self.samples(), "notes": list(self.notes)}
+                "metrics": self.metrics(), "samples": self.samples(), "notes": [str(n) for n in self.notes]}
 
 
 def _synthetic(fr: Frame) -> bool:

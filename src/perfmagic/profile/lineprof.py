@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
+from ..findings import Finding
 from ..result import Displayed
 from .cellcode import prepare, run_statements, shell_filename_map, source_label
 from ..render.units import clip as _clip
@@ -100,7 +101,7 @@ class LineProfResult(Displayed):
     top: int = 5
     status: str = "ok"  # ok | error | interrupted
     error: str | None = None
-    notes: tuple[str, ...] = ()
+    notes: tuple[Finding, ...] = ()  # worded by render/ (an older row's text stays a str)
 
     @property
     def total_s(self) -> float:
@@ -141,6 +142,7 @@ class LineProfResult(Displayed):
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["metrics"] = self.metrics()
+        d["notes"] = [str(n) for n in self.notes]  # as text (asdict made each finding a dict)
         return d
 
 
@@ -183,16 +185,18 @@ def resolve(obj: Any, name: str | None = None) -> list[types.FunctionType]:
     kind = type(obj).__name__
     if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodWrapperType,
                         types.WrapperDescriptorType, types.MethodDescriptorType)) or kind in ("ufunc", "cython_function_or_method"):
-        why = f"{name} is a built-in / C function ({kind}): it has no Python lines to time"
-        fix = "profile the Python function that calls it instead"
-    elif isinstance(obj, types.ModuleType):
-        why, fix = f"{name} is a module", f"name its functions, e.g. -f {name}.func"
-    elif callable(obj):
-        why = f"{name} is a {kind} instance, not a function"
-        fix = f"name one of its methods, e.g. -f {name}.forward or -f {name}.__call__"
-    else:
-        why, fix = f"{name} is a {kind} instance, not callable", "give a function, method or class"
-    raise BadOptionError("-f", name, "a Python function, method or class", f"{why}; {fix}")
+        raise BadOptionError("-f", name, "a Python function, method or class",
+                             f"{name} is a built-in / C function ({kind}): it has no Python lines to time; "
+                             "profile the Python function that calls it instead")
+    if isinstance(obj, types.ModuleType):
+        raise BadOptionError("-f", name, "a Python function, method or class",
+                             f"{name} is a module; name its functions, e.g. -f {name}.func")
+    if callable(obj):
+        raise BadOptionError("-f", name, "a Python function, method or class",
+                             f"{name} is a {kind} instance, not a function; name one of its methods, "
+                             f"e.g. -f {name}.forward or -f {name}.__call__")
+    raise BadOptionError("-f", name, "a Python function, method or class",
+                         f"{name} is a {kind} instance, not callable; give a function, method or class")
 
 
 def _profile(fn: types.FunctionType, stats_key: tuple[str, int, str], timings: list[tuple[int, int, int]],
@@ -269,9 +273,9 @@ def run_lineprof(fn_or_code: str | Callable[[], Any], funcs: Sequence[Any], *, g
         status, err = "interrupted", "KeyboardInterrupt"
     elif exc is not None:
         status, err = "error", f"{type(exc).__name__}: {exc}"
-    notes = []
+    notes: list[Finding] = []
     if any(not p.source for p in profiles):
-        notes.append("the source of some functions is not available (linecache): lines shown without text")
+        notes.append(Finding.of("lineprof.no-source"))
     code = fn_or_code if isinstance(fn_or_code, str) else getattr(fn_or_code, "__qualname__", repr(fn_or_code))
     return LineProfResult(tuple(profiles), wall, code, top, status, err, tuple(notes)), exc
 

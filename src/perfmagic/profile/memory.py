@@ -56,7 +56,6 @@ from typing import Any
 
 from ..errors import BadOptionError, BenchInterrupted
 from ..findings import Finding
-from ..render.units import fmt_time
 from .cellcode import (compile_statements, prepare, run_statements, shell_filename_map, source_label,
                        source_line)
 from .memresult import (AUTO_TRACE_BYTES, DEFAULT_INTERVAL_S, AllocSite, MemoryResult, StatementMemory,
@@ -144,17 +143,15 @@ def run_memory(fn_or_code: str | Callable[[], Any], *, globals: dict[str, Any] |
         # CUDA was initialised by earlier cells, not used by this one: a host measurement
         res = replace(res, device="cpu", cuda_allocated_bytes=(), cuda_reserved_bytes=(), cuda_sites=(),
                       cuda_peak_abs_bytes=None, cuda_reserved_peak_bytes=None, cuda_base_bytes=None,
-                      notes=res.notes + (f"host memory: {w.use.why}",))
+                      notes=res.notes + (Finding.of("memory.host", why=w.use.why),))
     elif auto and not res.device.startswith("cuda") and w.use.cuda:
-        res = replace(res, notes=res.notes + (f"{w.use.why}; its device memory was not recorded (CUDA was not "
-                                              "initialised when it started, and perfmagic does not initialise it): "
-                                              "run it again, or use --device cuda",))
+        res = replace(res, notes=res.notes + (Finding.of("memory.cuda-unrecorded", why=w.use.why),))
     return res, exc
 
 
 def _build(rec: _Recorder, fn_or_code: Any, exc: BaseException | None, top: int,
            fmap: Mapping[str, int] | None) -> MemoryResult:
-    notes = list(rec.notes)
+    notes: list[Finding] = list(rec.notes)
     sites: list[AllocSite] = []
     total = None
     if rec.snapshot is not None:
@@ -167,19 +164,16 @@ def _build(rec: _Recorder, fn_or_code: Any, exc: BaseException | None, top: int,
             if not cuda_sites and (rec.cuda_peak or 0) > 0:
                 notes.append(Finding.of("memory.cuda-no-stacks"))
         except Exception as e:  # an unexpected snapshot layout must not lose the measurement
-            notes.append(f"CUDA allocator history not readable ({type(e).__name__})")
+            notes.append(Finding.of("memory.history-unreadable", error=type(e).__name__))
     if rec.wall < rec.interval:
-        notes.append(f"the cell ran for {fmt_time(rec.wall)}, less than one sampling interval "
-                     f"({fmt_time(rec.interval)}): the timeline has only its start and end; the peaks come from "
-                     + ("VmHWM and tracemalloc" if rec.tracing else "VmHWM"))
+        notes.append(Finding.of("memory.short-run", wall_s=rec.wall, interval_s=rec.interval,
+                                tracing=bool(rec.tracing)))
     if not rec.hwm_ok:
-        notes.append("VmHWM cannot be reset here (/proc/self/clear_refs): RSS peaks are sampled only and can "
-                     "miss short-lived ones")
+        notes.append(Finding.of("memory.no-hwm"))
     if rec.reader.method == "unavailable":
-        notes.append("RSS is not readable here (no /proc, no psutil)")
+        notes.append(Finding.of("memory.no-rss"))
     if rec.started_tm:
-        notes.append("tracemalloc slows allocation-heavy Python code while it runs (the wall time above includes "
-                     "it); --no-trace (trace='off') keeps the timeline and true peaks without it")
+        notes.append(Finding.of("memory.tracemalloc-cost"))
     status = "ok"
     err = None
     if isinstance(exc, KeyboardInterrupt):

@@ -11,9 +11,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
+from ..findings import Finding
 from ..result import Displayed
 from .cellcode import code_kind, source_label, source_line
-from ..render.units import clip as _clip
 
 DEFAULT_INTERVAL_S = 0.01
 AUTO_TRACE_BYTES = 16 * 2**20  # trace="auto": start tracemalloc once RSS has grown this much
@@ -93,7 +93,7 @@ class MemoryResult(Displayed):
     code: str = ""
     status: str = "ok"                         # ok | error | interrupted
     error: str | None = None
-    notes: tuple[str, ...] = ()
+    notes: tuple[Finding, ...] = ()            # worded by render/ (an older row's text stays a str)
 
     # ---- derived ----------------------------------------------------------------------------
     @property
@@ -251,6 +251,8 @@ class MemoryResult(Displayed):
 
     # ---- data ---------------------------------------------------------------------------------
     def metrics(self) -> dict[str, float | int | str | None]:
+        from ..render.memory import site_name
+
         top = self.sites[0] if self.sites else None
         grown = self.main_growth_sites[0] if not top and self.main_growth_sites else None
         st = self.peak_statement
@@ -261,8 +263,8 @@ class MemoryResult(Displayed):
             "traced_net_bytes": self.traced_net_bytes, "missed_peak_bytes": self.missed_peak_bytes,
             "cuda_peak_bytes": self.cuda_peak_bytes, "cuda_increment_bytes": self.cuda_increment_bytes,
             "cuda_reserved_peak_bytes": self.cuda_reserved_peak_bytes,
-            "top_site": f"{top.label}: {_clip(top.text, 60)}" if top else
-                        f"{grown.label}: {_clip(grown.text, 60)} (sampled growth)" if grown else None,
+            "top_site": site_name(top.label, top.text) if top else
+                        site_name(grown.label, grown.text, sampled=True) if grown else None,
             "top_site_bytes": top.size_bytes if top else grown.size_bytes if grown else None,
             "peak_at": st.label if st is not None else None,
             "wall_s": self.wall_s, "n_samples": len(self.t_s), "interval_s": self.interval_s,
@@ -281,6 +283,7 @@ class MemoryResult(Displayed):
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["metrics"] = self.metrics()
+        d["notes"] = [str(n) for n in self.notes]  # as text (asdict made each finding a dict)
         return d
 
 

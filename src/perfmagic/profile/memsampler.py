@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..core.memory import reset_hwm, malloc_trim
+from ..findings import Finding
 from .cellcode import _PKG_DIR, Statement, code_kind, source_label
 from .memresult import AUTO_TRACE_BYTES, StatementMemory
 
@@ -98,7 +99,7 @@ class _Recorder:
         self.snapshot: Any = None
         self.history = False
         self.history_snapshot: Any = None
-        self.notes: list[str] = []
+        self.notes: list[Finding] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.torch: Any = sys.modules.get("torch") if cuda else None
@@ -260,16 +261,16 @@ class _Recorder:
         mem = getattr(self.torch.cuda, "memory", None)
         rec = getattr(mem, "_record_memory_history", None)
         if rec is None:
-            self.notes.append("this torch has no allocator history: CUDA sites not attributed")
+            self.notes.append(Finding.of("memory.no-history"))
             return
         try:
             if mem._snapshot().get("device_traces", [[]])[0]:
-                self.notes.append("CUDA allocator history was already being recorded; left as it was")
+                self.notes.append(Finding.of("memory.history-running"))
                 return
             rec(enabled="all", context="alloc", stacks="python", max_entries=200_000)
             self.history = True
         except Exception as exc:
-            self.notes.append(f"CUDA allocator history unavailable ({type(exc).__name__})")
+            self.notes.append(Finding.of("memory.history-unavailable", error=type(exc).__name__))
 
     def stop(self) -> None:
         """Stop every probe this recorder started; safe to call once from ``finally``."""

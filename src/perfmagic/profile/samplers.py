@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any
 
+from ..render.flame import attach_failure
 from .flameresult import Frame
 
 START_TIMEOUT_S = 10.0
@@ -112,16 +113,16 @@ class PySpy:
         last = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")
         last = re.sub(r"^(py-spy>\s*|Error:\s*)", "", last)[:160]
         scope = yama_scope()
-        hint = ""
+        why = None
         if "ermission" in text or "EPERM" in text or "Operation not permitted" in text:
             if sys.platform == "darwin":
-                hint = " (macOS: py-spy needs root)"
+                why = "macos"
             elif scope is not None and scope >= 2:
-                hint = f" (Yama ptrace_scope={scope}: only root may attach)"
+                why = "yama"
             else:
-                hint = " (the container lacks the SYS_PTRACE capability?)"
+                why = "capability"
         code = self.proc.returncode if self.proc is not None else None
-        return f"py-spy could not attach (exit {code}: {last or 'no message'}){hint}"
+        return attach_failure(code, last, why, scope)
 
     def stop(self) -> dict[str, Any] | None:
         """SIGINT, wait for the speedscope file, read it; None when py-spy wrote nothing."""

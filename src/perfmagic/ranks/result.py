@@ -176,7 +176,6 @@ class RanksResult(Displayed):
     primary_metric: ClassVar[str] = "max_speedup"
     renderer: ClassVar[str] = "ranks"
     record_kind: ClassVar[str] = "ranks"  # recorded by %%amdahl --ranks beside the worker sweeps
-    figure_alt: ClassVar[str] = "step time and speedup per world size"
 
     points: tuple[RankPoint, ...]
     backend: str = "gloo"

@@ -67,3 +67,9 @@ def text(r: Result, *, run_id: Any = None) -> str:
     lines += [f"  note: {n}" for n in b.notes]
     lines += warning_lines(b.warnings)  # the two that matter most; the rest folded
     return "\n".join(lines)
+
+
+def interleaved_note(run_id: Any) -> str:
+    """The ledger note of side A of ``%%gpubench --vs N``: run #N measured again, interleaved with B (the
+    run recorded next)."""
+    return f"re-measured from run #{run_id}, interleaved with the next run"

@@ -25,6 +25,8 @@ import re
 from typing import Any
 
 _PRE = "margin:0;font-size:12px;white-space:pre-wrap"
+#: the note shown in place of a figure when matplotlib is missing
+NO_FIGURE = "(matplotlib is not installed: no figure)"
 
 
 def figure_of(result: Any, plot: bool = True) -> tuple[bytes | None, str | None]:
@@ -34,7 +36,7 @@ def figure_of(result: Any, plot: bool = True) -> tuple[bytes | None, str | None]
     try:
         return result.figure_png(), None
     except ImportError:
-        return None, "(matplotlib is not installed: no figure)"
+        return None, NO_FIGURE
 
 
 def html_page(text: str, png: bytes | None = None, alt: str = "figure",
@@ -92,4 +94,4 @@ def table_html(rows: list[tuple[Any, ...]], header: tuple[str, ...] | None = Non
     return f"<div style='max-height:260px;overflow:auto'>{table}</div>" if scroll else table
 
 
-__all__ = ["bundle_of", "figure_of", "html_page", "mimebundle", "table_html"]
+__all__ = ["NO_FIGURE", "bundle_of", "figure_of", "html_page", "mimebundle", "table_html"]

@@ -147,10 +147,15 @@ _LITTLES: dict[str, Callable[[Any], str]] = {
 
 _WORDS: dict[str, Callable[[Any], str]] = {**_FITS, **_SWEEP, **_LITTLES}
 
-# ---- timing, profile and storage kinds: written in render/findings_timing.py ----------------------------
+# ---- timing and storage kinds: written in render/findings_timing.py -------------------------------------
 from .findings_timing import WORDS as _TIMING_WORDS  # noqa: E402
 
 _WORDS.update(_TIMING_WORDS)
+
+# ---- the profilers' kinds (flame.*, memory.*, lineprof.*): written in render/findings_profile.py ---------
+from .findings_profile import WORDS as _PROFILE_WORDS  # noqa: E402
+
+_WORDS.update(_PROFILE_WORDS)
 
 # ---- estimate and rank-sweep kinds: written in render/findings_estimate.py -------------------------------
 from .findings_estimate import WORDS as _ESTIMATE_WORDS  # noqa: E402

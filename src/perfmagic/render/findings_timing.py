@@ -1,11 +1,11 @@
-"""The sentences of the timing, profile and storage :class:`~perfmagic.findings.Finding` kinds.
+"""The sentences of the timing and storage :class:`~perfmagic.findings.Finding` kinds.
 
 :mod:`perfmagic.render.findings` merges :data:`WORDS` into its table, so ``str(finding)`` of any of these
 kinds is its sentence. Each kind is ``"area.what"``: ``bench.*`` (a ``%%gpubench`` run's notes and
 warnings), ``pair.*`` (an interleaved A/B), ``compare.*`` (how a verdict's interval was computed),
 ``history.*`` and ``flow.*`` (a comparison of two runs and its notices), ``rerun.*`` and ``snapshot.*``
-(why a run cannot be re-measured), ``basis.*`` (work per call), ``noise.*`` (between-run noise),
-``flame.*``, ``memory.*``, ``lineprof.*`` (the profilers' notes) and ``ledger.*`` (the ledger's notices).
+(why a run cannot be re-measured), ``basis.*`` (work per call), ``noise.*`` (between-run noise) and
+``ledger.*`` (the ledger's notices); the profilers' notes are in :mod:`perfmagic.render.findings_profile`.
 The printed text is the one these engines wrote before the words moved here. Imports no analysis module.
 """
 

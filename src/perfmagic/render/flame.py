@@ -27,6 +27,20 @@ from .units import fmt_time
 FIGURE_ALT = "flame graph of the cell (static)"
 
 
+#: the likely cause of a refused attach, by what :class:`~perfmagic.profile.samplers.PySpy` saw
+_ATTACH_HINTS = {"macos": " (macOS: py-spy needs root)",
+                 "capability": " (the container lacks the SYS_PTRACE capability?)"}
+
+
+def attach_failure(code: int | None, message: str, why: str | None = None, scope: int | None = None) -> str:
+    """Why py-spy could not attach (the one-line reason a fallback shows after "py-spy not used: ", or an
+    error message): its exit code, its last message and, for a refused permission, the likely cause
+    (``why``: ``"macos"``, ``"yama"`` with the ptrace ``scope``, ``"capability"``)."""
+    hint = (f" (Yama ptrace_scope={scope}: only root may attach)" if why == "yama"
+            else _ATTACH_HINTS.get(why or "", ""))
+    return f"py-spy could not attach (exit {code}: {message or 'no message'}){hint}"
+
+
 def sampler_line(r: Any) -> str:
     """Which sampler ran, at what rate, in which mode; why py-spy was not used."""
     if r.sampler == "py-spy":

@@ -10,6 +10,11 @@ Columns: ``id`` (``*`` for a run kept only in memory), ``when`` (local time), ``
 ±0.2% (120 × 1 calls)", "49% of samples in hot()"), ``vs baseline`` (the change against the
 label's baseline and its verdict) and ``trend`` (a sparkline of the label's headline metric over
 its last runs, with the first and last values beside it), then ``code`` (the cell's first line).
+
+The ledger file's own messages are worded here too: the fix for a failed write (:func:`write_fix`), a run
+kept in memory (:func:`unsaved_text`, :func:`unwritable_text`) and a ledger of a newer schema
+(:func:`newer_schema_text`). The storage code imports them inside the functions that need them, so
+``%load_ext`` never loads this module.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from .comparison import VERDICT_COLORS
 from .text import pct, wrap
 from .units import fmt_bytes, fmt_time
 
-__all__ = ["history_text", "ledger_bundle", "result_text", "sparkline", "terminal_width"]
+__all__ = ["history_text", "ledger_bundle", "newer_schema_text", "result_text", "sparkline", "terminal_width",
+           "unsaved_text", "unwritable_text", "write_fix"]
 
 SPARK = "▁▂▃▄▅▆▇█"
 COLUMNS = ("id", "when", "magic", "label", "status", "result", "vs baseline", "trend", "code")
@@ -285,3 +291,44 @@ def history_text(rows: list[dict[str, Any]], label: str, baseline_id: int | None
             else f"history of '{label}' ({len(rows)} runs; no baseline)")
     return "\n".join([head] + [f"  #{r['id']:<4} {_when(r.get('created_utc'))}  {result_text(r)}"
                                + ("  (baseline)" if r["id"] == baseline_id else "") for r in rows])
+
+
+# ---- the ledger file's own messages (storage/db.py, storage/ledger.py) -----------------------------------
+
+
+def write_fix(cause: str, path: Any, env_dir: str) -> str:
+    """The fix for a failed write of the ledger file ``path`` (a :class:`pathlib.Path`), by the cause
+    :func:`perfmagic.storage.db.classify` found: ``"locked"``, ``"damaged"``, ``"foreign"`` (another
+    program's database, or a newer perfmagic's ledger), ``"disk-full"``, ``"permission"`` or ``"other"``.
+    ``env_dir`` is the variable that moves the ledger elsewhere."""
+    elsewhere = f"or set {env_dir} to a writable folder"
+    if cause == "locked":
+        return "another process holds the ledger; the run will be written on the next record()"
+    if cause == "damaged":
+        return f"move {path} aside to start a new ledger"
+    if cause == "foreign":
+        return f"move {path} aside to start a new ledger, {elsewhere}"
+    if cause == "disk-full":
+        return f"free disk space on the drive holding {path.parent} {elsewhere}"
+    if cause == "permission":
+        return f"make {path.parent} writable {elsewhere}"
+    return f"check that {path} is a writable perfmagic ledger {elsewhere}"
+
+
+def unsaved_text(path: Any, reason: str, run_id: int, fix: str) -> str:
+    """``RunRef.error`` of a run kept in memory because the ledger could not be written: the file, the
+    reason, where the run is and the fix; no ``perfmagic:`` prefix (whoever prints it adds that)."""
+    return (f"run not saved to the ledger {path} ({reason}); it is kept in memory for this kernel session only "
+            f"(Ledger.pending, id {run_id}). Fix: {fix[:1].upper()}{fix[1:]}.")
+
+
+def unwritable_text(path: Any, reason: str, fix: str) -> str:
+    """``Ledger.last_error`` after a flush of the runs kept in memory failed again."""
+    return f"ledger {path} still not writable ({reason}); {fix}."
+
+
+def newer_schema_text(path: Any, version: int, writer: str | None) -> str:
+    """``Ledger.newer``: the file was written by a newer perfmagic (``writer``, when it says which), so
+    it is read as far as this one knows it and never written."""
+    return (f"the ledger {path} has schema version {version}, written by {writer or 'a newer perfmagic'}; this "
+            "perfmagic reads what it knows of it and writes nothing there: upgrade perfmagic to record here")

@@ -37,6 +37,12 @@ def verdict(r: Any) -> str:
 headline = verdict
 
 
+def site_name(label: str, text: str, *, sampled: bool = False) -> str:
+    """A site as the ``top_site`` metric names it: where, its line (clipped) and, for a site found by
+    sampling RSS growth rather than tracemalloc, that it was."""
+    return f"{label}: {_clip(text, 60)}" + (" (sampled growth)" if sampled else "")
+
+
 def text(r: Result, *, top: int | None = None) -> str:
     """The verdict, the statements' peaks and the ``top`` allocation sites, notes and warnings."""
     lines = [verdict(r)]

@@ -13,6 +13,9 @@ from .figures import new_figure, png_bytes
 from .text import WIDTH, fmt_bytes, fmt_time, wrap
 from .warnings import warning_lines
 
+#: the alt text of the figure in the HTML bundle (render/bundle.py)
+FIGURE_ALT = "step time and speedup per world size"
+
 
 def _wrap(first: str, line: str) -> list[str]:
     return wrap(line, first, width=WIDTH, break_long_words=True)
@@ -230,4 +233,4 @@ def headline(r: Any) -> str:
     return verdict(r)
 
 
-__all__ = ["figure_png", "headline", "html_sections", "text", "verdict"]
+__all__ = ["FIGURE_ALT", "figure_png", "headline", "html_sections", "text", "verdict"]

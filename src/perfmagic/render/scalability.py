@@ -14,6 +14,9 @@ from .figures import new_figure, png_bytes
 from .findings import short_num as _vnum
 from .text import WIDTH, wrap
 
+#: the alt text of the figure in the HTML bundle (render/bundle.py)
+FIGURE_ALT = "throughput against load, with the fitted scaling laws"
+
 MAX_ROWS = 16   # more points than this: the table goes to the HTML details only
 _NAMES = {"sigma": ("σ", "contention"), "kappa": ("κ", "coherency"), "gamma": ("γ", "X(1), one unit of load"),
           "S": ("S", "serial fraction"), "peak": ("N*", "peak load"), "peak_throughput": ("X(N*)", "peak throughput")}
@@ -211,4 +214,4 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["figure_png", "headline", "html_sections", "text", "verdict"]
+__all__ = ["FIGURE_ALT", "figure_png", "headline", "html_sections", "text", "verdict"]

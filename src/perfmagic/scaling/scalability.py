@@ -46,7 +46,6 @@ class ScalabilityResult(Displayed):
 
     primary_metric: ClassVar[str] = "peak_n"
     renderer: ClassVar[str] = "scalability"
-    figure_alt: ClassVar[str] = "throughput against load, with the fitted scaling laws"
     min_loads: ClassVar[int] = MIN_LOADS
     min_loads_usl: ClassVar[int] = MIN_LOADS_USL
     peak_range: ClassVar[float] = _m.PEAK_RANGE

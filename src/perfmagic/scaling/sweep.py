@@ -107,7 +107,7 @@ def _checked_options(code: Any, workers: Any, mode: str, var: str, rounds: Any,
         raise BadOptionError("rounds", rounds, "an integer >= 1", "e.g. rounds=3")
     from ..timing.bench import check_budget
 
-    check_budget(budget, "a positive number of seconds per worker count, at most 24 h")
+    check_budget(budget, per="worker count")
     if not isinstance(code, str) and not callable(code):
         raise BadOptionError("code", code, "code (a string) or a callable")
     return ns, float(budget) if budget is not None else DEFAULT_BUDGET_PER_POINT

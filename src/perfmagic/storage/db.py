@@ -43,20 +43,19 @@ class UnknownRunError(LedgerError, KeyError):
 
 
 
-def refusal(version: int, tables: set[str], writer: str | None = None) -> str | None:
-    """Why a database with this ``user_version`` and these tables must not be written, or None
-    when it is a perfmagic ledger of this schema or an empty database that can become one.
+def refusal(version: int, tables: set[str], writer: str | None = None) -> LedgerError | None:
+    """The :class:`LedgerError` refusing to write a database with this ``user_version`` and these tables
+    (raised by the caller), or None when it is a perfmagic ledger of this schema or an empty database that
+    can become one.
 
     Many programs set ``user_version`` too, so version 1 alone does not make a ledger: it must
     hold ``runs``. A higher version is a newer perfmagic only when ``runs`` is there."""
     if version > SCHEMA_VERSION and "runs" in tables:
-        return (
-            f"ledger schema version {version} was written by a newer perfmagic"
-            f"{f' ({writer})' if writer else ''}; this one reads what it can and writes nothing "
-            f"(it writes version {SCHEMA_VERSION}): upgrade perfmagic to record here"
-        )
+        return LedgerError(f"ledger schema version {version} was written by a newer perfmagic"
+                           f"{f' ({writer})' if writer else ''}; this one reads what it can and writes nothing "
+                           f"(it writes version {SCHEMA_VERSION}): upgrade perfmagic to record here")
     if tables - OUR_TABLES or (version != 0 and "runs" not in tables):
-        return "file is an SQLite database but not a perfmagic ledger"
+        return LedgerError("file is an SQLite database but not a perfmagic ledger")
     return None
 
 
@@ -73,21 +72,25 @@ def _cannot_write(exc: BaseException) -> bool:
 
 
 def classify(exc: BaseException, path: pathlib.Path) -> tuple[str, str]:
-    """(short reason, fix) for a failed write."""
+    """(short reason, fix) for a failed write: the cause is read here, the fix is worded by
+    :func:`perfmagic.render.ledger.write_fix` (imported on a failure only: ``%load_ext`` stays cheap)."""
+    from ..render.ledger import write_fix
+
     text = " ".join(str(exc).split()) or type(exc).__name__
-    low = text.lower()
-    folder = path.parent
-    elsewhere = f"or set {ENV_DIR} to a writable folder"
+    return text, write_fix(_cause(exc, text.lower()), path, ENV_DIR)
+
+
+def _cause(exc: BaseException, low: str) -> str:
+    """What made a write fail, from the error and its lowered text ``low``, as
+    :func:`perfmagic.render.ledger.write_fix` names it."""
     if "locked" in low or "busy" in low:
-        return text, (
-            "another process holds the ledger; the run will be written on the next record()"
-        )
+        return "locked"
     if "not a database" in low or "malformed" in low or "corrupt" in low:
-        return text, f"move {path} aside to start a new ledger"
-    if "newer perfmagic" in low or "not a perfmagic ledger" in low:
-        return text, f"move {path} aside to start a new ledger, {elsewhere}"
+        return "damaged"
+    if "newer perfmagic" in low or "not a perfmagic ledger" in low:  # refusal()'s words
+        return "foreign"
     if "disk is full" in low or "no space" in low or getattr(exc, "errno", None) == 28:
-        return text, f"free disk space on the drive holding {folder} {elsewhere}"
+        return "disk-full"
     if (
         isinstance(exc, PermissionError)
         or "readonly" in low
@@ -96,8 +99,8 @@ def classify(exc: BaseException, path: pathlib.Path) -> tuple[str, str]:
         or "unable to open" in low
         or isinstance(exc, OSError)
     ):
-        return text, f"make {folder} writable {elsewhere}"
-    return text, f"check that {path} is a writable perfmagic ledger {elsewhere}"
+        return "permission"
+    return "other"
 
 
 
@@ -186,9 +189,9 @@ def check_before_write(path: pathlib.Path, timeout: float) -> None:
         if wal:
             return
         raise
-    reason = refusal(version, names, _writer_of(path, timeout, version))
-    if reason:
-        raise LedgerError(reason)
+    refused = refusal(version, names, _writer_of(path, timeout, version))
+    if refused is not None:
+        raise refused
 
 
 def _writer_of(path: pathlib.Path, timeout: float, version: int) -> str | None:
@@ -253,9 +256,9 @@ def ensure_schema(con: Any) -> None:
     from .. import __version__
 
     version, names = tables(con)
-    reason = refusal(version, names, writer(con) if version > SCHEMA_VERSION else None)
-    if reason:
-        raise LedgerError(reason)
+    refused = refusal(version, names, writer(con) if version > SCHEMA_VERSION else None)
+    if refused is not None:
+        raise refused
     if version == SCHEMA_VERSION:
         return
     if version in (1, 2) and "runs" in names:

@@ -88,10 +88,10 @@ __all__ = [
 
 class RecordedInterrupt(KeyboardInterrupt):
     """Ctrl-C arrived while ``record()`` wrote a run: it was held until the run was saved (or kept in
-    memory) once; ``ref`` says which. Still a ``KeyboardInterrupt``."""
+    memory) once; ``ref`` says which. Still a ``KeyboardInterrupt``; ``message`` is written where it is raised."""
 
-    def __init__(self, ref: RunRef) -> None:
-        super().__init__(f"interrupted while recording run #{ref.id}; it was {'saved' if ref.saved else 'kept in memory'}")
+    def __init__(self, ref: RunRef, message: str) -> None:
+        super().__init__(message)
         self.ref = ref
 
 
@@ -210,7 +210,8 @@ class Ledger:
                               rerun_of=rerun_of, interleaved_with=interleaved_with, thread_limit=thread_limit)
             ref = self._record_row(row)
         if hit:
-            raise RecordedInterrupt(ref)
+            raise RecordedInterrupt(ref, f"interrupted while recording run #{ref.id}; it was "
+                                         f"{'saved' if ref.saved else 'kept in memory'}")
         return ref
 
     def record_run(self, rec: Any, *, env_hash: str | None = None, cell_id: str | None = None,
@@ -226,12 +227,10 @@ class Ledger:
                 row["id"] = self._next_pending
                 self._next_pending -= 1
                 self._pending.append(row)
+                from ..render.ledger import unsaved_text  # on a failure only: %load_ext stays cheap
+
                 reason, fix = classify(exc, self._path)
-                msg = (
-                    f"run not saved to the ledger {self._path} ({reason}); it is kept "
-                    f"in memory for this kernel session only (Ledger.pending, id {row['id']}). "
-                    f"Fix: {fix[:1].upper()}{fix[1:]}."
-                )
+                msg = unsaved_text(self._path, reason, row["id"], fix)
                 self.last_error = msg
                 return RunRef(id=row["id"], saved=False, path=str(self._path), error=msg)
             for old, new in zip(self._pending, ids):
@@ -248,8 +247,10 @@ class Ledger:
             try:
                 ids = self._write(list(self._pending))
             except Exception as exc:  # noqa: BLE001
+                from ..render.ledger import unwritable_text
+
                 reason, fix = classify(exc, self._path)
-                self.last_error = f"ledger {self._path} still not writable ({reason}); {fix}."
+                self.last_error = unwritable_text(self._path, reason, fix)
                 return 0
             for old, new in zip(self._pending, ids):
                 self._renumbered[old["id"]] = new
@@ -605,9 +606,9 @@ class Ledger:
                                           f"move it aside to start a new ledger")
                     return None
                 if version > SCHEMA_VERSION and self.newer is None:
-                    self.newer = (f"the ledger {self._path} has schema version {version}, written by "
-                                  f"{writer(con) or 'a newer perfmagic'}; this perfmagic reads what it knows of it "
-                                  f"and writes nothing there: upgrade perfmagic to record here")
+                    from ..render.ledger import newer_schema_text
+
+                    self.newer = newer_schema_text(self._path, version, writer(con))
                 columns = {r[1] for r in con.execute("PRAGMA table_info(runs)")}
                 return fn(con, version, columns)
             finally:

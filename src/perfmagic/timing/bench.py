@@ -72,13 +72,15 @@ MAX_BUDGET_S = 24 * 3600.0  # a longer measuring budget is a typo (1e30), not a 
 DEVICE_CHOICES = ", ".join(("auto", "cpu", "cuda", "cuda:N", "mps"))
 
 
-def check_budget(budget: Any, expected: str | None = None, example: str = "budget=0.5") -> None:
+def check_budget(budget: Any, expected: str | None = None, example: str = "budget=0.5", per: str = "") -> None:
     """Refuse a measuring budget that is not a number of seconds in (0, 24 h] (``expected``: what the
-    error says a budget is, by default a positive number of seconds, at most 24 h)."""
+    error says a budget is, by default a positive number of seconds, at most 24 h; ``per``: what those
+    seconds are for, said in that default: ``per="worker count"``)."""
     if budget is None:
         return
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not budget > 0 or math.isinf(budget):
-        raise BadOptionError("budget", budget, expected or "a positive number of seconds, at most 24 h",
+        raise BadOptionError("budget", budget,
+                             expected or f"a positive number of seconds{f' per {per}' if per else ''}, at most 24 h",
                              f"e.g. {example} (or --budget 2s)")
     if budget > MAX_BUDGET_S:
         raise BadOptionError("budget", budget, f"at most {MAX_BUDGET_S:.0f} s (24 h) of measuring",
