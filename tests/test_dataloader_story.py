@@ -343,13 +343,17 @@ def test_a_sweep_point_loaded_by_a_neighbour_is_measured_again() -> None:
     assert on, r.text()
     again = [n for n in r.notes if n.startswith("num_workers=2 measured again")]
     pts = {dict(p.setting)["num_workers"]: p for p in r.sweep}
-    if not again:  # the quiet points were loaded too (a busy CI host): nothing to set the point against
-        assert pts[2].loaded and load_gap([(p.label, p.others_cores) for p in r.sweep]) is None, r.text()
-        return
-    (note,) = again
-    assert "during its first pass and" in note and note.endswith("is shown"), note
-    if note.endswith("the second is shown"):  # the neighbour was gone: the remeasured pass is the one kept
-        assert pts[2].others_cores is not None and pts[2].others_cores < 1.0, r.text()
     assert len(r.sweep) == 3 and all(p.ok for p in r.sweep), r.sweep_table()
+    for n in r.notes:
+        if " measured again: " in n:
+            assert "during its first pass and" in n and n.endswith(("the first is shown", "the second is shown")), n
+    background = any(p.loaded for k, p in pts.items() if k != 2) or any(
+        n.startswith(("num_workers=0 measured again", "num_workers=4 measured again")) for n in r.notes)
+    if background:  # other processes kept the host busy beyond the planted neighbour: nothing is quiet
+        return
+    # the machine was quiet but for the planted neighbour: the loaded point was measured again, and its
+    # second pass (the neighbour gone) is the one shown
+    assert len(again) == 1 and again[0].endswith("the second is shown"), r.text()
+    assert pts[2].others_cores is not None and pts[2].others_cores < 1.0, r.text()
     assert "note: num_workers=2 measured again" in " ".join(r.text().split()), r.text()
     _narrow(r.text())
