@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import time
 from dataclasses import replace
 
@@ -786,3 +787,20 @@ def test_the_figure_draws_no_band_it_cannot_compute_and_warns_nothing() -> None:
             warnings.simplefilter("error")
             png = figure_png(replace(r, low_s=low))
         assert png is None or png.startswith(b"\x89PNG")
+
+
+def test_a_noisy_refusal_shows_the_pair_of_runs_that_differ_most() -> None:
+    """The refusal "runs of the same size differ by ±X%" quotes a robust sd over every pair of runs of one
+    size; its example must be the pair that shows such a difference (a held-out trial quoted "±58%" beside
+    a pair 2% apart: the re-time of the largest size, not the widest)."""
+    sizes = [1000 * 2**k for k in range(8)]
+    later = {sizes[-3]: 2.2, sizes[-2]: 1.6, sizes[-1]: 1.02}  # spaced re-times, × the first run's time
+    pts = [Point(n, (n * 1e-6, n * 1e-6 * (1.3 if k % 2 else 0.8)),
+                 later=(n * 1e-6 * later[n],) if n in later else ()) for k, n in enumerate(sizes)]
+    r = analyse_scaling(pts, N=10**9)
+    why = r.unreliable_why
+    assert not r.reliable and why is not None and why.kind == "estimate.noisy", r.text()
+    assert why["rep_n"] == sizes[-3], str(why)  # the ×2.2 re-time, not the largest size's ×1.02
+    text = str(why)
+    assert f"the widest: n={sizes[-3]:,} took" in text and "1 sd over" in text, text
+    assert re.search(r"±\d+% here", text), text

@@ -41,16 +41,22 @@ NOISY_RUNS = 0.25  # measured run-to-run variation beyond which an unreliable fi
 TOP_DISAGREE = 0.15  # the two largest sizes off the fit by more than this (and 2.5× the noise), same side: unreliable
 
 
-def measured_noise(points: Sequence[Point]) -> float:
-    """The run-to-run variation (relative sd, log scale) the points show: spaced repeats against their
-    first timing, and consecutive runs of one size, at least ``noise.NOISE_FLOOR``."""
-    # runs as long as a tenth of the largest: a burst of a few ms (a preemption) that doubles a 10 ms run
-    # is noise of that run, not of a run of seconds
+def noise_pairs(points: Sequence[Point]) -> list[tuple[int, float, float]]:
+    """``(n, a, b)``: the pairs of runs of one size that the run-to-run variation is read from: each spaced
+    repeat against the median of its size's first timings, and the first two consecutive runs of sizes
+    that last at least a tenth of the largest (a burst of a few ms, a preemption, that doubles a 10 ms run
+    is noise of that run, not of a run of seconds)."""
     longest = max((p.time for p in points), default=0.0)
-    spaced = [(_stats.median(list(p.times)), t) for p in points for t in p.later if p.times]
-    adjacent = [(p.times[0], p.times[1]) for p in points
+    spaced = [(p.n, _stats.median(list(p.times)), t) for p in points for t in p.later if p.times]
+    adjacent = [(p.n, p.times[0], p.times[1]) for p in points
                 if len(p.times) >= 2 and p.time >= max(1e-3, 0.1 * longest)]
-    return run_noise(spaced + adjacent)
+    return spaced + adjacent
+
+
+def measured_noise(points: Sequence[Point]) -> float:
+    """The run-to-run variation (relative sd, log scale) the points show (:func:`noise_pairs`), at least
+    ``noise.NOISE_FLOOR``."""
+    return run_noise([(a, b) for _, a, b in noise_pairs(points)])
 
 
 def _suggest(ns: Sequence[float], ts: Sequence[float], N: float, var: str) -> dict[str, Any]:
@@ -246,10 +252,13 @@ def _trust(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequence[Point],
     warnings: list[Finding] = []
     why = None
     if sigma > NOISY_RUNS and not reliable:
-        rep = max((p for p in raw_pts if p.later), key=lambda p: p.n, default=None)
-        why = Finding.of("estimate.noisy", sigma=sigma, ratio=N / top, rep_n=rep.n if rep is not None else None,
-                         rep_times=tuple(rep.times) if rep is not None else (),
-                         rep_later=rep.later[0] if rep is not None else None, **_suggest(ns, ts, N, var))
+        # the evidence shown is the pair of runs of one size that differ most (the spread quoted is a
+        # robust sd over all the pairs: the example shows that such differences were measured)
+        rep = max(noise_pairs(raw_pts), key=lambda x: abs(math.log(x[2] / x[1])) if x[1] > 0 and x[2] > 0 else 0.0,
+                  default=None)
+        why = Finding.of("estimate.noisy", sigma=sigma, ratio=N / top, rep_n=rep[0] if rep is not None else None,
+                         rep_first=rep[1] if rep is not None else None, rep_second=rep[2] if rep is not None else None,
+                         pairs=len(noise_pairs(raw_pts)), **_suggest(ns, ts, N, var))
     if N / top > 1e4:
         reliable = False
         warnings.append(Finding.of("estimate.too-far", ratio=N / top))

@@ -37,7 +37,12 @@ def _where(f: Any) -> str:
 def _noisy(f: Any) -> str:
     var = f["var"]
     seen = ""
-    if f.get("rep_n") is not None:
+    if f.get("rep_first") is not None:  # the pair of runs of one size that differ most
+        k = f.get("pairs")
+        seen = (f" (1 sd over {k} pairs of runs; the widest: {var}={f['rep_n']:,} took "
+                f"{fmt_time(f['rep_first'])}, then {fmt_time(f['rep_second'])})" if k else
+                f" ({var}={f['rep_n']:,} took {fmt_time(f['rep_first'])}, then {fmt_time(f['rep_second'])})")
+    elif f.get("rep_n") is not None:  # as stored by an older perfmagic
         seen = (f" ({var}={f['rep_n']:,}: {', '.join(fmt_time(t) for t in f['rep_times'])}, later "
                 f"{fmt_time(f['rep_later'])})")
     return (f"runs of the same size differ by ±{f['sigma']:.0%} here{seen}, too much to extrapolate "
