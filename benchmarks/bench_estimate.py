@@ -550,13 +550,20 @@ def render(runs: list[dict]) -> str:
               "workload's own full runs in the same trials (the limit any predictor faces):", "",
               C.md_table(head3, rows3)]
     allr = after["trials"]
-    s0 = summarise([r for r in allr if r["load"] == 0])
-    s1 = summarise([r for r in allr if r["load"] == 1])
-    cw = sum(r["outcome"] == "confidently wrong" for r in allr) / max(len(allr), 1)
-    lines.append(f"**{after['label']}: coverage {s0['coverage']:.0%} quiet, {s1['coverage']:.0%} with one busy "
-                 f"neighbour** (target ≥ 85%); **median |error| {s0['median_abs_error']:.1%} quiet** (target ≤ 10%); "
-                 f"**confidently wrong {cw:.1%}** of {len(allr)} trials (target ≤ 1%); whole run "
-                 f"{after.get('wall_s', float('nan')):.0f} s, {after['date']}, machine: {after['machine']}.")
+    said = []
+    for wset in ("tuning", "held-out"):
+        rs = [r for r in allr if r.get("set", "tuning") == wset]
+        if not rs:
+            continue
+        s0 = summarise([r for r in rs if r["load"] == 0])
+        s1 = summarise([r for r in rs if r["load"] == 1])
+        cw = sum(r["outcome"] == "confidently wrong" for r in rs) / len(rs)
+        hl = f", median high/low {_x(s0['median_high_low'])} quiet / {_x(s1['median_high_low'])} busy"
+        said.append(f"**{wset}: coverage {s0['coverage']:.0%} quiet, {s1['coverage']:.0%} with one busy "
+                    f"neighbour** (target ≥ 85%); **median |error| {s0['median_abs_error']:.1%} quiet** (target "
+                    f"≤ 10%){hl}; **confidently wrong {cw:.1%}** of {len(rs)} trials (target ≤ 1%)")
+    lines.append(f"{after['label']}: " + "; ".join(said) + f". Whole run {after.get('wall_s', float('nan')):.0f} s, "
+                 f"{after['date']}, machine: {after['machine']}.")
     return "\n".join(lines)
 
 
