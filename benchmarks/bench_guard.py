@@ -170,7 +170,7 @@ def run(iterations: int, e2e: int, quick: bool = False) -> dict[str, Any]:
                     r = end_to_end(Path(d), ks["1ms"], st)
                 ends.append({"load": load, "state": st, "others_cores": nb.others_cores, **r})
                 print(f"end to end load {load} {st}: rc {r['rc']} in {r['wall_s']:.2f} s", flush=True)
-    return {"date": C.today(), "machine": C.machine(), "command": C.command(), "loop_counts": ks,
+    return {"date": C.today(), "commit": C.git_state(), "machine": C.machine(), "command": C.command(), "loop_counts": ks,
             "checks": checks, "end_to_end": ends}
 
 
@@ -224,7 +224,8 @@ def report(data: dict[str, Any]) -> str:
                           "\"LOST\" printed"], e_rows)
     targets = ", ".join(f"{k}: {v}" for k, v in TARGETS.items())
     return (f"## Regression guards: `%perf guard` files on planted changes (CPU)\n\n"
-            f"- **date:** {data['date']}\n- **machine:** {data['machine']}\n- **command:** `{data['command']}`\n"
+            f"- **date:** {data['date']}\n- **commit:** {data.get('commit') or 'not recorded'}\n"
+            f"- **machine:** {data['machine']}\n- **command:** `{data['command']}`\n"
             f"- **targets:** {targets}\n- **loop counts:** {data['loop_counts']}\n\n"
             "Each check is the generated guard's `check_pair`: A = the loop, B = the accepted change "
             "(gain 5×, 1.5×, 1.25×, 1.15×), the change reverted (the loop again) or partial (5× regressed to "

@@ -202,7 +202,8 @@ def run(rounds: int, loads: tuple[int, ...], quick: bool = False) -> dict[str, A
                       f"range {g['low']}–{g['high']} measured {g['measured']} within {g['within']} "
                       f"[{g['wall_s']:.1f} s]", flush=True)
             rows += got
-    return {"date": C.today(), "machine": C.machine(), "command": C.command(), "trials": rows}
+    return {"date": C.today(), "commit": C.git_state(), "machine": C.machine(), "command": C.command(),
+            "trials": rows}
 
 
 def rate(k: int, n: int) -> str:
@@ -235,7 +236,8 @@ def report(data: dict[str, Any]) -> str:
                         "others' CPU"], rows)
     targets = ", ".join(f"{k}: {v}" for k, v in TARGETS.items())
     return (f"## `%perf next`: proposals and checked predictions on planted bottlenecks (CPU)\n\n"
-            f"- **date:** {data['date']}\n- **machine:** {data['machine']}\n- **command:** `{data['command']}`\n"
+            f"- **date:** {data['date']}\n- **commit:** {data.get('commit') or 'not recorded'}\n"
+            f"- **machine:** {data['machine']}\n- **command:** `{data['command']}`\n"
             f"- **targets:** {targets}\n\n"
             "Per trial: baseline, the evidence magic (`%%dataloader_check`, `%%flame --rate 500`, `%%amdahl "
             "N=1,2,4`), `%perf next` (recorded as a prediction), the planted fix with `%%gpubench --vs "

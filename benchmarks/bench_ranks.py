@@ -93,7 +93,7 @@ def one(name: str, budget: float, quick: bool = False) -> dict:
 def run(reps: int, budget: float, quick: bool = False) -> dict:
     from perfmagic.core.neighbours import busy_neighbours
 
-    res: dict = {"date": C.today(), "machine": C.machine(), "command": C.command(), "reps": reps, "budget": budget,
+    res: dict = {"date": C.today(), "commit": C.git_state(), "machine": C.machine(), "command": C.command(), "reps": reps, "budget": budget,
                  "runs": {}}
     for load in (0,) if quick else (0, 1):  # --quick (a smoke run): no neighbour
         for name in WORKLOADS:
@@ -143,7 +143,8 @@ def _bw(x: float | None) -> str:
 
 
 def report(res: dict) -> str:
-    lines = [f"## Rank sweep (`%%amdahl --ranks`, gloo)\n\n- **date:** {res['date']}\n- **machine:** {res['machine']}\n"
+    lines = [f"## Rank sweep (`%%amdahl --ranks`, gloo)\n\n- **date:** {res['date']}\n"
+             f"- **commit:** {res.get('commit') or 'not recorded'}\n- **machine:** {res['machine']}\n"
              f"- **command:** `{res['command']}`\n",
              f"Each workload through `perfmagic.amdahl_ranks` (fork, gloo, {res['budget']} s of samples per world "
              f"size), {res['reps']} repeat(s) per load; cells show the median (min–max) over the repeats. "

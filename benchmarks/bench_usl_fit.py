@@ -104,7 +104,8 @@ def judge(pub: tuple, got: dict) -> dict:
 
 def run(boot: int) -> dict:
     mod = old_models()
-    out = {"date": C.today(), "machine": C.machine(), "command": C.command(), "boot": boot, "sets": {}}
+    out = {"date": C.today(), "commit": C.git_state(), "machine": C.machine(), "command": C.command(),
+           "boot": boot, "sets": {}}
     for name, pub in PUBLISHED.items():
         ns, xs = load(name)
         rec = {"published": {"sigma": pub[0], "kappa": pub[1], "gamma": pub[2], "peak": pub[3], "by": pub[4]},
@@ -134,6 +135,7 @@ def _pct(x: float | None) -> str:
 
 def report(res: dict) -> str:
     lines = [f"## USL fit accuracy (scalability(), %%amdahl's fits)\n\n- **date:** {res['date']}\n"
+             f"- **commit:** {res.get('commit') or 'not recorded'}\n"
              f"- **machine:** {res['machine']}\n- **command:** `{res['command']}`\n"]
     lines.append(f"Published X(1)-free fits vs perfmagic before (commit {BEFORE_COMMIT}: curve pinned to the "
                  f"measured N = 1) and after (`scalability()`, γ = X(1) free, {res['boot']} bootstrap resamples). "
