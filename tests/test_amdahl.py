@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -189,7 +190,11 @@ def test_native_calls_in_threads_are_never_the_gil(pool) -> None:
                globals={"pool": pool, "f": srt}, **FAST)
     assert not r.gil and r.diagnosis not in ("gil", "one-thread"), r.text()
     if r.others_cores is not None and r.others_cores < 0.3:  # (a busy neighbour can stall a GIL holder: load first)
-        ev = [p.threads for p in r.points if p.n >= 2]
+        # the evidence where the threads fit the cores: with more sorting threads than cores the sampler also
+        # waits for a core (a fresh-clone run read 0.4+ at 4 threads on 2 cores while the verdict was right)
+        from perfmagic.core.load import usable_cores
+
+        ev = [p.threads for p in r.points if 2 <= p.n <= usable_cores()]
         assert all(e is not None and e.held_share < 0.4 for e in ev), [e.describe() for e in ev]
 
 
@@ -209,16 +214,23 @@ def test_thread_sampler_planted() -> None:
         while not stop.is_set():  # GIL at 26% of the sampler's wake-ups (still not GIL-bound, but not "free")
             time.sleep(0.01)
 
+    def sample() -> Any:
+        s = ThreadSampler().start()
+        t0 = time.perf_counter()
+        while len(s._waits) < 20 and time.perf_counter() - t0 < 5:  # a busy machine slows the sampler down
+            time.sleep(0.05)
+        return s.stop()
+
+    # the control: no other thread at all. What the sampler reads then is this machine's own wake-up noise
+    # (a VM's stolen time is not in the thread's run-queue wait): a fresh-clone run read the sleeping threads
+    # at 31% "held" on a noisy VM, where nothing held the GIL
+    control = sample()
     for target, bound in ((python, True), (sleeper, False)):
         stop.clear()
         ts = [threading.Thread(target=target) for _ in range(2)]
         for t in ts:
             t.start()
-        s = ThreadSampler().start()
-        t0 = time.perf_counter()
-        while len(s._waits) < 20 and time.perf_counter() - t0 < 5:  # a busy machine slows the sampler down
-            time.sleep(0.05)
-        ev = s.stop()
+        ev = sample()
         stop.set()
         for t in ts:
             t.join()
@@ -227,7 +239,9 @@ def test_thread_sampler_planted() -> None:
             assert ev.working >= 2 and ev.held_share >= 0.4
         else:  # sleeping threads leave the GIL free and are never seen running bytecode (a thread waking every
             # 2 ms may use ~1% of a core and count as "working": a fresh-clone CI run saw 1, in time.sleep)
-            assert ev.gil_free() and ev.bytecode == 0, ev.describe()
+            noise = control.held_share or 0.0
+            assert ev.bytecode == 0 and (ev.gil_free() or ev.held_share <= noise + 0.15), (ev.describe(),
+                                                                                             control.describe())
 
 
 def _pt(n, t, own, ev=None, others=None):
