@@ -387,10 +387,8 @@ def one_trial(name: str, form: str, code: str, N: int, ns: dict) -> dict:
     a = r.actual
     actual = a.seconds if a is not None and a.status == "ok" else None
     outcome, err = classify(r, actual)
-    printed = outcome not in ("inconclusive", "failed")
-    ratio, score = sharpness(r.low_s, r.high_s, actual) if printed else (None, None)
+    # (an interval's high/low and score are derived from low_s, high_s and actual_s where they are shown)
     return {"workload": name, "set": "held-out" if name in HELDOUT else "tuning", "full": N,
-            "high_low": ratio, "interval_score": score,
             "predicted_s": r.predicted_s, "low_s": r.low_s, "high_s": r.high_s,
             "reliable": r.reliable, "actual_s": actual, "outcome": outcome, "error": err,
             "spent_s": r.spent_s, "warnings": [str(w) for w in r.warnings], "unreliable_why": str(r.unreliable_why or ""),

@@ -254,11 +254,11 @@ def _trust(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequence[Point],
     if sigma > NOISY_RUNS and not reliable:
         # the evidence shown is the pair of runs of one size that differ most (the spread quoted is a
         # robust sd over all the pairs: the example shows that such differences were measured)
-        rep = max(noise_pairs(raw_pts), key=lambda x: abs(math.log(x[2] / x[1])) if x[1] > 0 and x[2] > 0 else 0.0,
-                  default=None)
+        pairs = noise_pairs(raw_pts)
+        rep = max(pairs, key=lambda x: abs(math.log(x[2] / x[1])) if x[1] > 0 and x[2] > 0 else 0.0, default=None)
         why = Finding.of("estimate.noisy", sigma=sigma, ratio=N / top, rep_n=rep[0] if rep is not None else None,
                          rep_first=rep[1] if rep is not None else None, rep_second=rep[2] if rep is not None else None,
-                         pairs=len(noise_pairs(raw_pts)), **_suggest(ns, ts, N, var))
+                         pairs=len(pairs), **_suggest(ns, ts, N, var))
     if N / top > 1e4:
         reliable = False
         warnings.append(Finding.of("estimate.too-far", ratio=N / top))
