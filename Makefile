@@ -100,7 +100,8 @@ browser: $(STAMP)
 BENCH_RUNS := bench_load_ext.py bench_timing_quality.py bench_timing_quality.py+--neighbours+1 bench_gpu.py \
 	bench_ab.py bench_verdicts.py bench_roofline.py bench_ceilings.py bench_amdahl.py bench_usl_fit.py \
 	bench_ranks.py bench_estimate.py bench_dataloader.py bench_dataloader.py+--threads bench_flame.py \
-	bench_flame.py+--native bench_memprof.py bench_ledger.py bench_guard.py bench_next.py bench_training_loop.py
+	bench_flame.py+--native bench_memprof.py bench_ledger.py bench_guard.py bench_next.py bench_training_loop.py \
+	bench_where.py
 # modes that print only (no section of their own): smoke-tested, not part of the full run
 BENCH_QUICK_ONLY := bench_estimate.py+--accuracy
 BENCH_STAMP := $(VENV)/.perfmagic-bench-installed

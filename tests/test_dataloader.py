@@ -221,6 +221,13 @@ def test_short_loader_uses_what_there_is() -> None:
     assert 1 <= r.n_steps <= 3
     assert any("only 3 batches" in n for n in r.notes), r.notes
     assert "only 3 batches" in r.text()
+    # the note is data (its kind and numbers), so the ledger keeps it as such and perfmagic.run() rewords it
+    from perfmagic.findings import Finding
+
+    note = next(n for n in r.notes if "only 3 batches" in n)
+    assert isinstance(note, Finding) and note.kind in ("dataloader.short", "dataloader.too-short"), note
+    back = DataLoaderResult.from_record(r.to_record(magic="dataloader_check"))
+    assert back.notes == r.notes and back.text() == r.text()
 
 
 def test_plain_iterable_and_generator() -> None:

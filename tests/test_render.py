@@ -63,6 +63,11 @@ def _results(roofs):  # noqa: ANN001
     yield perfmagic.memory("keep = bytearray(8 * 2**20)", globals={})
     yield perfmagic.lineprof("f(2000)", [_spin], globals={"f": _spin})
     yield perfmagic.flame("f(200_000)", globals={"f": _spin}, sampler="inprocess")
+    from perfmagic.profile.where import PairSampler, attribute
+
+    watch = PairSampler()
+    perfmagic.bench_pair("f(2000)", "f(4000)", globals={"f": _spin}, budget=0.5, watch=watch)
+    yield attribute(watch)
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -103,7 +108,7 @@ def test_every_result_class_follows_the_protocol(roofs) -> None:
             assert base64.b64decode(bundle["image/png"])[:4] == b"\x89PNG", name
             assert "data:image/png;base64," in htm, name
     assert {"BenchResult", "PairResult", "RooflineResult", "Ceilings", "AmdahlResult", "EstimateResult",
-            "MemoryResult", "LineProfResult", "FlameResult", "DataLoaderResult"} <= seen
+            "MemoryResult", "LineProfResult", "FlameResult", "DataLoaderResult", "WhereResult"} <= seen
 
 
 def test_live_view_is_opt_in_and_says_it_is_live() -> None:

@@ -3,6 +3,8 @@ with A's functions as they were, and says why when it cannot."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 
@@ -52,8 +54,11 @@ def test_compare_re_measures_a_redefined_function_interleaved(shell, capsys) -> 
     assert head.startswith("B #4 work vs A #3 work: slower"), head
     assert sum(ln.startswith("B #") for ln in shell.text().splitlines()) == 1  # one verdict, not two
     df = perfmagic.ledger()
-    assert list(df["role"].fillna("")) == ["", "", "rerun-of #1", "rerun-of #2"]
+    assert list(df["role"].fillna("")) == ["", "", "rerun-of #1", "rerun-of #2", ""]
+    assert list(df["magic"])[-1] == "where"  # where the change went, recorded beside the re-measured pair
     assert "interleaved" in shell.text()
+    # the redefined function is one row (A's definition and B's): its change, not two functions
+    assert re.search(r"it went to\s+work\s+\+", shell.text()), shell.text()
 
 
 def test_compare_falls_back_and_says_why(shell, capsys) -> None:

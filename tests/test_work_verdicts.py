@@ -160,7 +160,9 @@ def test_perfmagic_compare_in_a_script_re_measures_with_globals(ledger_dir) -> N
     rc = perfmagic.compare(a, b, globals=ns, ledger=led, notify=said.append)
     assert rc.kind == "interleaved" and rc.verdict == "faster", rc.text()
     assert any("re-measured" in s for s in said), said
-    assert len(led.rows()) == 2                                         # both re-measured rows recorded
+    rows = led.rows()                                                   # both re-measured rows recorded,
+    assert [r["magic"] for r in rows] == ["where", "gpubench", "gpubench"]  # and where the gain went
+    assert rc.where is not None and rows[0]["options"] == {"a": None, "b": None}
     from perfmagic.timing.flow import RerunError
 
     with pytest.raises(RerunError, match="no namespace"):

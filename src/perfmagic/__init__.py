@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 __all__ = [
-    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "amdahl_ranks", "RanksResult", "distributed_bench", "scalability", "littles", "estimate", "EstimateResult", "flame", "FlameResult", "dataloader_check", "DataLoaderResult", "memory", "MemoryResult", "lineprof", "LineProfResult", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "ledger", "run", "Ledger", "next_step", "NextStep", "busy_neighbours", "PerfmagicError", "BadOptionError", "SetupError",
+    "bench", "bench_pair", "compare", "amdahl", "AmdahlResult", "amdahl_ranks", "RanksResult", "distributed_bench", "scalability", "littles", "estimate", "EstimateResult", "flame", "FlameResult", "dataloader_check", "DataLoaderResult", "memory", "MemoryResult", "lineprof", "LineProfResult", "roofline", "RooflineResult", "ceilings", "Ceilings", "BenchResult", "PairResult", "RunComparison", "WhereResult", "ledger", "run", "Ledger", "next_step", "NextStep", "busy_neighbours", "PerfmagicError", "BadOptionError", "SetupError",
     "BenchInterrupted", "load_ipython_extension", "unload_ipython_extension", "__version__",
 ]
 
@@ -51,6 +51,7 @@ _LAZY = {
     "ceilings": (".roofs.ceilings", "ceilings"),
     "Ceilings": (".roofs.ceilings", "Ceilings"),
     "RunComparison": (".timing.history", "RunComparison"),
+    "WhereResult": (".profile.where", "WhereResult"),
     "write_guard": (".guard", "write_guard"),
     "Ledger": (".storage.ledger", "Ledger"),
     "PerfmagicError": (".errors", "PerfmagicError"),

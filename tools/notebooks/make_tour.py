@@ -141,7 +141,11 @@ cells = [
        "environment). Both runs were measured in this kernel and their data is unchanged, so it **re-measures** "
        "A and B interleaved (A B B A …) in this process, with A's functions as they were: machine drift hits both "
        "sides alike. When that is impossible (another kernel, data changed in place) it says why and compares the "
-       "recorded samples instead (*historical*, with a wider interval):"),
+       "recorded samples instead (*historical*, with a wider interval). Beside a *faster* or *slower* verdict it "
+       "also says **where the change went**: the stacks of both sides were sampled while they ran, so each "
+       "function's time in A and in B, and their difference Δ with a 99% interval over the pairs, come from the "
+       "same pairs as the verdict. A function is named (`*`) only when its interval excludes 0; the HTML adds a "
+       "differential flame graph (red: B spends more, blue: less). `--where` shows it for any verdict:"),
     code("%perf compare"),
     md("**Beside a noisy neighbour.** A verdict must hold on a shared 2-core box too. `perfmagic.busy_neighbours(1)` "
        "starts one process that spins on a core for the length of the block, and stops it afterwards; the last "
@@ -300,6 +304,8 @@ EXPECT = {
         r"(^B #\d+ sum-of-squares vs A #\d+ sum-of-squares: [\d.]+× faster \(95% CI .+\): accept|thread oversubscription)",
         r"^\s+-sum\(v \* v for v in values\)$",
         r"^\s+\+float\(np\.dot\(arr, arr\)\)$",
+        # where it went: the cell's generator expression (A's loop) is gone, or too few samples to tell
+        r"(?s)^Where the change went: (B − A = −.*^\s+\* <cell>\.<genexpr> |cannot tell)",
     ],
     'with perfmagic.busy_neighbours(1) as nb:\n    %perf compare\nprint(f"the neighbour kept {nb.others_cores:.1f} cores busy while it ran")': [
         r"re-measured A #\d+ and B #\d+ interleaved in this process",

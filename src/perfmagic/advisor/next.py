@@ -37,7 +37,8 @@ from ..record import relation as run_relation
 
 from ..errors import PerfmagicError
 from ..render.advisor_words import say
-from .evidence import _from_amdahl, _from_dataloader, _from_flame, _from_roofline, _num, _user_code, wilson_high
+from .evidence import (_fn_name, _from_amdahl, _from_dataloader, _from_flame, _from_roofline, _num, _user_code,
+                       wilson_high)
 from .result import LEVELS, Candidate, NextStep, PredictionCheck
 from .scope import CallSet, call_set, flame_within, relation
 
@@ -112,8 +113,33 @@ def check_predictions(led: Any, rows: list[dict[str, Any]] | None = None) -> lis
                         pass
                     pc = PredictionCheck(pc.id, pc.label, pc.action, pc.low, pc.high, pc.basis, pc.evidence,
                                          ra["id"], rb["id"], g, within)
-        out.append(pc)
+        out.append(_where_went(led, rows, pc) if pc.checked else pc)
     return out
+
+
+def _where_went(led: Any, rows: list[dict[str, Any]], pc: PredictionCheck) -> PredictionCheck:
+    """The check with where its comparison's change went, when the prediction named functions (a flame
+    run's hot function) and ``%perf compare`` of its runs A and B re-measured them with ``where``:
+    the share of the measured change that went to those functions."""
+    from dataclasses import replace
+
+    names = []
+    for rid in pc.evidence:
+        r = next((x for x in rows if x["id"] == rid), None)
+        if r is not None and r.get("magic") == "flame" and (r.get("metrics") or {}).get("top1_self_name"):
+            names.append(_fn_name(r["metrics"]["top1_self_name"])[0])
+    wr = [r for r in rows if r.get("magic") == "where"
+          and (r.get("options") or {}).get("a") == pc.run_a and (r.get("options") or {}).get("b") == pc.run_b]
+    if not names or not wr:
+        return replace(pc, predicted_in=tuple(names))
+    try:
+        from ..storage.record import rebuild
+
+        where = rebuild(led.record_of(max(wr, key=lambda r: r["id"])["id"]))
+        share = where.share_in(names)
+    except Exception:  # noqa: BLE001 - an unreadable where row: the check stands without it
+        share = None
+    return replace(pc, predicted_in=tuple(names), share_there=share)
 
 
 def _to_check(p: dict[str, Any]) -> PredictionCheck:

@@ -53,6 +53,10 @@ class PredictionCheck:
     run_b: int | None = None
     measured: float | None = None
     within: bool | None = None
+    # where the measured change went (a %perf compare that re-measured A and B, issue 33): the functions
+    # the prediction was about, and the share of the change that went to them (None: not known)
+    predicted_in: tuple[str, ...] = ()
+    share_there: float | None = None
 
     @property
     def checked(self) -> bool:

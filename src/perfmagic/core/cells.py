@@ -28,6 +28,9 @@ from dataclasses import dataclass
 from typing import Any
 
 _FUNC = "__perfmagic_cell__"
+#: the compiled cell's function, whose frame reads ``<cell>``; code nested in it (a generator expression)
+#: keeps this name in its qualified name (``__perfmagic_cell__.<locals>.<genexpr>``)
+CELL_FUNCTION = _FUNC
 
 
 @dataclass(frozen=True)

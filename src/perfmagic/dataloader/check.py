@@ -55,12 +55,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
-from ..render.dataloader_audit import note as say_note
 from .audit import (INPUT_BOUND, Finding, _config, _is_dataloader, _Proxy, _rebuild, check_picklable, load_gap,
                     parse_sweep, usable_cores)
 from ..core.load import LoadProbe
 from .probe import (COPY, NON_BLOCKING, USES_CUDA, SteadyLoad, _collate_cost, _h2d, _Iters, _Loop, _split,
                     _step_source, _tensors, _watched)
+from .probe import note as say_note
 from .result import DEFAULT_STEPS, DataLoaderResult, SweepPoint
 
 COMPUTE_ALONE_MAX = 20
@@ -179,7 +179,7 @@ class _Passes:
     co_probe: LoadProbe = field(default_factory=LoadProbe)
 
 
-def _loop_passes(plan: _Plan, got: _Passes, notes: list[str]) -> None:
+def _loop_passes(plan: _Plan, got: _Passes, notes: list[Any]) -> None:
     """Steps 1-3: the loop (warm-up, then the steady state), then the loader alone; the workers stop after
     each pass (a persistent-workers loader keeps them from the loop to the loader-alone pass)."""
     try:
@@ -219,7 +219,7 @@ def _compute_alone(plan: _Plan, got: _Passes) -> None:
     co_probe.stop()
 
 
-def _sweep_passes(plan: _Plan, got: _Passes, sweep_steps: int | None, notes: list[str]) -> None:
+def _sweep_passes(plan: _Plan, got: _Passes, sweep_steps: int | None, notes: list[Any]) -> None:
     """Step 6: the loop rebuilt at each setting of the sweep, one point each into ``got.points``."""
     n_sweep = sweep_steps or min(plan.steps, 10)
     for j, s in enumerate(plan.settings):
@@ -230,7 +230,7 @@ def _sweep_passes(plan: _Plan, got: _Passes, sweep_steps: int | None, notes: lis
     _remeasure_loaded(plan, got, n_sweep, notes)
 
 
-def _remeasure_loaded(plan: _Plan, got: _Passes, n_sweep: int, notes: list[str]) -> None:
+def _remeasure_loaded(plan: _Plan, got: _Passes, n_sweep: int, notes: list[Any]) -> None:
     """A sweep point measured while other processes were busy, set against quiet ones, cannot be compared
     with them (``audit.load_gap``). Each such point is measured once more, after the others; the pass with
     the fewer others' cores is kept and the note says which. A point loaded both times stays loaded, and
@@ -276,7 +276,7 @@ def _sweep_point(plan: _Plan, iters: _Iters, s: dict[str, Any], label: str, n_sw
                       bs, err, workers_cores=pl.workers_cores, others_cores=pl.others_cores)
 
 
-def _warmup_shown(main: _Loop, warmup: int, steps: int, status: str, name: str, notes: list[str]) -> int:
+def _warmup_shown(main: _Loop, warmup: int, steps: int, status: str, name: str, notes: list[Any]) -> int:
     """How many of the loop's first steps are warm-up (not counted); an interrupted warm-up shows its
     second half."""
     if len(main.wait) < warmup + 2 and status == "interrupted":
@@ -290,7 +290,7 @@ def _warmup_shown(main: _Loop, warmup: int, steps: int, status: str, name: str, 
 
 
 def _gpu_reading(main: _Loop, step_fn: Callable[[Any], Any], step_source: str | None, w_main: int,
-                 notes: list[str]) -> tuple[bool | None, tuple[float, ...]]:
+                 notes: list[Any]) -> tuple[bool | None, tuple[float, ...]]:
     """(whether the step's copies are non_blocking, or None; the GPU busy time of each counted step). A
     step whose source and batch show no CUDA is taken off the GPU analysis (``main.cuda`` cleared)."""
     src = _step_source(step_fn, step_source) if main.cuda else None
@@ -307,7 +307,7 @@ def _gpu_reading(main: _Loop, step_fn: Callable[[Any], Any], step_source: str | 
     return nb, gpu
 
 
-def _result(plan: _Plan, got: _Passes, *, status: str, notes: list[str], step_source: str | None,
+def _result(plan: _Plan, got: _Passes, *, status: str, notes: list[Any], step_source: str | None,
             n_len: int | None, torch_threads: int | None, t_start: float) -> DataLoaderResult:
     """The result of what the passes measured (the warm-up steps split off)."""
     main, alone, extras = got.main, got.alone, got.extras
@@ -352,7 +352,7 @@ def dataloader_check(loader: Any, step_fn: Callable[[Any], Any], *, steps: int =
     pf = dict(cfg).get("prefetch_factor") or 2
     if warmup is None:
         warmup = workers * pf + 2 if workers else 2
-    notes: list[str] = []
+    notes: list[Any] = []
     if is_dl:
         _check_picklable_everywhere(loader, settings, workers, name)
     n_len = _len_or_none(loader)

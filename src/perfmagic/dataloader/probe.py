@@ -21,7 +21,7 @@ from typing import Any
 
 from ..core import stats as _stats
 from ..core.load import processes_cpu_s
-from ..render.dataloader_audit import note as say_note
+from ..findings import Finding as Note
 
 COPY = re.compile(r"\.(?:to|cuda)\s*\(")
 NON_BLOCKING = re.compile(r"non_blocking\s*=\s*True")
@@ -188,14 +188,21 @@ def _watched(loader: Any, step: Callable[[Any], Any] | None, warm: int, n: int, 
     return load
 
 
-def _split(n: int, warmup: int, asked: int, name: str) -> tuple[int, str | None]:
+def note(kind: str, **values: Any) -> Note:
+    """A note of the check (a one-pass loader, a short one, an interrupted warm-up) as data: kind
+    ``"dataloader.<kind>"`` and its numbers, kept so in the result's ``notes`` and in the ledger;
+    :mod:`perfmagic.render.dataloader_audit` words it."""
+    return Note.of(f"dataloader.{kind}", **values)
+
+
+def _split(n: int, warmup: int, asked: int, name: str) -> tuple[int, Note | None]:
     """How many of ``n`` recorded steps are warm-up, and a note when the loader was too short."""
     if n >= warmup + min(asked, 2):
         if n < warmup + asked:
-            return warmup, say_note("short", name=name, n=n, warmup=warmup, asked=asked)
+            return warmup, note("short", name=name, n=n, warmup=warmup, asked=asked)
         return warmup, None
     w = n // 2 if n >= 2 else 0
-    return w, say_note("too-short", name=name, n=n, warmup=warmup, skipped=w)
+    return w, note("too-short", name=name, n=n, warmup=warmup, skipped=w)
 
 
 def _step_source(step_fn: Callable[[Any], Any], source: str | None) -> str | None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..core import stats as _stats
+from ..findings import Finding as Note
 from ..result import Displayed
 from .audit import INPUT_BOUND, LOADED, SLOWED, Finding, jsonable, audit, load_gap, reconcile
 from .probe import _fraction, _mean
@@ -103,7 +104,7 @@ class DataLoaderResult(Displayed):
     steps_requested: int = DEFAULT_STEPS
     loader_len: int | None = None
     status: str = "ok"
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()  # findings (kind dataloader.*), worded by render/; an older row's text stays a str
     wall_s: float = 0.0
 
     # ---- derived ------------------------------------------------------------------------------
@@ -302,7 +303,7 @@ class DataLoaderResult(Displayed):
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "config": {k: jsonable(v) for k, v in self.config},
                 "metrics": self.metrics(), "samples": self.samples(),
-                "findings": [f.to_dict() for f in self.findings()], "notes": list(self.notes)}
+                "findings": [f.to_dict() for f in self.findings()], "notes": [str(n) for n in self.notes]}
 
 
 __all__ = ["DataLoaderResult", "SweepPoint", "PLATEAU", "SLOWED", "DISAGREE", "DEFAULT_STEPS"]

@@ -207,32 +207,16 @@ class BenchMagics(MagicTemplate):
 
     def _record_pair(self, pr: Any, row_a: dict[str, Any], code_a: str, opts_a: dict[str, Any],
                      args: argparse.Namespace, line: str, cell: str, setup: str, status: str, led: Any) -> Any:
-        """Record both sides of an A/B pair: ``(comparison or None when too few pairs, B's run id)``."""
-        from ..core.env import fingerprint
+        """Record both sides of an A/B pair through the comparison flow (:func:`perfmagic.timing.flow.record_pair`,
+        as ``%perf compare``'s re-measurement does): ``(comparison or None when too few pairs, B's run id)``."""
         from ..render.bench import interleaved_note
-        from ..timing.flow import judge_pair
-        from ..timing.history import compare
+        from ..timing.flow import pair_verdict, record_pair
 
-        record = self.record
-        opts_ra = dict(opts_a)  # the user's options of A; the relations are the record's own fields
-        if pr.a.work:
-            opts_ra["work"] = dict(pr.a.work)
-        limit = pr.b.policy.get("thread_limit")
-        ref_a = record(magic="gpubench", label=pr.a.label, code=code_a, magic_line=row_a.get("magic_line") or "",
-                       options=opts_ra, result=pr.a, rerun_of=args.vs, thread_limit=limit,
-                       metrics=pr.a.metrics(), samples=pr.a.samples(), env=pr.a.env,
-                       env_hash=fingerprint(pr.a.env) if pr.a.env else None, status=status,
-                       primary_metric="median_s",
-                       note=interleaved_note(args.vs))
         options = {k: v for k, v in vars(args).items() if k != "setup"}
         options["setup"] = setup
-        if pr.b.work:
-            options["work"] = dict(pr.b.work)
-        ref_b = record(magic="gpubench", label=pr.b.label, code=cell, magic_line=line, options=options, result=pr.b,
-                       interleaved_with=ref_a.id if ref_a is not None else None, thread_limit=limit,
-                       metrics=pr.b.metrics(), samples=pr.b.samples(), env=pr.b.env,
-                       env_hash=fingerprint(pr.b.env) if pr.b.env else None, status=status,
-                       primary_metric="median_s")
+        row_b = {"code": cell, "magic_line": line, "options": options}  # this cell: a new run, no id yet
+        ref_a, ref_b = record_pair(pr, {**row_a, "id": args.vs}, row_b, record=self.record, status=status,
+                                   limit=pr.b.policy.get("thread_limit"), notes=(interleaved_note(args.vs), None))
         b_id = ref_b.id if ref_b is not None else None
         if status == "ok":
             for ref, code, stp in ((ref_a, code_a, opts_a.get("setup") or ""), (ref_b, cell, setup)):
@@ -242,12 +226,7 @@ class BenchMagics(MagicTemplate):
             self._mark_baseline(pr.b.label, ref_b)
         if pr.comparison is None:
             return None, b_id
-        if ref_a is not None and ref_b is not None:
-            try:
-                return compare(led.get(ref_a.id), led.get(ref_b.id), min_effect=args.min_effect, ledger=led), b_id
-            except Exception:  # noqa: BLE001 - a ledger that cannot be read: compare the results in memory
-                pass
-        return judge_pair(pr, min_effect=args.min_effect), b_id
+        return pair_verdict(pr, [ref_a, ref_b], ledger=led, min_effect=args.min_effect), b_id
 
 
 _ALONE = object()  # _vs's answer when run A cannot be read: measure this cell alone

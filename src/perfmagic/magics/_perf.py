@@ -35,6 +35,11 @@ class PerfMagics(MagicTemplate):
                    "(default: re-measure when both can still run here, else compare the recorded samples)")
     @argument("--historical", action="store_true",
               help="compare: judge the recorded samples only, without re-measuring")
+    @argument("--where", action="store_true",
+              help="compare: show where the change went (each function's Δ with its interval, a differential "
+                   "flame graph) whatever the verdict; it needs A and B re-measured here. Default: sampled "
+                   "whenever they are re-measured, shown beside a faster/slower verdict")
+    @argument("--no-where", action="store_true", help="compare: do not sample the stacks while re-measuring")
     @argument("-o", "--output", action="store_true",
               help="compare: return the comparison (perfmagic RunComparison: .verdict, .comparison, .notes); "
                    "show N: return the rebuilt result; it becomes the cell's Out[] value")
@@ -63,7 +68,8 @@ class PerfMagics(MagicTemplate):
         %perf compare [A [B]]   verdict for B vs A (defaults: B = latest run, A = its label's baseline);
                                 A and B are re-measured interleaved in this process when both can still
                                 run here (their functions as they were), else their recorded samples are
-                                compared and the reason is said (--rerun / --historical force either)
+                                compared and the reason is said (--rerun / --historical force either);
+                                re-measured, it says where the change went (--where: always; --no-where: not)
         %perf plot [LABEL]      a label's runs over time with their confidence intervals
         %perf export PATH       write the runs to .csv or .json
         %perf forget RUN        remove a run
@@ -158,7 +164,8 @@ class PerfMagics(MagicTemplate):
             from ..storage.codec import rerun_of
 
             # default B: the latest run of the user's, not a re-measurement made for a comparison
-            rb = led.get(_run_id(t[0])) if t else next((r for r in led.rows() if rerun_of(r) is None), None)
+            rb = led.get(_run_id(t[0])) if t else next((r for r in led.rows() if rerun_of(r) is None
+                                                         and r.get("magic") != "where"), None)
             if rb is None:
                 raise UsageError("%perf compare: there are no runs yet; time something with %%gpubench first")
             b = rb["id"]
@@ -173,6 +180,10 @@ class PerfMagics(MagicTemplate):
                       f"comparing with its previous run #{a}")
         if args.rerun and args.historical:
             raise UsageError("%perf compare: --rerun and --historical exclude each other; give one")
+        if args.where and (args.historical or args.no_where):
+            other = "--historical" if args.historical else "--no-where"
+            raise UsageError(f"%perf compare: --where and {other} exclude each other: --where needs A and B "
+                             "re-measured here (their stacks sampled while they run); drop one")
         ra, rb = led.get(a), led.get(b)
         self._comparable(led, ra, rb, args)
         return self._judge(led, ra, rb, args)
@@ -192,9 +203,11 @@ class PerfMagics(MagicTemplate):
             rc = compare_runs(ra, rb, ledger=led, rerun=False if args.historical else (True if args.rerun else None),
                               captures=self.state.get("captures", {}), globals=self.shell.user_ns,
                               budget=args.budget, min_effect=args.min_effect, record=self.record,
-                              notify=print, filenames=fnames)
+                              notify=print, filenames=fnames,
+                              where=True if args.where else (False if args.no_where else None),
+                              file_labels=self._file_labels(fnames))
         except RerunError as exc:
-            raise UsageError(f"%perf compare --rerun: {exc}") from None
+            raise UsageError(f"%perf compare {'--where' if args.where else '--rerun'}: {exc}") from None
         except CompareError as exc:
             raise UsageError(f"%perf compare: {exc}") from None
         except BenchInterrupted as exc:
@@ -208,6 +221,13 @@ class PerfMagics(MagicTemplate):
         if not hasattr(rc, "what"):  # a PairResult without a verdict (fewer than 3 pairs)
             return finish(self.shell, rc, args, None if args.quiet else {"text/plain": rc.text()})
         return finish(self.shell, rc, args, None if args.quiet else comparison_bundle(rc))
+
+    def _file_labels(self, fnames: tuple[str, str]) -> dict[str, str]:
+        """How the differential profile names the files of this kernel's cells: ``In [3]``, and A's and B's
+        cells as they were re-run."""
+        labels = {name: f"In [{n}]" for name, n in getattr(self.shell.compile, "_filename_map", {}).items()}
+        labels.update({fnames[0]: "cell A", fnames[1]: "cell B"})
+        return labels
 
     def _comparable(self, led: Any, ra: dict[str, Any], rb: dict[str, Any], args: Any) -> None:
         """One-line UsageErrors, with the fix, for pairs that cannot be judged as asked."""

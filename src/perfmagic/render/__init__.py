@@ -23,6 +23,7 @@ LineProfResult       ``lineprof``                    text, figure, details
 NextStep             ``advisor``                     text, details
 GuardVerdict         ``guard``                       text
 GuardFile            ``guardfile``                   text
+WhereResult          ``where``                       text, differential flame graph, details
 ===================  ==============================  ===================================
 
 A renderer module offers ``text(result, **options)`` (the full report) and any of ``headline``,

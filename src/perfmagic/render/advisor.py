@@ -38,7 +38,16 @@ def check_line(p: Any) -> str:
         return f"#{p.id} {p.label}: {p.action} — predicted {rng}, not tested yet"
     mark = "within range" if p.within else "MISSED"
     return (f"#{p.id} {p.label}: predicted {rng}, measured {_x(p.measured)} (run #{p.run_b} vs #{p.run_a}): {mark}"
-            f" — {p.action}")
+            f"{where_line(p)} — {p.action}")
+
+
+def where_line(p: Any) -> str:
+    """``"; predicted in parse: 92% of the change is in parse"`` when the comparison said where it went."""
+    share = getattr(p, "share_there", None)
+    if share is None or not p.predicted_in:
+        return ""
+    names = ", ".join(p.predicted_in)
+    return f"; predicted in {names}: {share:.0%} of the change is in {names}"
 
 
 def record_line(r: Any) -> str:

@@ -109,24 +109,44 @@ def numbers(rc: Any) -> str:
             f"{c.ci_high:.3f}; {c.n_a} vs {c.n_b} samples)")
 
 
+def where_shown(rc: Any) -> Any:
+    """The comparison's :class:`~perfmagic.profile.where.WhereResult` when it is shown: asked for
+    (``--where``), or beside a verdict that is a change (faster, slower); else None."""
+    w = getattr(rc, "where", None)
+    if w is None:
+        return None
+    return w if w.shown or rc.comparison.verdict in ("faster", "slower") else None
+
+
 def text(rc: Result) -> str:
-    """The headline, the numbers, the notes, what else changed between the runs."""
+    """The headline, the numbers, the notes, what else changed between the runs; where the change went."""
     r: Any = rc
     lines = [headline(r), "  " + numbers(r)]
     lines += [f"  {n}" for n in r.notes]
     lines += ["  " + ln for ln in r.what.text().splitlines()]
+    w = where_shown(r)
+    if w is not None:
+        lines += ["", w.text()]
     return "\n".join(lines)
 
 
 def mimebundle(rc: Result) -> dict[str, Any]:
-    """text/plain and a self-contained text/html (the verdict coloured, the diff of what changed)."""
+    """text/plain and a self-contained text/html (the verdict coloured, the diff of what changed, and
+    where the change went: its table, differential icicle and PNG)."""
     r: Any = rc
     color = VERDICT_COLORS.get(r.comparison.verdict, "#000")
     notes = "".join(f"<div>{html.escape(str(n))}</div>" for n in r.notes)
+    w = where_shown(r)
+    extra, out = "", {}
+    if w is not None:
+        wb = w._repr_mimebundle_()
+        extra = f"<div style='margin-top:6px'>{wb['text/html']}</div>"
+        if "image/png" in wb:
+            out["image/png"] = wb["image/png"]
     htm = (f"<div class='perfmagic-compare' style='font-size:12px'>"
            f"<div style='font-weight:bold;color:{color}'>{html.escape(r.headline())}</div>"
-           f"<div>{html.escape(numbers(r))}</div>{notes}{r.what.html()}</div>")
-    return {"text/plain": r.text(), "text/html": htm}
+           f"<div>{html.escape(numbers(r))}</div>{notes}{r.what.html()}{extra}</div>")
+    return {"text/plain": r.text(), "text/html": htm, **out}
 
 
 comparison_bundle = mimebundle  # the name the magics display a RunComparison by

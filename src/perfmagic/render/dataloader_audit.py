@@ -237,10 +237,9 @@ def _cores(x: float | None) -> str:
     return "an unmeasured number of cores" if x is None else f"{x:.1f} cores"
 
 
-def note(kind: str, **values: Any) -> str:
-    """A note of the check (a one-pass loader, a short one, an interrupted warm-up), from its kind and numbers;
-    kept as text in the result's ``notes``, as the ledger stores them."""
-    return _NOTES[kind](values)
+# the check's notes are findings (perfmagic.findings.Finding, kind "dataloader.<what>"): the ledger keeps their
+# numbers; render/findings.py words them with these
+WORDS: dict[str, Callable[[Any], str]] = {f"dataloader.{k}": say for k, say in _NOTES.items()}
 
 
 def line(f: Any) -> str:
@@ -249,4 +248,4 @@ def line(f: Any) -> str:
     return f"{MARKS.get(f.level, '·')} {f.topic}: {message(f)}" + (f" → {eff}" if eff else "")
 
 
-__all__ = ["MARKS", "effect", "line", "loop_label", "message", "note", "speed_change"]
+__all__ = ["MARKS", "WORDS", "effect", "line", "loop_label", "message", "speed_change"]

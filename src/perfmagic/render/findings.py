@@ -167,6 +167,11 @@ from .findings_roofs import WORDS as _ROOFS_WORDS  # noqa: E402
 
 _WORDS.update(_ROOFS_WORDS)
 
+# ---- the DataLoader check's notes (dataloader.*): written in render/dataloader_audit.py ------------------
+from .dataloader_audit import WORDS as _DATALOADER_WORDS  # noqa: E402
+
+_WORDS.update(_DATALOADER_WORDS)
+
 
 def words(item: Any) -> str:
     """The sentence of a finding; text (a note of an older row) as it is."""

@@ -73,6 +73,23 @@ _LINEPROF: dict[str, Callable[[Any], str]] = {
                                      "without text"),
 }
 
-WORDS: dict[str, Callable[[Any], str]] = {**_FLAME, **_MEMORY, **_LINEPROF}
+_WHERE_WHY: dict[str, Callable[[Any], str]] = {
+    "historical": lambda f: "the recorded samples only were asked for (--historical, rerun=False)",
+    "pair": lambda f: f"runs #{f['a']} and #{f['b']} are a pair measured already (their samples are compared)",
+    "no-namespace": lambda f: "there is no namespace to run their code in",
+    "obstacles": lambda f: f"they cannot be re-measured in this process: {f['detail']}",
+}
+
+_WHERE: dict[str, Callable[[Any], str]] = {
+    "where.few-pairs": lambda f: (f"only {f['pairs']} of the {f['measured']} pairs had samples of both sides (at least "
+                                 f"{f['need']} are needed): the blocks are shorter than the sampler's interval "
+                                 f"({1000 / f['rate']:.2g} ms); give the comparison a longer budget"),
+    "where.row-note": lambda f: f"where the change went between runs #{f['a']} and #{f['b']}, re-measured",
+    "where.historical": lambda f: (f"--where needs A and B re-measured here, and {_WHERE_WHY[f['reason']](f)}; the "
+                                   "recorded runs hold no samples of their stacks. Run both cells again in this "
+                                   "kernel (or pass globals= in a script), then %perf compare A B --where"),
+}
+
+WORDS: dict[str, Callable[[Any], str]] = {**_FLAME, **_MEMORY, **_LINEPROF, **_WHERE}
 
 __all__ = ["WORDS"]

@@ -105,6 +105,13 @@ def result_text(row: dict[str, Any]) -> str:
         if not _num(m.get("top_self_fraction")):
             return "no samples" if m.get("n_samples") == 0 else "—"
         return f"{m['top_self_fraction']:.0%} of samples in {_short_fn(m.get('top1_self_name'))}"
+    if magic == "where":  # where a re-measured change went (%perf compare)
+        if not _num(m.get("total_delta_s")):
+            return "where: cannot tell"
+        from .where import signed_time
+
+        named = ", ".join(map(str, m.get("named") or [])) or "no function told from 0"
+        return f"B − A {signed_time(m['total_delta_s'])} per call; went to {named}"
     if magic == "lineprof" or row.get("primary_metric") == "total_s" and "hot_line" in m:
         txt = f"total {fmt_time(m.get('total_s'), 3)}"
         if _num(m.get("hot_fraction")) and m.get("hot_line"):

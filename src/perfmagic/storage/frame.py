@@ -37,7 +37,7 @@ __all__ = ["KNOWN_MAGICS", "VIEWS", "export", "ledger_frame", "metric_unit", "wi
 
 VIEWS = ("common", "wide", "long")
 KNOWN_MAGICS = ("gpubench", "roofline", "amdahl", "estimate", "dataloader_check", "memory", "flame",
-                "lineprof")
+                "lineprof", "where")
 # magics whose runs are compared with their label's baseline in ``vs_baseline`` (a time ratio)
 COMPARED = ("gpubench",)
 

@@ -21,6 +21,7 @@ def kinds() -> dict[str, type]:
     from ..profile.flameresult import FlameResult
     from ..profile.lineprof import LineProfResult
     from ..profile.memresult import MemoryResult
+    from ..profile.where import WhereResult
     from ..roofs.roofline import RooflineResult
     from ..ranks.result import RanksResult
     from ..scaling.result import AmdahlResult
@@ -28,7 +29,8 @@ def kinds() -> dict[str, type]:
 
     return {"gpubench": BenchResult, "roofline": RooflineResult, "amdahl": AmdahlResult, "ranks": RanksResult,
             "distributed": RanksResult, "estimate": EstimateResult, "dataloader_check": DataLoaderResult,
-            "memory": MemoryResult, "flame": FlameResult, "lineprof": LineProfResult}
+            "memory": MemoryResult, "flame": FlameResult, "lineprof": LineProfResult,
+            "where": WhereResult}
 
 
 def rebuild(rec: RunRecord) -> Any:

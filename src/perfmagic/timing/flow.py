@@ -139,6 +139,7 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
                  captures: Mapping[int, Any] | None = None, globals: Mapping[str, Any] | None = None,
                  budget: float | None = None, min_effect: float = 0.10, record: Callable[..., Any] | None = None,
                  notify: Callable[[str], None] | None = None, filenames: tuple[str, str] | None = None,
+                 where: bool | None = None, file_labels: Mapping[str, str] | None = None,
                  **historical: Any) -> Any:
     """Judge run B against run A, the honest way first.
 
@@ -149,6 +150,11 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
     compares the recorded samples. The re-measured rows are recorded (``record``, or ``ledger``) as
     re-runs of A and B. Returns a :class:`RunComparison`; a Ctrl-C during the re-measurement raises
     :class:`BenchInterrupted` with the partial :class:`PairResult` (its rows recorded as interrupted).
+    ``where``: None (default) samples both sides' stacks while they are re-measured and attaches where the
+    change went (:class:`perfmagic.profile.where.WhereResult`, ``rc.where``; shown when the verdict is a
+    change); True also shows it for any verdict, and raises :class:`RerunError` when the runs cannot be
+    re-measured (recorded runs have no samples of their stacks); False samples nothing. ``file_labels``
+    names files in that table (``{"/tmp/ipykernel_1/ab.py": "In [3]"}``).
     Other keywords go to :func:`perfmagic.timing.history.compare` (``between_run``, ``confidence``, ...).
     """
     from ..core.kernel import kernel_state
@@ -159,6 +165,8 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
     if ra.get("id") is not None and ra.get("id") == rb.get("id"):
         raise CompareError(f"A and B are the same run (#{ra['id']}): a run compared with itself tells nothing; "
                            "give two different runs, e.g. the baseline and the change")
+    if where:
+        rerun = _where_needs_rerun(rerun, ra, rb)
     if rerun is False or _interleaved(ra, rb):
         return compare(ra, rb, min_effect=min_effect, ledger=ledger, **historical)
     script = captures is None and globals is not None   # a script: capture what the code calls now
@@ -167,6 +175,8 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
         captures = dict((state or {}).get("captures") or {})
     ns: Mapping[str, Any] | None = globals if globals is not None else user_ns
     if ns is None:
+        if where:
+            raise RerunError(str(Finding.of("where.historical", reason="no-namespace")))
         if rerun:
             raise RerunError("A and B cannot be re-measured: no namespace to run their code in (pass "
                              "globals=globals(), or call it in a notebook with perfmagic loaded)")
@@ -180,6 +190,9 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
                 captures[r.get("id")] = capture(_body(r), (r.get("options") or {}).get("setup") or "", ns)
     why, data = obstacles(ra, rb, captures, ns)
     if why:
+        if where:
+            raise RerunError(str(Finding.of("where.historical", reason="obstacles",
+                                            detail="; ".join(map(str, why)))))
         if rerun:
             raise RerunError("A and B cannot be re-measured in this process: " + "; ".join(map(str, why))
                              + ". Compare the recorded samples instead (--historical, rerun=False)")
@@ -192,11 +205,19 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
         return compare(ra, rb, min_effect=min_effect, ledger=ledger, **historical)
     rc = remeasure(ra, rb, captures[ra["id"]], captures[rb["id"]], ns, guard=guard, budget=budget,
                    min_effect=min_effect, record=_recorder(record, ledger), ledger=ledger, notify=say,
-                   filenames=filenames)
+                   filenames=filenames, where=where, file_labels=file_labels)
     notes = value_notes([captures[ra["id"]], captures[rb["id"]]])
     if notes and hasattr(rc, "notes"):
         rc = replace(rc, notes=tuple(rc.notes) + tuple(Finding.of("flow.values-matter", why=str(n)) for n in notes))
     return rc
+
+
+def _where_needs_rerun(rerun: bool | None, ra: Mapping[str, Any], rb: Mapping[str, Any]) -> bool:
+    """``where=True`` asks for a re-measurement: the recorded runs hold no samples of their stacks."""
+    reason = "historical" if rerun is False else ("pair" if _interleaved(ra, rb) else None)
+    if reason is not None:
+        raise RerunError(str(Finding.of("where.historical", reason=reason, a=ra.get("id"), b=rb.get("id"))))
+    return True
 
 
 def _body(row: Mapping[str, Any]) -> str:
@@ -219,11 +240,12 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
               guard: Any = None, budget: float | None = None, min_effect: float = 0.10,
               record: Callable[..., Any] | None = None, ledger: Any = None,
               notify: Callable[[str], None] | None = None,
-              filenames: tuple[str, str] | None = None) -> Any:
+              filenames: tuple[str, str] | None = None, where: bool | None = None,
+              file_labels: Mapping[str, str] | None = None) -> Any:
     """A and B interleaved in this process (A with the callables it used then), inside ``guard`` (the
-    snapshot of the state they change); both re-measured rows recorded; the paired verdict."""
+    snapshot of the state they change); both re-measured rows recorded; the paired verdict, with where
+    the change went unless ``where`` is False (:func:`perfmagic.profile.where.attribute`)."""
     from ..core.threads import thread_limits
-    from .history import compare
     from .pair import bench_pair
     from .rerun import namespace
 
@@ -232,13 +254,16 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
     status, limit = "ok", None
     wa, wb = work_of(ra), work_of(rb)
 
+    watches: list[Any] = []
+
     def measure() -> Any:
+        watches[:] = [_sampler(asked=bool(where))] if where is not False else []
         return bench_pair(cap_a.code, cap_b.code, cap_a.setup, cap_b.setup, globals=namespace(cap_a, ns),
                           globals_b=namespace(cap_b, ns), labels=(ra.get("label"), rb.get("label")),
                           budget=budget, min_effect=min_effect,
                           filenames=filenames or ("<perfmagic-A>", "<perfmagic-B>"),
                           gc=bool(ob.get("gc", False)), device=ob.get("device") or "auto",
-                          sync=ob.get("sync") or "auto")
+                          sync=ob.get("sync") or "auto", watch=watches[0] if watches else None)
 
     with guard if guard is not None else _Nothing():
         try:
@@ -254,16 +279,8 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
     pr = replace(pr, a=_with_work(pr.a, wa), b=_with_work(pr.b, wb))
     refs: list[Any] = []
     if record is not None:
-        for r, res, work in ((ra, pr.a, wa), (rb, pr.b, wb)):
-            opts = {k: v for k, v in (r.get("options") or {}).items() if k not in _RELATION_KEYS}  # the user's
-            if work:
-                opts["work"] = dict(work)
-            refs.append(record(magic="gpubench", label=res.label, code=res.code, magic_line=r.get("magic_line") or "",
-                               options=opts, result=res, rerun_of=r.get("id"), thread_limit=limit,
-                               interleaved_with=refs[0].id if refs and refs[0] is not None else None,
-                               metrics=res.metrics(), samples=res.samples(), env=res.env, status=status,
-                               primary_metric=res.primary_metric,
-                               note=str(Finding.of("flow.row-note", id=r.get("id")))))
+        refs = record_pair(pr, ra, rb, record=record, status=status, limit=limit,
+                           notes=tuple(str(Finding.of("flow.row-note", id=r.get("id"))) for r in (ra, rb)))
         say(str(Finding.of("flow.remeasured", a=ra.get("id"), b=rb.get("id"), pairs=pr.a.n_samples,
                            ids=tuple(x.id for x in refs if x is not None))))
     if pr.advice():
@@ -272,6 +289,72 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
         raise BenchInterrupted(pr)
     if pr.comparison is None:
         return pr
+    rc = pair_verdict(pr, refs, ledger=ledger, min_effect=min_effect)
+    return _with_where(rc, watches, ra, rb, refs, record=record, shown=bool(where), file_labels=file_labels)
+
+
+def _sampler(asked: bool) -> Any:
+    """The sampler of a re-measurement: asked for (``where=True``), it keeps the pairs going past a clear
+    verdict until each side has enough samples to attribute (within the budget); by default it only
+    watches the pairs the verdict needs."""
+    from ..profile.where import WHERE_MIN_SAMPLES, PairSampler
+
+    return PairSampler(min_samples=WHERE_MIN_SAMPLES if asked else 0)
+
+
+def _with_where(rc: Any, watches: list[Any], ra: Mapping[str, Any], rb: Mapping[str, Any], refs: list[Any], *,
+                record: Callable[..., Any] | None, shown: bool, file_labels: Mapping[str, str] | None = None) -> Any:
+    """The verdict with where the change went (``rc.where``); where it is shown (``shown``: asked for, or
+    beside a verdict that is a change) it is also recorded as its own row (kind ``where``,
+    ``interleaved_with`` B's re-measured row)."""
+    if not watches or not hasattr(rc, "where"):
+        return rc
+    from ..profile.where import attribute
+
+    wr = attribute(watches[0], labels=(str(ra.get("label") or "A"), str(rb.get("label") or "B")),
+                   runs=(ra.get("id"), rb.get("id")), shown=shown, file_labels=dict(file_labels or {}))
+    change = getattr(getattr(rc, "comparison", None), "verdict", None) in ("faster", "slower")
+    if record is not None and len(refs) == 2 and refs[1] is not None and (shown or change):
+        record(magic="where", label=f"{wr.labels[0]} → {wr.labels[1]}", code="", result=wr,
+               options={"a": ra.get("id"), "b": rb.get("id")}, interleaved_with=refs[1].id,
+               metrics=wr.metrics(), samples=wr.samples(), env={}, status="ok", primary_metric=wr.primary_metric,
+               note=str(Finding.of("where.row-note", a=ra.get("id"), b=rb.get("id"))))
+    return replace(rc, where=wr)
+
+
+def record_pair(pr: Any, ra: Mapping[str, Any], rb: Mapping[str, Any], *, record: Callable[..., Any],
+                status: str = "ok", limit: int | None = None,
+                notes: tuple[str | None, str | None] = (None, None)) -> list[Any]:
+    """Both sides of an interleaved pair as two ledger rows, A's first; returns their references.
+
+    ``ra``/``rb``: the rows the sides come from. A side that was a recorded run (it has an ``id``) is
+    recorded as a re-run of it; a new cell (``%%gpubench --vs``'s B) passes its would-be row: ``label``,
+    ``magic_line`` and ``options``, no ``id``. B's row is ``interleaved_with`` A's new row; both carry the
+    thread ``limit`` the pair was measured under, the ``status`` (``"interrupted"`` for a partial pair),
+    the work each side declared, and ``notes`` (a ledger note for each side, or None)."""
+    from ..core.env import fingerprint
+
+    refs: list[Any] = []
+    for r, res, note in ((ra, pr.a, notes[0]), (rb, pr.b, notes[1])):
+        opts = {k: v for k, v in (r.get("options") or {}).items() if k not in _RELATION_KEYS}  # the user's
+        if res.work:
+            opts["work"] = dict(res.work)
+        code = r.get("code") if r.get("code") is not None else res.code  # the row's cell body, as it was recorded
+        refs.append(record(magic="gpubench", label=res.label, code=code, magic_line=r.get("magic_line") or "",
+                           options=opts, result=res, rerun_of=r.get("id"), thread_limit=limit,
+                           interleaved_with=refs[0].id if refs and refs[0] is not None else None,
+                           metrics=res.metrics(), samples=res.samples(), env=res.env,
+                           env_hash=fingerprint(res.env) if res.env else None, status=status,
+                           primary_metric=res.primary_metric, note=note))
+    return refs
+
+
+def pair_verdict(pr: Any, refs: list[Any], *, ledger: Any = None, min_effect: float = 0.10) -> Any:
+    """The verdict of a measured pair (``pr.comparison`` not None): from its two recorded rows when the
+    ledger reads them back (what ``%perf compare`` of those rows says later), else from the results in
+    memory (:func:`judge_pair`)."""
+    from .history import compare
+
     if ledger is not None and len(refs) == 2 and all(x is not None for x in refs):
         try:
             return compare(ledger.get(refs[0].id), ledger.get(refs[1].id), min_effect=min_effect, ledger=ledger)
@@ -349,4 +432,4 @@ def measure_against(row_a: Mapping[str, Any], code_b: str, setup_b: str, ns: Map
 
 
 __all__ = ["Basis", "RerunError", "basis", "compare_runs", "judge_pair", "measure_against", "obstacles",
-           "protect", "remeasure", "work_of"]
+           "pair_verdict", "protect", "record_pair", "remeasure", "work_of"]

@@ -89,6 +89,7 @@ class RunComparison(Displayed):
     notes: tuple[Any, ...] = field(default_factory=tuple)  # findings (render/findings_timing.py words them)
     between_run: Any = None  # perfmagic.timing.betweenrun.BetweenRun of a historical comparison
     basis: Any = None  # perfmagic.timing.basis.Basis: per call, or per unit of declared work
+    where: Any = None  # perfmagic.profile.where.WhereResult: where the change went (re-measured pairs only)
 
     @property
     def verdict(self) -> str:

@@ -177,11 +177,15 @@ def bench_pair(
     filenames: tuple[str, str] = ("<perfmagic-A>", "<perfmagic-B>"),
     clock: Callable[[], float] = time.perf_counter,
     capture_env: bool = True,
+    watch: Any = None,
 ) -> PairResult:
     """Time A and B interleaved in this process and compare them (see the module docstring).
 
     ``globals`` is the namespace both read; ``globals_b``, when given, is B's (A keeps ``globals``):
-    ``%perf compare`` re-runs A with the functions it called when it was measured."""
+    ``%perf compare`` re-runs A with the functions it called when it was measured. ``watch``: a sampler
+    of the timed pairs (:class:`perfmagic.profile.where.PairSampler`), started after the warm-up, told
+    which pair and side each timed block is, and stopped when the pairs end; a clear verdict ends the
+    pairs only once it has the samples it asks for (``watch.enough()``)."""
     __tracebackhide__ = True
     dev, notes, hard, total, started = prepare(budget, precision, confidence, "auto", min_samples, max_samples,
                                                sync, device, DEFAULT_PAIR_BUDGET)
@@ -203,31 +207,28 @@ def bench_pair(
             _gc.disable()
         _cold_calls(both, cold_probes)
         _warm_up_pair(both, clock, total)
-        i = 0
         coin = random.Random(20261123)  # seeded: the same order for the same run
+        if watch is not None:
+            watch.start()
         while True:
-            order = both if coin.random() < 0.5 else both[::-1]
-            for s in order:
-                s.sample()
-            i += 1
+            _timed_pair(both if coin.random() < 0.5 else both[::-1], sa, len(logs), watch)
             logs.append(math.log((sb.raw[-1] / sb.number) / (sa.raw[-1] / sa.number)))
             n = len(logs)
             if (n == 1 or n == SIZE_AT) and not hard:
                 total = _sized_budget(n, logs, sa, sb, total, clock, t_start, min_effect, notes)
-            if n >= min_samples and n % 5 == 0:
-                settled = _settled(logs, sa, sb, confidence, precision, min_effect)
-                if settled:
-                    stop = settled
-                    break
-            if n >= max_samples:
-                stop = "max_samples"
-                break
-            if clock() - t_start + sa.raw[-1] + sb.raw[-1] > total and n >= 3:
-                stop = "budget"
+            why = _settled(logs, sa, sb, confidence, precision, min_effect) if n >= min_samples and n % 5 == 0 else None
+            if why and watch is not None and not watch.enough():  # --where: more samples first, in the budget
+                why = None
+            why = why or ("max_samples" if n >= max_samples else None) or (
+                "budget" if clock() - t_start + sa.raw[-1] + sb.raw[-1] > total and n >= 3 else None)
+            if why:
+                stop = why
                 break
     except KeyboardInterrupt:
         interrupted, stop = True, "interrupted"
     finally:
+        if watch is not None:
+            watch.stop()
         if gc_was:
             _gc.enable()
         for s in both:
@@ -239,6 +240,17 @@ def bench_pair(
     a, b = (_side_result(s, k, len(logs), env if capture_env else None, cold_probes, policy, gc, labels[k], stop,
                          wall, interrupted, mems[k], notes, started, warnings) for k, s in enumerate(both))
     return _judged(a, b, interrupted, budget, min_effect, confidence)
+
+
+def _timed_pair(order: tuple[Subject, Subject], sa: Subject, i: int, watch: Any) -> None:
+    """One pair of timed blocks in the order given; with a ``watch``, each block is told to it as
+    (pair ``i``, side: 0 for A, 1 for B) and its time."""
+    for s in order:
+        if watch is None:
+            s.sample()
+        else:
+            watch.begin(i, 0 if s is sa else 1)
+            watch.end(s.sample(), s.number)
 
 
 def _judged(a: BenchResult, b: BenchResult, interrupted: bool, budget: float | None, min_effect: float,

@@ -1,0 +1,265 @@
+"""Where a change went (``%perf compare``'s differential profile, issue 33), on planted changes beside 0
+and 1 busy neighbour: is the changed function the top Δ with an interval that excludes 0, are untouched
+functions left unnamed, does a net-zero change show both moves, do the Δs add up, and what does the
+sampling cost?
+
+Planted truth. Each shape is a step that calls three functions; A's and B's are compiled in two
+namespaces from two sources (as two notebook cells define them), so a changed function is a
+redefinition, as a user makes it:
+
+* ``slow2x``: ``load``, ``parse``, ``train`` spin 1 ms of wall clock each (a ``perf_counter`` loop: its
+  time does not depend on the machine's load); in B ``parse`` spins 2 ms.
+* ``netzero``: in B ``load`` spins 0.5 ms and ``train`` 1.5 ms: the step's time does not change.
+* ``torch``: ``embed`` (a 256² matmul), ``attn`` (a Python loop of 64 small matmuls in A, one ``bmm`` in B),
+  ``head`` (a softmax): the op swapped inside one function.
+* ``numpy``: ``load`` spins 1 ms, ``prep`` sorts an array of 200k floats in A, 400k in B (a numpy call with
+  a larger array), ``score`` a dot product.
+* ``aa``: ``slow2x``'s A on both sides.
+
+A trial is :func:`perfmagic.bench_pair` of A's and B's step with a :class:`~perfmagic.profile.where.PairSampler`
+as ``%perf compare --where`` makes it (budget 1 s; a clear verdict stops the pairs once each side has
+300 samples), then :func:`~perfmagic.profile.where.attribute`. *Top Δ right*: the
+first row is the changed function and named (its 99% interval excludes 0). *Untouched named*: over every
+(trial, untouched function), the share named; in the A/A, every function is untouched. *Both moves*:
+the net-zero trials whose two moved functions are both named with the right signs. *Δs add up*: the
+trials whose measured B − A (the pair's medians) lies in the interval of the attributed total. *Cost*:
+the same A/A step timed without and with the sampler, interleaved trials (median per-call time with ÷
+without), and ``attribute()``'s time over the comparison's.
+
+    .venv/bin/python benchmarks/bench_where.py            # 20 trials per shape and load (~8 min on 2 cores)
+    .venv/bin/python benchmarks/bench_where.py --quick    # smoke test: one trial per shape, quiet only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as C  # noqa: E402
+from bench_ab import wilson  # noqa: E402
+
+LOADS = (0, 1)
+JSON = C.RESULTS / "where.json"
+BUDGET = 0.2 if C.QUICK else 1.0
+TARGETS = {"top Δ right": "≥ 95%", "untouched named": "≤ 5%", "both moves (net zero)": "shown",
+           "Δs add up": "within the total's interval", "cost": "≤ 10% of the comparison's time"}
+
+SPIN = """
+import time
+def _spin(s):
+    end = time.perf_counter() + s
+    while time.perf_counter() < end:
+        pass
+"""
+
+
+def _three(a: float, b: float, c: float) -> str:
+    body = "    end = time.perf_counter() + {s}\n    while time.perf_counter() < end:\n        pass\n"
+    return SPIN + "".join(f"def {n}():\n" + body.format(s=s) for n, s in (("load", a), ("parse", b), ("train", c))) \
+        + "def step():\n    load(); parse(); train()\n"
+
+
+TORCH = """
+import torch
+torch.manual_seed(0)
+x, w = torch.randn(256, 256), torch.randn(256, 256)
+q, k = torch.randn(64, 32, 32), torch.randn(64, 32, 32)
+def embed():
+    return x @ w
+def head():
+    return torch.softmax(x, dim=1)
+def step():
+    embed(); attn(); head()
+"""
+ATTN_LOOP = "def attn():\n    out = []\n    for i in range(q.shape[0]):\n        out.append(q[i] @ k[i])\n    return out\n"
+ATTN_BMM = "def attn():\n    return torch.bmm(q, k)\n"
+
+NUMPY = SPIN + """
+import numpy as np
+rng = np.random.default_rng(0)
+data = rng.random({n})
+u, v = rng.random(200_000), rng.random(200_000)
+def load():
+    _spin(1e-3)
+def prep():
+    return np.sort(data)
+def score():
+    return float(u @ v)
+def step():
+    load(); prep(); score()
+"""
+
+# shape -> (A source, B source, the changed functions with the sign of their change, the untouched ones)
+SHAPES: dict[str, tuple[str, str, dict[str, int], tuple[str, ...]]] = {
+    "slow2x": (_three(1e-3, 1e-3, 1e-3), _three(1e-3, 2e-3, 1e-3), {"parse": +1}, ("load", "train")),
+    "netzero": (_three(1e-3, 1e-3, 1e-3), _three(0.5e-3, 1e-3, 1.5e-3), {"load": -1, "train": +1}, ("parse",)),
+    "torch": (TORCH + ATTN_LOOP, TORCH + ATTN_BMM, {"attn": -1}, ("embed", "head")),
+    "numpy": (NUMPY.format(n=200_000), NUMPY.format(n=400_000), {"prep": +1}, ("load", "score")),
+    "aa": (_three(1e-3, 1e-3, 1e-3), _three(1e-3, 1e-3, 1e-3), {}, ("load", "parse", "train")),
+}
+
+
+def namespace(src: str, name: str) -> dict[str, Any]:
+    ns: dict[str, Any] = {}
+    exec(compile(src, f"<cell {name}>", "exec"), ns)
+    return ns
+
+
+def one_trial(shape: str) -> dict[str, Any]:
+    from perfmagic.profile.where import WHERE_MIN_SAMPLES, PairSampler, attribute
+    from perfmagic.timing.pair import bench_pair
+
+    src_a, src_b, changed, untouched = SHAPES[shape]
+    ns_a, ns_b = namespace(src_a, "A"), namespace(src_b, "B")
+    watch = PairSampler(min_samples=WHERE_MIN_SAMPLES)  # as --where asks
+    t0 = time.perf_counter()
+    pr = bench_pair("step()", "step()", globals=ns_a, globals_b=ns_b, budget=BUDGET, watch=watch, capture_env=False)
+    wall = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    w = attribute(watch, labels=("A", "B"))
+    w.rows()  # the bootstrap is part of the cost
+    cost_s = time.perf_counter() - t1
+    med_a, med_b = pr.a.median, pr.b.median
+    rows = {r.name: r for r in w.rows()}
+    first = w.rows()[0] if w.rows() else None
+    iv = w.total_interval
+    return {"shape": shape, "refused": w.refused is not None, "pairs": w.n_pairs, "samples": w.n_samples,
+            "wall_s": wall, "attribute_s": cost_s, "measured_delta_s": med_b - med_a,
+            "total_delta_s": w.total_delta_s, "total_low_s": iv[0] if iv else None,
+            "total_high_s": iv[1] if iv else None,
+            "first": first.name if first else None, "first_named": bool(first and first.named),
+            "changed": {n: _row(rows.get(n)) for n in changed}, "signs": changed,
+            "untouched": {n: _row(rows.get(n)) for n in untouched}}
+
+
+def _row(r: Any) -> dict[str, Any] | None:
+    if r is None:
+        return None
+    return {"delta_s": r.delta_s, "low_s": r.low_s, "high_s": r.high_s, "named": r.named, "share": r.share}
+
+
+def one_cost() -> dict[str, Any]:
+    """The A/A step timed without and with the sampler (order alternated by the caller)."""
+    from perfmagic.profile.where import PairSampler
+    from perfmagic.timing.pair import bench_pair
+
+    src = SHAPES["aa"][0]
+    out = {}
+    for mode in ("without", "with"):
+        ns = namespace(src, "A")
+        pr = bench_pair("step()", "step()", globals=ns, globals_b=namespace(src, "B"), budget=BUDGET,
+                        watch=PairSampler() if mode == "with" else None, capture_env=False)
+        out[mode] = statistics.median(pr.a.times + pr.b.times)
+    return out
+
+
+def run(trials: int, quick: bool) -> dict[str, Any]:
+    from perfmagic.core.neighbours import busy_neighbours
+
+    rng = random.Random(20261126)
+    got: list[dict[str, Any]] = []
+    costs: list[dict[str, Any]] = []
+    for it in range(trials):
+        for load in LOADS[:1] if quick else rng.sample(LOADS, len(LOADS)):
+            with busy_neighbours(load) as nb:
+                for shape in rng.sample(list(SHAPES), len(SHAPES)):
+                    got.append({"load": load, "trial": it, **one_trial(shape)})
+                c = one_cost()
+            for r in got[-len(SHAPES):]:
+                r["others_cores"] = nb.others_cores
+            costs.append({"load": load, "others_cores": nb.others_cores, **c})
+            print(f"trial {it + 1}/{trials} load {load}: " + ", ".join(
+                f"{r['shape']} → {r['first']}{'*' if r['first_named'] else ''}" for r in got[-len(SHAPES):])
+                + f"; cost ×{c['with'] / c['without']:.3f}", flush=True)
+    return {"date": C.today(), "commit": C.git_state(), "machine": C.machine(), "command": C.command(),
+            "load_before": C.LOAD_BEFORE, "trials": got, "costs": costs}
+
+
+def rate(k: int, n: int) -> str:
+    if not n:
+        return "—"
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} = {k / n:.0%} ({lo:.0%}–{hi:.0%})"
+
+
+def _top_right(t: dict[str, Any]) -> bool:
+    if t["shape"] == "netzero":  # both moves named, with the right signs
+        return all(r is not None and r["named"] and (r["delta_s"] > 0) == (t["signs"][n] > 0)
+                   for n, r in t["changed"].items())
+    return bool(t["signs"]) and t["first_named"] and t["first"] in t["signs"]
+
+
+def _adds_up(t: dict[str, Any]) -> bool:
+    return t["total_low_s"] is not None and t["total_low_s"] <= t["measured_delta_s"] <= t["total_high_s"]
+
+
+def report(data: dict[str, Any]) -> str:
+    rows = []
+    for load in LOADS:
+        for shape in SHAPES:
+            ts = [t for t in data["trials"] if t["load"] == load and t["shape"] == shape]
+            if not ts:
+                continue
+            un = [r for t in ts for r in t["untouched"].values()]
+            others = [t["others_cores"] for t in ts if t.get("others_cores") is not None]
+            rows.append([load, shape, len(ts),
+                         "—" if shape == "aa" else rate(sum(map(_top_right, ts)), len(ts)),
+                         rate(sum(bool(r and r["named"]) for r in un), len(un)),
+                         rate(sum(map(_adds_up, ts)), len(ts)), sum(t["refused"] for t in ts),
+                         f"{statistics.median(t['pairs'] for t in ts):.0f}",
+                         f"{statistics.median(t['samples'] for t in ts):.0f}",
+                         f"{statistics.median(t['wall_s'] for t in ts):.2f}",
+                         f"{statistics.median(others):.2f}" if others else "n/a"])
+    table = C.md_table(["busy neighbours", "shape", "trials", "top Δ right (named)", "untouched named",
+                        "Δs add up", "cannot tell", "pairs (median)", "samples (median)", "s per comparison (median)",
+                        "others' cores"], rows)
+    c_rows = []
+    for load in LOADS:
+        cs = [c for c in data["costs"] if c["load"] == load]
+        ts = [t for t in data["trials"] if t["load"] == load]
+        if cs:
+            ratios = [c["with"] / c["without"] for c in cs]
+            c_rows.append([load, len(cs), f"×{statistics.median(ratios):.3f} (max ×{max(ratios):.3f})",
+                           f"{statistics.median(t['attribute_s'] / t['wall_s'] for t in ts):.1%}"])
+    c_table = C.md_table(["busy neighbours", "pairs of runs", "per-call time with the sampler ÷ without",
+                          "attribute() ÷ the comparison's wall time"], c_rows)
+    targets = ", ".join(f"{k}: {v}" for k, v in TARGETS.items())
+    head = C.header("Where a change went: `%perf compare`'s differential profile on planted changes (CPU)")
+    return (head + f"- **targets (issue 33):** {targets}\n\n"
+            "Each trial: `bench_pair` of A's and B's step (two namespaces, as two cells define them), 1 s budget, "
+            "sampled by `PairSampler` as `--where` makes it (1000 Hz, in-process; a clear verdict stops the "
+            "pairs once each side has 300 samples), then `attribute()` (99% "
+            "intervals, 2000 bootstrap resamples of the pairs). Rates are k/n with Wilson 95% intervals. "
+            "*Top Δ right*: the changed function is the first row and named; for `netzero`, both moved "
+            "functions named with the right signs. *Untouched named*: the share of (trial, untouched function) "
+            "named. *Δs add up*: the pair's measured B − A (medians) lies in the attributed total's interval.\n\n"
+            + table + "\nCost of sampling: the A/A step timed without and with the sampler, back to back.\n\n"
+            + c_table)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    C.add_args(ap, "one trial per shape at 0 neighbours, 0.2 s budgets (smoke test; never written to the docs)")
+    ap.add_argument("--trials", type=int, default=20, help="trials per shape and load (default 20)")
+    ap.add_argument("--report-only", action="store_true", help=f"re-render the table from {JSON}")
+    args = ap.parse_args()
+    if args.report_only:
+        data = json.loads(JSON.read_text())
+    else:
+        data = run(1 if args.quick else args.trials, args.quick)
+        if not args.quick:
+            JSON.parent.mkdir(parents=True, exist_ok=True)
+            JSON.write_text(json.dumps(data, indent=1))
+    C.publish("where", report(data), args, row="where a change went (`%perf compare`): the changed function named "
+              "first, untouched ones not, net-zero moves, Δs adding up, the sampler's cost; 0 and 1 busy neighbour")
+
+
+if __name__ == "__main__":
+    main()

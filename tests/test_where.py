@@ -1,0 +1,287 @@
+"""Where a change went (issue 33): A's and B's stacks sampled while they run interleaved, the difference
+attributed per function with an interval over the pairs.
+
+Planted ground truth: functions that spin for a known wall time (a ``perf_counter`` loop takes its time
+whatever the machine's load), one of them changed in B. The tolerances hold on a noisy 2-core VM: the
+changed function must be named with a Δ near its planted change, the untouched ones must not be named
+beyond the floor.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from perfmagic.profile.where import WHERE_MIN_SAMPLES, PairSampler, WhereResult, attribute, cut, fold, library_of
+from perfmagic.timing.pair import bench_pair
+
+MS = 1e-3
+
+
+def spin(s: float) -> None:
+    end = time.perf_counter() + s
+    while time.perf_counter() < end:
+        pass
+
+
+# each with its own loop: a function's self time is what it spins (a shared helper would own all of it)
+def load(s: float) -> None:
+    end = time.perf_counter() + s
+    while time.perf_counter() < end:
+        pass
+
+
+def parse(s: float) -> None:
+    end = time.perf_counter() + s
+    while time.perf_counter() < end:
+        pass
+
+
+def train(s: float) -> None:
+    end = time.perf_counter() + s
+    while time.perf_counter() < end:
+        pass
+
+
+NS = {"load": load, "parse": parse, "train": train, "spin": spin}
+
+
+def _where(code_a: str, code_b: str, budget: float = 2.0, ns: dict[str, Any] | None = None) -> tuple[Any, WhereResult]:
+    watch = PairSampler(min_samples=WHERE_MIN_SAMPLES)  # as --where asks: the pairs go on until it has them
+    pr = bench_pair(code_a, code_b, globals=dict(NS if ns is None else ns), budget=budget, min_effect=0.05,
+                    watch=watch, capture_env=False)
+    return pr, attribute(watch, labels=("A", "B"))
+
+
+def _row(w: WhereResult, name: str) -> Any:
+    return next(r for r in w.rows() if r.name == name)
+
+
+def test_one_function_made_2x_slower_is_named_with_its_change() -> None:
+    pr, w = _where("load(1e-3); parse(1e-3); train(1e-3)", "load(1e-3); parse(2e-3); train(1e-3)")
+    assert w.refused is None, w.text()
+    named = w.named()
+    assert named and named[0].name == "parse", w.text()
+    p = _row(w, "parse")
+    assert 0.6 * MS < p.delta_s < 1.4 * MS and p.low_s > 0, w.text()  # planted: +1 ms
+    assert p.share is not None and p.share > 0.7, w.text()
+    for other in ("load", "train"):
+        r = _row(w, other)
+        assert not r.named or abs(r.delta_s) < 0.15 * MS, w.text()
+    # the attributed Δs add up to the measured total, pair by pair
+    assert abs(sum(r.delta_s for r in w.rows()) - w.total_delta_s) < 1e-9
+    lo, hi = w.total_interval
+    assert lo <= sum(r.delta_s for r in w.rows()) <= hi
+    text = w.text()
+    assert text.startswith("Where the change went") and "it went to parse" in w.headline()
+    assert max(len(line) for line in text.splitlines()) <= 100, text
+
+
+def test_net_zero_shows_both_moves() -> None:
+    _, w = _where("load(2e-3); parse(1e-3); train(1e-3)", "load(1e-3); parse(1e-3); train(2e-3)")
+    assert w.refused is None, w.text()
+    names = {r.name: r for r in w.named()}
+    assert "load" in names and "train" in names, w.text()
+    assert names["load"].delta_s < -0.6 * MS and names["train"].delta_s > 0.6 * MS, w.text()
+    assert abs(w.total_delta_s) < 0.4 * MS, w.text()
+
+
+def test_a_a_names_no_function_beyond_the_floor() -> None:
+    _, w = _where("load(1e-3); parse(1e-3); train(1e-3)", "load(1e-3); parse(1e-3); train(1e-3)")
+    assert w.refused is None, w.text()
+    for r in w.rows():
+        assert not r.named or abs(r.delta_s) < 0.1 * w.a_total_s, w.text()
+
+
+def test_numpy_call_with_a_larger_array_is_folded_into_its_caller() -> None:
+    np = pytest.importorskip("numpy")
+    ns = {"np": np, "small": np.random.default_rng(1).random(100_000),
+          "big": np.random.default_rng(1).random(400_000)}
+    exec("def prep(x):\n    return np.sort(x)\n", ns)
+    _, w = _where("prep(small)", "prep(big)", ns=ns)
+    assert w.refused is None, w.text()
+    top = w.named()[0]
+    assert top.name == "prep" and top.library == "numpy" and top.delta_s > 0, w.text()
+    assert "prep · numpy" in w.text()
+
+
+def test_a_torch_loop_swapped_for_one_bmm_moves_the_time() -> None:
+    torch = pytest.importorskip("torch")
+    ns = {"torch": torch, "q": torch.randn(64, 32, 32), "k": torch.randn(64, 32, 32)}
+    exec("def attn_loop(q, k):\n    return [q[i] @ k[i] for i in range(q.shape[0])]\n"
+         "def attn_bmm(q, k):\n    return torch.bmm(q, k)\n", ns)
+    _, w = _where("attn_loop(q, k)", "attn_bmm(q, k)", ns=ns)
+    assert w.refused is None, w.text()
+    # the loop's time is in attn_loop (or its list comprehension's own frame, before Python 3.12)
+    gone = [r for r in w.named() if r.name.startswith("attn_loop")]
+    assert gone and gone[0] == w.named()[0] and gone[0].delta_s < 0, w.text()
+    assert gone[0].b_s == 0.0 and gone[0].share > 0.8, w.text()  # B never calls it
+
+
+def test_cut_and_fold() -> None:
+    harness = ("bench_pair", "/x/perfmagic/timing/pair.py", 1)
+    cell = ("<cell>", "<perfmagic-A>", 1)
+    np_frame = ("sort", library_of_numpy(), 10)
+    user = ("prep", "/tmp/ipykernel_1/2.py", 2)
+    assert cut((harness,)) is None
+    stack = cut((harness, cell, user, np_frame))
+    assert stack[0][0] == "<cell>" and stack[-1] == np_frame
+    key, path = fold(stack)
+    assert key == ("prep", "/tmp/ipykernel_1/2.py", "numpy") and path == ("<cell>", "prep", "[numpy]")
+    assert fold(None)[0][0] == "(timing loop)"
+    assert library_of(__file__) == ""
+
+
+def library_of_numpy() -> str:
+    np = pytest.importorskip("numpy")
+    f = np.__file__
+    assert library_of(f) == "numpy"
+    return f
+
+
+def test_too_short_to_sample_says_cannot_tell() -> None:
+    watch = PairSampler(rate=5)  # one sample in 200 ms: the blocks of a 20 µs call are never caught
+    bench_pair("spin(2e-5)", "spin(2e-5)", globals=dict(NS), budget=0.3, watch=watch, capture_env=False)
+    w = attribute(watch)
+    assert w.refused is not None and w.rows() == []
+    assert "cannot tell, because only" in w.text() and "longer budget" in w.text()
+
+
+def test_an_exception_in_the_code_stops_the_sampler() -> None:
+    before = sys.getswitchinterval()
+    watch = PairSampler()
+    ns = dict(NS, calls=[0])
+    exec("def flaky():\n    calls[0] += 1\n    if calls[0] > 40:\n        raise ValueError('planted')\n    spin(2e-4)\n", ns)
+    with pytest.raises(ValueError, match="planted"):
+        bench_pair("flaky()", "spin(2e-4)", globals=ns, budget=2.0, watch=watch, capture_env=False)
+    assert not watch._thread.is_alive() and sys.getswitchinterval() == before
+
+
+def test_ctrl_c_stops_the_sampler_and_keeps_the_pairs() -> None:
+    from perfmagic.errors import BenchInterrupted
+
+    before = sys.getswitchinterval()
+    watch = PairSampler()
+    ns = dict(NS, calls=[0])
+    exec("def stop_later():\n    calls[0] += 1\n    if calls[0] == 400:\n        raise KeyboardInterrupt\n"
+         "    spin(2e-4)\n", ns)
+    try:
+        bench_pair("stop_later()", "spin(2e-4)", globals=ns, budget=5.0, watch=watch, capture_env=False)
+    except BenchInterrupted:
+        pass
+    assert not watch._thread.is_alive() and sys.getswitchinterval() == before
+    assert watch.per_call  # the pairs measured before Ctrl-C were filed
+
+
+def test_result_survives_the_ledger_and_renders_without_a_kernel() -> None:
+    _, w = _where("load(1e-3); parse(1e-3)", "load(1e-3); parse(2e-3)", budget=1.0)
+    back = WhereResult.from_record(w.to_record(magic="where"))
+    assert back.text() == w.text()
+    bundle = w._repr_mimebundle_()
+    assert {"text/plain", "text/html", "image/png"} <= set(bundle)
+    assert "<script" not in bundle["text/html"] and "http" not in bundle["text/html"].replace("https://", "")
+    assert "parse" in bundle["text/html"]
+
+
+# ---- the magic ------------------------------------------------------------------------------------------
+
+SETUP = """
+import time
+def spin(s):
+    end = time.perf_counter() + s
+    while time.perf_counter() < end:
+        pass
+def load(s):
+    end = time.perf_counter() + s
+    while time.perf_counter() < end:
+        pass
+def parse(s):
+    end = time.perf_counter() + s
+    while time.perf_counter() < end:
+        pass
+"""
+
+
+def _usage(res: Any) -> str:
+    from IPython.core.error import UsageError
+
+    err = res.error_in_exec or res.error_before_exec
+    assert isinstance(err, UsageError), err
+    return str(err)
+
+
+def test_perf_compare_shows_where_beside_a_change(shell: Any) -> None:
+    assert shell.run(SETUP).error_in_exec is None
+    assert shell.run("%%gpubench -l step -b 0.5 -q\nload(1e-3); parse(1e-3)").error_in_exec is None
+    assert shell.run("%%gpubench -l step -b 0.5 -q\nload(1e-3); parse(3e-3)").error_in_exec is None
+    res = shell.run("%perf compare 1 2 -b 2")
+    assert res.error_in_exec is None, res.error_in_exec
+    out = shell.text()
+    assert "slower by" in out and "Where the change went" in out, out
+    assert re.search(r"it went to\s+parse\s+\+", out), out
+    html = shell.bundles[-1]["text/html"]
+    assert "Where the change went" in html and "data:image/png;base64," in html and "<script" not in html
+    from perfmagic.storage.session import current_ledger
+
+    rows = [r for r in current_ledger(shell.ip.user_ns).rows() if r["magic"] == "where"]
+    assert len(rows) == 1 and rows[0]["metrics"]["named"][0] == "parse"
+    assert rows[0]["options"] == {"a": 1, "b": 2}
+    shown = shell.run(f"%perf show {rows[0]['id']} -o -q")  # rebuilt from the ledger, as after a restart
+    assert shown.error_in_exec is None and shown.result.named()[0].name == "parse"
+
+
+def test_perf_compare_where_on_recorded_runs_says_how_to_re_measure(shell: Any) -> None:
+    assert shell.run(SETUP).error_in_exec is None
+    shell.run("%%gpubench -l step -b 0.3 -q\nparse(1e-3)")
+    shell.run("%%gpubench -l step -b 0.3 -q\nparse(2e-3)")
+    msg = _usage(shell.run("%perf compare 1 2 --where --historical"))
+    assert "--where" in msg and "--historical" in msg
+    shell.ip._perfmagic_state.pop("captures", None)  # as after a restart: the code they called is not known
+    msg = _usage(shell.run("%perf compare 1 2 --where"))
+    assert "re-measured here" in msg and "Run both cells again" in msg, msg
+
+
+def test_where_is_not_sampled_with_no_where(shell: Any) -> None:
+    assert shell.run(SETUP).error_in_exec is None
+    shell.run("%%gpubench -l step -b 0.3 -q\nparse(1e-3)")
+    shell.run("%%gpubench -l step -b 0.3 -q\nparse(2e-3)")
+    res = shell.run("%perf compare 1 2 -b 1 --no-where -o -q")
+    assert res.error_in_exec is None and res.result.where is None
+    assert threading.active_count() >= 1
+
+
+# ---- %perf next: did the gain come from where it was predicted? ------------------------------------------
+
+def test_a_checked_prediction_says_how_much_of_the_change_went_where_it_predicted(tmp_path: Any) -> None:
+    import random
+
+    from perfmagic.advisor.next import check_predictions
+    from perfmagic.render.advisor import check_line
+    from perfmagic.storage.ledger import Ledger
+
+    led = Ledger(tmp_path, notebook="nb.ipynb")
+    fl = led.record(magic="flame", label="job", code="job()", options={}, samples={}, env={},
+                    metrics={"top1_self_name": "parse (In [3] line 2)", "top1_self_fraction": 0.8, "n_samples": 400}).id
+    a = led.record(magic="gpubench", label="job", code="job()", options={}, samples={}, env={},
+                   metrics={"median_s": 4e-3}).id
+    led.add_prediction(label="job", level="algorithm", action="make parse cheaper", low=1.0, high=5.0, basis="",
+                       evidence=[fl], base_run=a, after_run=a)
+    b = led.record(magic="gpubench", label="job", code="job()", options={}, samples={}, env={},
+                   metrics={"median_s": 2.9e-3}).id
+    rng = random.Random(3)
+    keys = (("load", "/tmp/x.py", ""), ("parse", "/tmp/x.py", ""))
+    # the samples' time per pair (load, parse): A spends 1 and 3 ms, B 0.9 and 2 ms
+    rows_a = tuple((1e-3 + rng.gauss(0, 2e-5), 3e-3 + rng.gauss(0, 2e-5)) for _ in range(30))
+    rows_b = tuple((0.9e-3 + rng.gauss(0, 2e-5), 2e-3 + rng.gauss(0, 2e-5)) for _ in range(30))
+    wr = WhereResult(labels=("job", "job"), keys=keys, a=rows_a, b=rows_b, a_call_s=tuple(map(sum, rows_a)),
+                     b_call_s=tuple(map(sum, rows_b)), runs=(a, b))
+    led.record_run(wr.to_record(magic="where", options={"a": a, "b": b}))
+    (pc,) = check_predictions(led)
+    assert pc.checked and pc.predicted_in == ("parse",)
+    assert pc.share_there == pytest.approx(1.0 / 1.1, abs=0.03)  # parse −1 ms of the −1.1 ms
+    assert "predicted in parse: 91% of the change is in parse" in check_line(pc)
