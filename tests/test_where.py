@@ -222,7 +222,7 @@ def test_perf_compare_shows_where_beside_a_change(shell: Any) -> None:
     res = shell.run("%perf compare 1 2 -b 2")
     assert res.error_in_exec is None, res.error_in_exec
     out = shell.text()
-    assert "slower by" in out and "Where the change went" in out, out
+    assert re.search(r"step: (slower by|[\d.]+× slower)", out) and "Where the change went" in out, out
     assert re.search(r"it went to\s+parse\s+\+", out), out
     html = shell.bundles[-1]["text/html"]
     assert "Where the change went" in html and "data:image/png;base64," in html and "<script" not in html

@@ -134,7 +134,7 @@ def fmt_time(seconds: float | None, digits: int = 4) -> str:
     if s >= 100:
         return f"{seconds / 60:.{min(digits, 3)}g} min"
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
-        if s >= scale or unit == "ns":
+        if float(f"{s / scale:.{digits}g}") >= 1 or unit == "ns":  # 999.96 µs rounds to 1 ms, not 1e+03 µs
             return f"{seconds / scale:.{digits}g} {unit}"
     return f"{seconds:g} s"  # pragma: no cover
 
