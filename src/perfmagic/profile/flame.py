@@ -105,15 +105,19 @@ class PacedSampler(InProcessSampler):
         super().start()
 
     def _run(self) -> None:
-        frames = sys._current_frames
         last = self._t_last
         due = last + self.interval
         while not self._stop.wait(max(due - time.perf_counter(), 0.0)):
-            f = frames().get(self.tid)
-            now = time.perf_counter()
-            w, last = now - last, now
-            due = max(due + self.interval, now + self.interval / 2)
-            self.samples.append((frame_stack(f), w))
+            last = self._take(last)
+            due = max(due + self.interval, last + self.interval / 2)
+
+    def _take(self, last: float) -> float:
+        """One sample of the thread's stack, weighted by the time since the one before; returns its time.
+        (:class:`perfmagic.profile.where.PairSampler` files its samples by block instead.)"""
+        f = sys._current_frames().get(self.tid)
+        now = time.perf_counter()
+        self.samples.append((frame_stack(f), now - last))
+        return now
 
     def stop(self) -> list[tuple[tuple[Frame, ...], float]]:
         out = super().stop()

@@ -75,6 +75,7 @@ class PairSampler(PacedSampler):
         self.min_samples = int(min_samples)
         self.counts = [0, 0]
         self.tag: tuple[int, int, float] | None = None
+        self._prev: Any = None  # the block of the sample before
         self.tagged: list[tuple[int, int, tuple[Frame, ...], float]] = []
         self.per_call: dict[tuple[int, int], float] = {}
         self.sampled_s = 0.0
@@ -89,20 +90,17 @@ class PairSampler(PacedSampler):
             self.per_call[(tag[0], tag[1])] = block_s / max(calls, 1)
             self.sampled_s += block_s
 
-    def _run(self) -> None:
-        frames = sys._current_frames
-        last = self._t_last
-        due = last + self.interval
-        prev: Any = None
-        while not self._stop.wait(max(due - time.perf_counter(), 0.0)):
-            tag = self.tag
-            f = frames().get(self.tid)
-            now = time.perf_counter()
-            due = max(due + self.interval, now + self.interval / 2)
-            if tag is not None and self.tag is tag:  # the same block when read and after
-                self.tagged.append((tag[0], tag[1], frame_stack(f), self._weight(now, last, tag, prev)))
-                self.counts[tag[1]] += 1
-            prev, last = tag, now
+    def _take(self, last: float) -> float:
+        """One sample (the paced loop is :class:`~perfmagic.profile.flame.PacedSampler`'s), filed under the
+        block that ran when it was read and after; returns its time."""
+        tag = self.tag
+        f = sys._current_frames().get(self.tid)
+        now = time.perf_counter()
+        if tag is not None and self.tag is tag:  # the same block when read and after
+            self.tagged.append((tag[0], tag[1], frame_stack(f), self._weight(now, last, tag, self._prev)))
+            self.counts[tag[1]] += 1
+        self._prev = tag
+        return now
 
     def enough(self) -> bool:
         """Whether each side has ``min_samples`` samples (the pair loop may stop on a clear verdict)."""
