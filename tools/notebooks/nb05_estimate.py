@@ -50,7 +50,9 @@ CELLS = [
     magic("""
     %%estimate n=len(data) --limit 1m --max-fraction 25% --run -o
     sorted(data[:n])
-    """, r"^estimate for n=2,000,000: ", r"time model: ", r"gate: "),
+    """, r"^estimate for n=2,000,000: ",
+        r"(time model: |measured at the full size)",  # a fast machine may reach the full size while measuring
+        r"gate: "),
     code("""
     est = _
     print(f"measured {len(est.points)} sizes up to n = {est.largest_measured:,} in {est.spent_s:.2f} s")
@@ -74,6 +76,9 @@ CELLS = [
     - **Memory model**: the same for the peak memory (RSS high-water mark above the level before each
       run; on CUDA, `max_memory_allocated`).
     - **Measured**: how many sizes, how long it took, and that time as a share of the predicted full run.
+      On a fast machine the measuring may reach the full size itself (it goes on to larger sizes while the
+      interval is wide, within the budget and the share of the full run): the headline then says *measured
+      at the full size*, there is no model to extrapolate, and the interval is the run-to-run variation.
     - **Gate**: the limit, the memory available *now*, and the reason when it will not fit; then the
       **largest size that fits**.
     - With `--run`, **actual full run**: the real time and peak, with the error of the prediction. The
