@@ -397,6 +397,61 @@ def one_trial(name: str, form: str, code: str, N: int, ns: dict) -> dict:
             "headline": r.headline()}
 
 
+STEP_N = 2000  # issue 29: "the size form answers for a 2000-step job of 40 ms steps within its default budget"
+STEP_S = 0.04
+
+
+def step_jobs(ns: dict, quick: bool) -> dict[str, tuple[str, float]]:
+    """The step-like size-form jobs: ``name -> (code, one step's time measured now)``. A planted 40 ms sleep,
+    and SGD steps of an MLP (random init, synthetic batch) repeated to about 40 ms of CPU work."""
+    import torch
+
+    per = STEP_S * (0.1 if quick else 1.0)
+    ns["step_sleep"] = per
+    torch.manual_seed(0)
+    big = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 256))
+    opt = torch.optim.SGD(big.parameters(), lr=0.01)
+    xb, yb = torch.randn(256, 256), torch.randn(256, 256)
+
+    def one() -> None:
+        opt.zero_grad()
+        ((big(xb) - yb) ** 2).mean().backward()
+        opt.step()
+    for _ in range(3):
+        one()
+    t0 = time.perf_counter()
+    for _ in range(10):
+        one()
+    k = max(1, round(per / ((time.perf_counter() - t0) / 10)))
+
+    def train_step() -> None:
+        for _ in range(k):
+            one()
+    ns["train_step"] = train_step
+    return {"sleep step (40 ms)": ("for _ in range(n):\n    time.sleep(step_sleep)", 0.0),
+            "training step (~40 ms)": ("for _ in range(n):\n    train_step()", 0.0)}
+
+
+def step_trial(name: str, code: str, ns: dict, quick: bool) -> dict:
+    """One size-form estimate of a 2000-step job, with the defaults and no full run (80 s): the truth is
+    2000 × the mean of 10 steps timed right after it."""
+    from perfmagic import estimate
+
+    N = STEP_N // (10 if quick else 1)
+    r = estimate(code, globals=ns, n=N, **QUICK_BUDGET)
+    fn = ns["train_step"] if "training" in name else (lambda: time.sleep(ns["step_sleep"]))
+    t0 = time.perf_counter()
+    for _ in range(10):
+        fn()
+    truth = N * (time.perf_counter() - t0) / 10
+    answered = r.predicted_s is not None and r.reliable
+    return {"job": name, "N": N, "answered": answered, "predicted_s": r.predicted_s if answered else None,
+            "low_s": r.low_s if answered else None, "high_s": r.high_s if answered else None,
+            "spent_s": r.spent_s, "budget_s": r.measure_budget_s, "truth_s": truth,
+            "covered": bool(answered and r.low_s <= truth <= r.high_s),
+            "sizes": [p.n for p in r.points], "headline": r.headline()}
+
+
 def coverage(args: argparse.Namespace) -> dict:
     from perfmagic.core.neighbours import busy_neighbours
 
@@ -425,6 +480,14 @@ def coverage(args: argparse.Namespace) -> dict:
                     out["trials"].append(row)
                     print(f"[{load}] {w}: {row['outcome']}; actual {row['actual_s'] or float('nan'):.3f} s; "
                           f"{row['headline']}", file=sys.stderr, flush=True)
+            if not args.only and args.set == "all":  # the step-like size form (issue 29), once per trial
+                jobs = step_jobs(ns, args.quick)
+                for k in range(trials):
+                    for name, (code, _) in jobs.items():
+                        row = step_trial(name, code, ns, args.quick)
+                        row.update(load=load, trial=k)
+                        out.setdefault("steps", []).append(row)
+                        print(f"[{load}] {name}: {row['headline']}", file=sys.stderr, flush=True)
         out[f"others_cores_{load}"] = nb.others_cores
     out["wall_s"] = time.perf_counter() - t0
     return out
@@ -560,6 +623,28 @@ def render(runs: list[dict]) -> str:
         said.append(f"**{wset}: coverage {s0['coverage']:.0%} quiet, {s1['coverage']:.0%} with one busy "
                     f"neighbour** (target ≥ 85%); **median |error| {s0['median_abs_error']:.1%} quiet** (target "
                     f"≤ 10%){hl}; **confidently wrong {cw:.1%}** of {len(rs)} trials (target ≤ 1%)")
+    steps = after.get("steps") or []
+    if steps:
+        head4 = ["job", "load", "trials", "answered (a number printed)", "measuring s (budget)", "median predicted s",
+                 "median high/low", "2000 × the step's mean s", "covered"]
+        rows4 = []
+        for job in dict.fromkeys(r["job"] for r in steps):
+            for load in (0, 1):
+                rs = [r for r in steps if r["job"] == job and r["load"] == load]
+                if not rs:
+                    continue
+                ans = [r for r in rs if r["answered"]]
+                hl = [r["high_s"] / r["low_s"] for r in ans if r["low_s"]]
+                rows4.append([job, f"{load} busy", len(rs), f"{len(ans)}/{len(rs)}",
+                              f"{statistics.median(r['spent_s'] for r in rs):.2f} ({rs[0]['budget_s']:g})",
+                              _x(statistics.median(r["predicted_s"] for r in ans) if ans else None, ".1f"),
+                              _x(statistics.median(hl) if hl else None),
+                              _x(statistics.median(r["truth_s"] for r in rs), ".1f"),
+                              f"{sum(r['covered'] for r in rs)}/{len(rs)}"])
+        lines += ["", f"The size form on a step-like cost (issue 29: a {STEP_N}-step job of {STEP_S * 1e3:.0f} ms steps, "
+                  "`for _ in range(n): step()`, estimated with the defaults; its full run, 80 s, is not made: the "
+                  f"truth is {STEP_N} × the mean of 10 steps timed right after). Target: it answers within its "
+                  "default budget.", "", C.md_table(head4, rows4), ""]
     lines.append(f"{after['label']}: " + "; ".join(said) + f". Whole run {after.get('wall_s', float('nan')):.0f} s, "
                  f"{after['date']}, machine: {after['machine']}.")
     return "\n".join(lines)

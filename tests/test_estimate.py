@@ -804,3 +804,73 @@ def test_a_noisy_refusal_shows_the_pair_of_runs_that_differ_most() -> None:
     text = str(why)
     assert f"the widest: n={sizes[-3]:,} took" in text and "1 sd over" in text, text
     assert re.search(r"±\d+% here", text), text
+
+
+def test_noisy_runs_get_more_pairs_within_the_budget() -> None:
+    """A prediction refused because runs of one size differed gets spaced repeats of the top sizes until
+    three pairs say how much (one pair is one draw), alternating sizes, never past the budget."""
+    from perfmagic.estimation import measure
+    from perfmagic.findings import Finding
+
+    pts = [Point(n, (0.01 * n,)) for n in (1, 2, 4, 8)]
+    clock = [0.0]
+    timed: list[int] = []
+
+    class Runner:
+        def once(self, n, **kw):
+            timed.append(n)
+            clock[0] += 0.01 * n
+            return 0.013 * n, None, None, None
+
+    def analyse(points):
+        pairs = sum(len(p.later) for p in points)
+        why = Finding.of("estimate.noisy", sigma=0.4, pairs=pairs)
+        return type("R", (), {"reliable": False, "unreliable_why": why})()
+
+    measure._more_pairs(pts, 10.0, lambda: clock[0], Runner(), None, "n", analyse)
+    assert len(timed) == measure.NOISE_PAIRS and timed[:2] == [8, 4]  # the largest first, then another size
+    assert sum(len(p.later) for p in pts) == measure.NOISE_PAIRS
+    # no room left in the budget: nothing is re-timed
+    timed.clear()
+    pts2 = [Point(n, (0.01 * n,)) for n in (1, 2, 4, 8)]
+    measure._more_pairs(pts2, clock[0] + 0.05, lambda: clock[0], Runner(), None, "n", analyse)
+    assert timed == [4]  # 1.2 × 40 ms fits the 50 ms left; after it, nothing does
+    # a refusal for another reason (not noise) is left alone
+    timed.clear()
+
+    def analyse_jump(points):
+        return type("R", (), {"reliable": False, "unreliable_why": Finding.of("estimate.growth-changed")})()
+    measure._more_pairs([Point(n, (0.01 * n,)) for n in (1, 2, 4, 8)], 10.0, lambda: clock[0], Runner(), None,
+                        "n", analyse_jump)
+    assert timed == []
+
+
+def test_a_size_beyond_memory_stops_the_measuring_and_the_gate_says_no(monkeypatch) -> None:
+    """``n=`` far larger than memory allows: the measuring stops before a size that would take over half of
+    the memory available (planted: 256 MiB), and the gate says *will not fit* from the memory the sizes
+    measured used, even with no time to print."""
+    np = pytest.importorskip("numpy")
+    from perfmagic.estimation import gate as gate_mod
+
+    avail = 256 * 2**20
+    monkeypatch.setattr(gate_mod, "available_memory", lambda device: (avail, "available RAM"))
+    r = estimate("a = np.ones(n)\na[::512] = 2.0", globals={"np": np}, n=10**11, budget=2.0)
+    assert max(p.memory() or 0 for p in r.points) <= 0.5 * avail * 1.3, [p.memory() for p in r.points]
+    assert any(getattr(x, "kind", "") == "estimate.memory-stop" for x in r.notes), [str(x) for x in r.notes]
+    assert r.verdict == "will not fit", (r.verdict, [str(x) for x in r.verdict_reasons])
+    assert any(getattr(x, "kind", "") == "estimate.gate-memory-floor" for x in r.verdict_reasons)
+    assert "WILL NOT FIT" in r.headline() and "needs at least" in r.text()
+
+
+def test_a_sleep_bound_step_is_not_widened_by_the_machines_drift() -> None:
+    """The drift of the machine's speed over a long run widens only the CPU part of the time: a job of
+    planted 4 ms sleeps (no CPU) extrapolated ~30× keeps a narrow interval, and it holds the truth
+    (2000 × the mean sleep, timed right after)."""
+    r = estimate("for _ in range(n):\n    time.sleep(0.004)", globals={"time": time}, n=2000, budget=1.0)
+    t0 = time.perf_counter()
+    for _ in range(25):
+        time.sleep(0.004)
+    truth = 2000 * (time.perf_counter() - t0) / 25
+    assert r.reliable and r.predicted_s is not None, r.headline()
+    assert r.high_s / r.low_s < 1.4, r.headline()  # with the CPU drift term (×1.4 per side at 2 decades) it was 2×
+    assert r.low_s <= truth * 1.02 and truth * 0.98 <= r.high_s, (truth, r.headline())

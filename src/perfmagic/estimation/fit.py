@@ -186,7 +186,7 @@ def _flat(pts: Sequence[Point], var: str) -> Finding | None:
 
 
 def _time_interval(ns: Sequence[float], ts: Sequence[float], N: int, sigma: float,
-                   var: str) -> tuple[Any, float, float, float, Finding | None]:
+                   var: str, cpu: float = 1.0) -> tuple[Any, float, float, float, Finding | None]:
     """``(selection, predicted, low, high, note)``: the cost model chosen on the sizes used, its interval
     widened by the top sizes' own trend, the run-to-run variation and the full run's drift; the note says
     where the low end reaches a cache change's continuation."""
@@ -201,9 +201,11 @@ def _time_interval(ns: Sequence[float], ts: Sequence[float], N: int, sigma: floa
     # cache), after which the cost grows at the whole power below: the interval reaches that continuation
     settle = settled_power(ns, ts, sel.best.a, float(N), TOP_SPAN)
     # the full run lasts far longer than any run measured: this machine's speed over seconds varies
-    # more than between two runs of tens of ms (calibrated on benchmarks/bench_estimate.py)
+    # more than between two runs of tens of ms (calibrated on benchmarks/bench_estimate.py); only the
+    # CPU part of the time (``cpu``, the share of the wall time the process spent on a CPU) follows the
+    # machine's speed: a sleep or a wait for I/O does not drift with it
     span = max(math.log10(max(pred, 1e-12) / max(ts[-1], 1e-12)), 0.0) if pred > 0 else 0.0
-    sigma_full = math.sqrt(sigma * sigma + (DRIFT_PER_DECADE * span) ** 2)
+    sigma_full = math.sqrt(sigma * sigma + (DRIFT_PER_DECADE * min(max(cpu, 0.0), 1.0) * span) ** 2)
     lo, hi = widen(pred, lo, hi, sigma_full)
     # (that continuation carries the full run's own variation too: it is a forecast of its own)
     note = None
@@ -374,7 +376,9 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
         use = pts[-max(5, len(use)):]
     ns = [float(p.n) for p in use]
     sigma = measured_noise(raw_pts)
-    sel, pred, lo, hi, settled = _time_interval(ns, [p.time for p in use], N, sigma, var)
+    shares = [p.cpu_share for p in use if p.cpu_share is not None]
+    sel, pred, lo, hi, settled = _time_interval(ns, [p.time for p in use], N, sigma, var,
+                                                _stats.median(shares) if shares else 1.0)
     if settled is not None:
         base["notes"] = (*base["notes"], settled)
     lo, hi = load_widening(pred, lo, hi, others_cores, raw_pts, threads)

@@ -29,7 +29,7 @@ from ..render.units import fmt_time
 from .costmodel import local_slopes
 from .fit import _stats_sd, analyse_iteration, analyse_scaling
 from .noise import phases
-from .result import EstimateResult, Point
+from .result import MEM_FLOOR, EstimateResult, Point
 from .runner import _Runner
 
 GROWTH = 2.0
@@ -39,6 +39,8 @@ REPEAT_ALLOWANCE = 1.6  # spaced repeats may take the measuring to this multiple
 UNCERTAIN_HIGH = 1.3  # an interval reaching this far above the prediction keeps the measuring going at larger sizes
 UNCERTAIN_FRACTION = 0.35  # ... up to this fraction of the predicted full run (within the budget)
 PHASE_CONFIRM = 10  # units timed after a step in pace before the measuring may stop
+MEASURE_MEMORY_SHARE = 0.5  # no size is measured whose peak memory would pass this share of the memory available
+NOISE_PAIRS = 3  # pairs of runs of one size the run-to-run variation is read from, where the budget allows
 
 
 def _others(probe: LoadProbe) -> tuple[float | None, int | None]:
@@ -89,13 +91,16 @@ def _after_sweep(points: list[Point], N: int, budget_s: float, cap: float, elaps
                 continue
             if s > N / 1.5:
                 s = N
-            guess = top.time * (s / top.n) ** 2.0
-            if tf is not None:  # the model's high end at that size (at least linear growth from the top)
-                guess = max(float(tf.best.predict(s)) * (r.high_s / r.predicted_s), top.time * s / top.n)
+            quad = top.time * (s / top.n) ** 2.0
+            guess = quad
+            if tf is not None:  # the model's high end at that size (at least linear growth from the top), at
+                # most quadratic growth from the top: an unreliable model's high end (a flat fit 10⁴ wide)
+                # would otherwise rule out the very sizes that could make it reliable
+                guess = min(max(float(tf.best.predict(s)) * (r.high_s / r.predicted_s), top.time * s / top.n), quad)
             if 1.3 * guess <= room:
                 step = (s, guess)
                 break
-        if step is None:
+        if step is None or _memory_stop(points, step[0], runner.device) is not None:
             break
         points.append(measure_at(step[0], step[1]))
         if progress is not None:
@@ -105,14 +110,61 @@ def _after_sweep(points: list[Point], N: int, budget_s: float, cap: float, elaps
             return
     allow = min(budget_s, max(REPEAT_ALLOWANCE * cap, REPEAT_ALLOWANCE * elapsed(), MIN_BUDGET_S))
     for i in [i for i in (len(points) - 2, len(points) - 1) if i >= 0]:
-        p = points[i]
-        if elapsed() + 1.2 * p.time > allow:
-            continue
-        t, _r, _, _c = runner.once(p.n, memory=False, clean=p.time > 5e-4)
-        points[i] = replace(p, later=p.later + (t,))
-        if progress is not None:
-            progress(min(elapsed() / budget_s, 1.0), str(Finding.of("estimate.progress", var=var, n=p.n, t=t,
-                                                                     again=True)))
+        if elapsed() + 1.2 * points[i].time <= allow:
+            _retime(points, i, runner, progress, elapsed, budget_s, var)
+    _more_pairs(points, budget_s, elapsed, runner, progress, var, analyse)
+
+
+def _retime(points: list[Point], i: int, runner: _Runner, progress: Any, elapsed: Any, budget_s: float,
+            var: str) -> None:
+    """Point ``i`` timed once more, as a spaced repeat (``Point.later``)."""
+    p = points[i]
+    t, _r, _, _c = runner.once(p.n, memory=False, clean=p.time > 5e-4)
+    points[i] = replace(p, later=p.later + (t,))
+    if progress is not None:
+        progress(min(elapsed() / budget_s, 1.0), str(Finding.of("estimate.progress", var=var, n=p.n, t=t,
+                                                                 again=True)))
+
+
+def _more_pairs(points: list[Point], budget_s: float, elapsed: Any, runner: _Runner, progress: Any, var: str,
+                analyse: Any) -> None:
+    """While the prediction is unreliable because runs of one size differed, and fewer than ``NOISE_PAIRS``
+    pairs of runs say how much: more spaced repeats of the top sizes, within the budget. One pair is one
+    draw of the variation (a lucky or an unlucky one); from three on, their median is robust to one
+    preempted run. The largest size that fits the budget left is re-timed, the one re-timed least
+    first, so that consecutive repeats are of different sizes (spaced, not back to back)."""
+    for _ in range(2 * NOISE_PAIRS):
+        r = analyse(points)
+        why = r.unreliable_why
+        if r.reliable or getattr(why, "kind", None) != "estimate.noisy" or why.get("pairs", 0) >= NOISE_PAIRS:
+            return
+        room = budget_s - elapsed()
+        fits = [i for i in range(len(points)) if 1.2 * points[i].time <= room and points[i].time >= 1e-3]
+        if not fits:
+            return
+        i = min(fits[-3:], key=lambda j: (len(points[j].later), -points[j].n))
+        _retime(points, i, runner, progress, elapsed, budget_s, var)
+
+
+def _memory_stop(points: list[Point], s: int, device: str) -> Finding | None:
+    """The note that stops the measuring before size ``s`` where its peak memory, at the growth the two
+    largest sizes showed (at least in proportion to the size), would pass ``MEASURE_MEMORY_SHARE`` of the
+    memory available now: the estimate must never be what runs the kernel out of memory (a 2 GiB pod)."""
+    from .gate import available_memory
+
+    mem = [(p.n, p.memory()) for p in points if p.memory() is not None]
+    mem = [(n, m) for n, m in mem if m >= 2 * MEM_FLOOR]
+    if not mem or s <= mem[-1][0]:
+        return None
+    n1, m1 = mem[-1]
+    k = 1.0
+    if len(mem) >= 2 and mem[-1][0] > mem[-2][0] and mem[-2][1] > 0:
+        k = min(max(math.log(m1 / mem[-2][1]) / math.log(n1 / mem[-2][0]), 1.0), 3.0)
+    need = m1 * (s / n1) ** k
+    available, where = available_memory(device)
+    if available is None or need <= MEASURE_MEMORY_SHARE * available:
+        return None
+    return Finding.of("estimate.memory-stop", n=s, need=need, available=available, where=where)
 
 
 def _measured_on(runner: Any) -> list[Finding]:
@@ -282,8 +334,13 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
             nxt, t_next, budget_now[0] = _next_size(points, p, s, N, budget_s, max_fraction, elapsed)
             if nxt is None:
                 break
+            stop = _memory_stop(points, nxt, runner.device) if memory else None
+            if stop is not None:
+                notes.append(stop)
+                break
             s, est = nxt, t_next
-        if points and not failures and points[-1].n < N and first_exc is None:
+        if points and not failures and points[-1].n < N and first_exc is None and \
+                not any(getattr(x, "kind", None) == "estimate.memory-stop" for x in notes):
             _after_sweep(points, N, budget_s, budget_now[0], elapsed, measure_at, runner, memory, progress, var,
                          analyse)
     except KeyboardInterrupt:

@@ -64,13 +64,15 @@ def _full_text(r: Any) -> str:
 
 def headline(r: Any) -> str:
     what = f"estimate for {_full_text(r)}: "
+    # no time to print, but the gate may still rule the run out (the memory the sizes measured used)
+    out = "  → WILL NOT FIT" if r.verdict == "will not fit" else ""
     if r.predicted_s is None:
-        return what + "no estimate (" + (str(r.verdict_reasons[0]) if r.verdict_reasons else "nothing measured") + ")"
+        return what + "no estimate (" + (str(r.verdict_reasons[0]) if r.verdict_reasons else "nothing measured") + ")" + out
     if not r.reliable and r.unreliable_why:
-        return what + f"no estimate: {r.unreliable_why}"
+        return what + f"no estimate: {r.unreliable_why}" + out
     if not r.reliable:
         return (what + f"the fit is unreliable (it puts the full run anywhere from {fmt_time(r.low_s)} to "
-                f"{fmt_time(r.high_s)}); measure larger sizes, e.g. a longer measuring budget")
+                f"{fmt_time(r.high_s)}); measure larger sizes, e.g. a longer measuring budget" + out)
     t = f"{fmt_time(r.predicted_s, 3)} (90% interval {fmt_time(r.low_s, 3)} – {fmt_time(r.high_s, 3)})"
     if r.measured_full:
         t = (f"{fmt_time(r.predicted_s, 3)} (measured at the full size; another run: {fmt_time(r.low_s, 3)} – "
@@ -123,8 +125,8 @@ def text(r: Result, *, run_id: Any = None) -> str:
         frac = f" ({_pct(r.measured_fraction)} of the predicted full run)" if r.measured_fraction else ""
         if r.measured_full:
             frac = " (the full run was cheap enough to measure rather than predict)"
-        L.append(f"  measured {len(r.points)} sizes in {fmt_time(r.spent_s, 3)}{frac}; the largest, "
-                 f"{big.n:,}, took {fmt_time(big.time, 3)}")
+        L.append(f"  measured {len(r.points)} size{'s' if len(r.points) != 1 else ''} in {fmt_time(r.spent_s, 3)}"
+                 f"{frac}; the largest, {big.n:,}, took {fmt_time(big.time, 3)}")
     if r.run_noise is not None and r.predicted_s is not None:
         L.append("  " + _noise_line(r))
     if r.limit_s is not None or r.available_bytes is not None:

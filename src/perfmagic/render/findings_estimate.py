@@ -135,6 +135,13 @@ _RUN: dict[str, Callable[[Any], str]] = {
                                             f"available{_container(f)}"),
     "estimate.gate-memory-maybe": lambda f: (f"memory: up to +{fmt_bytes(f['high'])}, over 90% of "
                                              f"{fmt_bytes(f['available'])} available{_container(f)}"),
+    "estimate.gate-memory-floor": lambda f: (
+        f"memory: it grew in proportion to {f['var']} over the sizes measured (+{fmt_bytes(f['m0'])} at "
+        f"{f['var']}={f['n0']:,}, +{fmt_bytes(f['m1'])} at {f['n1']:,}); at that rate {f['var']}={f['full']:,.0f} "
+        f"needs at least +{fmt_bytes(f['need'])}, {fmt_bytes(f['available'])} available{_container(f)}"),
+    "estimate.memory-stop": lambda f: (f"measuring stopped before {f.get('var', 'n')}={f['n']:,}: at the growth "
+                                       f"measured it would need about +{fmt_bytes(f['need'])}, over half of the "
+                                       f"{fmt_bytes(f['available'])} available{_container(f)}"),
     "estimate.gate-failed": lambda f: f"the code failed at {f['var']}={f['n']:,} ({str(f['error']).split(':')[0]})",
     "estimate.not-started": lambda f: (f"the full run was not started: the gate says {f['verdict']!r} (force it "
                                        "with --force)"),
