@@ -874,3 +874,14 @@ def test_a_sleep_bound_step_is_not_widened_by_the_machines_drift() -> None:
     assert r.reliable and r.predicted_s is not None, r.headline()
     assert r.high_s / r.low_s < 1.4, r.headline()  # with the CPU drift term (×1.4 per side at 2 decades) it was 2×
     assert r.low_s <= truth * 1.02 and truth * 0.98 <= r.high_s, (truth, r.headline())
+
+
+def test_a_stall_in_one_run_of_a_tiny_size_is_not_the_run_to_run_variation() -> None:
+    """A 270 ms stall in one of the two runs of a 0.5 ms size (a file truncated while the last run's pages
+    were written back) does not make that size a long one: the variation is read from the sizes whose
+    both runs are long, which agree within 2%."""
+    from perfmagic.estimation.fit import measured_noise, noise_pairs
+
+    pts = [Point(2, (0.27, 0.0005)), *(Point(n, (0.001 * n, 0.00102 * n)) for n in (64, 128, 256))]
+    assert [n for n, _, _ in noise_pairs(pts)] == [64, 128, 256]
+    assert measured_noise(pts) < 0.05

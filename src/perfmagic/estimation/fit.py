@@ -44,12 +44,14 @@ TOP_DISAGREE = 0.15  # the two largest sizes off the fit by more than this (and 
 def noise_pairs(points: Sequence[Point]) -> list[tuple[int, float, float]]:
     """``(n, a, b)``: the pairs of runs of one size that the run-to-run variation is read from: each spaced
     repeat against the median of its size's first timings, and the first two consecutive runs of sizes
-    that last at least a tenth of the largest (a burst of a few ms, a preemption, that doubles a 10 ms run
-    is noise of that run, not of a run of seconds)."""
+    that last at least a tenth of the largest, by the faster of the two (a burst of a few ms, a preemption,
+    that doubles a 10 ms run is noise of that run, not of a run of seconds)."""
     longest = max((p.time for p in points), default=0.0)
     spaced = [(p.n, _stats.median(list(p.times)), t) for p in points for t in p.later if p.times]
+    # (a size qualifies by the faster of its two runs: a stall of hundreds of ms in one run of a 0.5 ms
+    # size (a file truncated while the last run's pages were written back) must not make it a long size)
     adjacent = [(p.n, p.times[0], p.times[1]) for p in points
-                if len(p.times) >= 2 and p.time >= max(1e-3, 0.1 * longest)]
+                if len(p.times) >= 2 and min(p.times[:2]) >= max(1e-3, 0.1 * longest)]
     return spaced + adjacent
 
 
@@ -376,9 +378,11 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
         use = pts[-max(5, len(use)):]
     ns = [float(p.n) for p in use]
     sigma = measured_noise(raw_pts)
+    # the CPU share of the full run: the largest of the sizes fitted (a constant wait behind a growing CPU
+    # cost weighs less at the full size than at the small sizes)
     shares = [p.cpu_share for p in use if p.cpu_share is not None]
     sel, pred, lo, hi, settled = _time_interval(ns, [p.time for p in use], N, sigma, var,
-                                                _stats.median(shares) if shares else 1.0)
+                                                max(shares) if shares else 1.0)
     if settled is not None:
         base["notes"] = (*base["notes"], settled)
     lo, hi = load_widening(pred, lo, hi, others_cores, raw_pts, threads)
