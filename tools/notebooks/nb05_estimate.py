@@ -181,6 +181,19 @@ CELLS = [
     time.sleep(0.002)
     """, r"the code does not mention 'n'"),
     md("""
+    A size far beyond memory is caught too. The measuring never runs a size that would need more than half
+    of the memory available now (the estimate must not be what kills the kernel on a small pod), and when
+    the sizes it did run show memory growing in proportion to `n`, that rate continued to the full size is
+    a floor on what the full run needs: the gate says *WILL NOT FIT* even when no time can be printed
+    (when the sizes do give a reliable fit, its memory model says how much is needed).
+    """),
+    magic("""
+    %%estimate n=10**12 -b 1 --no-plot
+    buf = bytearray(n)  # n zero bytes, written: memory in proportion to n
+    """, r"WILL NOT FIT",
+        # no time to print: the floor from the sizes' memory; a reliable fit: its memory model says it
+        r"(it grew in proportion to n over the sizes measured|memory: \+[\d.]+ [KMGT]iB needed)"),
+    md("""
     Options for the other cases: `--sizes 1000,2000,4000` measures chosen sizes instead of doubling ones;
     `-b 5s` allows more time for measuring (larger sizes give a better extrapolation);
     `--max-fraction 5%` caps the measuring against the predicted full run; `--no-memory` skips the memory
