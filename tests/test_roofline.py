@@ -727,3 +727,33 @@ def test_the_timings_load_lines_reach_the_roofline_but_not_its_cold_call() -> No
     bench = SimpleNamespace(warnings=(load, cold, "spread is high: planted"), device="cpu")
     got = _warnings(bench, _fake(), None, 2e7, 1.2e8, 1.2e8 / 10e9, "float32")
     assert load in got and cold not in got and not any("spread" in w for w in got), got
+
+
+def test_a_roof_measured_in_the_hosts_slow_state_is_marked_and_not_cached(tmp_path: Any, monkeypatch: Any) -> None:
+    """The host runs at two speeds (a fixed loop ≈ 7 ms or ≈ 11.5 ms): a compute roof whose matmul method
+    read slow on both sides is marked unreliable with the ratio, and such a calibration is not cached."""
+    import perfmagic.core.reference as ref
+    import perfmagic.roofs.ceilings as cm
+    from perfmagic.findings import Finding
+
+    monkeypatch.setattr(ref, "best_seen", lambda: 0.0070)
+    fast = {"flops_per_s": 180e9, "reference_s": [0.0071, 0.0070]}
+    slow = {"flops_per_s": 97e9, "reference_s": [0.0115, 0.0114]}
+    status: dict[str, Any] = {"float32": "ok", "float64": "ok"}
+    warns: list[Any] = []
+    speed = cm._speed_states({"float32": {"torch_matmul": slow, "numpy_matmul": dict(slow, flops_per_s=90e9)},
+                              "float64": {"torch_matmul": fast}}, status, warns)
+    assert status["float64"] == "ok" and speed["roofs"]["float64"] == pytest.approx(0.0070 / 0.0070)
+    assert getattr(status["float32"], "kind", None) == "roofs.speed-state"
+    assert "1.63× its fastest time" in str(status["float32"]) and "float32 roof unreliable" in str(warns[0])
+    # one slow reading of two (the state changed during the method) is not enough to mark it
+    status2: dict[str, Any] = {"float32": "ok"}
+    cm._speed_states({"float32": {"torch_matmul": dict(slow, reference_s=[0.0115, 0.0071])}}, status2, [])
+    assert status2["float32"] == "ok"
+    # not cached
+    fp, _ = _held_setup(tmp_path, monkeypatch)
+    marked = _fake(fp, details={"status": {"float32": Finding.of("roofs.speed-state", roof="float32", ratio=1.63,
+                                                                   ref=0.0114, fastest=0.007)}})
+    monkeypatch.setattr(cm, "measure", lambda dev, **kw: marked)
+    got = ceilings("cpu", dtypes=["float32"], cache_dir=tmp_path, recalibrate=True)
+    assert "float32" in got.unreliable and load_cached(fp, tmp_path) is None

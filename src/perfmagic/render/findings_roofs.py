@@ -193,6 +193,10 @@ _ROOFS: dict[str, Callable[[Any], str]] = {
                                           "tenants' memory traffic, a clock cap); the cached roofs stay"),
     "roofs.higher-than-before": lambda f: f"{f['roof']}: {_against(f)}: that one was disturbed; this one replaces it",
     "roofs.unreliable": lambda f: f"{f['roof']} roof unreliable: {f['why']}",
+    "roofs.speed-state": lambda f: (f"measured while the machine ran in a slow state: the drift guard's fixed "
+                                    f"workload took {f['ratio']:.2f}× its fastest time in this calibration or "
+                                    f"kernel ({f['ref'] * 1e3:.3g} ms against {f['fastest'] * 1e3:.3g} ms); not "
+                                    "cached — recalibrate when the machine is fast again"),
     "roofs.trials-disagree": _disagree,
     "roofs.loaded": lambda f: (f"loaded: other processes kept {f['worst']:.1f} cores busy (before {_g(f['before'])}, "
                                f"during {_g(f['during'])}, after {_g(f['after'])}): a loaded machine can halve these "

@@ -306,9 +306,11 @@ def ceilings(device: str = "cpu", *, dtypes: Iterable[Any] | None = None, recali
                 return replace(held, source="kernel")
     previous = load_cached(fp, cache_dir) if recalibrate else None
     c = measure(dev, dtypes=want, progress=progress, budget_s=float(budget_s), fp=fp, env=env)
-    disturbed = False
+    # a roof measured while the host ran in a slow state is not the machine's: not cached
+    disturbed = any(getattr(v, "kind", None) == "roofs.speed-state" for v in c.unreliable.values())
     if previous is not None and not previous.loaded and not c.loaded:
-        c, disturbed = _against(c, previous)
+        c, lower = _against(c, previous)
+        disturbed = disturbed or lower
     if not save_cache or disturbed:
         return c
     if c.loaded:
@@ -377,6 +379,35 @@ def _idle_load(seconds: float = 0.15) -> float | None:
     return p.stop()
 
 
+def _speed_states(cdetails: dict[str, Any], status: dict[str, Any], warnings: list[Finding]) -> dict[str, Any]:
+    """The machine's speed while each compute roof was measured: the drift guard's fixed workload, timed
+    before and after each matmul method (``reference_s``), against the fastest reading of this calibration
+    and of this process. A roof whose method read slow on both sides (over ``SLOW`` above the fastest: the
+    host ran in a slow state throughout) is marked unreliable (``roofs.speed-state``) and not cached: on
+    this project's VM a fixed loop runs at two speeds, ≈ 7 ms or ≈ 11.5 ms, with nothing else running."""
+    from ..core.reference import SLOW, best_seen
+
+    readings = [r for per in cdetails.values() if isinstance(per, dict) for m in per.values()
+                if isinstance(m, dict) for r in (m.get("reference_s") or []) if r]
+    fastest = min([*readings, *([best_seen()] if best_seen() else [])], default=None)
+    out: dict[str, Any] = {"fastest_reference_s": fastest, "roofs": {}}
+    if not fastest:
+        return out
+    for d, per in cdetails.items():
+        if not isinstance(per, dict) or not per:
+            continue
+        best = max(per.values(), key=lambda x: x.get("flops_per_s", 0.0))
+        refs = [r for r in (best.get("reference_s") or []) if r]
+        if not refs:
+            continue
+        ratio = min(refs) / fastest
+        out["roofs"][d] = ratio
+        if ratio - 1 > SLOW and status.get(d) == "ok":
+            status[d] = Finding.of("roofs.speed-state", roof=d, ratio=ratio, ref=min(refs), fastest=fastest)
+            warnings.append(Finding.of("roofs.unreliable", roof=d, why=status[d]))
+    return out
+
+
 def measure(dev: str, *, dtypes: Iterable[str] = CPU_DEFAULT_DTYPES, progress: ProgressFn | None = None,
             budget_s: float = 15.0, fp: str | None = None, env: dict[str, Any] | None = None) -> Ceilings:
     """Measure the ceilings of ``dev`` now (no cache). Roughly 60% of ``budget_s`` goes to compute,
@@ -421,6 +452,7 @@ def measure(dev: str, *, dtypes: Iterable[str] = CPU_DEFAULT_DTYPES, progress: P
             status[d] = Finding.of("roofs.trials-disagree", roof=d, high=top[0] if len(top) >= 2 else None,
                                    low=top[1] if len(top) >= 2 else None, size=best.get("size"))
             warnings.append(Finding.of("roofs.unreliable", roof=d, why=status[d]))
+    speed = _speed_states(cdetails, status, warnings) if dev == "cpu" else None
     bbest = (bdetails.get("methods") or {}).get(bdetails.get("best"), {})
     if bdetails.get("agreed", True):
         status["bandwidth"] = "ok"
@@ -446,7 +478,7 @@ def measure(dev: str, *, dtypes: Iterable[str] = CPU_DEFAULT_DTYPES, progress: P
     if progress is not None:
         progress(1.0, "done")
     details = {"compute": cdetails, "bandwidth": bdetails, "unsupported": unsupported, "load_during": during,
-               "status": status, "emulated": emulated, "blas": blas,
+               "status": status, "emulated": emulated, "blas": blas, "speed": speed,
                "budget_s": budget_s, "env": {k: env.get(k) for k in ("cpu_model", "usable_cores", "torch_threads",
                                                                       "llc_bytes", "gpu", "versions")}}
     return Ceilings(device=dev, fingerprint=fp or fingerprint(env), measured_utc=_now_utc(), compute=compute,

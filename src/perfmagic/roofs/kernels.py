@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..core.reference import reference_time
 from ..findings import Finding
 from .widekernels import cpu_flags, mismatch, probe  # noqa: F401  (cpu_flags: re-exported)
 
@@ -222,7 +223,11 @@ def _cpu_compute(dtypes: tuple[str, ...], clock: _Clock, share_s: float, trial_s
                 out = np.empty((n, n), dtype=ndt)
                 return lambda: np.matmul(x, y, out=out)
 
+        # the machine's speed just before and after (the drift guard's fixed workload): a roof measured while
+        # the host ran in a slow state is marked by measure() instead of passing for the machine's roof
+        ref0 = reference_time(0.003)
         res = _sweep(make, sizes, deadline, _wall, min_s=trial_s)
+        res["reference_s"] = [ref0, reference_time(0.003)]
         if res["flops_per_s"] > 0:
             details.setdefault(d, {})[f"{lib}_matmul"] = res
             compute[d] = max(compute.get(d, 0.0), res["flops_per_s"])
