@@ -104,7 +104,8 @@ def main() -> None:
         add, triad = reference_fused_add(elems), reference_numpy_triad(elems)
         load = lm.stop()["others_cores"]
         rows.append(dict(run=i + 1, cal=cal, f32=c.compute["float32"], mm=max(mms.values()), mm_n=max(mms, key=mms.get),
-                         npmm=npmm, bw=c.bandwidth_Bps, add=add, triad=triad, warnings=list(c.warnings), load=load))
+                         npmm=npmm, bw=c.bandwidth_Bps, add=add, triad=triad, warnings=[str(w) for w in c.warnings],
+                         load=load, marked=sorted(c.unreliable)))
         r = rows[-1]
         print(f"run {i + 1}: calibration {cal:.1f} s; fp32 roof {r['f32'] / 1e9:.1f} GFLOP/s vs best torch.mm "
               f"{r['mm'] / 1e9:.1f} (n={r['mm_n']}), np.matmul {npmm / 1e9:.1f}; bandwidth roof {r['bw'] / 1e9:.2f} GB/s "
@@ -131,11 +132,11 @@ def render(rows: list[dict], elems: int) -> str:
              "calibration < 20 s.", "",
              C.md_table(["run", "calibration s", "fp32 roof GFLOP/s", "best torch.mm GFLOP/s (n)",
                          "np.matmul GFLOP/s", "roof ÷ best reference", "bandwidth roof GB/s", "fused add GB/s",
-                         "NumPy triad GB/s", "roof ÷ best reference", "others' cores"],
+                         "NumPy triad GB/s", "roof ÷ best reference", "marked unreliable", "others' cores"],
                         [[r["run"], f"{r['cal']:.1f}", f"{r['f32'] / 1e9:.1f}", f"{r['mm'] / 1e9:.1f} ({r['mm_n']})",
                           f"{r['npmm'] / 1e9:.1f}", f"{r['f32'] / max(r['mm'], r['npmm']):.0%}", f"{r['bw'] / 1e9:.2f}",
                           f"{r['add'] / 1e9:.2f}", f"{r['triad'] / 1e9:.2f}", f"{r['bw'] / max(r['add'], r['triad']):.0%}",
-                          f"{r['load']:.2f}"] for r in rows])]
+                          ", ".join(r["marked"]) or "—", f"{r['load']:.2f}"] for r in rows])]
     c_ratio = [r["f32"] / max(r["mm"], r["npmm"]) for r in rows]
     b_ratio = [r["bw"] / max(r["add"], r["triad"]) for r in rows]
     in_c = sum(0.9 <= x <= 1.1 for x in c_ratio)
@@ -153,6 +154,10 @@ def render(rows: list[dict], elems: int) -> str:
               f"**{sp['bw']:.2f}×** (target ≤ 1.10×: **{ok(sp['f32'] <= 1.1 and sp['bw'] <= 1.1)}**); the references "
               f"themselves: best torch.mm {sp['mm']:.2f}×, fused add {sp['add']:.2f}× — the machine's own spread, "
               "which no calibration can be narrower than"]
+    wrong = sum((not 0.9 <= x <= 1.1 and "float32" not in r["marked"]) + (not 0.9 <= y <= 1.1 and "bandwidth" not in r["marked"])
+                for r, x, y in zip(rows, c_ratio, b_ratio))
+    lines.append(f"- confidently wrong (a roof outside 90–110% of the best reference of its run, not marked unreliable): "
+                 f"**{wrong}/{2 * len(rows)}** roofs")
     warns = sorted({w for r in rows for w in r["warnings"]})
     lines += [f"- calibration warning: {w}" for w in warns]
     return "\n".join(lines)
