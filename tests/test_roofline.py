@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -754,6 +755,19 @@ def test_a_roof_measured_in_the_hosts_slow_state_is_marked_and_not_cached(tmp_pa
     fp, _ = _held_setup(tmp_path, monkeypatch)
     marked = _fake(fp, details={"status": {"float32": Finding.of("roofs.speed-state", roof="float32", ratio=1.63,
                                                                    ref=0.0114, fastest=0.007)}})
-    monkeypatch.setattr(cm, "measure", lambda dev, **kw: marked)
+    marked = replace(marked, details={**marked.details, "speed": {"fastest_reference_s": 0.007}})
+    calls: list[int] = []
+
+    def fake_measure(dev: str, **kw: Any) -> Ceilings:
+        calls.append(1)
+        return marked
+    monkeypatch.setattr(cm, "measure", fake_measure)
     got = ceilings("cpu", dtypes=["float32"], cache_dir=tmp_path, recalibrate=True)
     assert "float32" in got.unreliable and load_cached(fp, tmp_path) is None
+    # held for this process while the host is still slow (no 15 s recalibration per cell) ...
+    monkeypatch.setattr(ref, "reference_time", lambda duration=0.008, calls_per_block=20: 0.0115)
+    assert ceilings("cpu", dtypes=["float32"], cache_dir=tmp_path).source == "kernel" and len(calls) == 1
+    # ... and re-measured once it is fast again
+    monkeypatch.setattr(ref, "reference_time", lambda duration=0.008, calls_per_block=20: 0.0071)
+    ceilings("cpu", dtypes=["float32"], cache_dir=tmp_path)
+    assert len(calls) == 2

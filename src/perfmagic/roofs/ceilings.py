@@ -300,20 +300,22 @@ def ceilings(device: str = "cpu", *, dtypes: Iterable[Any] | None = None, recali
         cached = load_cached(fp, cache_dir)
         if cached is not None and _covers(cached, want):
             return cached
-        if held is not None:
+        if held is not None and _still_slow(held):  # the host still in its slow state: the held roofs
+            return replace(held, source="kernel")
+        if held is not None and held.loaded:
             now = _idle_load()
             if now is None or now > LOADED_CORES:  # still busy: the held (loaded) roofs, not a re-measure per cell
                 return replace(held, source="kernel")
     previous = load_cached(fp, cache_dir) if recalibrate else None
     c = measure(dev, dtypes=want, progress=progress, budget_s=float(budget_s), fp=fp, env=env)
-    # a roof measured while the host ran in a slow state is not the machine's: not cached
-    disturbed = any(getattr(v, "kind", None) == "roofs.speed-state" for v in c.unreliable.values())
+    disturbed = False
     if previous is not None and not previous.loaded and not c.loaded:
-        c, lower = _against(c, previous)
-        disturbed = disturbed or lower
+        c, disturbed = _against(c, previous)
     if not save_cache or disturbed:
         return c
-    if c.loaded:
+    # loaded, or a roof measured while the host ran in a slow state: not the machine's roofs, so not
+    # cached; held for this process until the machine is quiet (fast) again
+    if c.loaded or _slow_state(c):
         _HELD[key] = c
         return c
     _HELD.pop(key, None)
@@ -377,6 +379,22 @@ def _idle_load(seconds: float = 0.15) -> float | None:
     p = LoadProbe().start()
     time.sleep(seconds)
     return p.stop()
+
+
+def _slow_state(c: Ceilings) -> bool:
+    """Whether a roof of ``c`` was marked as measured in the host's slow state."""
+    return any(getattr(v, "kind", None) == "roofs.speed-state" for v in c.unreliable.values())
+
+
+def _still_slow(held: Ceilings) -> bool:
+    """For held roofs marked as measured in a slow state: is the host still slow (the drift guard's fixed
+    workload, 3 ms of it, over ``SLOW`` above the calibration's fastest reading)?"""
+    from ..core.reference import SLOW, reference_time
+
+    fastest = ((held.details or {}).get("speed") or {}).get("fastest_reference_s")
+    if not _slow_state(held) or not fastest:
+        return False
+    return reference_time(0.003) / fastest - 1 > SLOW
 
 
 def _speed_states(cdetails: dict[str, Any], status: dict[str, Any], warnings: list[Finding]) -> dict[str, Any]:
