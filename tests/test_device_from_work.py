@@ -141,7 +141,7 @@ def test_estimate_of_a_cpu_job_after_cuda_measures_ram_and_gates_on_it(cuda_init
     r = perfmagic.estimate(code, n=40_000_000, globals={}, budget=1, max_fraction=1.0)
     assert r.device == "cpu" and r.memory_source == "rss", (r.device, r.memory_source)
     assert r.peak_bytes is not None and r.peak_bytes > 20e6, r.text()
-    assert asked == ["cpu"]
+    assert asked and set(asked) == {"cpu"}, asked  # the gate (and the measuring's memory stop) asked the host
 
 
 def test_memory_of_a_cpu_cell_after_cuda_reports_the_host(cuda_initialised, monkeypatch) -> None:
@@ -199,7 +199,7 @@ def test_the_roofline_magic_does_not_choose_roofs_before_timing(shell, roofs, mo
     shell.run("import time")
     res = shell.run("%%roofline --flops 1e6 --bytes 1e6 -b 0.2 --no-plot\ntime.sleep(0.0005)\n")
     assert res.error_in_exec is None, res.error_in_exec
-    assert asked == ["cpu"]
+    assert asked and set(asked) == {"cpu"}, asked  # the gate (and the measuring's memory stop) asked the host
 
 
 def test_nccl_needs_a_gpu_per_local_rank(monkeypatch) -> None:

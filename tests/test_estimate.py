@@ -240,12 +240,13 @@ def test_per_iteration_memory_growth() -> None:
 
 def test_gate_will_not_fit_and_largest_size(spin_200us) -> None:
     N = int(spin_200us * 50_000)  # ~10 s: never run here
-    for _ in range(3):  # beside busy processes the runs can differ too much to print a number: try again
+    for _ in range(5):  # beside busy processes the runs can differ too much to print a number: try again
         r = estimate("spin(n)", n=N, globals=NS, budget=0.8, limit=1.0, run=True)
         if r.verdict != "unknown":
             break
-        # too uncertain is said, with the measured spread as the reason, never a wrong verdict
-        assert "runs of the same size differ" in r.text() or "unreliable" in r.text(), r.text()
+        # too uncertain is said, with its reason (the measured spread, the two largest sizes off the fit;
+        # fc30: +24% and +16%), never a wrong verdict
+        assert "no estimate: " in r.text() or "unreliable" in r.text(), r.text()
     assert r.verdict == "will not fit", r.text()
     assert r.actual is None and "not started" in r.text()
     # the largest size that fits 1 s is about a tenth of N
