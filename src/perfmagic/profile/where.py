@@ -43,16 +43,14 @@ from ..findings import Finding
 from ..result import Displayed
 from .flame import PacedSampler
 from .flameresult import _INPUT_NAME, Frame
+from .rule import CONFIDENCE, FLOOR, RESAMPLES
 from .samplers import frame_stack
 
 DEFAULT_RATE = 1000.0     # samples a second: ≥ 20 in a pair of 10 ms blocks
-CONFIDENCE = 0.99         # a function is named when this interval of its Δ excludes 0 ...
-FLOOR = 0.02              # ... and |Δ| ≥ this share of A's time per call (below it: sampling resolution)
 MIN_PAIRS = 5             # fewer pairs with samples of both sides: no attribution ("cannot tell")
 # samples of each side that --where asks the pairs to go on for (within the budget) when the verdict is
 # clear sooner: a ±0.5 ms move in a 3 ms step is told from 0 at 99% with about this many
 WHERE_MIN_SAMPLES = 300
-RESAMPLES = 2000
 HARNESS = "(timing loop)"  # samples between two calls of the code: the measuring loop's own time
 CELL = "<cell>"
 
@@ -68,11 +66,16 @@ class PairSampler(PacedSampler):
     ``begin(pair, side)`` / ``end(block_s, calls)`` are called by the pair loop around each timed block
     (side 0 is A, 1 is B); samples taken outside a block (the loop's own bookkeeping) are dropped.
     ``min_samples``: the pair loop does not stop on a clear verdict before each side has this many
-    samples (:meth:`enough`; the budget still ends it)."""
+    samples (:meth:`enough`; the budget still ends it). ``ops``: after the timed pairs, the pair loop runs
+    a few untimed ones under ``torch.profiler`` and leaves each op's change in ``self.ops``
+    (:func:`.where_ops.profile_ops`)."""
 
-    def __init__(self, thread_id: int | None = None, rate: float = DEFAULT_RATE, min_samples: int = 0) -> None:
+    def __init__(self, thread_id: int | None = None, rate: float = DEFAULT_RATE, min_samples: int = 0,
+                 ops: bool = False) -> None:
         super().__init__(threading.get_ident() if thread_id is None else thread_id, rate)
         self.min_samples = int(min_samples)
+        self.ops_wanted = bool(ops)  # torch code: the pair loop profiles each op after the timed pairs
+        self.ops: Any = None         # ... and leaves the :class:`.where_ops.OpsResult` here
         self.counts = [0, 0]
         self.tag: tuple[int, int, float] | None = None
         self._prev: Any = None  # the block of the sample before
@@ -249,6 +252,14 @@ class WhereResult(Displayed):
     refused: Finding | None = None
     runs: tuple[int | None, int | None] = (None, None)  # the ledger ids of A and B, when they were runs
     shown: bool = False  # asked for (--where): shown whatever the verdict; else only beside a change
+    ops: Any = None  # torch code: each op's change (:class:`.where_ops.OpsResult`), else None
+
+    def __post_init__(self) -> None:  # read back from the ledger, the ops are a plain dict: rebuilt
+        if isinstance(self.ops, dict):
+            from ..record import decode
+            from .where_ops import OpsResult
+
+            object.__setattr__(self, "ops", decode(OpsResult, self.ops))
 
     @property
     def n_pairs(self) -> int:
@@ -345,16 +356,22 @@ class WhereResult(Displayed):
 
     def metrics(self) -> dict[str, Any]:
         iv = self.total_interval
+        ops = self.ops.named() if self.ops is not None else []
         return {"total_delta_s": self.total_delta_s, "total_low_s": iv[0] if iv else None,
                 "total_high_s": iv[1] if iv else None, "pairs": self.n_pairs, "samples": self.n_samples,
-                "named": [r.name for r in self.named()]}
+                "named": [r.name for r in self.named()], "ops_named": [r.name for r in ops]}
 
     def samples(self) -> dict[str, Any]:
-        return {"keys": [list(k) for k in self.keys], "a": [list(x) for x in self.a], "b": [list(x) for x in self.b],
-                "a_call_s": list(self.a_call_s), "b_call_s": list(self.b_call_s)}
+        out = {"keys": [list(k) for k in self.keys], "a": [list(x) for x in self.a], "b": [list(x) for x in self.b],
+               "a_call_s": list(self.a_call_s), "b_call_s": list(self.b_call_s)}
+        if self.ops is not None:
+            out["ops"] = {"clock": self.ops.clock, "ops": list(self.ops.ops), "a": [list(x) for x in self.ops.a],
+                          "b": [list(x) for x in self.ops.b]}
+        return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.metrics(), "rows": [r.__dict__ for r in self.rows()]}
+        return {**self.metrics(), "rows": [r.__dict__ for r in self.rows()],
+                "ops": self.ops.to_dict() if self.ops is not None else None}
 
 
 # ---- from the sampler to the result ------------------------------------------------------------------
@@ -406,7 +423,8 @@ def attribute(sampler: PairSampler, *, labels: tuple[str, str] = ("A", "B"), con
     both = [p for p in done if (p, 0) in blocks and (p, 1) in blocks]
     base = dict(labels=labels, rate_hz=1.0 / sampler.interval, n_samples=len(sampler.tagged),
                 pairs_measured=len(done), confidence=confidence, floor=floor, seed=seed, sampled_s=sampler.sampled_s,
-                file_labels=tuple(sorted((file_labels or {}).items())), runs=runs, shown=shown)
+                file_labels=tuple(sorted((file_labels or {}).items())), runs=runs, shown=shown,
+                ops=getattr(sampler, "ops", None))
     if len(both) < MIN_PAIRS:
         return WhereResult(keys=(), a=(), b=(), refused=Finding.of(
             "where.few-pairs", pairs=len(both), measured=len(done), need=MIN_PAIRS,

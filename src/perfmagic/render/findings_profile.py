@@ -81,6 +81,8 @@ _WHERE_WHY: dict[str, Callable[[Any], str]] = {
 }
 
 _WHERE: dict[str, Callable[[Any], str]] = {
+    "where.ops-few-pairs": lambda f: (f"the profiling stopped after {f['pairs']} of the {f['need']} pairs it needs "
+                                      "at least (Ctrl-C, or the time given ran out)"),
     "where.few-pairs": lambda f: (f"only {f['pairs']} of the {f['measured']} pairs had samples of both sides (at least "
                                  f"{f['need']} are needed): the blocks are shorter than the sampler's interval "
                                  f"({1000 / f['rate']:.2g} ms); give the comparison a longer budget"),

@@ -63,17 +63,57 @@ def _table_lines(r: Any, top: int) -> list[str]:
 
 
 def text(r: Any, *, top: int = TOP) -> str:
-    """The headline, how it was sampled, the table (named functions marked ``*``), and the rule."""
+    """The headline, how it was sampled, the table (named functions marked ``*``), and the rule; then the
+    torch ops, where the code ran any."""
     lines = wrap(headline(r), rest="  ")
     lines.append(fit(f"  {plural(r.n_pairs, 'pair')} with samples of both sides (of {r.pairs_measured} measured), "
                      f"{r.n_samples:,} samples at {r.rate_hz:.0f} Hz: A and B sampled alike, wall clock, in-process"))
-    if r.refused is not None:
-        return "\n".join(lines)
-    lines += _table_lines(r, top)
-    lines += wrap(f"* named: its {_level(r)} interval (a bootstrap over the pairs) excludes 0 and |Δ| ≥ "
-                  f"{pct(r.floor, 0)} of A's time per call ({fmt_time(r.floor * r.a_total_s, 2)}); a function's "
-                  "self time includes the libraries it calls, named after it (· numpy).", first="  ", rest="  ")
+    if r.refused is None:
+        lines += _table_lines(r, top)
+        lines += wrap(f"* named: its {_level(r)} interval (a bootstrap over the pairs) excludes 0 and |Δ| ≥ "
+                      f"{pct(r.floor, 0)} of A's time per call ({fmt_time(r.floor * r.a_total_s, 2)}); a function's "
+                      "self time includes the libraries it calls, named after it (· numpy).", first="  ", rest="  ")
+    if r.ops is not None:
+        lines += ops_lines(r.ops, top)
     return "\n".join(lines)
+
+
+def _clock(o: Any) -> str:
+    return "the kernels' own time on the GPU (CUDA timeline)" if o.clock == "cuda" else "self CPU time"
+
+
+def ops_headline(o: Any) -> str:
+    """The ops' sentence: the total Δ over the ops and the ops it went to."""
+    if o.refused is not None:
+        return f"Torch ops: cannot tell, because {o.refused}"
+    lo, hi = o.total_interval
+    head = (f"Torch ops ({_clock(o)}, torch.profiler on {plural(o.n_pairs, 'untimed pair')} after the timed ones): "
+            f"B {MINUS} A = {signed_time(o.total_delta_s)} per call ({o.confidence:.0%} interval {_interval(lo, hi)})")
+    named = o.named()
+    if not named:
+        return head + "; no op's change can be told from 0"
+    return head + "; it went to " + ", ".join(f"{x.name} {signed_time(x.delta_s)}" for x in named[:3]) + (
+        f" and {len(named) - 3} more" if len(named) > 3 else "")
+
+
+def ops_lines(o: Any, top: int = TOP) -> list[str]:
+    """The ops' sentence and table (named ops marked ``*``) and the rule."""
+    lines = wrap(ops_headline(o), first="", rest="  ")
+    if o.refused is not None:
+        return lines
+    rows = o.rows()
+    shown = [x for x in rows if x.named] + [x for x in rows if not x.named][: max(top - len(o.named()), 0)]
+    lines.append(f"    {'op':<37} {'A self':>8} {'B self':>8} {'Δ':>9}  {f'{o.confidence:.0%} interval':<21} share")
+    for x in shown[:max(top, len(o.named()))]:
+        share = pct(x.share, 0) if x.share is not None and abs(x.share) < 10 else "—"
+        lines.append(f"  {'*' if x.named else ' '} {clip(x.name, 37):<37} {fmt_time(x.a_s, 3):>8} {fmt_time(x.b_s, 3):>8} "
+                     f"{signed_time(x.delta_s):>9}  {_interval(x.low_s, x.high_s):<21} {share}")
+    if len(rows) > len(shown):
+        lines.append(f"    … {plural(len(rows) - len(shown), 'more op')}, none named (the HTML lists them all)")
+    lines += wrap(f"* named: as for the functions, over the profiled pairs (|Δ| ≥ {pct(o.floor, 0)} of A's op time, "
+                  f"{fmt_time(o.floor * o.a_total_s, 2)}); the profiler's own cost is in these times, not in the "
+                  "verdict's.", first="  ", rest="  ")
+    return lines
 
 
 def html_sections(r: Any) -> list[tuple[str, str]]:
@@ -81,14 +121,22 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
     from .bundle import table_html
 
     rows = r.rows()
-    if not rows:
-        return []
-    body = [("*" if x.named else "", _name(x), x.where, fmt_time(x.a_s, 3), fmt_time(x.b_s, 3),
-             signed_time(x.delta_s), _interval(x.low_s, x.high_s),
-             pct(x.share, 0) if x.share is not None else "—") for x in rows]
-    return [(f"All {len(rows)} functions by Δ",
-             table_html(body, ("", "function", "where", "A self", "B self", "Δ", f"{_level(r)} interval", "share"),
-                        scroll=True))]
+    out = []
+    if rows:
+        body = [("*" if x.named else "", _name(x), x.where, fmt_time(x.a_s, 3), fmt_time(x.b_s, 3),
+                 signed_time(x.delta_s), _interval(x.low_s, x.high_s),
+                 pct(x.share, 0) if x.share is not None else "—") for x in rows]
+        out.append((f"All {len(rows)} functions by Δ",
+                    table_html(body, ("", "function", "where", "A self", "B self", "Δ", f"{_level(r)} interval",
+                                      "share"), scroll=True)))
+    ops = r.ops.rows() if r.ops is not None else []
+    if ops:
+        body = [("*" if x.named else "", x.name, fmt_time(x.a_s, 3), fmt_time(x.b_s, 3), signed_time(x.delta_s),
+                 _interval(x.low_s, x.high_s), pct(x.share, 0) if x.share is not None else "—") for x in ops]
+        out.append((f"All {len(ops)} torch ops by Δ ({_clock(r.ops)})",
+                    table_html(body, ("", "op", "A self", "B self", "Δ", f"{r.ops.confidence:.0%} interval", "share"),
+                               scroll=True)))
+    return out
 
 
 # ---- the differential icicle --------------------------------------------------------------------------

@@ -297,9 +297,12 @@ def _sampler(asked: bool) -> Any:
     """The sampler of a re-measurement: asked for (``where=True``), it keeps the pairs going past a clear
     verdict until each side has enough samples to attribute (within the budget); by default it only
     watches the pairs the verdict needs."""
+    import sys
+
     from ..profile.where import WHERE_MIN_SAMPLES, PairSampler
 
-    return PairSampler(min_samples=WHERE_MIN_SAMPLES if asked else 0)
+    # with torch loaded, each op's change too (profiled after the timed pairs; none where no op ran)
+    return PairSampler(min_samples=WHERE_MIN_SAMPLES if asked else 0, ops="torch" in sys.modules)
 
 
 def _with_where(rc: Any, watches: list[Any], ra: Mapping[str, Any], rb: Mapping[str, Any], refs: list[Any], *,

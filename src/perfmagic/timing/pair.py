@@ -224,6 +224,8 @@ def bench_pair(
             if why:
                 stop = why
                 break
+        if watch is not None and getattr(watch, "ops_wanted", False):  # torch: each op's change, untimed
+            watch.ops = _ops_after(sa, sb, dev, clock() - t_start)
     except KeyboardInterrupt:
         interrupted, stop = True, "interrupted"
     finally:
@@ -240,6 +242,24 @@ def bench_pair(
     a, b = (_side_result(s, k, len(logs), env if capture_env else None, cold_probes, policy, gc, labels[k], stop,
                          wall, interrupted, mems[k], notes, started, warnings) for k, s in enumerate(both))
     return _judged(a, b, interrupted, budget, min_effect, confidence)
+
+
+def _ops_after(sa: Subject, sb: Subject, dev: str, loop_s: float) -> Any:
+    """After the timed pairs: a few untimed pairs of one call each under ``torch.profiler``
+    (:func:`perfmagic.profile.where_ops.profile_ops`), within a tenth of the pairs' time (0.3 s at least)."""
+    from ..profile.where_ops import OPS_MIN_S, OPS_SHARE, profile_ops
+
+    from ..profile.where_ops import mentions_torch
+
+    if not any(mentions_torch(s.cell.source if s.cell.mode != "callable" else s.cell.run, s.ns) for s in (sa, sb)):
+        return None  # neither side reaches a torch object: no op table (and no profiler start-up)
+
+    def one(s: Subject) -> Callable[[], None]:
+        def run() -> None:
+            s.cell.run(1)
+            s.sync.finish()
+        return run
+    return profile_ops(one(sa), one(sb), device=dev, max_s=max(OPS_MIN_S, OPS_SHARE * loop_s))
 
 
 def _timed_pair(order: tuple[Subject, Subject], sa: Subject, i: int, watch: Any) -> None:

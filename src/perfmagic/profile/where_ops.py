@@ -1,0 +1,296 @@
+"""Where a torch change went, op by op: each op's self time under ``torch.profiler``, A and B in the same pairs.
+
+The sampler of :mod:`.where` names the Python function a change went to. For torch code the next question
+is *which op*: a loop of ``aten::mm`` swapped for one ``aten::bmm``, a copy that appeared. The profiler
+stays off while the pairs are timed (its cost per op would be in the times the verdict reads). After
+them, a few more pairs of untimed calls run under ``torch.profiler.profile``, A and B in alternating
+order, and each op's self time of the call is read: CPU time on the CPU, the kernels' own time on the
+device where the work ran on CUDA (the CUDA timeline, not the launches). Each op's Δ (B − A, per call:
+the median over the pairs, so one held-up call does not set it) gets the distribution-free interval of
+that median (order statistics: with 8 pairs, all 8 on one side of 0 for 99%), and an op is named under the rule of the functions: the
+interval excludes 0 and |Δ| ≥ ``FLOOR`` of A's op time per call.
+
+Code that reaches no torch object by name (:func:`mentions_torch`: no profiler is started) or runs no
+``aten::`` op in the first profiled pair gives no result (``None``): the table would be empty. Ctrl-C while profiling ends the profiling only; the timed pairs are kept. The first
+profiled call of a process pays the profiler's start-up once (about 2 s on this project's VM); after it,
+one profiled call costs a few ms beside the call itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..findings import Finding
+from .rule import CONFIDENCE, FLOOR
+
+OPS_PAIRS = 8       # pairs of profiled calls after the timed ones
+MIN_OP_PAIRS = 8    # fewer (Ctrl-C, calls too long for the time): no attribution; 8 is the fewest whose
+                    # interval of the median reaches 99% (all 8 pairs on one side of 0: p = 2/256)
+OPS_SHARE = 0.10    # the profiled calls take at most this share of the timed pairs' wall time ...
+OPS_MIN_S = 0.3     # ... or this much, whichever is more (the pairs begun by then are finished)
+
+
+@dataclass(frozen=True)
+class OpDelta:
+    """One torch op and its change: self time per call (medians over the profiled pairs)."""
+
+    name: str
+    a_s: float
+    b_s: float
+    delta_s: float
+    low_s: float
+    high_s: float
+    share: float | None  # of the total Δ over the ops
+    named: bool
+
+
+@dataclass(frozen=True, repr=False)
+class OpsResult:
+    """The raw data: ``ops`` (names) and, per profiled pair, each op's self seconds in the call of A
+    (``a[i][k]``) and of B (``b[i][k]``); ``clock``: "cpu" (self CPU time) or "cuda" (the kernels' own
+    time on the device). Everything shown is derived from these."""
+
+    clock: str
+    ops: tuple[str, ...]
+    a: tuple[tuple[float, ...], ...]
+    b: tuple[tuple[float, ...], ...]
+    profiled_s: float = 0.0
+    confidence: float = CONFIDENCE
+    floor: float = FLOOR
+    refused: Finding | None = None
+
+    @property
+    def n_pairs(self) -> int:
+        return len(self.a)
+
+    @property
+    def ok(self) -> bool:
+        return self.refused is None and bool(self.a) and bool(self.ops)
+
+    @property
+    def a_total_s(self) -> float:
+        """A's op time per call (the median over the profiled pairs)."""
+        import statistics
+
+        return float(statistics.median(sum(x) for x in self.a)) if self.a else 0.0
+
+    def _estimates(self) -> Any:
+        """Memoised: (A self, B self, Δ, Δ low, Δ high per op; total Δ, its low and high). Medians over the
+        pairs, with the distribution-free interval of the median (order statistics): one profiled call held
+        up (a GC pass, a preemption) moves a mean of a few pairs by its whole delay (one 330 ms call put a
+        1.6 ms change at −82 ms), and a bootstrap of a median of 8 pairs is far narrower than 99%."""
+        cached = self.__dict__.get("_cache")
+        if cached is not None:
+            return cached
+        from ..core.stats import median, median_ci
+
+        cols = range(len(self.ops))
+        d = [[b - a for a, b in zip(ra, rb)] for ra, rb in zip(self.a, self.b)]  # per pair, per op
+        ci = [median_ci([row[k] for row in d], self.confidence) for k in cols]
+        tot = median_ci([sum(row) for row in d], self.confidence)
+        out = ([median([r[k] for r in self.a]) for k in cols], [median([r[k] for r in self.b]) for k in cols],
+               [median([row[k] for row in d]) for k in cols], [c[0] for c in ci], [c[1] for c in ci],
+               [c[2] >= self.confidence for c in ci], float(median([sum(row) for row in d])), tot[0], tot[1])
+        object.__setattr__(self, "_cache", out)
+        return out
+
+    @property
+    def total_delta_s(self) -> float | None:
+        return self._estimates()[6] if self.ok else None
+
+    @property
+    def total_interval(self) -> tuple[float, float] | None:
+        return (self._estimates()[7], self._estimates()[8]) if self.ok else None
+
+    def rows(self) -> list[OpDelta]:
+        """Every op, named ones first, then by |Δ|."""
+        if not self.ok:
+            return []
+        sa, sb, d, lo, hi, covered, _tot, _lo, _hi = self._estimates()
+        tot = sum(d)
+        floor = self.floor * self.a_total_s
+        out = [OpDelta(name=op, a_s=float(sa[k]), b_s=float(sb[k]), delta_s=float(d[k]), low_s=float(lo[k]),
+                       high_s=float(hi[k]), share=float(d[k]) / tot if tot else None,
+                       named=covered[k] and (lo[k] > 0 or hi[k] < 0) and abs(float(d[k])) >= floor)
+               for k, op in enumerate(self.ops)]
+        out.sort(key=lambda r: (not r.named, -abs(r.delta_s)))
+        return out
+
+    def named(self) -> list[OpDelta]:
+        return [r for r in self.rows() if r.named]
+
+    def to_dict(self) -> dict[str, Any]:
+        iv = self.total_interval
+        return {"clock": self.clock, "pairs": self.n_pairs, "profiled_s": self.profiled_s,
+                "total_delta_s": self.total_delta_s, "total_low_s": iv[0] if iv else None,
+                "total_high_s": iv[1] if iv else None, "refused": str(self.refused) if self.refused else None,
+                "named": [r.name for r in self.named()], "rows": [r.__dict__ for r in self.rows()]}
+
+
+def _self_times(prof: Any, clock: str) -> dict[str, float]:
+    """Each op's self seconds in one profiled call (events of 0 s left out): on the CPU, an op's time less
+    the ops it called (nested on its thread); on CUDA, each kernel's own time on the device. Read from
+    the profiler's raw events (under a ms for a few hundred ops; ``key_averages()`` took ~70 ms)."""
+    try:
+        events = prof.profiler.kineto_results.events()
+    except AttributeError:  # pragma: no cover - another torch: its averaged table
+        return _averaged(prof, clock)
+    out: dict[str, float] = {}
+    if clock == "cuda":
+        for e in events:
+            if str(e.device_type()).endswith("CUDA") and e.duration_ns() > 0:
+                out[e.name()] = out.get(e.name(), 0.0) + e.duration_ns() * 1e-9
+        return out
+    threads: dict[int, list[Any]] = {}
+    for e in events:
+        if str(e.device_type()).endswith("CPU") and not e.is_async() and not e.is_user_annotation():
+            threads.setdefault(e.start_thread_id(), []).append(e)
+    for evs in threads.values():
+        evs.sort(key=lambda e: (e.start_ns(), -e.duration_ns()))
+        stack: list[list[Any]] = []  # [end_ns, name, duration_ns, children's ns]
+
+        def close(top: list[Any]) -> None:
+            ns = top[2] - top[3]
+            if ns > 0:
+                out[top[1]] = out.get(top[1], 0.0) + ns * 1e-9
+        for e in evs:
+            while stack and e.start_ns() >= stack[-1][0]:
+                close(stack.pop())
+            if stack:
+                stack[-1][3] += e.duration_ns()
+            stack.append([e.start_ns() + e.duration_ns(), e.name(), e.duration_ns(), 0])
+        while stack:
+            close(stack.pop())
+    return out
+
+
+def _averaged(prof: Any, clock: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for e in prof.key_averages():
+        us = getattr(e, "self_device_time_total", 0.0) if clock == "cuda" else e.self_cpu_time_total
+        if us and us > 0:
+            out[e.key] = out.get(e.key, 0.0) + us * 1e-6
+    return out
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """The process's stderr (file descriptor 2) sent to /dev/null for the duration: some torch builds'
+    profiler (kineto) write a line to it at every start and stop, which a kernel forwards to the notebook.
+    Only the profiler's start and stop run inside it, never the user's code."""
+    import os
+    import sys
+
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no real fd 2 here: nothing to quiet
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
+def mentions_torch(code: Any, ns: Any, depth: int = 2) -> bool:
+    """Whether code (source text, or a function) reaches a torch object by name: a tensor, a module, an
+    optimizer or ``torch`` itself among the global names it uses, or among those of the functions it
+    calls, ``depth`` calls down. Cheap (no call); :func:`profile_ops` then checks that torch ops really run."""
+    import sys
+    import types
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    kinds = (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)
+    if isinstance(code, str):
+        try:
+            code = compile(code, "<perfmagic-names>", "exec")
+        except SyntaxError:
+            return True  # cannot tell from the names: let the profiler look
+    elif not isinstance(code, types.CodeType):
+        fn = getattr(code, "__func__", code)
+        if not hasattr(fn, "__code__"):
+            return True
+        ns, code = getattr(fn, "__globals__", ns), fn.__code__
+
+    def names(c: types.CodeType) -> set[str]:
+        out = set(c.co_names)
+        for k in c.co_consts:
+            if isinstance(k, types.CodeType):
+                out |= names(k)
+        return out
+    for name in names(code):
+        v = ns.get(name) if hasattr(ns, "get") else None
+        if v is None:
+            continue
+        if v is torch or isinstance(v, kinds):
+            return True
+        fn = getattr(v, "__func__", v)
+        if depth > 0 and isinstance(fn, types.FunctionType) and mentions_torch(fn, fn.__globals__, depth - 1):
+            return True
+    return False
+
+
+def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: str = "cpu",
+                pairs: int = OPS_PAIRS, max_s: float = OPS_MIN_S) -> OpsResult | None:
+    """``pairs`` pairs of one call of each side under ``torch.profiler`` (A first in even pairs, B first in
+    odd ones) within ``max_s`` of wall time: where the first pairs show that they will not fit (1.5× over),
+    or Ctrl-C, it stops, and with fewer than ``MIN_OP_PAIRS`` pairs the result says so instead of
+    attributing. None where the calls run no torch op. ``run_a``/``run_b`` run one call, synchronized."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    clock = "cuda" if str(device).startswith("cuda") else "cpu"
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if clock == "cuda" else [])
+    got: list[tuple[dict[str, float], dict[str, float]]] = []
+    with _quiet_stderr(), profile(activities=acts):  # the profiler's start-up (~2 s once per process) is
+        pass                                          # not a pair's: the time guard reads the pairs alone
+    t0 = time.perf_counter()
+    try:
+        for i in range(pairs):
+            one: list[dict[str, float]] = [{}, {}]
+            for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+                prof = profile(activities=acts)
+                with _quiet_stderr():  # kineto logs each start and stop on the process's stderr
+                    prof.__enter__()
+                try:
+                    (run_a if side == 0 else run_b)()
+                finally:
+                    with _quiet_stderr():
+                        prof.__exit__(None, None, None)
+                one[side] = _self_times(prof, clock)
+            if i == 0 and not any(k.startswith("aten::") for d in one for k in d):
+                return None  # no torch op ran: nothing to attribute per op
+            got.append((one[0], one[1]))
+            spent = time.perf_counter() - t0
+            # the calls are too long for ``pairs`` of them in the time: stop now rather than late
+            if len(got) < pairs and (spent > max_s or spent / len(got) * pairs > 1.5 * max_s):
+                break
+    except KeyboardInterrupt:
+        pass  # the profiled pairs end; the timed ones were done before
+    spent = time.perf_counter() - t0
+    if not got:
+        return None
+    ops = tuple(sorted({k for pa, pb in got for k in (*pa, *pb)}))
+    a = tuple(tuple(pa.get(k, 0.0) for k in ops) for pa, _ in got)
+    b = tuple(tuple(pb.get(k, 0.0) for k in ops) for _, pb in got)
+    refused = (Finding.of("where.ops-few-pairs", pairs=len(got), need=MIN_OP_PAIRS) if len(got) < MIN_OP_PAIRS
+               else None)
+    return OpsResult(clock=clock, ops=ops, a=a, b=b, profiled_s=spent, refused=refused)
+
+
+__all__ = ["OPS_PAIRS", "OpDelta", "OpsResult", "mentions_torch", "profile_ops"]
