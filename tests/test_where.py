@@ -308,6 +308,26 @@ def test_perf_compare_shows_where_beside_a_change(shell: Any) -> None:
     assert shown.error_in_exec is None and shown.result.named()[0].name == "parse"
 
 
+def test_perf_compare_of_torch_cells_says_which_op(shell: Any) -> None:
+    """From notebook cells: a loop of matmuls, then one bmm; ``%perf compare`` re-measures them and its
+    differential profile ends with the torch ops (aten::bmm up), kept in the ledger row."""
+    pytest.importorskip("torch")
+    setup = ("import torch\nq = torch.randn(64, 32, 32)\nk = torch.randn(64, 32, 32)\n"
+             "def attn_loop(q, k):\n    return [q[i] @ k[i] for i in range(q.shape[0])]\n")
+    assert shell.run(setup).error_in_exec is None
+    assert shell.run("%%gpubench -l attn -b 0.5 -q\nattn_loop(q, k)").error_in_exec is None
+    assert shell.run("%%gpubench -l attn -b 0.5 -q\ntorch.bmm(q, k)").error_in_exec is None
+    res = shell.run("%perf compare 1 2 -b 3 --where")
+    assert res.error_in_exec is None, res.error_in_exec
+    out = shell.text()
+    assert "Torch ops (self CPU time, torch.profiler on 8 untimed pairs" in out, out
+    assert re.search(r"\* aten::bmm\s", out), out
+    from perfmagic.storage.session import current_ledger
+
+    rows = [r for r in current_ledger(shell.ip.user_ns).rows() if r["magic"] == "where"]
+    assert rows and "aten::bmm" in rows[-1]["metrics"]["ops_named"], rows[-1]["metrics"]
+
+
 def test_perf_compare_where_on_recorded_runs_says_how_to_re_measure(shell: Any) -> None:
     assert shell.run(SETUP).error_in_exec is None
     shell.run("%%gpubench -l step -b 0.3 -q\nparse(1e-3)")
