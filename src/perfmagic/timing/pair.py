@@ -225,7 +225,8 @@ def bench_pair(
                 stop = why
                 break
         if watch is not None and getattr(watch, "ops_wanted", False):  # torch: each op's change, untimed
-            watch.ops = _ops_after(sa, sb, dev, clock() - t_start)
+            watch.stop()  # the sampler's thread off first: beside torch's pool on 2 cores it made spells of
+            watch.ops = _ops_after(sa, sb, dev, clock() - t_start)  # 90x slower ops on one side (fc33)
     except KeyboardInterrupt:
         interrupted, stop = True, "interrupted"
     finally:
