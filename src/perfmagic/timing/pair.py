@@ -225,8 +225,7 @@ def bench_pair(
                 stop = why
                 break
         if watch is not None and getattr(watch, "ops_wanted", False):  # torch: each op's change, untimed
-            watch.stop()  # the sampler's thread off first: beside torch's pool on 2 cores it made spells of
-            watch.ops = _ops_after(sa, sb, dev, clock() - t_start)  # 90x slower ops on one side (fc33)
+            watch.ops = _ops_after(sa, sb, dev, clock() - t_start, watch)
     except KeyboardInterrupt:
         interrupted, stop = True, "interrupted"
     finally:
@@ -245,10 +244,14 @@ def bench_pair(
     return _judged(a, b, interrupted, budget, min_effect, confidence)
 
 
-def _ops_after(sa: Subject, sb: Subject, dev: str, loop_s: float) -> Any:
+def _ops_after(sa: Subject, sb: Subject, dev: str, loop_s: float, watch: Any) -> Any:
     """After the timed pairs: a few untimed pairs of one call each under ``torch.profiler``
-    (:func:`perfmagic.profile.where_ops.profile_ops`), within a tenth of the pairs' time (0.3 s at least)."""
+    (:func:`perfmagic.profile.where_ops.profile_ops`), within a tenth of the pairs' time (0.5 s at least).
+    The sampler's thread is stopped first: beside torch's 2-thread pool on 2 cores its 1000 Hz wake-ups
+    may have made the spells of ~90x slower ops on one side seen in an A/A (fc33)."""
     from ..profile.where_ops import OPS_MIN_S, OPS_SHARE, profile_ops
+
+    watch.stop()
 
     from ..profile.where_ops import mentions_torch
 
