@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from ..findings import Finding
 from .costmodel import invert
-from .result import MEM_FLOOR, EstimateResult
+from .result import EstimateResult, measured_memory
 
 MEM_HEADROOM = 0.9  # a run "fits" in memory when its peak stays under 90% of what is available
 
@@ -43,8 +43,7 @@ def memory_floor(r: EstimateResult) -> tuple[float, tuple[int, int], tuple[int, 
     scaling form only)."""
     if r.mode != "scaling":
         return None
-    pts = [(p.n, p.memory()) for p in r.points]
-    pts = [(n, m) for n, m in pts if m is not None and m >= 2 * MEM_FLOOR]
+    pts = measured_memory(r.points)
     if len(pts) < 2:
         return None
     (n0, m0), (n1, m1) = pts[-2], pts[-1]

@@ -29,7 +29,7 @@ from ..render.units import fmt_time
 from .costmodel import local_slopes
 from .fit import _stats_sd, analyse_iteration, analyse_scaling
 from .noise import phases
-from .result import MEM_FLOOR, EstimateResult, Point
+from .result import EstimateResult, Point, measured_memory
 from .runner import _Runner
 
 GROWTH = 2.0
@@ -152,8 +152,7 @@ def _memory_stop(points: list[Point], s: int, device: str) -> Finding | None:
     memory available now: the estimate must never be what runs the kernel out of memory (a 2 GiB pod)."""
     from .gate import available_memory
 
-    mem = [(p.n, p.memory()) for p in points if p.memory() is not None]
-    mem = [(n, m) for n, m in mem if m >= 2 * MEM_FLOOR]
+    mem = measured_memory(points)
     if not mem or s <= mem[-1][0]:
         return None
     n1, m1 = mem[-1]

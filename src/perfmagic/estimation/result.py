@@ -65,6 +65,12 @@ class Actual:
                 "status": self.status, "error": self.error}
 
 
+def measured_memory(points: Any) -> list[tuple[int, int]]:
+    """``(n, peak)`` of the points whose peak memory is above allocator noise (2 × ``MEM_FLOOR``), in order."""
+    out = [(p.n, p.memory()) for p in points]
+    return [(n, m) for n, m in out if m is not None and m >= 2 * MEM_FLOOR]
+
+
 @dataclass(frozen=True, repr=False)
 class EstimateResult(Displayed):
     """A prediction of the full run (``mode`` "scaling": size ``full`` of ``var``; "iteration": ``full`` units)."""
@@ -249,4 +255,4 @@ class EstimateResult(Displayed):
         }
 
 
-__all__ = ["Actual", "EstimateResult", "MEM_FLOOR", "Point"]
+__all__ = ["Actual", "EstimateResult", "MEM_FLOOR", "Point", "measured_memory"]

@@ -150,14 +150,14 @@ def _self_times(prof: Any, clock: str) -> dict[str, float]:
     for e in events:
         if str(e.device_type()).endswith("CPU") and not e.is_async() and not e.is_user_annotation():
             threads.setdefault(e.start_thread_id(), []).append(e)
+
+    def close(top: list[Any]) -> None:  # an op's self time: its duration less its children's
+        ns = top[2] - top[3]
+        if ns > 0:
+            out[top[1]] = out.get(top[1], 0.0) + ns * 1e-9
     for evs in threads.values():
         evs.sort(key=lambda e: (e.start_ns(), -e.duration_ns()))
         stack: list[list[Any]] = []  # [end_ns, name, duration_ns, children's ns]
-
-        def close(top: list[Any]) -> None:
-            ns = top[2] - top[3]
-            if ns > 0:
-                out[top[1]] = out.get(top[1], 0.0) + ns * 1e-9
         for e in evs:
             while stack and e.start_ns() >= stack[-1][0]:
                 close(stack.pop())
@@ -224,13 +224,9 @@ def mentions_torch(code: Any, ns: Any, depth: int = 2) -> bool:
             return True
         ns, code = getattr(fn, "__globals__", ns), fn.__code__
 
-    def names(c: types.CodeType) -> set[str]:
-        out = set(c.co_names)
-        for k in c.co_consts:
-            if isinstance(k, types.CodeType):
-                out |= names(k)
-        return out
-    for name in names(code):
+    from ..timing.rerun import code_names
+
+    for name in code_names(code):
         v = ns.get(name) if hasattr(ns, "get") else None
         if v is None:
             continue
