@@ -190,3 +190,49 @@ def test_results_keep_their_public_methods_after_the_words_moved_to_render() -> 
             RooflineResult: ("verdict",), RunComparison: ("numbers",), BenchResult: ("summary_line", "figure_alt")}
     missing = [f"{cls.__name__}.{m}" for cls, names in kept.items() for m in names if not hasattr(cls, m)]
     assert not missing, missing
+
+
+def _result_classes() -> list[type]:
+    """Every class of the package that displays through render/ (a subclass of ``Displayed``)."""
+    import importlib
+    import pkgutil
+
+    import perfmagic
+    from perfmagic.result import Displayed
+
+    for info in pkgutil.walk_packages(perfmagic.__path__, "perfmagic."):
+        if ".magics" not in info.name and not info.name.endswith("__main__"):
+            importlib.import_module(info.name)
+    out, todo = [], list(Displayed.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.__module__.startswith("perfmagic.") and "renderer" in vars(cls):
+            out.append(cls)
+    return out
+
+
+def test_every_result_names_a_renderer_of_the_table_and_it_resolves_to_typed_functions() -> None:
+    """The result → renderer edge (issue 31): each result class's ``renderer`` is one of ``RENDERERS``,
+    its module defines ``text``, ``renderer_for`` gives a typed ``Renderer``, and the table in
+    render/__init__'s docstring lists exactly these pairs (so a reader sees every edge in one place)."""
+    import re
+
+    import perfmagic.render as render
+    from perfmagic.render import RENDERERS, Renderer, renderer_for
+
+    classes = _result_classes()
+    assert len(classes) >= 17, [c.__name__ for c in classes]
+    pairs = {(cls.__name__, cls.renderer) for cls in classes}
+    table = set(re.findall(r"^(\w+)\s+``(\w+)``", render.__doc__ or "", re.M)) - {("result", "renderer")}
+    assert pairs == table, (sorted(pairs - table), sorted(table - pairs))
+    for cls in classes:
+        r = renderer_for(cls.__new__(cls))
+        assert isinstance(r, Renderer) and r.name == cls.renderer in RENDERERS and callable(r.text)
+    assert {name for _, name in pairs} == set(RENDERERS)
+
+    class Stray:
+        renderer = "bench_typo"
+
+    with pytest.raises(NotImplementedError, match=r"renderer = 'bench_typo'.*one of: advisor, bench"):
+        renderer_for(Stray())

@@ -99,10 +99,10 @@ class Displayed:
 
     @property
     def figure_alt(self) -> str:
-        """The figure's alternative text (the renderer's ``FIGURE_ALT``)."""
+        """The figure's alternative text (the renderer module's ``FIGURE_ALT``)."""
         from .render import renderer_for
 
-        return str(getattr(renderer_for(self), "FIGURE_ALT", "") or f"{type(self).__name__} figure")
+        return renderer_for(self).figure_alt or f"{type(self).__name__} figure"
 
     def samples_dict(self) -> dict[str, list[Any]]:
         return self.samples()  # type: ignore[attr-defined]

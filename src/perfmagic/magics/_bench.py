@@ -81,6 +81,7 @@ class BenchMagics(MagicTemplate):
             pair = self._vs(args, line, cell, setup, label, filename, work)
             if pair is not _ALONE:
                 return pair
+        stopped = None
         try:
             result = _engine.bench(
                 cell, setup, globals=ns, label=label, budget=args.budget, precision=args.precision,
@@ -91,34 +92,36 @@ class BenchMagics(MagicTemplate):
             if exc.result is None:
                 raise _boundary.Interrupted("perfmagic: %%gpubench interrupted before anything was measured; "
                                             "nothing recorded") from None
-            self._finish(exc.result, line, cell, args)
-            raise _boundary.Interrupted("perfmagic: %%gpubench interrupted; partial result above, recorded as "
-                                        "interrupted") from None
-        return self._finish(result, line, cell, args)
+            result = exc.result
+            stopped = "perfmagic: %%gpubench interrupted; partial result above, recorded as interrupted"
+        return self._finish(result, line, cell, args, interrupted=stopped)
 
-    def _finish(self, result: Any, line: str, cell: str, args: argparse.Namespace) -> Any:
+    def _finish(self, result: Any, line: str, cell: str, args: argparse.Namespace, *,
+                interrupted: str | None = None) -> Any:
+        """Record the run, show it and end the cell (:meth:`conclude`); the result shown and returned
+        carries its run id, and a run that finished is kept for re-runs (``%perf compare``) and marked
+        the baseline with ``--baseline``."""
         from dataclasses import replace
 
         from ..core.env import fingerprint
-        from ._template import finish
 
         options = {k: v for k, v in vars(args).items() if k not in ("setup",)}
         options["setup"] = result.setup
         if result.work:
             options["work"] = dict(result.work)
-        ref = self.record(
-            magic="gpubench", label=result.label, code=cell, result=result, options=options, metrics=result.metrics(),
-            samples=result.samples(), env=result.env, env_hash=fingerprint(result.env) if result.env else None,
-            status=result.status, primary_metric=result.primary_metric, magic_line=line)
-        result = replace(result, run_id=ref.id if ref is not None else None)
-        if ref is not None and result.status == "ok":
-            self._capture(ref.id, cell, result.setup)
-        if args.baseline and ref is not None:
-            self._mark_baseline(result.label, ref)
-        if result.status != "ok" and not args.quiet:  # interrupted: shown before the one-line KeyboardInterrupt
-            args = argparse.Namespace(**{**vars(args), "output": False})
-        return finish(self.shell, result, args)
 
+        def recorded(res: Any, run_id: int) -> Any:
+            if res.status == "ok":
+                self._capture(run_id, cell, res.setup)
+            if args.baseline:
+                self._mark_baseline(res.label, run_id)
+            return replace(res, run_id=run_id)
+
+        return self.conclude(
+            result, args, magic="gpubench", line=line, cell=cell, label=result.label, status=result.status,
+            options=options, env=result.env, env_hash=fingerprint(result.env) if result.env else None,
+            text=lambda run_id: replace(result, run_id=run_id).text(), recorded=recorded,
+            interrupted=interrupted)
 
     def _capture(self, run_id: int, code: str, setup: str) -> None:
         """Keep, for this kernel's lifetime, what the run's code called (so ``%perf compare`` can re-run
@@ -130,12 +133,12 @@ class BenchMagics(MagicTemplate):
         except Exception:  # noqa: BLE001 - never lose a run over this; compare falls back to historical
             pass
 
-    def _mark_baseline(self, label: str, ref: Any) -> None:
+    def _mark_baseline(self, label: str, run_id: int) -> None:
         from ..storage.session import current_ledger
 
         try:
-            current_ledger(self.shell.user_ns).set_baseline(label, ref.id)
-            print(f"perfmagic: run #{ref.id} is now the baseline of '{label}'")
+            current_ledger(self.shell.user_ns).set_baseline(label, run_id)
+            print(f"perfmagic: run #{run_id} is now the baseline of '{label}'")
         except Exception as exc:  # a ledger that cannot be written: the run is still shown
             print(f"perfmagic: could not mark the baseline ({exc})")
 
@@ -223,7 +226,7 @@ class BenchMagics(MagicTemplate):
                 if ref is not None:
                     self._capture(ref.id, code, stp)
         if args.baseline and ref_b is not None and status == "ok":
-            self._mark_baseline(pr.b.label, ref_b)
+            self._mark_baseline(pr.b.label, ref_b.id)
         if pr.comparison is None:
             return None, b_id
         return pair_verdict(pr, [ref_a, ref_b], ledger=led, min_effect=args.min_effect), b_id

@@ -133,7 +133,7 @@ class PerfMagics(MagicTemplate):
         from ..render import renderer_for
         from ..render.bundle import mimebundle
 
-        own = getattr(renderer_for(result), "mimebundle", None)  # a renderer with its own bundle (the flame graph)
+        own = renderer_for(result).mimebundle  # a renderer with its own bundle (the flame graph)
         if own is None:
             bundle = mimebundle(result, plot=not args.no_plot)
         else:

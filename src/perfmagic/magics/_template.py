@@ -185,7 +185,8 @@ class MagicTemplate(Magics):
                  status: str = "ok", options: dict[str, Any] | None = None, env: dict[str, Any] | None = None,
                  text: Callable[[int | None], str] | None = None,
                  bundle: Callable[[int | None], dict[str, Any]] | None = None,
-                 interrupted: str | None = None, failure: BaseException | None = None, **fields: Any) -> Any:
+                 interrupted: str | None = None, failure: BaseException | None = None,
+                 recorded: Callable[[Any, int], Any] | None = None, **fields: Any) -> Any:
         """Record ``result`` as one ledger row, show it as ``-o``/``-q`` ask, and end the cell.
 
         ``options``: what the row keeps of the parsed arguments (default: all of them). ``text(run_id)``
@@ -193,13 +194,18 @@ class MagicTemplate(Magics):
         whole display (default: :func:`perfmagic.render.bundle.mimebundle` of that text, with the figure
         unless ``--no-plot``). With ``interrupted`` (a one-line message) the cell ends after the display
         with that ``KeyboardInterrupt``; with ``failure`` (the user's exception) it ends with that exception.
-        ``fields`` go to the row as they are (``env_hash``, ``primary_metric``...).
+        ``recorded(result, run_id)``, called once the row is written, returns the result to show and
+        return (``%%gpubench``'s carries its run id) and may do what the run's id is needed for (keep its
+        code for re-runs, mark it the baseline). ``fields`` go to the row as they are (``env_hash``,
+        ``primary_metric``...).
         """
         fields.setdefault("primary_metric", getattr(result, "primary_metric", ""))
         ref = self.record(magic=magic, label=label, code=cell, magic_line=line, result=result,
                           options=dict(vars(args)) if options is None else options, metrics=result.metrics(),
                           samples=result.samples(), env=env or {}, status=status, **fields)
         run_id = ref.id if ref is not None else None
+        if recorded is not None and run_id is not None:
+            result = recorded(result, run_id)
         if bundle is not None:
             shown = bundle(run_id)
         else:

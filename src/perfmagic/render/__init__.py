@@ -1,7 +1,8 @@
 """Turning results into what a person reads: text, figures, mime bundles, the flame graph's HTML.
 
-Every result class names its renderer, one module here, in its ``renderer`` class attribute;
-:func:`renderer_for` is the one edge from a result to its renderer:
+Every result class names its renderer, one module here, in its ``renderer`` class attribute (one of
+:data:`RENDERERS`); :func:`renderer_for` is the one edge from a result to its renderer, and gives it
+as a typed :class:`Renderer` (the module's functions, None where it has none):
 
 ===================  ==============================  ===================================
 result               ``renderer``                    draws
@@ -36,19 +37,58 @@ draw.
 
 from __future__ import annotations
 
-from types import ModuleType
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from functools import cache
 from typing import Any
 
+#: the modules of this package that draw a result: the values a result class may give ``renderer``
+#: (tests/test_render.py checks every result class against this tuple and the table above)
+RENDERERS: tuple[str, ...] = (
+    "advisor", "bench", "ceilings", "comparison", "dataloader", "estimate", "flame", "guard", "guardfile",
+    "lineprof", "littles", "memory", "pair", "ranks", "roofline", "scalability", "scaling", "where")
 
-def renderer_for(result: Any) -> ModuleType:
-    """The module of this package named by ``type(result).renderer``, imported on first use."""
+
+@dataclass(frozen=True)
+class Renderer:
+    """What one renderer module offers a result, as typed callables: ``text`` always, the others where
+    the module defines them (None where it does not; :class:`perfmagic.result.Displayed` then falls
+    back: the headline is the text's first line, no figure, no folded details, the common bundle)."""
+
+    name: str
+    text: Callable[..., str]
+    headline: Callable[[Any], str] | None = None
+    verdict: Callable[[Any], str] | None = None
+    advice: Callable[[Any], str] | None = None
+    figure_png: Callable[..., bytes | None] | None = None
+    html_sections: Callable[..., list[tuple[str, str]]] | None = None
+    mimebundle: Callable[..., dict[str, Any]] | None = None
+    figure_alt: str = ""
+
+
+#: the module-level names a renderer module may define, by the :class:`Renderer` field they fill
+_OPTIONAL = {f.name: f.name for f in fields(Renderer) if f.name not in ("name", "text", "figure_alt")}
+_OPTIONAL["figure_alt"] = "FIGURE_ALT"
+
+
+@cache
+def _load(name: str) -> Renderer:
     import importlib
 
+    module = importlib.import_module(f"{__name__}.{name}")
+    found = {field: getattr(module, attr) for field, attr in _OPTIONAL.items() if hasattr(module, attr)}
+    return Renderer(name=name, text=module.text, **found)
+
+
+def renderer_for(result: Any) -> Renderer:
+    """The :class:`Renderer` named by ``type(result).renderer`` (one of :data:`RENDERERS`), its module
+    imported on first use and kept."""
     name = getattr(type(result), "renderer", "")
-    if not name or not name.isidentifier():
-        raise NotImplementedError(f"{type(result).__name__} names no renderer (class attribute renderer = "
-                                  f"'<module of perfmagic.render>')")
-    return importlib.import_module(f"{__name__}.{name}")
+    if name not in RENDERERS:
+        raise NotImplementedError(f"{type(result).__name__} names no renderer of perfmagic.render "
+                                  f"(renderer = {name!r}); give its class attribute renderer one of: "
+                                  f"{', '.join(RENDERERS)}")
+    return _load(name)
 
 
-__all__ = ["renderer_for"]
+__all__ = ["RENDERERS", "Renderer", "renderer_for"]

@@ -79,8 +79,8 @@ def mimebundle(result: Any, *, plot: bool = True, text: str | None = None) -> di
     folded = folded_html(all_warnings(result)) if re.search(r"\n *\(\+\d+ more", body) else None
     if folded is not None:
         sections = [folded] + list(sections or [])
-    own = getattr(result, "_render", None)  # the renderer's FIGURE_ALT, else the result's figure_alt
-    alt = (own("FIGURE_ALT") if callable(own) else None) or getattr(result, "figure_alt", None) \
+    own = getattr(result, "_render", None)  # the renderer module's FIGURE_ALT, else the result's figure_alt
+    alt = (own("figure_alt") if callable(own) else None) or getattr(result, "figure_alt", None) \
         or f"{type(result).__name__} figure"
     return bundle_of(body, png, alt, sections)
 
