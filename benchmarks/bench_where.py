@@ -15,6 +15,12 @@ redefinition, as a user makes it:
 * ``numpy``: ``load`` spins 1 ms, ``prep`` sorts an array of 200k floats in A, 400k in B (a numpy call with
   a larger array), ``score`` a dot product.
 * ``aa``: ``slow2x``'s A on both sides.
+* ``torch_op2x``: ``torch``'s B on both sides, but B's ``head`` takes the softmax of a 512×256 input (A: 256×256):
+  one of three ops made 2× slower.
+* ``torch_aa``: ``torch``'s A on both sides.
+
+The torch shapes are also scored op by op (:data:`OP_CHANGES`): ``--where`` profiles each torch op after the
+timed pairs (:func:`perfmagic.profile.where_ops.profile_ops`).
 
 A trial is :func:`perfmagic.bench_pair` of A's and B's step with a :class:`~perfmagic.profile.where.PairSampler`
 as ``%perf compare --where`` makes it (budget 1 s; a clear verdict stops the pairs once each side has
@@ -26,7 +32,7 @@ trials whose measured B − A (the pair's medians) lies in the interval of the a
 the same A/A step timed without and with the sampler, interleaved trials (median per-call time with ÷
 without), and ``attribute()``'s time over the comparison's.
 
-    .venv/bin/python benchmarks/bench_where.py            # 20 trials per shape and load (~8 min on 2 cores)
+    .venv/bin/python benchmarks/bench_where.py            # 20 trials per shape and load (~12 min on 2 cores)
     .venv/bin/python benchmarks/bench_where.py --quick    # smoke test: one trial per shape, quiet only
 """
 
@@ -80,6 +86,7 @@ def step():
 """
 ATTN_LOOP = "def attn():\n    out = []\n    for i in range(q.shape[0]):\n        out.append(q[i] @ k[i])\n    return out\n"
 ATTN_BMM = "def attn():\n    return torch.bmm(q, k)\n"
+HEAD_2X = "x2 = torch.randn(512, 256)\ndef head():\n    return torch.softmax(x2, dim=1)\n"  # after TORCH: redefines head
 
 NUMPY = SPIN + """
 import numpy as np
@@ -103,6 +110,18 @@ SHAPES: dict[str, tuple[str, str, dict[str, int], tuple[str, ...]]] = {
     "torch": (TORCH + ATTN_LOOP, TORCH + ATTN_BMM, {"attn": -1}, ("embed", "head")),
     "numpy": (NUMPY.format(n=200_000), NUMPY.format(n=400_000), {"prep": +1}, ("load", "score")),
     "aa": (_three(1e-3, 1e-3, 1e-3), _three(1e-3, 1e-3, 1e-3), {}, ("load", "parse", "train")),
+    "torch_op2x": (TORCH + ATTN_BMM, TORCH + ATTN_BMM + HEAD_2X, {"head": +1}, ("embed", "attn")),
+    "torch_aa": (TORCH + ATTN_LOOP, TORCH + ATTN_LOOP, {}, ("embed", "attn", "head")),
+}
+#: torch shapes, op by op (``%perf compare --where`` profiles each op after the timed pairs): the ops the
+#: change moves, with the sign of their change; every other op the profiler saw is untouched. The loop →
+#: ``bmm`` swap removes the loop's indexing (``select``, ``as_strided``) and its 64 ``matmul``/``mm`` calls
+#: (with their ``resolve_conj``); ``torch_op2x`` doubles the softmax's input; ``torch_aa`` changes nothing.
+OP_CHANGES: dict[str, dict[str, int]] = {
+    "torch": {"aten::bmm": +1, "aten::mm": -1, "aten::matmul": -1, "aten::select": -1, "aten::as_strided": -1,
+              "aten::resolve_conj": -1},
+    "torch_op2x": {"aten::_softmax": +1},
+    "torch_aa": {},
 }
 
 
@@ -118,7 +137,7 @@ def one_trial(shape: str) -> dict[str, Any]:
 
     src_a, src_b, changed, untouched = SHAPES[shape]
     ns_a, ns_b = namespace(src_a, "A"), namespace(src_b, "B")
-    watch = PairSampler(min_samples=WHERE_MIN_SAMPLES)  # as --where asks
+    watch = PairSampler(min_samples=WHERE_MIN_SAMPLES, ops=shape in OP_CHANGES)  # as --where asks (torch: ops too)
     t0 = time.perf_counter()
     pr = bench_pair("step()", "step()", globals=ns_a, globals_b=ns_b, budget=BUDGET, watch=watch, capture_env=False)
     wall = time.perf_counter() - t0
@@ -136,7 +155,24 @@ def one_trial(shape: str) -> dict[str, Any]:
             "total_high_s": iv[1] if iv else None,
             "first": first.name if first else None, "first_named": bool(first and first.named),
             "changed": {n: _row(rows.get(n)) for n in changed}, "signs": changed,
-            "untouched": {n: _row(rows.get(n)) for n in untouched}}
+            "untouched": {n: _row(rows.get(n)) for n in untouched},
+            "ops": _ops(w.ops, OP_CHANGES[shape]) if shape in OP_CHANGES else None}
+
+
+def _ops(ops: Any, changed: dict[str, int]) -> dict[str, Any] | None:
+    """The op table's answer: the first row and whether it is a moved op, named, with the right sign;
+    how many untouched ops were named; the profiled pairs' time."""
+    if ops is None:
+        return {"refused": "no op table", "profiled_s": 0.0}
+    rows = ops.rows()
+    first = rows[0] if rows else None
+    untouched = [r for r in rows if r.name not in changed]
+    return {"refused": str(ops.refused) if ops.refused is not None else None, "pairs": ops.n_pairs,
+            "profiled_s": ops.profiled_s, "first": first.name if first else None,
+            "first_right": bool(first and first.named and first.name in changed
+                                and (first.delta_s > 0) == (changed[first.name] > 0)),
+            "untouched": len(untouched), "untouched_named": sum(r.named for r in untouched),
+            "named": [r.name for r in rows if r.named], "total_delta_s": ops.total_delta_s}
 
 
 def _row(r: Any) -> dict[str, Any] | None:
@@ -164,6 +200,7 @@ def run(trials: int, quick: bool) -> dict[str, Any]:
     from perfmagic.core.neighbours import busy_neighbours
 
     rng = random.Random(20261126)
+    _start_profiler()
     got: list[dict[str, Any]] = []
     costs: list[dict[str, Any]] = []
     for it in range(trials):
@@ -180,6 +217,18 @@ def run(trials: int, quick: bool) -> dict[str, Any]:
                 + f"; cost ×{c['with'] / c['without']:.3f}", flush=True)
     return {"date": C.today(), "commit": C.git_state(), "machine": C.machine(), "command": C.command(),
             "load_before": C.LOAD_BEFORE, "trials": got, "costs": costs}
+
+
+def _start_profiler() -> None:
+    """torch.profiler's start-up (about 2 s, once per process), paid before the trials: no trial's cost
+    depends on whether a torch shape came first."""
+    import torch  # noqa: F401
+    from torch.profiler import profile
+
+    from perfmagic.profile.where_ops import _quiet_stderr
+
+    with _quiet_stderr(), profile():
+        pass
 
 
 def rate(k: int, n: int) -> str:
@@ -210,7 +259,7 @@ def report(data: dict[str, Any]) -> str:
             un = [r for t in ts for r in t["untouched"].values()]
             others = [t["others_cores"] for t in ts if t.get("others_cores") is not None]
             rows.append([load, shape, len(ts),
-                         "—" if shape == "aa" else rate(sum(map(_top_right, ts)), len(ts)),
+                         "—" if not SHAPES[shape][2] else rate(sum(map(_top_right, ts)), len(ts)),
                          rate(sum(bool(r and r["named"]) for r in un), len(un)),
                          rate(sum(map(_adds_up, ts)), len(ts)), sum(t["refused"] for t in ts),
                          f"{statistics.median(t['pairs'] for t in ts):.0f}",
@@ -231,6 +280,7 @@ def report(data: dict[str, Any]) -> str:
     c_table = C.md_table(["busy neighbours", "pairs of runs", "per-call time with the sampler ÷ without",
                           "attribute() ÷ the comparison's wall time"], c_rows)
     targets = ", ".join(f"{k}: {v}" for k, v in TARGETS.items())
+    o_table = _ops_table(data)
     head = C.header("Where a change went: `%perf compare`'s differential profile on planted changes (CPU)")
     return (head + f"- **targets (issue 33):** {targets}\n\n"
             "Each trial: `bench_pair` of A's and B's step (two namespaces, as two cells define them), 1 s budget, "
@@ -241,7 +291,35 @@ def report(data: dict[str, Any]) -> str:
             "functions named with the right signs. *Untouched named*: the share of (trial, untouched function) "
             "named. *Δs add up*: the pair's measured B − A (medians) lies in the attributed total's interval.\n\n"
             + table + "\nCost of sampling: the A/A step timed without and with the sampler, back to back.\n\n"
-            + c_table)
+            + c_table + "\nTorch shapes, op by op: after the timed pairs, 8 pairs of untimed calls under `torch.profiler` "
+            "(one warm-up pair first, dropped), each op's self CPU time per call, Δ = the median over the pairs with "
+            "its distribution-free 99% interval; an op is named when that interval excludes 0 and |Δ| ≥ 5% of A's op "
+            "time. *Top op right*: the first row is an op the change moved (`torch`: `aten::bmm` +, the loop's "
+            "`aten::mm`, `aten::matmul`, `aten::select`, `aten::as_strided`, `aten::resolve_conj` −; "
+            "`torch_op2x`: `aten::_softmax` +), named, with the right sign. *Untouched ops named*: the share of "
+            "(trial, op the change did not move) named. *Profiling ÷ comparison*: the profiled pairs' wall time "
+            "over the whole comparison's (the profiler's start-up, about 2 s once per process, is paid before the "
+            "trials here; a notebook pays it in its first torch comparison). *Op Δ ÷ measured Δ*: the ops' total Δ over the pair's measured B − A (the rest is Python "
+            "around the ops).\n\n" + o_table)
+
+
+def _ops_table(data: dict[str, Any]) -> str:
+    rows = []
+    for load in LOADS:
+        for shape, changed in OP_CHANGES.items():
+            ts = [t["ops"] | {"measured": t["measured_delta_s"], "wall": t["wall_s"]} for t in data["trials"]
+                  if t["load"] == load and t["shape"] == shape and t.get("ops")]
+            if not ts:
+                continue
+            ok = [t for t in ts if t["refused"] is None]
+            ratios = [t["total_delta_s"] / t["measured"] for t in ok if t["measured"] and t["total_delta_s"] is not None]
+            rows.append([load, shape, len(ts), len(ts) - len(ok),
+                         "—" if not changed else rate(sum(t["first_right"] for t in ok), len(ts)),
+                         rate(sum(t["untouched_named"] for t in ok), sum(t["untouched"] for t in ok)),
+                         f"{statistics.median(t['profiled_s'] / t['wall'] for t in ts):.1%}",
+                         f"{statistics.median(ratios):.2f}" if changed and ratios else "—"])
+    return C.md_table(["busy neighbours", "shape", "trials", "no op table", "top op right (named)",
+                       "untouched ops named", "profiling ÷ comparison (median)", "op Δ ÷ measured Δ (median)"], rows)
 
 
 def main() -> None:
