@@ -314,6 +314,34 @@ def test_perf_compare_shows_where_beside_a_change(shell: Any) -> None:
     assert shown.error_in_exec is None and shown.result.named()[0].name == "parse"
 
 
+def test_gpubench_vs_says_where_the_change_went(shell: Any) -> None:
+    """``%%gpubench --vs RUN``: this cell against a recorded run, interleaved; beside a slower verdict the
+    differential profile is shown (the default), recorded as a ``where`` row of A's id and B's new run."""
+    assert shell.run(SETUP).error_in_exec is None
+    assert shell.run("%%gpubench -l step -b 0.5 -q\nload(1e-3); parse(1e-3)").error_in_exec is None  # 1
+    res = shell.run("%%gpubench -l step -b 2 --no-plot --vs 1\nload(1e-3); parse(3e-3)")  # A re-run: 2, B: 3
+    assert res.error_in_exec is None, res.error_in_exec
+    out = shell.text()
+    assert re.search(r"step: (slower by|[\d.]+× slower)", out) and "Where the change went" in out, out
+    assert re.search(r"it went to\s+parse\s+\+", out), out
+    from perfmagic.storage.session import current_ledger
+
+    rows = [r for r in current_ledger(shell.ip.user_ns).rows() if r["magic"] == "where"]
+    assert len(rows) == 1 and rows[0]["metrics"]["named"][0] == "parse", rows
+    assert rows[0]["options"] == {"a": 1, "b": 3} and rows[0]["interleaved_with"] == 3
+
+
+def test_gpubench_vs_no_where_samples_nothing_and_where_needs_vs(shell: Any) -> None:
+    assert shell.run(SETUP).error_in_exec is None
+    assert shell.run("%%gpubench -l step -b 0.3 -q\nparse(1e-3)").error_in_exec is None
+    res = shell.run("%%gpubench -l step -b 1 -o -q --no-where --vs 1\nparse(2e-3)")
+    assert res.error_in_exec is None and res.result.where is None
+    msg = _usage(shell.run("%%gpubench -l step --where\nparse(2e-3)"))
+    assert "--where" in msg and "--vs RUN" in msg and "%perf compare A B --where" in msg, msg
+    msg = _usage(shell.run("%%gpubench -l step --where --no-where --vs 1\nparse(2e-3)"))
+    assert "exclude each other" in msg, msg
+
+
 def test_perf_compare_of_torch_cells_says_which_op(shell: Any) -> None:
     """From notebook cells: a loop of matmuls, then one bmm; ``%perf compare`` re-measures them and its
     differential profile ends with the torch ops (aten::bmm up), kept in the ledger row."""

@@ -160,7 +160,8 @@ cells = [
     code("with perfmagic.busy_neighbours(1) as nb:\n    %perf compare\nprint(f\"the neighbour kept {nb.others_cores:.1f} "
          "cores busy while it ran\")"),
     md("`--vs` does the same from the cell itself: it re-runs the baseline's code **interleaved** with the cell "
-       "(A B B A …) and compares pair by pair. Here an A/A check — the same code on both sides — must come out as "
+       "(A B B A …) and compares pair by pair; like `%perf compare`, it says where the change went beside a "
+       "*faster* or *slower* verdict (`--where`: for any verdict). Here an A/A check — the same code on both sides — must come out as "
        "*no real change*:"),
     code("%%gpubench -l sum-of-squares --vs baseline --no-plot\nsum(v * v for v in values)"),
     code("%perf plot sum-of-squares"),

@@ -46,6 +46,11 @@ class BenchMagics(MagicTemplate):
               help="same-process A/B: re-run RUN's code (a run id, or 'baseline' for this label's baseline) "
                    "interleaved with this cell (A B B A ...) and compare; machine drift cancels. "
                    "RUN's code must still run in this namespace")
+    @argument("--where", action="store_true",
+              help="with --vs: show where the change went (each function's and torch op's Δ with its interval, a "
+                   "differential flame graph) whatever the verdict. Default: sampled while the pairs run, shown "
+                   "beside a faster/slower verdict")
+    @argument("--no-where", action="store_true", help="with --vs: do not sample the stacks while the pairs run")
     @argument("--min-effect", type=_args.fraction, default=0.10,
               help="the smallest change worth keeping, for --vs verdicts: 0.1 or 10%% (default 10%%)")
     @argument("setup", nargs=argparse.REMAINDER, help="setup code, run once before timing (as in %%%%timeit)")
@@ -77,6 +82,12 @@ class BenchMagics(MagicTemplate):
                 for k, o in (("items", "items"), ("flops", "flops"), ("nbytes", "bytes"))}
         label = args.label or default_label(cell, self.state)
         filename = _boundary.cell_filename(self.shell, cell)
+        if (args.where or args.no_where) and args.vs is None:
+            raise UsageError(f"%%gpubench {'--where' if args.where else '--no-where'} is about an A/B pair: add "
+                             "--vs RUN (a run id, or baseline) to time this cell against RUN and see where the "
+                             "change went, or use %perf compare A B --where for two recorded runs")
+        if args.where and args.no_where:
+            raise UsageError("%%gpubench: --where and --no-where exclude each other; keep one")
         if args.vs is not None:
             pair = self._vs(args, line, cell, setup, label, filename, work)
             if pair is not _ALONE:
@@ -175,19 +186,21 @@ class BenchMagics(MagicTemplate):
         opts_a = row_a.get("options") or {}
         code_a = row_a.get("code") or ""  # the cell body (the ledger keeps the magic line apart)
         fn_a = _boundary.cell_filename(self.shell, code_a)
-        status = "ok"
+        status, watches = "ok", []
         try:
             pr = measure_against(row_a, cell, setup, self.shell.user_ns, label_b=label,
                                  work_b={k if k != "nbytes" else "bytes": v for k, v in work.items() if v},
                                  budget=args.budget, precision=args.precision, min_effect=args.min_effect,
                                  min_samples=args.min_samples, device=args.device, sync=args.sync,
-                                 memory=not args.no_memory, gc=args.gc, filenames=(fn_a, filename), notify=print)
+                                 memory=not args.no_memory, gc=args.gc, filenames=(fn_a, filename), notify=print,
+                                 where=True if args.where else (False if args.no_where else None), watches=watches)
         except BenchInterrupted as exc:
             if exc.result is None:
                 raise _boundary.Interrupted("perfmagic: %%gpubench --vs interrupted before one A/B pair was "
                                             "measured; nothing recorded") from None
             pr, status = exc.result, "interrupted"
-        rc, b_id = self._record_pair(pr, row_a, code_a, opts_a, args, line, cell, setup, status, led)
+        rc, b_id = self._record_pair(pr, row_a, code_a, opts_a, args, line, cell, setup, status, led,
+                                     where=(watches, _boundary.file_labels(self.shell, (fn_a, filename))))
         if pr.advice():
             print(f"perfmagic: {pr.advice()}")
         if not args.quiet and not (args.output and status == "ok" and rc is not None):
@@ -209,11 +222,14 @@ class BenchMagics(MagicTemplate):
         return rc if args.output else None
 
     def _record_pair(self, pr: Any, row_a: dict[str, Any], code_a: str, opts_a: dict[str, Any],
-                     args: argparse.Namespace, line: str, cell: str, setup: str, status: str, led: Any) -> Any:
+                     args: argparse.Namespace, line: str, cell: str, setup: str, status: str, led: Any, *,
+                     where: tuple[list[Any], dict[str, str]] = ([], {})) -> Any:
         """Record both sides of an A/B pair through the comparison flow (:func:`perfmagic.timing.flow.record_pair`,
-        as ``%perf compare``'s re-measurement does): ``(comparison or None when too few pairs, B's run id)``."""
+        as ``%perf compare``'s re-measurement does): ``(comparison or None when too few pairs, B's run id)``.
+        ``where``: the pairs' stack sampler (if any) and the cells' file labels; the comparison then says
+        where the change went (:func:`perfmagic.timing.flow.attach_where`, recorded as a ``where`` row)."""
         from ..render.bench import interleaved_note
-        from ..timing.flow import pair_verdict, record_pair
+        from ..timing.flow import attach_where, pair_verdict, record_pair
 
         options = {k: v for k, v in vars(args).items() if k != "setup"}
         options["setup"] = setup
@@ -229,7 +245,11 @@ class BenchMagics(MagicTemplate):
             self._mark_baseline(pr.b.label, ref_b.id)
         if pr.comparison is None:
             return None, b_id
-        return pair_verdict(pr, [ref_a, ref_b], ledger=led, min_effect=args.min_effect), b_id
+        rc = pair_verdict(pr, [ref_a, ref_b], ledger=led, min_effect=args.min_effect)
+        if status == "ok":
+            rc = attach_where(rc, where[0], {**row_a, "id": args.vs}, {"label": pr.b.label, "id": b_id},
+                              [ref_a, ref_b], record=self.record, shown=bool(args.where), file_labels=where[1])
+        return rc, b_id
 
 
 _ALONE = object()  # _vs's answer when run A cannot be read: measure this cell alone

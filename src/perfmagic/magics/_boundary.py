@@ -60,6 +60,14 @@ class CellSyntaxError(Exception):
         return shell.SyntaxTB.structured_traceback(type(self.error), self.error, [])
 
 
+def file_labels(shell: Any, fnames: tuple[str, str]) -> dict[str, str]:
+    """How a differential profile names the files of this kernel's cells: ``In [3]``, and A's and B's
+    cells (``fnames``) as they were re-run."""
+    labels = {name: f"In [{n}]" for name, n in getattr(getattr(shell, "compile", None), "_filename_map", {}).items()}
+    labels.update({fnames[0]: "cell A", fnames[1]: "cell B"})
+    return labels
+
+
 def cell_filename(shell: Any, code: str, raw: str | None = None) -> str:
     """Register ``code`` with IPython's compiler so tracebacks and line sites read ``In [n]``.
 

@@ -205,7 +205,7 @@ class PerfMagics(MagicTemplate):
                               budget=args.budget, min_effect=args.min_effect, record=self.record,
                               notify=print, filenames=fnames,
                               where=True if args.where else (False if args.no_where else None),
-                              file_labels=self._file_labels(fnames))
+                              file_labels=_boundary.file_labels(self.shell, fnames))
         except RerunError as exc:
             raise UsageError(f"%perf compare {'--where' if args.where else '--rerun'}: {exc}") from None
         except CompareError as exc:
@@ -221,13 +221,6 @@ class PerfMagics(MagicTemplate):
         if not hasattr(rc, "what"):  # a PairResult without a verdict (fewer than 3 pairs)
             return finish(self.shell, rc, args, None if args.quiet else {"text/plain": rc.text()})
         return finish(self.shell, rc, args, None if args.quiet else comparison_bundle(rc))
-
-    def _file_labels(self, fnames: tuple[str, str]) -> dict[str, str]:
-        """How the differential profile names the files of this kernel's cells: ``In [3]``, and A's and B's
-        cells as they were re-run."""
-        labels = {name: f"In [{n}]" for name, n in getattr(self.shell.compile, "_filename_map", {}).items()}
-        labels.update({fnames[0]: "cell A", fnames[1]: "cell B"})
-        return labels
 
     def _comparable(self, led: Any, ra: dict[str, Any], rb: dict[str, Any], args: Any) -> None:
         """One-line UsageErrors, with the fix, for pairs that cannot be judged as asked."""

@@ -257,7 +257,7 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
     watches: list[Any] = []
 
     def measure() -> Any:
-        watches[:] = [_sampler(asked=bool(where))] if where is not False else []
+        watches[:] = [where_sampler(asked=bool(where))] if where is not False else []
         return bench_pair(cap_a.code, cap_b.code, cap_a.setup, cap_b.setup, globals=namespace(cap_a, ns),
                           globals_b=namespace(cap_b, ns), labels=(ra.get("label"), rb.get("label")),
                           budget=budget, min_effect=min_effect,
@@ -290,10 +290,10 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
     if pr.comparison is None:
         return pr
     rc = pair_verdict(pr, refs, ledger=ledger, min_effect=min_effect)
-    return _with_where(rc, watches, ra, rb, refs, record=record, shown=bool(where), file_labels=file_labels)
+    return attach_where(rc, watches, ra, rb, refs, record=record, shown=bool(where), file_labels=file_labels)
 
 
-def _sampler(asked: bool) -> Any:
+def where_sampler(asked: bool) -> Any:
     """The sampler of a re-measurement: asked for (``where=True``), it keeps the pairs going past a clear
     verdict until each side has enough samples to attribute (within the budget); by default it only
     watches the pairs the verdict needs."""
@@ -305,8 +305,8 @@ def _sampler(asked: bool) -> Any:
     return PairSampler(min_samples=WHERE_MIN_SAMPLES if asked else 0, ops="torch" in sys.modules)
 
 
-def _with_where(rc: Any, watches: list[Any], ra: Mapping[str, Any], rb: Mapping[str, Any], refs: list[Any], *,
-                record: Callable[..., Any] | None, shown: bool, file_labels: Mapping[str, str] | None = None) -> Any:
+def attach_where(rc: Any, watches: list[Any], ra: Mapping[str, Any], rb: Mapping[str, Any], refs: list[Any], *,
+                 record: Callable[..., Any] | None, shown: bool, file_labels: Mapping[str, str] | None = None) -> Any:
     """The verdict with where the change went (``rc.where``); where it is shown (``shown``: asked for, or
     beside a verdict that is a change) it is also recorded as its own row (kind ``where``,
     ``interleaved_with`` B's re-measured row)."""
@@ -393,10 +393,15 @@ def measure_against(row_a: Mapping[str, Any], code_b: str, setup_b: str, ns: Map
                     precision: float = 0.01, min_effect: float = 0.10, min_samples: int = 10,
                     device: str = "auto", sync: str = "auto", memory: bool = True, gc: bool = False,
                     filenames: tuple[str, str] = ("<perfmagic-A>", "<perfmagic-B>"),
-                    notify: Callable[[str], None] | None = None, force: bool = True) -> Any:
+                    notify: Callable[[str], None] | None = None, force: bool = True, where: bool | None = False,
+                    watches: list[Any] | None = None) -> Any:
     """``%%gpubench --vs RUN``: this cell (B) timed interleaved with recorded run A's code, in ``ns``,
     with the state both change snapshotted and restored. Returns the :class:`PairResult` (both sides
-    carry their work: A's from its row, B's as given); Ctrl-C raises :class:`BenchInterrupted`."""
+    carry their work: A's from its row, B's as given); Ctrl-C raises :class:`BenchInterrupted`.
+
+    ``where`` (not False) samples both sides' stacks while they are timed (:func:`where_sampler`; True
+    keeps the pairs going until each side has enough samples to attribute); the sampler of the pairs
+    measured is left in ``watches``, for :func:`attach_where` once the verdict is known."""
     from .pair import bench_pair
     from .rerun import capture
 
@@ -410,9 +415,12 @@ def measure_against(row_a: Mapping[str, Any], code_b: str, setup_b: str, ns: Map
     limit = None
 
     def measure() -> Any:
+        if watches is not None:
+            watches[:] = [where_sampler(asked=bool(where))] if where is not False else []
         return bench_pair(code_a, code_b, setup_a, setup_b, globals=ns, labels=(row_a.get("label"), label_b),
                           budget=budget, precision=precision, min_effect=min_effect, min_samples=min_samples,
-                          device=device, sync=sync, memory=memory, gc=gc, filenames=filenames)
+                          device=device, sync=sync, memory=memory, gc=gc, filenames=filenames,
+                          watch=watches[0] if watches else None)
 
     with guard:
         try:
@@ -434,5 +442,5 @@ def measure_against(row_a: Mapping[str, Any], code_b: str, setup_b: str, ns: Map
     return pr
 
 
-__all__ = ["Basis", "RerunError", "basis", "compare_runs", "judge_pair", "measure_against", "obstacles",
-           "pair_verdict", "protect", "record_pair", "remeasure", "work_of"]
+__all__ = ["Basis", "RerunError", "attach_where", "basis", "compare_runs", "judge_pair", "measure_against",
+           "obstacles", "pair_verdict", "protect", "record_pair", "remeasure", "where_sampler", "work_of"]
