@@ -23,7 +23,8 @@ The torch shapes are also scored op by op (:data:`OP_CHANGES`): ``--where`` prof
 timed pairs (:func:`perfmagic.profile.where_ops.profile_ops`).
 
 A trial is :func:`perfmagic.bench_pair` of A's and B's step with a :class:`~perfmagic.profile.where.PairSampler`
-as ``%perf compare --where`` makes it (budget 1 s; a clear verdict stops the pairs once each side has
+as ``%perf compare --where`` makes it (measured again with the thread pools limited to the free cores
+when they were oversubscribed, as ``%perf compare`` does) (budget 1 s; a clear verdict stops the pairs once each side has
 300 samples), then :func:`~perfmagic.profile.where.attribute`. *Top Δ right*: the
 first row is the changed function and named (its 99% interval excludes 0). *Untouched named*: over every
 (trial, untouched function), the share named; in the A/A, every function is untouched. *Both moves*:
@@ -132,14 +133,26 @@ def namespace(src: str, name: str) -> dict[str, Any]:
 
 
 def one_trial(shape: str) -> dict[str, Any]:
+    import contextlib
+
+    from perfmagic.core.load import free_cores
+    from perfmagic.core.threads import env_oversubscription, thread_limits
     from perfmagic.profile.where import WHERE_MIN_SAMPLES, PairSampler, attribute
     from perfmagic.timing.pair import bench_pair
 
     src_a, src_b, changed, untouched = SHAPES[shape]
     ns_a, ns_b = namespace(src_a, "A"), namespace(src_b, "B")
-    watch = PairSampler(min_samples=WHERE_MIN_SAMPLES, ops=shape in OP_CHANGES)  # as --where asks (torch: ops too)
     t0 = time.perf_counter()
-    pr = bench_pair("step()", "step()", globals=ns_a, globals_b=ns_b, budget=BUDGET, watch=watch, capture_env=False)
+    # as %perf compare --where measures (timing/flow.remeasure): when the pair's thread pools were larger than
+    # the cores the load left free, A and B are measured again with the pools limited to those cores
+    limit = None
+    for _ in range(2):
+        watch = PairSampler(min_samples=WHERE_MIN_SAMPLES, ops=shape in OP_CHANGES)  # --where (torch: ops too)
+        with thread_limits(limit) if limit is not None else contextlib.nullcontext():
+            pr = bench_pair("step()", "step()", globals=ns_a, globals_b=ns_b, budget=BUDGET, watch=watch)
+        if limit is not None or not env_oversubscription(pr.b.env):
+            break
+        limit = free_cores(pr.b.env)
     wall = time.perf_counter() - t0
     t1 = time.perf_counter()
     w = attribute(watch, labels=("A", "B"))
@@ -150,6 +163,7 @@ def one_trial(shape: str) -> dict[str, Any]:
     first = w.rows()[0] if w.rows() else None
     iv = w.total_interval
     return {"shape": shape, "refused": w.refused is not None, "pairs": w.n_pairs, "samples": w.n_samples,
+            "thread_limit": limit,
             "wall_s": wall, "attribute_s": cost_s, "measured_delta_s": med_b - med_a,
             "total_delta_s": w.total_delta_s, "total_low_s": iv[0] if iv else None,
             "total_high_s": iv[1] if iv else None,
@@ -222,7 +236,6 @@ def run(trials: int, quick: bool) -> dict[str, Any]:
 def _start_profiler() -> None:
     """torch.profiler's start-up (about 2 s, once per process), paid before the trials: no trial's cost
     depends on whether a torch shape came first."""
-    import torch  # noqa: F401
     from torch.profiler import profile
 
     from perfmagic.profile.where_ops import _quiet_stderr
@@ -262,12 +275,13 @@ def report(data: dict[str, Any]) -> str:
                          "—" if not SHAPES[shape][2] else rate(sum(map(_top_right, ts)), len(ts)),
                          rate(sum(bool(r and r["named"]) for r in un), len(un)),
                          rate(sum(map(_adds_up, ts)), len(ts)), sum(t["refused"] for t in ts),
+                         sum(t.get("thread_limit") is not None for t in ts),
                          f"{statistics.median(t['pairs'] for t in ts):.0f}",
                          f"{statistics.median(t['samples'] for t in ts):.0f}",
                          f"{statistics.median(t['wall_s'] for t in ts):.2f}",
                          f"{statistics.median(others):.2f}" if others else "n/a"])
     table = C.md_table(["busy neighbours", "shape", "trials", "top Δ right (named)", "untouched named",
-                        "Δs add up", "cannot tell", "pairs (median)", "samples (median)", "s per comparison (median)",
+                        "Δs add up", "cannot tell", "thread limit", "pairs (median)", "samples (median)", "s per comparison (median)",
                         "others' cores"], rows)
     c_rows = []
     for load in LOADS:
@@ -289,7 +303,10 @@ def report(data: dict[str, Any]) -> str:
             "intervals, 2000 bootstrap resamples of the pairs). Rates are k/n with Wilson 95% intervals. "
             "*Top Δ right*: the changed function is the first row and named; for `netzero`, both moved "
             "functions named with the right signs. *Untouched named*: the share of (trial, untouched function) "
-            "named. *Δs add up*: the pair's measured B − A (medians) lies in the attributed total's interval.\n\n"
+            "named. *Δs add up*: the pair's measured B − A (medians) lies in the attributed total's interval. "
+            "*Thread limit*: the trials measured again with the thread pools limited to the cores the load left "
+            "free, as `%perf compare` does when the pair's pools were larger (the trial's figures are then "
+            "that measurement's).\n\n"
             + table + "\nCost of sampling: the A/A step timed without and with the sampler, back to back.\n\n"
             + c_table + "\nTorch shapes, op by op: after the timed pairs, 8 pairs of untimed calls under `torch.profiler` "
             "(one warm-up pair first, dropped), each op's self CPU time per call, Δ = the median over the pairs with "
