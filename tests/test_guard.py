@@ -61,7 +61,7 @@ def _accept(shell: Any) -> None:
     """Run #1: the loop; #2 (A re-measured) and #3 (B): the closed form, interleaved with it and accepted."""
     shell.run("from guardpkg.ops import slow_sum, fast_sum")
     assert shell.run("%%gpubench -l loop -b 0.3 -q\nslow_sum(20000)\n").error_in_exec is None
-    res = shell.run("%%gpubench -l closed -b 0.5 --vs 1\nfast_sum(20000)\n")
+    res = shell.run("%%gpubench -l closed -b 0.5 --no-where --vs 1\nfast_sum(20000)\n")  # no `where` row
     assert res.error_in_exec is None
     assert "faster" in shell.text() and "accept" in shell.text()
 
@@ -139,13 +139,13 @@ def test_refusals_existing_path_slower_change_inline_function_and_same_code(shel
     assert "check_pair" in path.read_text()
 
     # a change perfmagic did not accept: the loop measured against the closed form is slower
-    shell.run("%%gpubench -l back -b 0.3 -q --vs 3\nslow_sum(20000)\n")  # runs #4 (A) and #5 (B)
+    shell.run("%%gpubench -l back -b 0.3 -q --no-where --vs 3\nslow_sum(20000)\n")  # runs #4 (A) and #5 (B)
     res = shell.run(f"%perf guard 5 {pkg / 'tests' / 't5.py'} --module guardpkg.ops")
     assert "not an accepted comparison (B #5 vs A #4: " in str(res.error_in_exec) and "slower" in str(res.error_in_exec)
 
     # the measured function was defined in a notebook cell
     shell.run("def mine(n):\n    return n\n")
-    shell.run("%%gpubench -l mine -b 0.3 -q --vs 1\nmine(20000)\n")  # runs #6, #7
+    shell.run("%%gpubench -l mine -b 0.3 -q --no-where --vs 1\nmine(20000)\n")  # runs #6, #7
     res = shell.run(f"%perf guard 7 {pkg / 'tests' / 't7.py'} --module guardpkg.ops")
     assert "the run calls mine, defined in a notebook cell" in str(res.error_in_exec)
     assert "move it to a module" in str(res.error_in_exec) and "--module" in str(res.error_in_exec)

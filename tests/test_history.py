@@ -76,7 +76,8 @@ def test_vs_runs_an_interleaved_ab(shell) -> None:
     assert "slower by" in out.splitlines()[0] and "reject" in out.splitlines()[0]
     assert "same-process A/B" in out
     df = perfmagic.ledger()
-    assert len(df) == 3  # the original, A re-measured, B
+    # the original, A re-measured, B, and where the change went (recorded beside a slower verdict)
+    assert list(df["magic"]) == ["gpubench", "gpubench", "gpubench", "where"], df["magic"]
     rc = compare(2, 3)
     assert rc.kind == "interleaved" and rc.verdict == "slower"
 
@@ -165,6 +166,7 @@ def test_vs_remeasurement_is_marked_and_kept_out_of_the_history(shell) -> None:
     shell.run("%%gpubench -l nap --baseline -b 0.2 -q\ntime.sleep(0.002)\n")
     shell.run("%%gpubench -l nap --vs baseline -b 0.4 -q\ntime.sleep(0.001)\n")
     df = perfmagic.ledger()
+    df = df[df["magic"] == "gpubench"]  # a faster verdict also records where the change went (magic "where")
     assert list(df["role"].fillna("")) == ["", "rerun-of #1", ""]
     assert df["vs_baseline"].isna().iloc[1]  # the A side re-measured is not a point of the label's history
     shell.run("%perf")
