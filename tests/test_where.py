@@ -424,3 +424,50 @@ def test_only_code_that_reaches_torch_is_profiled_per_op() -> None:
     assert mentions_torch("model(x)", ns) and mentions_torch("helper()", ns)  # two calls down
     assert mentions_torch("y = torch.zeros(3)", ns)
     assert not mentions_torch("spin(1e-4)", ns) and not mentions_torch("sum(range(10))", ns)
+
+
+def _planted_ops(monkeypatch: Any, b_x: list[float]) -> Any:
+    """profile_ops on planted self times: op ``aten::x`` takes 100 µs in A and ``b_x[k]`` in B's k-th call,
+    ``aten::y`` 50 µs on both sides (the profiler runs for real around calls that do nothing)."""
+    pytest.importorskip("torch")
+    import perfmagic.profile.where_ops as W
+
+    side = {"now": "a", "a": 0, "b": 0}
+
+    def run_a() -> None:
+        side["now"] = "a"
+
+    def run_b() -> None:
+        side["now"] = "b"
+
+    def planted(_prof: Any, _clock: str) -> dict[str, float]:
+        s = side["now"]
+        k = side[s]
+        side[s] += 1
+        x = 100e-6 if s == "a" else b_x[min(k, len(b_x) - 1)]
+        return {"aten::x": x, "aten::y": 50e-6}
+
+    monkeypatch.setattr(W, "_self_times", planted)
+    return W.profile_ops(run_a, run_b, max_s=5.0)
+
+
+def test_an_op_all_but_named_after_8_pairs_gets_4_more_and_is_named(monkeypatch: Any) -> None:
+    # B's calls: the warm-up (dropped), then +10 µs in every pair but the 4th (-5 µs)
+    ops = _planted_ops(monkeypatch, [110e-6] * 4 + [95e-6] + [110e-6] * 20)
+    assert ops.n_pairs == 12 and [r.name for r in ops.named()] == ["aten::x"], ops.rows()
+    # all 8 on one side: named after 8, no more pairs
+    ops = _planted_ops(monkeypatch, [110e-6] * 20)
+    assert ops.n_pairs == 8 and [r.name for r in ops.named()] == ["aten::x"]
+    # 6 of 8: not all but one; 4 more could not name it (10 of 12 < 11): no more pairs, not named
+    ops = _planted_ops(monkeypatch, [110e-6] * 3 + [95e-6, 95e-6] + [110e-6] * 20)
+    assert ops.n_pairs == 8 and not ops.named()
+
+
+def test_borderline_needs_a_change_past_the_floor() -> None:
+    from perfmagic.profile.where_ops import _borderline
+
+    a = {"aten::x": 100e-6}
+    got = [(a, {"aten::x": 101e-6})] * 7 + [(a, {"aten::x": 99e-6})]
+    assert not _borderline(got)  # 7 of 8 up, but +1 µs is under 5% of A's 100 µs
+    got = [(a, {"aten::x": 110e-6})] * 7 + [(a, {"aten::x": 99e-6})]
+    assert _borderline(got)

@@ -7,7 +7,8 @@ them, a few more pairs of untimed calls run under ``torch.profiler.profile``, A 
 order, and each op's self time of the call is read: CPU time on the CPU, the kernels' own time on the
 device where the work ran on CUDA (the CUDA timeline, not the launches). Each op's Δ (B − A, per call:
 the median over the pairs, so one held-up call does not set it) gets the distribution-free interval of
-that median (order statistics: with 8 pairs, all 8 on one side of 0 for 99%), and an op is named under the rule of the functions: the
+that median (order statistics: with 8 pairs, all 8 on one side of 0 for 99%; 4 more pairs when an op is
+all but named, 7 of 8, and then 11 of 12 suffice), and an op is named under the rule of the functions: the
 interval excludes 0 and |Δ| ≥ ``FLOOR`` of A's op time per call.
 
 Code that reaches no torch object by name (:func:`mentions_torch`: no profiler is started) or runs no
@@ -30,6 +31,10 @@ from .rule import CONFIDENCE, FLOOR
 OPS_PAIRS = 8       # pairs of profiled calls after the timed ones
 MIN_OP_PAIRS = 8    # fewer (Ctrl-C, calls too long for the time): no attribution; 8 is the fewest whose
                     # interval of the median reaches 99% (all 8 pairs on one side of 0: p = 2/256)
+OPS_MORE_PAIRS = 12  # when an op's 8 pairs are all but one on one side (7 of 8), and past the floor,
+                     # the profiling goes on to 12 pairs (time allowing): 12 is the fewest whose 99%
+                     # interval allows one pair on the other side (p = 2 x 13/4096). An op that did not
+                     # change gets there with p = 2 x 8/256 and is then named with p = 1/16 of that
 OPS_SHARE = 0.10    # the profiled calls take at most this share of the timed pairs' wall time ...
 OPS_MIN_S = 0.5     # ... or this much, whichever is more; a spell of slow calls (this VM's torch thread
                     # pool runs a small bmm at 80 µs or at 7 ms) may take it to twice that before it stops
@@ -246,10 +251,26 @@ def mentions_torch(code: Any, ns: Any, depth: int = 2) -> bool:
     return False
 
 
+def _borderline(got: list[tuple[dict[str, float], dict[str, float]]], floor: float = FLOOR) -> bool:
+    """Whether some op's pairs are all but one on one side of 0 (7 of 8) with a median change past the
+    floor of A's op time per call: not named with these pairs, and possibly with four more."""
+    from ..core.stats import median
+
+    ops = {k for pa, pb in got for k in (*pa, *pb)}
+    a_total = median([sum(pa.values()) for pa, _ in got])
+    for k in ops:
+        d = [pb.get(k, 0.0) - pa.get(k, 0.0) for pa, pb in got]
+        up, down = sum(x > 0 for x in d), sum(x < 0 for x in d)
+        if max(up, down) == len(d) - 1 and abs(median(d)) >= floor * a_total:
+            return True
+    return False
+
+
 def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: str = "cpu",
                 pairs: int = OPS_PAIRS, max_s: float = OPS_MIN_S) -> OpsResult | None:
     """``pairs`` pairs of one call of each side under ``torch.profiler`` (A first in even pairs, B first in
-    odd ones; one pair before them is a warm-up, dropped) within about ``max_s`` of wall time: where the
+    odd ones; one pair before them is a warm-up, dropped), 12 when an op is all but named after 8
+    (:data:`OPS_MORE_PAIRS`), within about ``max_s`` of wall time: where the
     pairs so far show that the rest will not fit (2.5× over), or they pass 2× ``max_s``,
     or Ctrl-C, it stops, and with fewer than ``MIN_OP_PAIRS`` pairs the result says so instead of
     attributing. None where the calls run no torch op. ``run_a``/``run_b`` run one call, synchronized."""
@@ -266,10 +287,12 @@ def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: s
     with _quiet_stderr(), profile(activities=acts):  # the profiler's start-up (~2 s once per process) is
         pass                                          # not a pair's: the time guard reads the pairs alone
     t0 = time.perf_counter()
+    want, i = pairs, -2
     try:
         # pair -1 is a warm-up, dropped: the first profiled calls of a process run many times slower (48 ms
         # for a 7 ms bmm here), which would set the medians and the time guard's projection
-        for i in range(-1, pairs):
+        while i + 1 < want:
+            i += 1
             one: list[dict[str, float]] = [{}, {}]
             for side in ((0, 1) if i % 2 == 0 else (1, 0)):
                 prof = profile(activities=acts)
@@ -288,14 +311,19 @@ def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: s
                 continue
             got.append((one[0], one[1]))
             spent = time.perf_counter() - t0
-            # the calls are too long for ``pairs`` of them in the time: stop now rather than late
-            if len(got) < pairs and (spent > 2 * max_s or spent / len(got) * pairs > 2.5 * max_s):
+            if len(got) == pairs == OPS_PAIRS and _borderline(got) \
+                    and spent / len(got) * OPS_MORE_PAIRS <= 2.5 * max_s:
+                want = OPS_MORE_PAIRS  # one op all but named: four more pairs can settle it
+            # the calls are too long for ``want`` of them in the time: stop now rather than late
+            if len(got) < want and (spent > 2 * max_s or spent / len(got) * want > 2.5 * max_s):
                 break
     except KeyboardInterrupt:
         pass  # the profiled pairs end; the timed ones were done before
     spent = time.perf_counter() - t0
     if not got:
         return None
+    if pairs < len(got) < OPS_MORE_PAIRS:
+        got = got[:pairs]  # the extra pairs stopped short of 12 (time, Ctrl-C): no more power than 8
     ops = tuple(sorted({k for pa, pb in got for k in (*pa, *pb)}))
     a = tuple(tuple(pa.get(k, 0.0) for k in ops) for pa, _ in got)
     b = tuple(tuple(pb.get(k, 0.0) for k in ops) for _, pb in got)
@@ -304,4 +332,4 @@ def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: s
     return OpsResult(clock=clock, ops=ops, a=a, b=b, profiled_s=spent, refused=refused)
 
 
-__all__ = ["OPS_PAIRS", "OpDelta", "OpsResult", "mentions_torch", "profile_ops"]
+__all__ = ["OPS_MORE_PAIRS", "OPS_PAIRS", "OpDelta", "OpsResult", "mentions_torch", "profile_ops"]
