@@ -309,8 +309,8 @@ def report(data: dict[str, Any]) -> str:
             "that measurement's).\n\n"
             + table + "\nCost of sampling: the A/A step timed without and with the sampler, back to back.\n\n"
             + c_table + "\nTorch shapes, op by op: after the timed pairs, 8 pairs of untimed calls under `torch.profiler` "
-            "(one warm-up pair first, dropped), each op's self CPU time per call, Δ = the median over the pairs with "
-            "its distribution-free 99% interval; an op is named when that interval excludes 0 and |Δ| ≥ 5% of A's op "
+            "(one warm-up pair first, dropped; 12 when an op is all but named after 8), each op's self CPU time per "
+            "call, Δ = the median over the pairs with its distribution-free 99% interval; an op is named when that interval excludes 0 and |Δ| ≥ 5% of A's op "
             "time. *Top op right*: the first row is an op the change moved (`torch`: `aten::bmm` +, the loop's "
             "`aten::mm`, `aten::matmul`, `aten::select`, `aten::as_strided`, `aten::resolve_conj` −; "
             "`torch_op2x`: `aten::_softmax` +), named, with the right sign. *Untouched ops named*: the share of "
@@ -330,12 +330,12 @@ def _ops_table(data: dict[str, Any]) -> str:
                 continue
             ok = [t for t in ts if t["refused"] is None]
             ratios = [t["total_delta_s"] / t["measured"] for t in ok if t["measured"] and t["total_delta_s"] is not None]
-            rows.append([load, shape, len(ts), len(ts) - len(ok),
+            rows.append([load, shape, len(ts), len(ts) - len(ok), sum(t.get("pairs") == 12 for t in ts),
                          "—" if not changed else rate(sum(t["first_right"] for t in ok), len(ts)),
                          rate(sum(t["untouched_named"] for t in ok), sum(t["untouched"] for t in ok)),
                          f"{statistics.median(t['profiled_s'] / t['wall'] for t in ts):.1%}",
                          f"{statistics.median(ratios):.2f}" if changed and ratios else "—"])
-    return C.md_table(["busy neighbours", "shape", "trials", "no op table", "top op right (named)",
+    return C.md_table(["busy neighbours", "shape", "trials", "no op table", "12 pairs", "top op right (named)",
                        "untouched ops named", "profiling ÷ comparison (median)", "op Δ ÷ measured Δ (median)"], rows)
 
 
