@@ -654,8 +654,11 @@ def test_a_slow_phase_across_units_is_named_and_the_later_pace_assumed() -> None
 
 
 def test_per_iteration_keeps_measuring_past_a_slow_phase_and_covers_the_job() -> None:
-    # planted with sleep (a busy neighbour cannot move it): units 3 ms until unit 25, 6 ms after; the
-    # measuring (10% of ~1 s) would stop near unit 30, just after the step, and keeps going to confirm it.
+    STEP = 18
+    # planted with sleep (a busy neighbour cannot move it): units 3 ms until unit 18, 6 ms after; the
+    # measuring (10% of ~1 s) would stop near unit 25-30, a few units after the step, and keeps going to
+    # confirm it. (With the step at unit 25, a VM whose 3 ms sleeps took 3.5 ms stopped at unit 25 exactly,
+    # before the step: a phase that starts where the measuring ends is invisible to any estimator, fc39.)
     # The cell times its own sleeps: this VM's sleep overshoot drifts (a 6 ms sleep took 7.4 ms while
     # measuring and 6.5 ms during the full run, once), which no estimator can foresee. So the estimate is
     # held to what the measuring phase itself showed, and to the full run by as much as the sleeps agreed.
@@ -667,13 +670,13 @@ def test_per_iteration_keeps_measuring_past_a_slow_phase_and_covers_the_job() ->
 
     def unit_sleep(i: int) -> None:
         t = time.perf_counter()
-        time.sleep(0.003 if i < 25 else 0.006)
+        time.sleep(0.003 if i < STEP else 0.006)
         took.append((i, time.perf_counter() - t))
 
     code = "unit_sleep(next(unit))"
     ns = {"unit_sleep": unit_sleep, "unit": itertools.count()}
     r = estimate(code, total=300, globals=ns)
-    measured = [d for i, d in took if i >= 25]
+    measured = [d for i, d in took if i >= STEP]
     r = run_full(r, _Runner(code, None, ns, "cpu", "<run>"))
     ran = [d for i, d in took[len(took) - 300:]]
     assert any("slow phase" in w for w in r.warnings), r.text()

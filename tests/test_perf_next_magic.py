@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -55,7 +56,9 @@ def test_perf_next_after_real_runs_proposes_and_checks_a_prediction(shell: Any) 
     shell.run("%perf next")
     out = shell.text()
     assert "predictions: 1 of 1 prediction within range" in out, out
-    assert "measured 2.0×" in out or "measured 1.9×" in out or "measured 2.1×" in out
+    # planted 2 × 2 ms against 2 × 1 ms of sleep: each sleep overshoots by 0.05-0.2 ms on this VM, so the
+    # true ratio is 1.83-1.95 (fc39 measured 1.8×)
+    assert re.search(r"measured (1\.[89]|2\.[01])×", out), out
 
 
 def test_perf_target_sets_checks_and_stops(shell: Any, capsys: Any) -> None:
