@@ -131,7 +131,7 @@ class BenchMagics(MagicTemplate):
         return self.conclude(
             result, args, magic="gpubench", line=line, cell=cell, label=result.label, status=result.status,
             options=options, env=result.env, env_hash=fingerprint(result.env) if result.env else None,
-            text=lambda run_id: replace(result, run_id=run_id).text(), recorded=recorded,
+            text=lambda run_id: result.text(run_id=run_id), recorded=recorded,
             interrupted=interrupted)
 
     def _capture(self, run_id: int, code: str, setup: str) -> None:
