@@ -418,3 +418,31 @@ def test_an_exception_in_a_sustained_block_propagates_and_the_last_block_is_stil
         subj.sample()  # block 4 raises while it is launched
     subj.finish()
     assert (fake.enqueued, fake.waited, len(subj.raw)) == (4, 3, 3)  # the 4th never reached its end event
+
+
+def _noisy_call(rng: Any) -> Any:
+    """A planted call of 1.0-1.2 ms (uniform, busy-waited): its median's 95% interval needs ~200 samples
+    to reach ±1% and ~35 to reach ±2.5%."""
+
+    def call() -> None:
+        end = time.perf_counter() + 1e-3 * (1.0 + 0.2 * rng.random())
+        while time.perf_counter() < end:
+            pass
+    return call
+
+
+def test_the_default_budget_answers_a_noisy_millisecond_call_at_2_5_percent_after_0_1_s() -> None:
+    import random
+
+    from perfmagic.timing.bench import ANSWER_PRECISION
+
+    quick = perfmagic.bench(_noisy_call(random.Random(1)), warmup=5, memory=False)
+    assert quick.stop_reason == "time", (quick.stop_reason, quick.rel_ci, quick.n_samples)
+    assert 0.01 < quick.rel_ci <= ANSWER_PRECISION
+    assert "stopped: time (the default answer: ±" in quick.text()
+    # a budget given is a hard limit and the stricter target holds: no early answer
+    strict = perfmagic.bench(_noisy_call(random.Random(1)), budget=3.0, warmup=5, memory=False)
+    assert strict.stop_reason == "precision" and strict.rel_ci <= 0.01
+    assert strict.n_samples > quick.n_samples
+    # the planted truth (1.1 ms median) is inside both intervals' reach
+    assert 1.0e-3 < quick.median < 1.2e-3 and 1.0e-3 < strict.median < 1.2e-3

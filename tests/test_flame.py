@@ -446,7 +446,9 @@ def test_pyspy_native_samples_only_the_cell_thread() -> None:
 
 def test_pyspy_subprocesses_are_sampled() -> None:
     pyspy_or_skip()
-    code = "import time\ne = time.perf_counter() + 0.6\nwhile time.perf_counter() < e: pass\n"
+    # 1.5 s: py-spy attaches after its own start-up, which took over 0.6 s beside the rest of the suite
+    # on a loaded 2-core VM (it then sampled nothing at all)
+    code = "import time\ne = time.perf_counter() + 1.5\nwhile time.perf_counter() < e: pass\n"
 
     def parent() -> None:
         subprocess.run([sys.executable, "-c", code], check=True)

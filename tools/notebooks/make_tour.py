@@ -18,7 +18,7 @@ cells = [
     md("## `%%gpubench`: time a cell\n\n"
        "The first (cold) call is timed apart; the cell is warmed up until timings stop drifting; then it runs in "
        "calibrated blocks until the 95% confidence interval of the median is within ±1%, or the budget "
-       "(about 1 s) is spent. Setup code goes on the magic line, as with `%%timeit`. On a machine without CUDA it "
+       "(about 1 s) is spent; with the default budget, ±2.5% is enough after 0.1 s (`stopped: time`). Setup code goes on the magic line, as with `%%timeit`. On a machine without CUDA it "
        "says so in one line and times on the CPU."),
     code("import time"),
     code("%%gpubench -l sleep-5ms\ntime.sleep(0.005)"),
@@ -289,7 +289,7 @@ EXPECT = {
     ],
     'import perfmagic\n\nres = perfmagic.bench("sorted(data)", setup="import random; data = random.sample(range(10**5), 10**4)")\nprint(res.text())': [
         r"median\s+\(95% CI",
-        r"stopped: (precision|budget)",
+        r"stopped: (precision|budget|time)",
     ],
     '%%gpubench -l sum-of-squares --baseline --no-plot\nsum(v * v for v in values)': [
         r"run #\d+ is now the baseline of 'sum-of-squares'",

@@ -23,7 +23,8 @@ class BenchMagics(MagicTemplate):
     @argument("-b", "--budget", type=_args.positive_duration, default=None,
               help="time budget for the whole measurement: 0.5, 500ms, 2s, 1m (default: about 1 s; a budget you give is never exceeded)")
     @argument("-p", "--precision", type=_args.fraction, default=0.01,
-              help="stop when the 95%% CI of the median is within ± this fraction: 0.01 or 1%% (default 1%%)")
+              help="stop when the 95%% CI of the median is within ± this fraction: 0.01 or 1%% (default 1%%; with the "
+                   "default budget, ±2.5%% is accepted after 0.1 s: give -b to hold the target)")
     @argument("-w", "--warmup", type=_args.warmup_count, default="auto",
               help="warmup calls: 'auto' (until timings stop drifting, at least 5 calls) or a number (default auto)")
     @argument("--min-samples", type=_args.positive_int, default=10, help="minimum number of timed samples (default 10)")

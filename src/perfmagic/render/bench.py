@@ -63,10 +63,18 @@ def text(r: Result, *, run_id: Any = None) -> str:
         lines.append("  peak memory: " + ", ".join(parts))
     if b.throughput:
         lines.append("  throughput: " + " · ".join(fmt_rate(v, _WORK_UNITS.get(k, k)) for k, v in b.throughput.items()))
-    lines.append(f"  device {b.device} (sync: {b.sync}) · {fmt_time(b.wall_s, 3)} spent · stopped: {b.stop_reason}")
+    lines.append(f"  device {b.device} (sync: {b.sync}) · {fmt_time(b.wall_s, 3)} spent · stopped: {_stopped(b)}")
     lines += [f"  note: {n}" for n in b.notes]
     lines += warning_lines(b.warnings)  # the two that matter most; the rest folded
     return "\n".join(lines)
+
+
+def _stopped(b: Any) -> str:
+    """Why the sampling stopped; the default budget's early answer says what a budget would buy."""
+    if b.stop_reason != "time":
+        return str(b.stop_reason)
+    target = (b.policy or {}).get("precision", 0.01)
+    return f"time (the default answer: ±{b.rel_ci:.1%} after 0.1 s; -b 1 aims for ±{target:.0%})"
 
 
 def interleaved_note(run_id: Any) -> str:

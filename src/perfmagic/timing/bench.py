@@ -21,7 +21,10 @@ The algorithm, in order (every step is visible in the result):
    default) with at least ``min_samples`` samples spanning at least ``MIN_SPAN_S`` (50 ms; 250 ms of
    device time on a GPU, whose power cap moves the clock over ~0.1 s; at most 30% of the budget) of
    sampled time — a precise interval over 2 ms of samples cannot see the machine's slower states — or
-   the budget is spent. On CUDA the samples run back to back (``CudaSync.pace = "sustained"``: the
+   the budget is spent. With the default budget an answer is also due after ``ANSWER_S`` (0.1 s, the
+   drift guard and the tail after the samples included): from then on an interval within ±2.5%
+   (``ANSWER_PRECISION``) stops the run (stop reason ``"time"``), so a call of a millisecond or less costs
+   about 0.1 s, as ``%timeit``'s first loops do; ``budget=`` (``-b``) buys the stricter target. On CUDA the samples run back to back (``CudaSync.pace = "sustained"``: the
    next block is launched before the last is awaited), as a training loop's kernels do. A budget the user gives is a
    hard limit; the default (1 s) may stretch, up to 10 s, only until ``min_samples`` are in.
    The GC is disabled during timed blocks unless ``gc=True`` (as ``timeit`` does).
@@ -61,6 +64,8 @@ MIN_SPAN_S = 0.05   # a precision stop needs this much sampled time (at most 30%
 DEVICE_MIN_SPAN_S = 0.25
 REFERENCE_S = 0.004  # the drift guard's reference workload, timed before and after the samples
 MAX_SOFT_BUDGET = 10.0
+ANSWER_S = 0.1  # the default budget: an answer is due after this much time (before-phase and tail included) ...
+ANSWER_PRECISION = 0.025  # ... where its interval is within this by then (a budget given is a hard limit instead)
 _TAIL_S = [0.02]  # what the environment capture after the samples cost last time in this process
 WARMUP_MIN_CALLS = 5
 WARMUP_MIN_CALLS_SLOW = 2  # calls slower than SLOW_CALL_S: their one-time costs already hit the cold call
@@ -293,7 +298,7 @@ def _warm_up(subj: Subject, warmup: int | str, soft_budget: float, hard: bool, c
 def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, hard: bool, precision: float,
             confidence: float, min_samples: int, max_samples: int, memory: bool) -> str:
     """The sampling loop and its stop rule (module docstring); returns why it stopped: ``"precision"``,
-    ``"max_samples"`` or ``"budget"``."""
+    ``"time"`` (the default budget's answer after ``ANSWER_S``), ``"max_samples"`` or ``"budget"``."""
     next_check = min_samples
     limit = soft_budget
     min_span = min(DEVICE_MIN_SPAN_S if subj.sync.device_timed else MIN_SPAN_S, 0.3 * soft_budget)
@@ -306,9 +311,13 @@ def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, ha
             lo, hi, cov = _stats.median_ci(pcs, confidence)
             # a precise interval over a few milliseconds of samples says nothing about the machine
             # states that last longer: the samples must also span min_span of sampled time
-            if cov >= confidence and (hi - lo) / 2 <= precision * _stats.median(pcs) \
-                    and sum(subj.raw) >= min_span:
-                return "precision"
+            half = (hi - lo) / 2 / max(_stats.median(pcs), 1e-300)
+            if cov >= confidence and sum(subj.raw) >= min_span:
+                if half <= precision:
+                    return "precision"
+                # the default budget: past ANSWER_S, an interval within ANSWER_PRECISION is the answer
+                if not hard and half <= ANSWER_PRECISION and spent() + _TAIL_S[0] + REFERENCE_S >= ANSWER_S:
+                    return "time"
         if n >= max_samples:
             return "max_samples"
         recent = subj.raw[-5:]
