@@ -4,6 +4,8 @@ and its measured gain must fall inside the proposed range."""
 
 from __future__ import annotations
 
+import json
+
 import math
 from typing import Any
 
@@ -293,6 +295,16 @@ def test_target_met_says_stop_and_a_straddling_interval_cannot_tell(led: Ledger)
     assert r.kind == "inconclusive" and "cannot tell" in r.action and "-b 10" in r.command
     r = next_step(led, target="20ms")
     assert r.kind == "experiment" and any("target 20 ms not met: 2.0× to go" in x for x in r.findings), r.findings
+    # the findings are data (a kind and its numbers), worded by render/, and survive the result's encoding
+    from perfmagic.findings import Finding
+    from perfmagic.record import decode, encode
+
+    miss = next(f for f in r.findings if "not met" in f)
+    assert isinstance(miss, Finding) and miss.kind == "advisor.next.target-not-met", miss
+    assert miss["target"] == pytest.approx(0.020) and miss["to_go"] == pytest.approx(2.0, rel=0.05)
+    back = decode(type(r), json.loads(json.dumps(encode(r))))
+    assert back.findings == r.findings and [str(f) for f in back.findings] == [str(f) for f in r.findings]
+    assert r.to_dict()["findings"] == [str(f) for f in r.findings]  # the dictionary view holds the words
 
 
 def test_predictions_are_recorded_once_then_checked_by_the_next_comparison(led: Ledger) -> None:

@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from ..render.advisor_words import say
+from .result import found
 from .result import Candidate
 from .scope import share_interval
 
@@ -108,10 +109,10 @@ def _from_dataloader(r: dict[str, Any], label: str | None, findings: list[str]) 
     m, o = r.get("metrics") or {}, r.get("options") or {}
     w = _num(m.get("data_wait_fraction"))
     if w is None:
-        findings.append(say("dataloader.no-share", id=r["id"]))
+        findings.append(found("dataloader.no-share", id=r["id"]))
         return None, None
     if w < INPUT_BOUND and m.get("verdict") != "input-bound":
-        findings.append(say("dataloader.not-input-bound", w=w, id=r["id"]))
+        findings.append(found("dataloader.not-input-bound", w=w, id=r["id"]))
         return None, None
     free = 1 / (1 - w) if w < 1 else math.inf
     free = max(free, _num(m.get("speedup_if_data_free")) or 0.0)
@@ -123,7 +124,7 @@ def _from_dataloader(r: dict[str, Any], label: str | None, findings: list[str]) 
     low_why = say("dataloader.low", cores=m.get("cores"))
     cmd = say("dataloader.test", best=best, loader=o.get("loader") or "loader", label=label)
     cap = 1 / w if w > 0 else None
-    findings.append(say("dataloader.cap", w=w, cap=cap))
+    findings.append(found("dataloader.cap", w=w, cap=cap))
     return Candidate("I/O", action, 1.0, high, basis, cmd, (r["id"],), low_why), cap
 
 
@@ -159,7 +160,7 @@ def _from_flame(r: dict[str, Any], label: str | None, findings: list[str],
     f, n = _num(m.get("top1_self_fraction")), int(_num(m.get("n_samples")) or 0)
     name = m.get("top1_self_name")
     if f is None or not name or n <= 0:
-        findings.append(say("flame.nothing", id=r["id"]))
+        findings.append(found("flame.nothing", id=r["id"]))
         return None, say("flame.longer", label=label)
     fn, where = _fn_name(name)
     lo, hi = share_interval(f, n)
@@ -168,10 +169,10 @@ def _from_flame(r: dict[str, Any], label: str | None, findings: list[str],
     v = dict(id=r["id"], fn=fn, f=f, n=n, lo=lo, hi=hi, label=label, within=within[0] if within else None,
              within_share=_num(m.get("within_share")) or 0)
     if hi < HOT_SHARE:
-        findings.append(say("flame.spread", **v))
+        findings.append(found("flame.spread", **v))
         return None, None
     if lo < need:
-        findings.append(say("flame.unsure", need=need, min_effect=min_effect, **v))
+        findings.append(found("flame.unsure", need=need, min_effect=min_effect, **v))
         return None, _more_samples(r, label, n, samples_to_tell(f, need))
     if _user_code(where):
         high = 1 / (1 - hi) if hi < 1 else None
@@ -189,17 +190,17 @@ def _from_roofline(r: dict[str, Any], label: str | None, findings: list[str]) ->
     memory = m.get("bound") == "memory"
     v = dict(id=r["id"], frac=frac, roof="bandwidth" if memory else dtype, memory=memory, label=label, dtype=dtype)
     if frac is None or frac <= 0:
-        findings.append(say("roofline.nothing", **v))
+        findings.append(found("roofline.nothing", **v))
         return None
     if frac > ABOVE_ROOF:  # above the roof: the roof is not this code's (cache, a loaded calibration)
-        findings.append(say("roofline.above", **v))
+        findings.append(found("roofline.above", **v))
         return None
     if frac >= NEAR_ROOF:
-        findings.append(say("roofline.not-threads", **v))
+        findings.append(found("roofline.not-threads", **v))
         kind = "memory" if memory else "compute"
         return Candidate(kind, say(f"roofline.{kind}-action", **v), 1.0, None, say("roofline.basis", **v),
                          say("roofline.test", **v), (r["id"],), say(f"roofline.{kind}-low", **v))
-    findings.append(say("roofline.far" if frac < FAR_FROM_ROOF else "roofline.headroom", **v))
+    findings.append(found("roofline.far" if frac < FAR_FROM_ROOF else "roofline.headroom", **v))
     return None
 def _worker_counts(r: dict[str, Any]) -> list[int]:
     """The worker counts a sweep measured: its points, else --threads, else the NAME=1,2,4 spec."""
@@ -225,7 +226,7 @@ def _from_amdahl(r: dict[str, Any], label: str | None, findings: list[str]) -> t
     s = _num(m.get("S"))
     counts = _worker_counts(r)
     if s is None:
-        findings.append(say("amdahl.nothing", id=r["id"], n_points=m.get("n_points")))
+        findings.append(found("amdahl.nothing", id=r["id"], n_points=m.get("n_points")))
         if counts:
             more = sorted({*map(int, counts), 1, 2, 4})
             return None, f"%%amdahl --threads {','.join(map(str, more))} (≥ 3 worker counts)"
@@ -234,7 +235,7 @@ def _from_amdahl(r: dict[str, Any], label: str | None, findings: list[str]) -> t
     v = dict(id=r["id"], s=s, ceiling=1 / s if s > 0 else None, nmax=nmax, label=label)
     if s >= SERIAL_HIGH:
         shrink = 1 + s * nmax / (1 - s) if s < 1 else None
-        findings.append(say("amdahl.serial", at_n=_amdahl_speedup(s, nmax), **v))
+        findings.append(found("amdahl.serial", at_n=_amdahl_speedup(s, nmax), **v))
         return Candidate("concurrency", say("amdahl.serial-action"), 1.0, shrink,
                          say("amdahl.serial-basis", shrink=shrink, **v), say("amdahl.serial-test", **v),
                          (r["id"],), "nothing guarantees a gain"), None
@@ -244,5 +245,5 @@ def _from_amdahl(r: dict[str, Any], label: str | None, findings: list[str]) -> t
         return Candidate("concurrency", f"run on {int(rec)} workers", 1.0, gain,
                          say("amdahl.more-basis", rec=int(rec), gain=gain, **v),
                          f"%%amdahl --threads 1,{nmax},{int(rec)}", (r["id"],), "nothing guarantees a gain"), None
-    findings.append(say("amdahl.ceiling", **v))
+    findings.append(found("amdahl.ceiling", **v))
     return None, None

@@ -37,6 +37,7 @@ from ..record import relation as run_relation
 
 from ..errors import PerfmagicError
 from ..render.advisor_words import say
+from .result import found
 from .evidence import (_fn_name, _from_amdahl, _from_dataloader, _from_flame, _from_roofline, _num, _user_code,
                        wilson_high)
 from .result import LEVELS, Candidate, NextStep, PredictionCheck
@@ -326,7 +327,7 @@ def _against_target(t: float, subject: str | None, latest: dict[str, Any] | None
         return NextStep(kind="inconclusive", evidence=(rid,), action=say("next.maybe-fast-enough"),
                         basis=say("next.maybe-fast-enough-basis", run=rid),
                         command=say("next.longer-run", label=subject), **base)
-    findings.append(say("next.target-not-met", target=t, to_go=med / t, run=rid))
+    findings.append(found("next.target-not-met", target=t, to_go=med / t, run=rid))
     return None
 
 
@@ -359,12 +360,12 @@ def _evidence(rows: list[dict[str, Any]], subject: str | None, latest: dict[str,
             continue
         newest[mg] = {}
         if r["id"] in spent:
-            findings.append(say("next.spent", magic=mg, id=r["id"]))
+            findings.append(found("next.spent", magic=mg, id=r["id"]))
         elif kept_at is not None and r["id"] < kept_at:
-            findings.append(say("next.outdated", magic=mg, id=r["id"], kept=kept_at, label=subject))
+            findings.append(found("next.outdated", magic=mg, id=r["id"], kept=kept_at, label=subject))
         elif mg == "dataloader_check" and namespace is not None and latest is not None \
                 and not _reads_a_loader(latest, namespace):
-            findings.append(say("next.no-loader", id=r["id"], label=subject, run=latest["id"]))
+            findings.append(found("next.no-loader", id=r["id"], label=subject, run=latest["id"]))
         else:
             newest[mg] = r
     base["not_about"] = tuple(not_about)
@@ -409,7 +410,7 @@ def _clearing(cands: list[Candidate], cap: float | None, min_effect: float, find
             c = Candidate(c.level, c.action, c.low, high, say("next.capped", basis=c.basis, cap=cap), c.command,
                           c.evidence, c.low_why)
         if high is not None and high < bar:
-            findings.append(say("next.below-bar", level=c.level, action=c.action.split(":")[0],
+            findings.append(found("next.below-bar", level=c.level, action=c.action.split(":")[0],
                                 min_effect=min_effect, high=high))
             continue
         kept.append(c)
@@ -444,7 +445,7 @@ def _remember(led: Any, c: Candidate, label: str | None, latest: dict[str, Any] 
               record_: tuple[PredictionCheck, ...], findings: list[str]) -> int | None:
     """Record the proposal as a prediction (once: an open one with the same action and evidence is reused)."""
     if label is None or latest is None:
-        findings.append(say("next.not-recorded", error=None))
+        findings.append(found("next.not-recorded", error=None))
         return None
     for p in record_:
         if not p.checked and p.label == label and p.action == c.action and p.evidence == c.evidence:
@@ -454,7 +455,7 @@ def _remember(led: Any, c: Candidate, label: str | None, latest: dict[str, Any] 
                                   high=math.inf if c.high is None else c.high, basis=c.basis,
                                   evidence=list(c.evidence), base_run=latest["id"], after_run=after)
     except Exception as exc:  # noqa: BLE001 - the advice stands without its record
-        findings.append(say("next.not-recorded", error=exc))
+        findings.append(found("next.not-recorded", error=str(exc)))
         return None
 
 

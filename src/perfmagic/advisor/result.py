@@ -7,7 +7,14 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
+from ..findings import Finding
 from ..result import Displayed
+
+
+def found(kind: str, **values: Any) -> Finding:
+    """One reading of the evidence as data, ``advisor.<kind>`` (worded by
+    :mod:`perfmagic.render.advisor_words`, which has the sentence of every kind)."""
+    return Finding.of("advisor." + kind, **values)
 
 # The optimization order of docs/method.md §6: a lower level only after the higher ones are ruled out.
 LEVELS = ("algorithm", "data structure", "I/O", "memory", "concurrency", "vectorization", "compute",
@@ -95,7 +102,7 @@ class NextStep(Displayed):
     command: str = ""
     evidence: tuple[int, ...] = ()
     evidence_names: tuple[tuple[int, str], ...] = ()
-    findings: tuple[str, ...] = ()
+    findings: tuple[Finding, ...] = ()  # advisor.* findings; an older row's text stays a str
     not_about: tuple[tuple[int, str, str, str], ...] = ()
     alternatives: tuple[Candidate, ...] = ()
     target_s: float | None = None
@@ -105,7 +112,7 @@ class NextStep(Displayed):
     record: tuple[PredictionCheck, ...] = ()
     prediction_id: int | None = None
     min_effect: float = 0.10
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    notes: tuple[Finding, ...] = field(default_factory=tuple)  # as findings
 
     # -- the record of checked predictions ---------------------------------------------------
 
@@ -129,9 +136,9 @@ class NextStep(Displayed):
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["evidence"] = list(self.evidence)
-        d["findings"] = list(self.findings)
+        d["findings"] = [str(f) for f in self.findings]
         d["not_about"] = [list(x) for x in self.not_about]
-        d["notes"] = list(self.notes)
+        d["notes"] = [str(n) for n in self.notes]
         d["alternatives"] = [c.to_dict() for c in self.alternatives]
         d["record"] = [p.to_dict() for p in self.record]
         return d

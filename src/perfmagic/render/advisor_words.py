@@ -198,4 +198,13 @@ def say(kind: str, **values: Any) -> str:
     return _WORDS[kind](values)
 
 
-__all__ = ["NO_GAIN_PROMISED", "names_list", "say", "x"]
+def _finding_words(kind: str) -> Callable[[Any], str]:
+    return lambda f: _WORDS[kind](dict(f.values))
+
+
+#: the sentences of the advisor's findings as data (``Finding.of("advisor." + kind, ...)``, kept so in a
+#: :class:`~perfmagic.advisor.result.NextStep` and in the ledger): :mod:`.findings` words them from here
+WORDS: dict[str, Callable[[Any], str]] = {"advisor." + k: _finding_words(k) for k in _WORDS}
+
+
+__all__ = ["NO_GAIN_PROMISED", "WORDS", "names_list", "say", "x"]

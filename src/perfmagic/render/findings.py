@@ -172,6 +172,11 @@ from .dataloader_audit import WORDS as _DATALOADER_WORDS  # noqa: E402
 
 _WORDS.update(_DATALOADER_WORDS)
 
+# ---- what %perf next read in the evidence (advisor.*): written in render/advisor_words.py ----------------
+from .advisor_words import WORDS as _ADVISOR_WORDS  # noqa: E402
+
+_WORDS.update(_ADVISOR_WORDS)
+
 
 def words(item: Any) -> str:
     """The sentence of a finding; text (a note of an older row) as it is."""
