@@ -137,16 +137,13 @@ _ROOFLINE: dict[str, Callable[[Any], str]] = {
                                            "roof is approximate"),
     "roofline.emulated": lambda f: f"{f['dtype']} is {f['why']}: its roof is that of emulation, not of {f['dtype']} units",
     "roofline.other-device": lambda f: f"the code ran on {f['device']} but the roofs are of {f['roofs']}",
-    "roofline.speed-state": lambda f: (
-        f"the host ran in its {'slow' if f['ratio'] > 1 else 'fast'} state around this cell (the drift guard's fixed "
-        f"workload took {f['ratio']:.2f}× its fastest time in the calibration): placed against the compute roofs "
-        "of that state ("
-        + ", ".join(f"{d} {v / 1e9:.3g} → {v / k / 1e9:.3g} GFLOP/s, ÷ {k:.2f}" for d, v, k in f["roofs"])
-        + "); the bandwidth roof is kept (the guard times the cores, not memory)"),
+    "roofline.other-state": lambda f: (
+        f"the drift guard's fixed workload took {f['ratio']:.2f}× as long around this cell as when its {f['dtype']} "
+        "roof was measured: the host ran in another speed state, which may or may not have moved this cell (the two "
+        "did not move together in bench_roofline); the fraction is of the roof as measured — time the cell again"),
     "roofline.state-changed": lambda f: (
         f"the host changed speed state during the timing (the drift guard read {f['before']:.2f}× then "
-        f"{f['after']:.2f}× its time when the roofs were measured): placed against the roofs as measured; "
-        "time the cell again"),
+        f"{f['after']:.2f}× its reading when the {f['dtype']} roof was measured): time the cell again"),
     "roofline.tensors-elsewhere": lambda f: (f"the counted tensors live on {', '.join(f['devices'])}, the timing ran "
                                              f"on {f['device']}"),
 }
