@@ -7,6 +7,7 @@ import random
 import re
 import time
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -277,6 +278,29 @@ def test_the_gate_names_the_limit() -> None:
     assert r.verdict == "will fit" and "gate: will fit (limit 10 min," in r.text(), r.text()
     none = gate(analyse_scaling(pts, N=10**7), limit=None, available=None)
     assert none.verdict == "no limit given" and "→" not in none.headline()
+
+
+def test_a_full_run_mapping_far_more_memory_on_a_reclaiming_host_is_warned_about(tmp_path: Any) -> None:
+    from perfmagic.core.memory import host_reclaims_freed_memory
+
+    # planted: 8 B per element, sizes up to 1.6 M (12.8 MB); the full run at 10^8 maps 800 MB
+    pts = [Point(n, (1e-3 * n / 1000,), (8 * n,)) for n in (10**5, 2 * 10**5, 4 * 10**5, 8 * 10**5, 16 * 10**5)]
+    warned = analyse_scaling(pts, N=10**8, host_reclaims=True)
+    w = [x for x in warned.warnings if getattr(x, "kind", "") == "estimate.fresh-memory"]
+    assert len(w) == 1 and w[0]["more"] == pytest.approx(8e8 - 12.8e6, rel=0.05), warned.warnings
+    assert "take the prediction as a lower bound" in " ".join(warned.text().split())
+    assert (warned.low_s, warned.high_s) == (analyse_scaling(pts, N=10**8).low_s, analyse_scaling(pts, N=10**8).high_s)
+    # not on a host that keeps freed memory, nor for a full run within 256 MiB of the sizes measured
+    assert not [x for x in analyse_scaling(pts, N=10**8).warnings if "fresh" in getattr(x, "kind", "")]
+    assert not [x for x in analyse_scaling(pts, N=2 * 10**7, host_reclaims=True).warnings
+                if "fresh" in getattr(x, "kind", "")]
+    # the balloon's feature bits as Linux shows them: bit 5 is free page reporting
+    for name, bits, want in (("on", "0110010100000000", True), ("off", "0110000100000000", False)):
+        d = tmp_path / name / "virtio0"
+        d.mkdir(parents=True)
+        (d / "features").write_text(bits + "\n")
+        assert host_reclaims_freed_memory(str(tmp_path / name)) is want
+    assert host_reclaims_freed_memory(str(tmp_path / "absent")) is False
 
 
 # ---- faults ---------------------------------------------------------------------------------------

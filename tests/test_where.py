@@ -163,9 +163,20 @@ def test_torch_ops_name_the_op_a_change_went_to() -> None:
 
 def test_torch_ops_a_a_names_no_large_move_and_python_code_gets_none() -> None:
     ns = _attn_ns()
+    # where not asked for (the default flow), an A/A whose pairs show no change skips the op profile it would
+    # not show (an A/A's interval excludes 0 about 5% of the time, more in this VM's spells: up to 3 tries)
+    skipped = []
+    for _ in range(3):
+        watch = PairSampler(ops=True)
+        bench_pair("attn_bmm(q, k)", "attn_bmm(q, k)", globals=ns, budget=0.8, watch=watch, capture_env=False)
+        skipped.append(watch.ops is None)
+        if skipped[-1]:
+            break
+    assert skipped[-1], skipped
     tries = []
     for _ in range(3):  # this VM's torch thread pool runs a bmm at 80 µs or at 7 ms, in spells: a spell can
-        watch = PairSampler(ops=True)  # cover one side's calls of all 8 pairs (fc33: 252 µs against 105 µs)
+        # cover one side's calls of all 8 pairs (fc33: 252 µs against 105 µs); asked for (--where): profiled
+        watch = PairSampler(min_samples=WHERE_MIN_SAMPLES, ops=True)
         bench_pair("attn_bmm(q, k)", "attn_bmm(q, k)", globals=ns, budget=0.8, watch=watch, capture_env=False)
         o = attribute(watch).ops
         assert o is not None and o.ok

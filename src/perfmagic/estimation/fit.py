@@ -38,6 +38,8 @@ TOP_SLOPE_MISMATCH = 0.5  # the model's slope there differs from the points' by 
 LAST_STEP_MISMATCH = 1.0  # the model's slope over the last step exceeds the points' by more, just past a jump
 DRIFT_PER_DECADE = 0.10  # relative sd added per tenfold of the full run's length over the largest run measured
 NOISY_RUNS = 0.25  # measured run-to-run variation beyond which an unreliable fit says so as its reason
+FRESH_WARN_BYTES = 256 * 2**20  # a full run mapping this much more than any size measured, on a VM whose host
+# takes freed memory back, gets the fresh-memory warning (docs/methodology.md, "Cost models and estimates")
 TOP_DISAGREE = 0.15  # the two largest sizes off the fit by more than this (and 2.5× the noise), same side: unreliable
 
 
@@ -321,12 +323,22 @@ def _memory_fit(pts: Sequence[Point], N: int, var: str) -> tuple[Any, Finding | 
                                chosen=mem_sel.best.describe())
 
 
+def _fresh_memory(pts: Sequence[Point], peak: float | None, N: int, var: str) -> Finding | None:
+    """The warning that the full run maps ``FRESH_WARN_BYTES`` or more beyond the largest RSS peak of the sizes
+    measured (the caller checks that the host takes freed memory back): that first touch is not in the points."""
+    seen = max((max(p.rss_peaks) for p in pts if p.rss_peaks), default=0)
+    if peak is None or not peak - seen >= FRESH_WARN_BYTES:
+        return None
+    return Finding.of("estimate.fresh-memory", more=float(peak - seen), seen=float(seen), var=var, n=N)
+
+
 def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: str = "", device: str = "cpu",
                     spent_s: float = 0.0, budget_s: float = DEFAULT_BUDGET_S,
                     max_fraction: float = DEFAULT_MAX_FRACTION, failures: Sequence[tuple[int, str]] = (),
                     notes: Sequence[Finding] = (), memory_source: str = "rss",
                     correct_speed: bool = False, others_cores: float | None = None,
-                    load: tuple[float | None, int | None] | None = None) -> EstimateResult:
+                    load: tuple[float | None, int | None] | None = None,
+                    host_reclaims: bool = False) -> EstimateResult:
     """Fit the measured points and predict size ``N`` (public so that saved points can be re-analysed).
 
     ``correct_speed=True`` scales each time to the machine's typical speed while measuring (see
@@ -341,7 +353,9 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     noisy top is in the interval), and the full run's own variation is added in quadrature.
     ``others_cores`` (cores kept busy by other processes while measuring) above ``LOAD_WARN`` is
     named first among the warnings, and the interval's low end then reaches the pace the code would
-    have without them. Notes, warnings and the reason of an unreliable fit are
+    have without them. ``host_reclaims`` (a VM whose host takes freed memory back,
+    :func:`perfmagic.core.memory.host_reclaims_freed_memory`): a full run predicted to map far more memory
+    than any size measured is warned about (``estimate.fresh-memory``); its cost is not in the interval. Notes, warnings and the reason of an unreliable fit are
     :class:`~perfmagic.findings.Finding` s (worded by :mod:`perfmagic.render.findings_estimate`).
     """
     others_cores, threads = load if load is not None else (others_cores, None)
@@ -390,8 +404,9 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
                 and hi / lo <= UNRELIABLE_SPREAD and hi <= PLAUSIBLE_MAX_S)
     reliable, why, checked = _trust(pts, raw_pts, use, sel, sigma, N, var, reliable)
     mem_sel, mem_warning = _memory_fit(pts, N, var)
-    warnings += checked + [w for w in (mem_warning,) if w is not None]
     peak, plo, phi = (mem_sel.predicted, mem_sel.low, mem_sel.high) if mem_sel is not None else (None, None, None)
+    fresh = _fresh_memory(pts, peak, N, var) if host_reclaims and memory_source == "rss" else None
+    warnings += checked + [w for w in (mem_warning, fresh) if w is not None]
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,
                           reliable=reliable, time_fit=sel, mem_fit=mem_sel, fit_sizes=tuple(int(x) for x in ns),
                           warnings=tuple(warnings), unreliable_why=why, run_noise=sigma, others_cores=others_cores,

@@ -291,13 +291,17 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
                               traced_spent=traced_spent, elapsed=elapsed, memory=memory)
 
     probe = LoadProbe().start()
+    from ..core.memory import host_reclaims_freed_memory
+
+    host = memory and host_reclaims_freed_memory()
 
     def analyse(pts: list[Point]) -> EstimateResult:
         dev = runner.device  # the device the first run's work showed
         return analyse_scaling(pts, N=N, var=var, code=_source(fn_or_code), device=dev, spent_s=elapsed(),
                                budget_s=budget_s, max_fraction=max_fraction, failures=failures,
                                notes=notes + _measured_on(runner),
-                               memory_source="cuda" if dev.startswith("cuda") else "rss", load=_others(probe))
+                               memory_source="cuda" if dev.startswith("cuda") else "rss", load=_others(probe),
+                               host_reclaims=host)
 
     plan = list(sizes) if sizes is not None else None
     s = plan[0] if plan else max(1, N // 2**16)

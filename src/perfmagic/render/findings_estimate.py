@@ -102,6 +102,11 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                         f"{f['last']:.2f}, the model says {f['model_k']:.2f}): the cost may grow "
                                         "faster beyond the sizes measured, so take the prediction as a lower bound "
                                         "or measure larger sizes"),
+    "estimate.fresh-memory": lambda f: (f"the full run maps about {fmt_bytes(f['more'])} more memory than any size "
+                                        f"measured (at most {fmt_bytes(f['seen'])}), on a VM that gives freed memory "
+                                        "back to its host (virtio-balloon free page reporting): touching that much "
+                                        "fresh memory costs the host's page faults, which these sizes could not show, "
+                                        "so take the prediction as a lower bound"),
     "estimate.memory-refit": lambda f: (f"memory: the largest sizes grow as {f['var']}^{f['power']:.2f}, which the "
                                         f"best fit across all sizes ({f['first']}) does not follow: predicted with "
                                         f"{f['chosen']} fitted on those sizes"),

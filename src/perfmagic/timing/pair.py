@@ -224,7 +224,7 @@ def bench_pair(
             if why:
                 stop = why
                 break
-        if watch is not None and getattr(watch, "ops_wanted", False):  # torch: each op's change, untimed
+        if _wants_ops(watch, logs, confidence):  # torch: each op's change, untimed
             watch.ops = _ops_after(sa, sb, dev, clock() - t_start, watch)
     except KeyboardInterrupt:
         interrupted, stop = True, "interrupted"
@@ -242,6 +242,20 @@ def bench_pair(
     a, b = (_side_result(s, k, len(logs), env if capture_env else None, cold_probes, policy, gc, labels[k], stop,
                          wall, interrupted, mems[k], notes, started, warnings) for k, s in enumerate(both))
     return _judged(a, b, interrupted, budget, min_effect, confidence)
+
+
+def _wants_ops(watch: Any, logs: list[float], confidence: float) -> bool:
+    """Whether the pair loop profiles each torch op after the pairs: the sampler wants ops (torch code), and
+    either ``--where`` was asked (``min_samples``) or the pairs show a change (the interval of the median log
+    ratio B/A excludes 0). Where they show none, no verdict can be faster or slower and where it went is
+    neither shown nor recorded, so the untimed op profile (~6 ms a call, 10-14% of an A/A comparison of
+    torch code in bench_where) is skipped."""
+    if watch is None or not getattr(watch, "ops_wanted", False):
+        return False
+    if getattr(watch, "min_samples", 0):
+        return True
+    lo, hi, _ = _stats.median_ci(logs, confidence)
+    return not lo <= 0.0 <= hi
 
 
 def _ops_after(sa: Subject, sb: Subject, dev: str, loop_s: float, watch: Any) -> Any:
