@@ -204,23 +204,19 @@ class BenchMagics(MagicTemplate):
                                      where=(watches, _boundary.file_labels(self.shell, (fn_a, filename))))
         if pr.advice():
             print(f"perfmagic: {pr.advice()}")
-        if not args.quiet and not (args.output and status == "ok" and rc is not None):
-            from dataclasses import replace
+        from dataclasses import replace
 
-            from ..render.bundle import mimebundle
-            from ._template import display_bundle
-            from ..render.comparison import comparison_bundle
+        from ..render.bundle import mimebundle
+        from ..render.comparison import comparison_bundle
+        from ._template import finish
 
-            display_bundle(comparison_bundle(rc) if rc is not None else {"text/plain": pr.text()})
-            display_bundle(mimebundle(replace(pr.b, run_id=b_id), plot=not args.no_plot))
-        if status == "interrupted":
-            raise _boundary.Interrupted("perfmagic: %%gpubench --vs interrupted; the pairs measured are shown "
-                                        "above and recorded as interrupted")
-        if args.output and args.quiet:
-            from ._template import quiet_out
-
-            quiet_out(self.shell)
-        return rc if args.output else None
+        # the comparison, then B's run; with too few pairs for a verdict there is none to return (-o): shown
+        shown = None if args.quiet else [comparison_bundle(rc) if rc is not None else {"text/plain": pr.text()},
+                                         mimebundle(replace(pr.b, run_id=b_id), plot=not args.no_plot)]
+        stopped = ("perfmagic: %%gpubench --vs interrupted; the pairs measured are shown above and recorded as "
+                   "interrupted") if status == "interrupted" else None
+        return finish(self.shell, rc, args if rc is not None else argparse.Namespace(**{**vars(args), "output": False}),
+                      shown, interrupted=stopped)
 
     def _record_pair(self, pr: Any, row_a: dict[str, Any], code_a: str, opts_a: dict[str, Any],
                      args: argparse.Namespace, line: str, cell: str, setup: str, status: str, led: Any, *,

@@ -86,9 +86,10 @@ def display_bundle(bundle: dict[str, Any]) -> None:
     _raise_pending()
 
 
-def finish(shell: Any, result: Any, args: Any, bundle: dict[str, Any] | None = None, *,
+def finish(shell: Any, result: Any, args: Any, bundle: dict[str, Any] | list[dict[str, Any]] | None = None, *,
            interrupted: str | None = None, failure: BaseException | None = None) -> Any:
-    """Show ``result`` (or ``bundle``, its prepared display) as ``args.output``/``args.quiet`` ask.
+    """Show ``result`` (or ``bundle``, its prepared display; a list: several outputs, in order, as
+    ``%%gpubench --vs`` shows its comparison and then B's run) as ``args.output``/``args.quiet`` ask.
 
     ``interrupted``: the measurement was stopped by Ctrl-C; what was measured is shown (unless ``-q``)
     and the cell ends with this one-line message (:class:`~perfmagic.magics._boundary.Interrupted`).
@@ -105,7 +106,7 @@ def finish(shell: Any, result: Any, args: Any, bundle: dict[str, Any] | None = N
         from ._boundary import Interrupted, without_perfmagic_frames
 
         if not quiet:
-            display_bundle(bundle)  # type: ignore[arg-type]
+            _display_all(bundle)
         if interrupted is not None:
             raise Interrupted(interrupted)
         raise without_perfmagic_frames(failure)  # type: ignore[arg-type]
@@ -118,8 +119,13 @@ def finish(shell: Any, result: Any, args: Any, bundle: dict[str, Any] | None = N
         return None
     if output:
         return result
-    display_bundle(bundle)  # type: ignore[arg-type]
+    _display_all(bundle)
     return None
+
+
+def _display_all(bundle: Any) -> None:
+    for b in bundle if isinstance(bundle, list) else [bundle]:
+        display_bundle(b)
 
 
 def record_run(shell: Any, state: dict[str, Any], *, magic_line: str = "", code: str, result: Any = None,
