@@ -215,13 +215,16 @@ def native_report(data: dict) -> str:
         for cond in ("native 100", "native 25"):
             rs = [r for r in runs if r["cond"] == cond]
             tot = [r["cell_samples"] + r["other_waiting"] + r["other_busy"] for r in rs]
-            before = statistics.median(r["other_waiting"] / t for r, t in zip(rs, tot) if t)
+            shares = [r["other_waiting"] / t for r, t in zip(rs, tot) if t]
+            # (py-spy may return no sample at all of a --quick run's tiny cell: nothing to share out)
+            before = statistics.median(shares) if shares else float("nan")
             after = statistics.median(r["graph_other"] / max(1, r["cell_samples"]) for r in rs)
             tops = sorted({r["top"] or "-" for r in rs})
             rows.append([d["load"], f"{d['others_cores']:.2f}", cond.replace("native ", "") + " Hz", fmt_time(bare),
                          fmt_time(statistics.median(r["wall_s"] for r in rs)),
                          f"{statistics.median(r['wall_s'] for r in rs) / bare:.2f}×",
-                         f"{statistics.median(r['threads'] for r in rs):.0f}", f"{before:.0%}", f"{after:.0%}",
+                         f"{statistics.median(r['threads'] for r in rs):.0f}",
+                         f"{before:.0%}" if before == before else "no samples", f"{after:.0%}",
                          ", ".join(t[:40] for t in tops[:2])])
     body += md_table(["load", "others' cores", "rate", "bare cell (median)", "cell under --native (median)",
                       "slowdown", "other threads", "before: samples of waiting threads in the graph",
