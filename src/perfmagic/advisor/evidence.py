@@ -11,8 +11,7 @@ import math
 from typing import Any
 
 from ..render.advisor_words import say
-from .result import found
-from .result import Candidate
+from .result import Candidate, found
 from .scope import share_interval
 
 #: a function whose share of self time is below this even at the top of its 95% interval is not "hot":

@@ -37,10 +37,9 @@ from ..record import relation as run_relation
 
 from ..errors import PerfmagicError
 from ..render.advisor_words import say
-from .result import found
 from .evidence import (_fn_name, _from_amdahl, _from_dataloader, _from_flame, _from_roofline, _num, _user_code,
                        wilson_high)
-from .result import LEVELS, Candidate, NextStep, PredictionCheck
+from .result import LEVELS, Candidate, NextStep, PredictionCheck, found
 from .scope import CallSet, call_set, flame_within, relation
 
 _EVIDENCE_MAGICS = ("dataloader_check", "flame", "roofline", "amdahl")

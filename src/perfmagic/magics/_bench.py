@@ -210,13 +210,12 @@ class BenchMagics(MagicTemplate):
         from ..render.comparison import comparison_bundle
         from ._template import finish
 
-        # the comparison, then B's run; with too few pairs for a verdict there is none to return (-o): shown
+        # the comparison, then B's run (too few pairs for a verdict: no comparison to return, so -o shows them)
         shown = None if args.quiet else [comparison_bundle(rc) if rc is not None else {"text/plain": pr.text()},
                                          mimebundle(replace(pr.b, run_id=b_id), plot=not args.no_plot)]
         stopped = ("perfmagic: %%gpubench --vs interrupted; the pairs measured are shown above and recorded as "
                    "interrupted") if status == "interrupted" else None
-        return finish(self.shell, rc, args if rc is not None else argparse.Namespace(**{**vars(args), "output": False}),
-                      shown, interrupted=stopped)
+        return finish(self.shell, rc, args, shown, interrupted=stopped)
 
     def _record_pair(self, pr: Any, row_a: dict[str, Any], code_a: str, opts_a: dict[str, Any],
                      args: argparse.Namespace, line: str, cell: str, setup: str, status: str, led: Any, *,

@@ -94,9 +94,11 @@ def finish(shell: Any, result: Any, args: Any, bundle: dict[str, Any] | list[dic
     ``interrupted``: the measurement was stopped by Ctrl-C; what was measured is shown (unless ``-q``)
     and the cell ends with this one-line message (:class:`~perfmagic.magics._boundary.Interrupted`).
     ``failure``: the user's code raised; what was measured is shown, then their exception is raised
-    with their traceback.
+    with their traceback. With ``-o`` and no result to return (a ``--vs`` with too few pairs for a
+    verdict), what was measured is shown instead.
     """
-    output, quiet = bool(getattr(args, "output", False)), bool(getattr(args, "quiet", False))
+    output = bool(getattr(args, "output", False)) and result is not None
+    quiet = bool(getattr(args, "quiet", False))
     stopped = interrupted is not None or failure is not None
     if bundle is None and not quiet and (stopped or not output):
         from ..render.bundle import mimebundle

@@ -73,8 +73,9 @@ def _stopped(b: Any) -> str:
     """Why the sampling stopped; the default budget's early answer says what a budget would buy."""
     if b.stop_reason != "time":
         return str(b.stop_reason)
-    target = (b.policy or {}).get("precision", 0.01)
-    return f"time (the default answer: ±{b.rel_ci:.1%} after 0.1 s; -b 1 aims for ±{target:.0%})"
+    p = b.policy or {}
+    return (f"time (the default answer: ±{b.rel_ci:.1%} after {p.get('answer_s', 0.1):g} s; -b 1 aims for "
+            f"±{p.get('precision', 0.01):.0%})")
 
 
 def interleaved_note(run_id: Any) -> str:

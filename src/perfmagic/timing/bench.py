@@ -364,6 +364,7 @@ def _policy(subj: Subject, soft_budget: float, hard: bool, precision: float, con
     """How the run was measured, kept in the result."""
     return {
         "budget_s": soft_budget, "budget_hard": hard, "precision": precision, "confidence": confidence,
+        **({} if hard else {"answer_s": ANSWER_S, "answer_precision": ANSWER_PRECISION}),
         "warmup": warmup, "warmup_calls": subj.warm_calls, "min_samples": min_samples,
         "gc": "enabled" if gc else "disabled while timing", "flush": bool(flush), "compile_mode": subj.cell.mode,
         "target_block_s": subj.target_block, "python": sys.version.split()[0],
