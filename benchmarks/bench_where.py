@@ -30,8 +30,8 @@ first row is the changed function and named (its 99% interval excludes 0). *Unto
 (trial, untouched function), the share named; in the A/A, every function is untouched. *Both moves*:
 the net-zero trials whose two moved functions are both named with the right signs. *Δs add up*: the
 trials whose measured B − A (the pair's medians) lies in the interval of the attributed total. *Cost*:
-the same A/A step timed without and with the sampler, interleaved trials (median per-call time with ÷
-without), and ``attribute()``'s time over the comparison's.
+two steps of fixed work (:data:`COST_STEPS`) timed without and with the sampler, the order alternating
+by trial (median per-call time with ÷ without), and ``attribute()``'s time over the comparison's.
 
     .venv/bin/python benchmarks/bench_where.py            # 20 trials per shape and load (~12 min on 2 cores)
     .venv/bin/python benchmarks/bench_where.py --quick    # smoke test: one trial per shape, quiet only
@@ -162,7 +162,7 @@ def one_trial(shape: str) -> dict[str, Any]:
     rows = {r.name: r for r in w.rows()}
     first = w.rows()[0] if w.rows() else None
     iv = w.total_interval
-    return {"shape": shape, "refused": w.refused is not None, "pairs": w.n_pairs, "samples": w.n_samples,
+    out = {"shape": shape, "refused": w.refused is not None, "pairs": w.n_pairs, "samples": w.n_samples,
             "thread_limit": limit,
             "wall_s": wall, "attribute_s": cost_s, "measured_delta_s": med_b - med_a,
             "total_delta_s": w.total_delta_s, "total_low_s": iv[0] if iv else None,
@@ -171,6 +171,33 @@ def one_trial(shape: str) -> dict[str, Any]:
             "changed": {n: _row(rows.get(n)) for n in changed}, "signs": changed,
             "untouched": {n: _row(rows.get(n)) for n in untouched},
             "ops": _ops(w.ops, OP_CHANGES[shape]) if shape in OP_CHANGES else None}
+    out["hint"] = _follow_hint(w, shape, ns_a, ns_b, limit) if changed and shape != "netzero" \
+        and not (out["first_named"] and out["first"] in changed) else None
+    return out
+
+
+def _follow_hint(w: Any, shape: str, ns_a: dict[str, Any], ns_b: dict[str, Any], limit: Any) -> dict[str, Any]:
+    """A missed trial: did the output say it cannot tell, with a budget, and does that budget name the
+    changed function (``%perf compare --where -b N``: the pairs go on to the budget)?"""
+    import contextlib
+
+    from perfmagic.core.threads import thread_limits
+    from perfmagic.profile.where import TELL_MAX, PairSampler, attribute
+    from perfmagic.timing.flow import WHERE_TO_BUDGET
+    from perfmagic.timing.pair import bench_pair
+
+    u = w.untold()
+    if u is None or u[1] > TELL_MAX:
+        return {"budget_s": None, "right": False, "said": u is not None}
+    budget = w.tell_budget_s(u[1])
+    watch = PairSampler(min_samples=WHERE_TO_BUDGET)
+    with thread_limits(limit) if limit is not None else contextlib.nullcontext():
+        bench_pair("step()", "step()", globals=ns_a, globals_b=ns_b, budget=budget, watch=watch)
+    rows = attribute(watch).rows()
+    changed = SHAPES[shape][2]
+    right = bool(rows) and rows[0].named and rows[0].name in changed \
+        and (rows[0].delta_s > 0) == (changed[rows[0].name] > 0)
+    return {"budget_s": budget, "right": right, "said": True, "untold": u[0].name, "factor": u[1]}
 
 
 def _ops(ops: Any, changed: dict[str, int]) -> dict[str, Any] | None:
@@ -195,18 +222,30 @@ def _row(r: Any) -> dict[str, Any] | None:
     return {"delta_s": r.delta_s, "low_s": r.low_s, "high_s": r.high_s, "named": r.named, "share": r.share}
 
 
-def one_cost() -> dict[str, Any]:
-    """The A/A step timed without and with the sampler (order alternated by the caller)."""
+#: the sampler's cost is measured on steps of fixed work (a deadline spin, as the planted shapes use,
+#: runs for its time whatever the sampler takes from it, so it cannot show a cost): a pure-Python loop
+#: (the GIL held; each sample makes it hand the GIL over) and the torch loop of 64 small matmuls (the GIL
+#: dropped in every op)
+COST_STEPS = {
+    "python": "def work():\n    s = 0\n    for i in range(3000):\n        s += i * i\n    return s\n"
+              "def step():\n    work(); work(); work()\n",
+    "torch": TORCH + ATTN_LOOP,
+}
+
+
+def one_cost(trial: int) -> dict[str, Any]:
+    """Each fixed-work step timed without and with the sampler (the order alternates with the trial)."""
     from perfmagic.profile.where import PairSampler
     from perfmagic.timing.pair import bench_pair
 
-    src = SHAPES["aa"][0]
-    out = {}
-    for mode in ("without", "with"):
-        ns = namespace(src, "A")
-        pr = bench_pair("step()", "step()", globals=ns, globals_b=namespace(src, "B"), budget=BUDGET,
-                        watch=PairSampler() if mode == "with" else None, capture_env=False)
-        out[mode] = statistics.median(pr.a.times + pr.b.times)
+    out: dict[str, Any] = {}
+    for name, src in COST_STEPS.items():
+        got = {}
+        for mode in (("without", "with") if trial % 2 == 0 else ("with", "without")):
+            pr = bench_pair("step()", "step()", globals=namespace(src, "A"), globals_b=namespace(src, "B"),
+                            budget=BUDGET, watch=PairSampler() if mode == "with" else None, capture_env=False)
+            got[mode] = statistics.median(pr.a.times + pr.b.times)
+        out[name] = got
     return out
 
 
@@ -222,13 +261,13 @@ def run(trials: int, quick: bool) -> dict[str, Any]:
             with busy_neighbours(load) as nb:
                 for shape in rng.sample(list(SHAPES), len(SHAPES)):
                     got.append({"load": load, "trial": it, **one_trial(shape)})
-                c = one_cost()
+                c = one_cost(it)
             for r in got[-len(SHAPES):]:
                 r["others_cores"] = nb.others_cores
             costs.append({"load": load, "others_cores": nb.others_cores, **c})
             print(f"trial {it + 1}/{trials} load {load}: " + ", ".join(
                 f"{r['shape']} → {r['first']}{'*' if r['first_named'] else ''}" for r in got[-len(SHAPES):])
-                + f"; cost ×{c['with'] / c['without']:.3f}", flush=True)
+                + "; cost " + ", ".join(f"{k} ×{v['with'] / v['without']:.3f}" for k, v in c.items()), flush=True)
     return {"date": C.today(), "commit": C.git_state(), "machine": C.machine(), "command": C.command(),
             "load_before": C.LOAD_BEFORE, "trials": got, "costs": costs}
 
@@ -258,6 +297,19 @@ def _top_right(t: dict[str, Any]) -> bool:
     return bool(t["signs"]) and t["first_named"] and t["first"] in t["signs"]
 
 
+def _missed(ts: list[dict[str, Any]]) -> str:
+    """The trials whose changed function was not named first: how many said "cannot tell" with a budget,
+    and how many of those named it when measured again at that budget."""
+    hs = [t["hint"] for t in ts if t.get("hint") is not None]
+    if not hs:
+        return "—"
+    given = [h for h in hs if h["budget_s"] is not None]
+    budgets = sorted(h["budget_s"] for h in given)
+    at = f" at -b {budgets[0]}–{budgets[-1]}" if budgets and budgets[0] != budgets[-1] else (
+        f" at -b {budgets[0]}" if budgets else "")
+    return f"{len(hs)}: {len(given)} said; {sum(h['right'] for h in given)}/{len(given)} named{at}"
+
+
 def _adds_up(t: dict[str, Any]) -> bool:
     return t["total_low_s"] is not None and t["total_low_s"] <= t["measured_delta_s"] <= t["total_high_s"]
 
@@ -274,25 +326,29 @@ def report(data: dict[str, Any]) -> str:
             rows.append([load, shape, len(ts),
                          "—" if not SHAPES[shape][2] else rate(sum(map(_top_right, ts)), len(ts)),
                          rate(sum(bool(r and r["named"]) for r in un), len(un)),
-                         rate(sum(map(_adds_up, ts)), len(ts)), sum(t["refused"] for t in ts),
+                         rate(sum(map(_adds_up, ts)), len(ts)), _missed(ts), sum(t["refused"] for t in ts),
                          sum(t.get("thread_limit") is not None for t in ts),
                          f"{statistics.median(t['pairs'] for t in ts):.0f}",
                          f"{statistics.median(t['samples'] for t in ts):.0f}",
                          f"{statistics.median(t['wall_s'] for t in ts):.2f}",
                          f"{statistics.median(others):.2f}" if others else "n/a"])
     table = C.md_table(["busy neighbours", "shape", "trials", "top Δ right (named)", "untouched named",
-                        "Δs add up", "cannot tell", "thread limit", "pairs (median)", "samples (median)", "s per comparison (median)",
+                        "Δs add up", "missed: said cannot tell; named at its -b", "cannot tell", "thread limit", "pairs (median)", "samples (median)", "s per comparison (median)",
                         "others' cores"], rows)
     c_rows = []
     for load in LOADS:
         cs = [c for c in data["costs"] if c["load"] == load]
         ts = [t for t in data["trials"] if t["load"] == load]
         if cs:
-            ratios = [c["with"] / c["without"] for c in cs]
-            c_rows.append([load, len(cs), f"×{statistics.median(ratios):.3f} (max ×{max(ratios):.3f})",
+            cells = []
+            for step in COST_STEPS:
+                ratios = [c[step]["with"] / c[step]["without"] for c in cs if step in c]
+                cells.append(f"×{statistics.median(ratios):.3f} (×{min(ratios):.3f} … ×{max(ratios):.3f})"
+                             if ratios else "n/a")
+            c_rows.append([load, len(cs), *cells,
                            f"{statistics.median(t['attribute_s'] / t['wall_s'] for t in ts):.1%}"])
-    c_table = C.md_table(["busy neighbours", "pairs of runs", "per-call time with the sampler ÷ without",
-                          "attribute() ÷ the comparison's wall time"], c_rows)
+    c_table = C.md_table(["busy neighbours", "pairs of runs", "Python loop: per call with the sampler ÷ without",
+                          "torch op loop: with ÷ without", "attribute() ÷ the comparison's wall time"], c_rows)
     targets = ", ".join(f"{k}: {v}" for k, v in TARGETS.items())
     o_table = _ops_table(data)
     head = C.header("Where a change went: `%perf compare`'s differential profile on planted changes (CPU)")
@@ -304,10 +360,21 @@ def report(data: dict[str, Any]) -> str:
             "*Top Δ right*: the changed function is the first row and named; for `netzero`, both moved "
             "functions named with the right signs. *Untouched named*: the share of (trial, untouched function) "
             "named. *Δs add up*: the pair's measured B − A (medians) lies in the attributed total's interval. "
+            "*Missed*: the trials whose changed function was not the first named row (not `netzero`): how many "
+            "said \"cannot tell, because … too few samples\" with the budget that would tell a move of that size "
+            "(`WhereResult.untold()`; the output's `%perf compare --where -b N`), and how many named the changed "
+            "function first when measured again at that budget, the pairs going on to it as `--where -b` makes "
+            "them. "
             "*Thread limit*: the trials measured again with the thread pools limited to the cores the load left "
             "free, as `%perf compare` does when the pair's pools were larger (the trial's figures are then "
             "that measurement's).\n\n"
-            + table + "\nCost of sampling: the A/A step timed without and with the sampler, back to back.\n\n"
+            + table + "\nCost of sampling: two steps of fixed work (a pure-Python loop, the GIL held, and the torch loop of 64 "
+            "small matmuls, the GIL dropped in each op), each timed by `bench_pair` without and with the sampler at "
+            "its default 1000 Hz, back to back (the order alternating by trial); the median per-call time with ÷ "
+            "without, and its range over the trials. (The planted shapes' deadline spins cannot show this cost: "
+            "a spin runs for its time whatever the sampler takes from it. Until 2026-11-27 this table timed one, "
+            "and read ×1.00.) Both sides of a `--where` pair are sampled alike, so the cost inflates A and B "
+            "together; the verdict is a ratio.\n\n"
             + c_table + "\nTorch shapes, op by op: after the timed pairs, 8 pairs of untimed calls under `torch.profiler` "
             "(one warm-up pair first, dropped; 12 when an op is all but named after 8), each op's self CPU time per "
             "call, Δ = the median over the pairs with its distribution-free 99% interval; an op is named when that interval excludes 0 and |Δ| ≥ 5% of A's op "

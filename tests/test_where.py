@@ -147,7 +147,7 @@ def test_torch_ops_name_the_op_a_change_went_to() -> None:
     wall = time.perf_counter() - t0
     w = attribute(watch, labels=("A", "B"))
     o = w.ops
-    assert o is not None and o.ok and o.clock == "cpu" and o.n_pairs == 8, w.text()
+    assert o is not None and o.ok and o.clock == "cpu" and o.n_pairs == 16, w.text()
     named = {x.name: x for x in o.named()}
     assert "aten::bmm" in named and named["aten::bmm"].delta_s > 0 and named["aten::bmm"].a_s == 0.0, w.text()
     assert "aten::mm" in named and named["aten::mm"].delta_s < 0 and named["aten::mm"].b_s == 0.0, w.text()
@@ -365,7 +365,7 @@ def test_perf_compare_of_torch_cells_says_which_op(shell: Any) -> None:
     res = shell.run("%perf compare 1 2 -b 3 --where")
     assert res.error_in_exec is None, res.error_in_exec
     out = shell.text()
-    assert "Torch ops (self CPU time, torch.profiler on 8 untimed pairs" in out, out
+    assert "Torch ops (self CPU time, torch.profiler on 16 untimed pairs" in out, out
     assert re.search(r"\* aten::bmm\s", out), out
     from perfmagic.storage.session import current_ledger
 
@@ -443,42 +443,92 @@ def _planted_ops(monkeypatch: Any, b_x: list[float]) -> Any:
     pytest.importorskip("torch")
     import perfmagic.profile.where_ops as W
 
-    side = {"now": "a", "a": 0, "b": 0}
-
     def run_a() -> None:
-        side["now"] = "a"
+        pass
 
     def run_b() -> None:
-        side["now"] = "b"
+        pass
 
-    def planted(_prof: Any, _clock: str) -> dict[str, float]:
-        s = side["now"]
-        k = side[s]
-        side[s] += 1
-        x = 100e-6 if s == "a" else b_x[min(k, len(b_x) - 1)]
-        return {"aten::x": x, "aten::y": 50e-6}
+    def planted(_prof: Any, _clock: str, labels: tuple[str, ...] = ()) -> dict[str, dict[str, float]]:
+        out = {}
+        for name in labels:  # perfmagic.ops:<pair>:<side>; pair -1 is the warm-up, B's call 0
+            _, i, side = name.split(":")
+            x = 100e-6 if side == "A" else b_x[min(int(i) + 1, len(b_x) - 1)]
+            out[name] = {"aten::x": x, "aten::y": 50e-6}
+        return out
 
     monkeypatch.setattr(W, "_self_times", planted)
     return W.profile_ops(run_a, run_b, max_s=5.0)
 
 
-def test_an_op_all_but_named_after_8_pairs_gets_4_more_and_is_named(monkeypatch: Any) -> None:
-    # B's calls: the warm-up (dropped), then +10 µs in every pair but the 4th (-5 µs)
-    ops = _planted_ops(monkeypatch, [110e-6] * 4 + [95e-6] + [110e-6] * 20)
-    assert ops.n_pairs == 12 and [r.name for r in ops.named()] == ["aten::x"], ops.rows()
-    # all 8 on one side: named after 8, no more pairs
-    ops = _planted_ops(monkeypatch, [110e-6] * 20)
-    assert ops.n_pairs == 8 and [r.name for r in ops.named()] == ["aten::x"]
-    # 6 of 8: not all but one; 4 more could not name it (10 of 12 < 11): no more pairs, not named
-    ops = _planted_ops(monkeypatch, [110e-6] * 3 + [95e-6, 95e-6] + [110e-6] * 20)
-    assert ops.n_pairs == 8 and not ops.named()
+def test_an_op_one_pair_short_after_16_pairs_gets_8_more_and_is_named(monkeypatch: Any) -> None:
+    # B's calls: the warm-up (dropped), then +10 µs in every pair but three of the first 16 (13 of 16)
+    b_x = [110e-6] * 3 + [95e-6] * 3 + [110e-6] * 40
+    ops = _planted_ops(monkeypatch, b_x)
+    assert ops.n_pairs == 24 and [r.name for r in ops.named()] == ["aten::x"], ops.rows()
+    # 14 of 16 on one side: named after 16, no more pairs
+    ops = _planted_ops(monkeypatch, [110e-6] * 3 + [95e-6] * 2 + [110e-6] * 40)
+    assert ops.n_pairs == 16 and [r.name for r in ops.named()] == ["aten::x"]
+    # 12 of 16: not one short; 8 more could not name it (20 of 24 would need all 8): no more pairs, not named
+    ops = _planted_ops(monkeypatch, [110e-6] * 3 + [95e-6] * 4 + [110e-6] * 40)
+    assert ops.n_pairs == 16 and not ops.named()
 
 
 def test_borderline_needs_a_change_past_the_floor() -> None:
-    from perfmagic.profile.where_ops import _borderline
+    from perfmagic.profile.where_ops import _borderline, _needed
 
+    assert (_needed(8), _needed(16), _needed(24)) == (8, 14, 19)
     a = {"aten::x": 100e-6}
-    got = [(a, {"aten::x": 101e-6})] * 7 + [(a, {"aten::x": 99e-6})]
-    assert not _borderline(got)  # 7 of 8 up, but +1 µs is under 5% of A's 100 µs
-    got = [(a, {"aten::x": 110e-6})] * 7 + [(a, {"aten::x": 99e-6})]
+    got = [(a, {"aten::x": 101e-6})] * 13 + [(a, {"aten::x": 99e-6})] * 3
+    assert not _borderline(got)  # 13 of 16 up, but +1 µs is under the floor of A's 100 µs
+    got = [(a, {"aten::x": 110e-6})] * 13 + [(a, {"aten::x": 99e-6})] * 3
     assert _borderline(got)
+    assert not _borderline([(a, {"aten::x": 110e-6})] * 12 + [(a, {"aten::x": 99e-6})] * 4)  # 12 of 16
+
+
+def _planted_where(pairs: int, seed: int, move: float = 1e-4) -> WhereResult:
+    """A change too small for its samples: parse +``move`` (0.1 ms) in a 3 ms step, each pair's sample times
+    noisy (sd 0.15 ms per function per block, as ~3 samples of a 1 kHz sampler give)."""
+    import random
+
+    rng = random.Random(seed)
+    keys = (("load", "/tmp/x.py", ""), ("parse", "/tmp/x.py", ""), ("train", "/tmp/x.py", ""))
+    a = tuple(tuple(max(t + rng.gauss(0, 1.5e-4), 0.0) for t in (1e-3, 1e-3, 1e-3)) for _ in range(pairs))
+    b = tuple(tuple(max(t + rng.gauss(0, 1.5e-4), 0.0) for t in (1e-3, 1e-3 + move, 1e-3)) for _ in range(pairs))
+    return WhereResult(labels=("A", "B"), keys=keys, a=a, b=b, a_call_s=tuple(map(sum, a)),
+                       b_call_s=tuple(map(sum, b)), n_samples=6 * pairs, sampled_s=6e-3 * pairs, rate_hz=1000.0)
+
+
+def test_a_move_too_small_for_its_samples_says_cannot_tell_and_the_budget_that_would() -> None:
+    from perfmagic.render.where import text
+
+    w = _planted_where(10, seed=1)
+    assert not _row(w, "parse").named
+    row, factor = w.untold()
+    assert row.name == "parse" and 1.5 < factor < 25
+    out = " ".join(text(w).split())
+    assert "parse +" in out and "is the largest move not told from 0: cannot tell, because 60 samples" in out
+    assert "the samples would tell a move of +" in out
+    need = re.search(r"%perf compare --where -b (\d+)", out)
+    assert need and int(need.group(1)) >= 1
+    # the claim checked: with that many times the samples (here, the pairs), a move of this size is told
+    # from 0 (the hint says 90% of the time)
+    n = int(10 * factor) + 1
+    told = sum(_row(_planted_where(n, seed=s, move=row.delta_s), "parse").named for s in range(100, 120))
+    assert told >= 15
+    # ... and with a tenth of them it is not
+    assert sum(_row(_planted_where(max(n // 10, 5), seed=s, move=row.delta_s), "parse").named
+               for s in range(100, 120)) <= 8
+    # a move the named functions explain gets no hint
+    assert _planted_where(n * 3, seed=2, move=3e-4).untold() is None
+
+
+def test_where_with_a_budget_given_goes_on_to_the_budget() -> None:
+    from perfmagic.timing.flow import where_sampler
+
+    assert where_sampler(asked=False).min_samples == 0
+    assert where_sampler(asked=True).min_samples == WHERE_MIN_SAMPLES
+    watch = where_sampler(asked=True, to_budget=True)
+    pr = bench_pair("parse(0.5e-3)", "parse(1e-3)", globals=dict(NS), budget=0.6, watch=watch, capture_env=False)
+    assert pr.comparison.verdict == "slower"  # clear long before the budget ...
+    assert pr.a.stop_reason == "budget"       # ... and the pairs went on to it for the samples

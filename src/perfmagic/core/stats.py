@@ -17,7 +17,7 @@ import functools
 import math
 from collections.abc import Sequence
 
-__all__ = ["median", "quantile", "iqr", "median_ci", "rel_halfwidth"]
+__all__ = ["median", "quantile", "iqr", "median_ci", "rel_halfwidth", "sign_count_needed"]
 
 
 def quantile(xs: Sequence[float], q: float) -> float:
@@ -62,6 +62,11 @@ def median_ci(xs: Sequence[float], confidence: float = 0.95) -> tuple[float, flo
     s = sorted(xs)
     j, coverage = _ci_index(n, float(confidence))
     return s[j], s[n - 1 - j], coverage
+
+
+def sign_count_needed(n: int, confidence: float = 0.95) -> int:
+    """How many of n values must lie on one side of 0 for :func:`median_ci`'s interval to exclude 0."""
+    return n - _ci_index(n, float(confidence))[0]
 
 
 @functools.lru_cache(maxsize=4096)

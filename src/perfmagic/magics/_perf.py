@@ -46,7 +46,8 @@ class PerfMagics(MagicTemplate):
     @argument("-q", "--quiet", action="store_true", help="compare: show nothing (with -o: only return the comparison)")
     @argument("--no-plot", action="store_true", help="show N: the text and the folded details, no figure")
     @argument("-b", "--budget", type=_args.positive_duration, default=None,
-              help="compare: measuring time of the interleaved re-measurement (default 2 s)")
+              help="compare: measuring time of the interleaved re-measurement (default 2 s); with --where the "
+                   "pairs go on to it (more samples: narrower intervals for each function's change)")
     @argument("--target", default=None, metavar="TIME",
               help="next: the time per call that is fast enough (e.g. 50ms); met -> 'stop'")
     @argument("--module", default=None, metavar="MODULE",

@@ -51,6 +51,9 @@ MIN_PAIRS = 5             # fewer pairs with samples of both sides: no attributi
 # samples of each side that --where asks the pairs to go on for (within the budget) when the verdict is
 # clear sooner: a ±0.5 ms move in a 3 ms step is told from 0 at 99% with about this many
 WHERE_MIN_SAMPLES = 300
+# a change not told from 0: the chance the hint's larger sample would tell a change of its size from 0
+TELL_POWER = 0.9
+TELL_MAX = 25.0  # more times the samples than this: sampling cannot tell it at any sensible budget
 HARNESS = "(timing loop)"  # samples between two calls of the code: the measuring loop's own time
 CELL = "<cell>"
 
@@ -347,6 +350,37 @@ class WhereResult(Displayed):
     def named(self) -> list[FunctionDelta]:
         return [r for r in self.rows() if r.named]
 
+    def untold(self) -> tuple[FunctionDelta, float] | None:
+        """Where the named functions explain less than half of the total Δ: the largest row not named
+        whose Δ has the total's sign and is above the floor, and how many times this result's samples
+        would tell a change of its size from 0 with :data:`TELL_POWER` chance (the interval narrows as
+        one over the root of the samples: factor = (half-width × (z_conf + z_power) / z_conf / |Δ|)²).
+        None where the named functions explain it, or nothing unnamed is large enough."""
+        tot = self.total_delta_s
+        if not tot:
+            return None
+        rows = self.rows()
+        if sum(r.delta_s for r in rows if r.named) / tot >= 0.5:
+            return None
+        floor = self.floor * self.a_total_s
+        cands = [r for r in rows if not r.named and r.delta_s * tot > 0 and abs(r.delta_s) >= floor]
+        if not cands:
+            return None
+        row = max(cands, key=lambda r: abs(r.delta_s))
+        from statistics import NormalDist
+
+        z_conf = NormalDist().inv_cdf((1 + self.confidence) / 2)
+        z_pow = NormalDist().inv_cdf(TELL_POWER)
+        half = (row.high_s - row.low_s) / 2
+        return row, (half * (z_conf + z_pow) / z_conf / abs(row.delta_s)) ** 2
+
+    def tell_budget_s(self, factor: float) -> int:
+        """The ``-b`` (whole seconds) that samples ``factor`` times these pairs' time, with a fifth more for
+        the loop's own time between the blocks."""
+        import math
+
+        return max(1, math.ceil(factor * max(self.sampled_s, 1e-3) * 1.2))
+
     def share_in(self, names: set[str] | list[str] | tuple[str, ...]) -> float | None:
         """The share of the total Δ that went to these functions (by name; ``%perf next``'s check)."""
         tot = self.total_delta_s
@@ -442,5 +476,5 @@ def attribute(sampler: PairSampler, *, labels: tuple[str, str] = ("A", "B"), con
                        paths=tuple(pkeys), path_a_s=flame[0], path_b_s=flame[1], **base)
 
 
-__all__ = ["CONFIDENCE", "DEFAULT_RATE", "FLOOR", "WHERE_MIN_SAMPLES", "FunctionDelta", "PairSampler", "WhereResult", "attribute",
+__all__ = ["CONFIDENCE", "DEFAULT_RATE", "FLOOR", "TELL_MAX", "TELL_POWER", "WHERE_MIN_SAMPLES", "FunctionDelta", "PairSampler", "WhereResult", "attribute",
            "cut", "fold", "library_of"]

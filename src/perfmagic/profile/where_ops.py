@@ -7,9 +7,11 @@ them, a few more pairs of untimed calls run under ``torch.profiler.profile``, A 
 order, and each op's self time of the call is read: CPU time on the CPU, the kernels' own time on the
 device where the work ran on CUDA (the CUDA timeline, not the launches). Each op's Δ (B − A, per call:
 the median over the pairs, so one held-up call does not set it) gets the distribution-free interval of
-that median (order statistics: with 8 pairs, all 8 on one side of 0 for 99%; 4 more pairs when an op is
-all but named, 7 of 8, and then 11 of 12 suffice), and an op is named under the rule of the functions: the
-interval excludes 0 and |Δ| ≥ ``FLOOR`` of A's op time per call.
+that median (order statistics: with 16 pairs, 14 on one side of 0 for 99%; 8 more pairs when an op is one
+short, 13 of 16, and then 19 of 24 suffice; calls too slow for 16 pairs in the time stop at 8 or more, all
+8 on one side), and an op is named under the rule of the functions: the interval excludes 0 and |Δ| ≥
+``FLOOR`` of A's op time per call. On the CPU the pairs of a batch run in one profiler session, each call
+in its own ``record_function`` window (a session's start and stop cost more than a small call).
 
 Code that reaches no torch object by name (:func:`mentions_torch`: no profiler is started) or runs no
 ``aten::`` op in the first profiled pair gives no result (``None``): the table would be empty. Ctrl-C while profiling ends the profiling only; the timed pairs are kept. The first
@@ -28,13 +30,13 @@ from typing import Any
 from ..findings import Finding
 from .rule import CONFIDENCE, FLOOR
 
-OPS_PAIRS = 8       # pairs of profiled calls after the timed ones
+OPS_PAIRS = 16      # pairs of profiled calls after the timed ones, time allowing (99%: 14 of 16 on one
+                    # side of 0 name an op, so two held-up calls do not hide a change)
 MIN_OP_PAIRS = 8    # fewer (Ctrl-C, calls too long for the time): no attribution; 8 is the fewest whose
                     # interval of the median reaches 99% (all 8 pairs on one side of 0: p = 2/256)
-OPS_MORE_PAIRS = 12  # when an op's 8 pairs are all but one on one side (7 of 8), and past the floor,
-                     # the profiling goes on to 12 pairs (time allowing): 12 is the fewest whose 99%
-                     # interval allows one pair on the other side (p = 2 x 13/4096). An op that did not
-                     # change gets there with p = 2 x 8/256 and is then named with p = 1/16 of that
+OPS_MORE_PAIRS = 24  # when an op's 16 pairs are one short of naming it (13 of 16), and past the floor,
+                     # the profiling goes on to 24 pairs (time allowing; 19 of 24 name it). An op that did
+                     # not change gets there with p = 2 x 0.0085 and is then named with p = 0.14 of that
 OPS_SHARE = 0.10    # the profiled calls take at most this share of the timed pairs' wall time ...
 OPS_MIN_S = 0.5     # ... or this much, whichever is more; a spell of slow calls (this VM's torch thread
                     # pool runs a small bmm at 80 µs or at 7 ms) may take it to twice that before it stops
@@ -137,35 +139,51 @@ class OpsResult:
                 "named": [r.name for r in self.named()], "rows": [r.__dict__ for r in self.rows()]}
 
 
-def _self_times(prof: Any, clock: str) -> dict[str, float]:
-    """Each op's self seconds in one profiled call (events of 0 s left out): on the CPU, an op's time less
-    the ops it called (nested on its thread); on CUDA, each kernel's own time on the device. Read from
-    the profiler's raw events (about 2 ms for 600 events; ``key_averages()`` took ~70 ms)."""
+def _self_times(prof: Any, clock: str, labels: tuple[str, ...] = ()) -> dict[str, dict[str, float]]:
+    """Each profiled call's op self seconds (events of 0 s left out), by the call's label: on the CPU, an
+    op's time less the ops it called (nested on its thread), filed under the call (its
+    ``record_function`` annotation, ``labels``) in whose time the op started; on CUDA, each kernel's own
+    time on the device, the session's one call (``labels[0]``). Read from the profiler's raw events
+    (about 2 ms for 600 events; ``key_averages()`` took ~70 ms)."""
+    import bisect
+
     try:
         events = prof.profiler.kineto_results.events()
-    except AttributeError:  # pragma: no cover - another torch: its averaged table
-        return _averaged(prof, clock)
-    out: dict[str, float] = {}
+    except AttributeError:  # pragma: no cover - another torch: its averaged table (one call per session)
+        return {labels[0] if labels else "": _averaged(prof, clock)}
+    out: dict[str, dict[str, float]] = {k: {} for k in labels}
     if clock == "cuda":
+        one = out.setdefault(labels[0] if labels else "", {})
         for e in events:
             if str(e.device_type()).endswith("CUDA") and e.duration_ns() > 0:
-                out[e.name()] = out.get(e.name(), 0.0) + e.duration_ns() * 1e-9
+                one[e.name()] = one.get(e.name(), 0.0) + e.duration_ns() * 1e-9
         return out
     import torch
 
     cpu = torch.autograd.DeviceType.CPU
     rows = []  # (thread, start, -duration, duration, name): each event's accessors called once (they cost)
+    windows = []  # (start, end, label) of each call
+    wanted = set(labels)
     for e in events:
-        if e.device_type() == cpu and not e.is_async() and not e.is_user_annotation():
-            d = e.duration_ns()
-            rows.append((e.start_thread_id(), e.start_ns(), -d, d, e.name()))
+        if e.device_type() != cpu or e.is_async():
+            continue
+        if e.is_user_annotation():
+            if e.name() in wanted:
+                windows.append((e.start_ns(), e.start_ns() + e.duration_ns(), e.name()))
+            continue
+        d = e.duration_ns()
+        rows.append((e.start_thread_id(), e.start_ns(), -d, d, e.name()))
     rows.sort()  # by thread, then start; a parent (longer) before a child that starts with it
+    windows.sort()
+    starts = [w[0] for w in windows]
 
     def close(top: list[Any]) -> None:  # an op's self time: its duration less its children's
         ns = top[2] - top[3]
-        if ns > 0:
-            out[top[1]] = out.get(top[1], 0.0) + ns * 1e-9
-    stack: list[list[Any]] = []  # [end_ns, name, duration_ns, children's ns], on one thread
+        k = bisect.bisect_right(starts, top[4]) - 1
+        if ns > 0 and k >= 0 and top[4] < windows[k][1]:
+            one = out[windows[k][2]]
+            one[top[1]] = one.get(top[1], 0.0) + ns * 1e-9
+    stack: list[list[Any]] = []  # [end_ns, name, duration_ns, children's ns, start_ns], on one thread
     thread = None
     for tid, start, _, dur, name in rows:
         if tid != thread:
@@ -176,7 +194,7 @@ def _self_times(prof: Any, clock: str) -> dict[str, float]:
             close(stack.pop())
         if stack:
             stack[-1][3] += dur
-        stack.append([start + dur, name, dur, 0])
+        stack.append([start + dur, name, dur, 0, start])
     while stack:
         close(stack.pop())
     return out
@@ -251,29 +269,102 @@ def mentions_torch(code: Any, ns: Any, depth: int = 2) -> bool:
     return False
 
 
+def _needed(n: int, confidence: float = CONFIDENCE) -> int:
+    """How many of n pairs must move one way for the interval of their median to exclude 0."""
+    from ..core.stats import sign_count_needed
+
+    return sign_count_needed(n, confidence)
+
+
 def _borderline(got: list[tuple[dict[str, float], dict[str, float]]], floor: float = FLOOR) -> bool:
-    """Whether some op's pairs are all but one on one side of 0 (7 of 8) with a median change past the
-    floor of A's op time per call: not named with these pairs, and possibly with four more."""
+    """Whether some op's pairs are one short of naming it (13 of 16; 7 of 8) with a median change past
+    the floor of A's op time per call: not named with these pairs, and possibly with more."""
     from ..core.stats import median
 
     ops = {k for pa, pb in got for k in (*pa, *pb)}
     a_total = median([sum(pa.values()) for pa, _ in got])
+    need = _needed(len(got))
     for k in ops:
         d = [pb.get(k, 0.0) - pa.get(k, 0.0) for pa, pb in got]
         up, down = sum(x > 0 for x in d), sum(x < 0 for x in d)
-        if max(up, down) == len(d) - 1 and abs(median(d)) >= floor * a_total:
+        if max(up, down) == need - 1 and abs(median(d)) >= floor * a_total:
             return True
     return False
+
+
+def _time_up(guard: tuple[float, float, int, int], n: int) -> bool:
+    """Whether the profiling stops after ``n`` pairs of this batch: the pairs so far show that the
+    fewest that attribute (``MIN_OP_PAIRS``) will not fit (2.5× over ``max_s``: stop now rather than late),
+    or, with those, that the pairs wanted will not; or they passed 2× ``max_s``."""
+    t0, max_s, want, before = guard
+    spent, done = time.perf_counter() - t0, before + n
+    if done >= want:
+        return False
+    aim = want if done >= MIN_OP_PAIRS else MIN_OP_PAIRS
+    return spent > 2 * max_s or spent / done * aim > 2.5 * max_s
+
+
+def _profiled_pairs(run_a: Callable[[], Any], run_b: Callable[[], Any], acts: list[Any], clock: str,
+                    pairs: list[int], guard: tuple[float, float, int, int] | None) -> tuple[list[Any], bool]:
+    """The pairs ``pairs`` (A first in even ones, B first in odd ones) profiled: on the CPU all in one
+    profiler session, each call inside its own ``record_function`` (a session's start and stop cost
+    several ms: for the 1.2 ms torch loop of ``bench_where.py``, a session per call took 7.4 ms a call,
+    one session for 18 calls 4.3 ms), on CUDA one session per call (a kernel's device time is read per
+    session). ``guard`` (start, max_s, pairs wanted, pairs profiled before these): :func:`_time_up`.
+    Returns the complete pairs' (A's ops, B's ops), and whether Ctrl-C stopped them."""
+    from torch.profiler import profile, record_function
+
+    labels: list[tuple[str, str]] = []
+    results: dict[str, dict[str, float]] = {}
+    stopped = False
+    prof: Any = None
+
+    def start() -> None:
+        nonlocal prof
+        prof = profile(activities=acts)
+        with _quiet_stderr():  # kineto logs each start and stop on the process's stderr
+            prof.__enter__()
+
+    def stop(names: tuple[str, ...]) -> None:
+        nonlocal prof
+        if prof is None:
+            return
+        with _quiet_stderr():
+            prof.__exit__(None, None, None)
+        results.update(_self_times(prof, clock, names))
+        prof = None
+
+    try:
+        if clock == "cpu":
+            start()
+        for n, i in enumerate(pairs):
+            pair = []
+            for side in ((0, 1) if i % 2 == 0 else (1, 0)):
+                name = f"perfmagic.ops:{i}:{'AB'[side]}"
+                if clock != "cpu":
+                    start()
+                with record_function(name):
+                    (run_a if side == 0 else run_b)()
+                if clock != "cpu":
+                    stop((name,))
+                pair.append(name)
+            labels.append((f"perfmagic.ops:{i}:A", f"perfmagic.ops:{i}:B"))
+            if guard is not None and _time_up(guard, n + 1):
+                break
+    except KeyboardInterrupt:
+        stopped = True  # the profiled pairs end; the timed ones were done before
+    finally:
+        stop(tuple(x for pr in labels for x in pr))
+    return [(results.get(la, {}), results.get(lb, {})) for la, lb in labels], stopped
 
 
 def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: str = "cpu",
                 pairs: int = OPS_PAIRS, max_s: float = OPS_MIN_S) -> OpsResult | None:
     """``pairs`` pairs of one call of each side under ``torch.profiler`` (A first in even pairs, B first in
-    odd ones; one pair before them is a warm-up, dropped), 12 when an op is all but named after 8
-    (:data:`OPS_MORE_PAIRS`), within about ``max_s`` of wall time: where the
-    pairs so far show that the rest will not fit (2.5× over), or they pass 2× ``max_s``,
-    or Ctrl-C, it stops, and with fewer than ``MIN_OP_PAIRS`` pairs the result says so instead of
-    attributing. None where the calls run no torch op. ``run_a``/``run_b`` run one call, synchronized."""
+    odd ones; one pair before them is a warm-up, dropped), 24 when an op is one pair short of named after
+    16 (:data:`OPS_MORE_PAIRS`), within about ``max_s`` of wall time (:func:`_time_up`: at least
+    ``MIN_OP_PAIRS`` where they fit), or until Ctrl-C; with fewer than ``MIN_OP_PAIRS`` pairs the result
+    says so instead of attributing. None where the calls run no torch op. ``run_a``/``run_b`` run one call, synchronized."""
     import sys
 
     torch = sys.modules.get("torch")
@@ -286,44 +377,27 @@ def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: s
     got: list[tuple[dict[str, float], dict[str, float]]] = []
     with _quiet_stderr(), profile(activities=acts):  # the profiler's start-up (~2 s once per process) is
         pass                                          # not a pair's: the time guard reads the pairs alone
+    # pair -1 is a warm-up, dropped: the first profiled calls of a process run many times slower (48 ms
+    # for a 7 ms bmm here), which would set the medians and the time guard's projection
+    warm, stopped = _profiled_pairs(run_a, run_b, acts, clock, [-1], None)
+    if stopped or not any(k.startswith("aten::") for pr in warm for d in pr for k in d):
+        return None  # no torch op ran (nothing to attribute per op), or Ctrl-C in the warm-up
     t0 = time.perf_counter()
-    want, i = pairs, -2
-    try:
-        # pair -1 is a warm-up, dropped: the first profiled calls of a process run many times slower (48 ms
-        # for a 7 ms bmm here), which would set the medians and the time guard's projection
-        while i + 1 < want:
-            i += 1
-            one: list[dict[str, float]] = [{}, {}]
-            for side in ((0, 1) if i % 2 == 0 else (1, 0)):
-                prof = profile(activities=acts)
-                with _quiet_stderr():  # kineto logs each start and stop on the process's stderr
-                    prof.__enter__()
-                try:
-                    (run_a if side == 0 else run_b)()
-                finally:
-                    with _quiet_stderr():
-                        prof.__exit__(None, None, None)
-                one[side] = _self_times(prof, clock)
-            if i == -1:
-                if not any(k.startswith("aten::") for d in one for k in d):
-                    return None  # no torch op ran: nothing to attribute per op
-                t0 = time.perf_counter()
-                continue
-            got.append((one[0], one[1]))
-            spent = time.perf_counter() - t0
-            if len(got) == pairs == OPS_PAIRS and _borderline(got) \
-                    and spent / len(got) * OPS_MORE_PAIRS <= 2.5 * max_s:
-                want = OPS_MORE_PAIRS  # one op all but named: four more pairs can settle it
-            # the calls are too long for ``want`` of them in the time: stop now rather than late
-            if len(got) < want and (spent > 2 * max_s or spent / len(got) * want > 2.5 * max_s):
-                break
-    except KeyboardInterrupt:
-        pass  # the profiled pairs end; the timed ones were done before
+    guard = (t0, max_s, pairs, 0)
+    more, stopped = _profiled_pairs(run_a, run_b, acts, clock, list(range(pairs)), guard)
+    got += more
+    spent = time.perf_counter() - t0
+    if not stopped and len(got) == pairs == OPS_PAIRS and _borderline(got) \
+            and spent / len(got) * OPS_MORE_PAIRS <= 2.5 * max_s:
+        # one op a pair short of named: eight more pairs can settle it
+        more, stopped = _profiled_pairs(run_a, run_b, acts, clock, list(range(pairs, OPS_MORE_PAIRS)),
+                                        (t0, max_s, OPS_MORE_PAIRS, len(got)))
+        got += more
     spent = time.perf_counter() - t0
     if not got:
         return None
     if pairs < len(got) < OPS_MORE_PAIRS:
-        got = got[:pairs]  # the extra pairs stopped short of 12 (time, Ctrl-C): no more power than 8
+        got = got[:pairs]  # the extra pairs stopped short of 24 (time, Ctrl-C): they count only whole
     ops = tuple(sorted({k for pa, pb in got for k in (*pa, *pb)}))
     a = tuple(tuple(pa.get(k, 0.0) for k in ops) for pa, _ in got)
     b = tuple(tuple(pb.get(k, 0.0) for k in ops) for _, pb in got)

@@ -34,6 +34,7 @@ from .basis import Basis, basis, work_of  # noqa: F401  (re-exported: the flow j
 # options of %%gpubench that change what is measured: A and B must agree on them to be re-measured as a pair
 MEASURING_OPTIONS = ("gc", "flush", "device", "sync")
 _DEFAULTS = {"gc": False, "flush": False, "device": "auto", "sync": "auto"}
+WHERE_TO_BUDGET = 10 ** 9  # --where with a budget given: samples enough never come first; the budget ends it
 
 
 class RerunError(PerfmagicError):
@@ -257,7 +258,7 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
     watches: list[Any] = []
 
     def measure() -> Any:
-        watches[:] = [where_sampler(asked=bool(where))] if where is not False else []
+        watches[:] = [where_sampler(asked=bool(where), to_budget=budget is not None)] if where is not False else []
         return bench_pair(cap_a.code, cap_b.code, cap_a.setup, cap_b.setup, globals=namespace(cap_a, ns),
                           globals_b=namespace(cap_b, ns), labels=(ra.get("label"), rb.get("label")),
                           budget=budget, min_effect=min_effect,
@@ -293,16 +294,18 @@ def remeasure(ra: Mapping[str, Any], rb: Mapping[str, Any], cap_a: Any, cap_b: A
     return attach_where(rc, watches, ra, rb, refs, record=record, shown=bool(where), file_labels=file_labels)
 
 
-def where_sampler(asked: bool) -> Any:
+def where_sampler(asked: bool, to_budget: bool = False) -> Any:
     """The sampler of a re-measurement: asked for (``where=True``), it keeps the pairs going past a clear
-    verdict until each side has enough samples to attribute (within the budget); by default it only
-    watches the pairs the verdict needs."""
+    verdict until each side has enough samples to attribute (within the budget), and with a budget given
+    (``to_budget``) until the budget ends: a budget given with ``--where`` buys samples, which is what
+    narrows each function's Δ; by default it only watches the pairs the verdict needs."""
     import sys
 
     from ..profile.where import WHERE_MIN_SAMPLES, PairSampler
 
+    need = (WHERE_TO_BUDGET if to_budget else WHERE_MIN_SAMPLES) if asked else 0
     # with torch loaded, each op's change too (profiled after the timed pairs; none where no op ran)
-    return PairSampler(min_samples=WHERE_MIN_SAMPLES if asked else 0, ops="torch" in sys.modules)
+    return PairSampler(min_samples=need, ops="torch" in sys.modules)
 
 
 def attach_where(rc: Any, watches: list[Any], ra: Mapping[str, Any], rb: Mapping[str, Any], refs: list[Any], *,
@@ -416,7 +419,7 @@ def measure_against(row_a: Mapping[str, Any], code_b: str, setup_b: str, ns: Map
 
     def measure() -> Any:
         if watches is not None:
-            watches[:] = [where_sampler(asked=bool(where))] if where is not False else []
+            watches[:] = [where_sampler(asked=bool(where), to_budget=budget is not None)] if where is not False else []
         return bench_pair(code_a, code_b, setup_a, setup_b, globals=ns, labels=(row_a.get("label"), label_b),
                           budget=budget, precision=precision, min_effect=min_effect, min_samples=min_samples,
                           device=device, sync=sync, memory=memory, gc=gc, filenames=filenames,
