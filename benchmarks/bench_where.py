@@ -375,10 +375,11 @@ def report(data: dict[str, Any]) -> str:
             "a spin runs for its time whatever the sampler takes from it. Until 2026-11-27 this table timed one, "
             "and read ×1.00.) Both sides of a `--where` pair are sampled alike, so the cost inflates A and B "
             "together; the verdict is a ratio.\n\n"
-            + c_table + "\nTorch shapes, op by op: after the timed pairs, 8 pairs of untimed calls under `torch.profiler` "
-            "(one warm-up pair first, dropped; 12 when an op is all but named after 8), each op's self CPU time per "
-            "call, Δ = the median over the pairs with its distribution-free 99% interval; an op is named when that interval excludes 0 and |Δ| ≥ 5% of A's op "
-            "time. *Top op right*: the first row is an op the change moved (`torch`: `aten::bmm` +, the loop's "
+            + c_table + "\nTorch shapes, op by op: after the timed pairs, 16 pairs of untimed calls under `torch.profiler`, "
+            "in one profiler session (one warm-up pair first, dropped; 24 when an op is one pair short of named "
+            "after 16; the pairs past 8 only where all 16 fit in a tenth of the timed pairs' time), each op's self CPU time per "
+            "call, Δ = the median over the pairs with its distribution-free 99% interval; an op is named when that interval excludes 0 and |Δ| ≥ 2% of A's op "
+            "time (the functions' floor). *Top op right*: the first row is an op the change moved (`torch`: `aten::bmm` +, the loop's "
             "`aten::mm`, `aten::matmul`, `aten::select`, `aten::as_strided`, `aten::resolve_conj` −; "
             "`torch_op2x`: `aten::_softmax` +), named, with the right sign. *Untouched ops named*: the share of "
             "(trial, op the change did not move) named. *Profiling ÷ comparison*: the profiled pairs' wall time "
@@ -388,6 +389,8 @@ def report(data: dict[str, Any]) -> str:
 
 
 def _ops_table(data: dict[str, Any]) -> str:
+    from perfmagic.profile.where_ops import OPS_MORE_PAIRS as OPS_MORE
+
     rows = []
     for load in LOADS:
         for shape, changed in OP_CHANGES.items():
@@ -397,12 +400,13 @@ def _ops_table(data: dict[str, Any]) -> str:
                 continue
             ok = [t for t in ts if t["refused"] is None]
             ratios = [t["total_delta_s"] / t["measured"] for t in ok if t["measured"] and t["total_delta_s"] is not None]
-            rows.append([load, shape, len(ts), len(ts) - len(ok), sum(t.get("pairs") == 12 for t in ts),
+            rows.append([load, shape, len(ts), len(ts) - len(ok), sum(t.get("pairs") == OPS_MORE for t in ts),
+                         f"{statistics.median(t.get('pairs') or 0 for t in ts):.0f}",
                          "—" if not changed else rate(sum(t["first_right"] for t in ok), len(ts)),
                          rate(sum(t["untouched_named"] for t in ok), sum(t["untouched"] for t in ok)),
                          f"{statistics.median(t['profiled_s'] / t['wall'] for t in ts):.1%}",
                          f"{statistics.median(ratios):.2f}" if changed and ratios else "—"])
-    return C.md_table(["busy neighbours", "shape", "trials", "no op table", "12 pairs", "top op right (named)",
+    return C.md_table(["busy neighbours", "shape", "trials", "no op table", f"{OPS_MORE} pairs", "profiled pairs (median)", "top op right (named)",
                        "untouched ops named", "profiling ÷ comparison (median)", "op Δ ÷ measured Δ (median)"], rows)
 
 

@@ -147,7 +147,8 @@ def test_torch_ops_name_the_op_a_change_went_to() -> None:
     wall = time.perf_counter() - t0
     w = attribute(watch, labels=("A", "B"))
     o = w.ops
-    assert o is not None and o.ok and o.clock == "cpu" and o.n_pairs == 16, w.text()
+    # 16 pairs where they fit in a tenth of the comparison, at least 8
+    assert o is not None and o.ok and o.clock == "cpu" and 8 <= o.n_pairs <= 16, w.text()
     named = {x.name: x for x in o.named()}
     assert "aten::bmm" in named and named["aten::bmm"].delta_s > 0 and named["aten::bmm"].a_s == 0.0, w.text()
     assert "aten::mm" in named and named["aten::mm"].delta_s < 0 and named["aten::mm"].b_s == 0.0, w.text()
@@ -365,7 +366,8 @@ def test_perf_compare_of_torch_cells_says_which_op(shell: Any) -> None:
     res = shell.run("%perf compare 1 2 -b 3 --where")
     assert res.error_in_exec is None, res.error_in_exec
     out = shell.text()
-    assert "Torch ops (self CPU time, torch.profiler on 16 untimed pairs" in out, out
+    got = re.search(r"Torch ops \(self CPU time, torch.profiler on (\d+) untimed pairs", out)
+    assert got and 8 <= int(got.group(1)) <= 16, out
     assert re.search(r"\* aten::bmm\s", out), out
     from perfmagic.storage.session import current_ledger
 

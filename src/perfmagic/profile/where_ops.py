@@ -37,8 +37,8 @@ MIN_OP_PAIRS = 8    # fewer (Ctrl-C, calls too long for the time): no attributio
 OPS_MORE_PAIRS = 24  # when an op's 16 pairs are one short of naming it (13 of 16), and past the floor,
                      # the profiling goes on to 24 pairs (time allowing; 19 of 24 name it). An op that did
                      # not change gets there with p = 2 x 0.0085 and is then named with p = 0.14 of that
-OPS_SHARE = 0.10    # the profiled calls take at most this share of the timed pairs' wall time ...
-OPS_MIN_S = 0.5     # ... or this much, whichever is more; a spell of slow calls (this VM's torch thread
+OPS_SHARE = 0.10    # the pairs past the first 8 only where all fit in this share of the timed pairs' time;
+OPS_MIN_S = 0.5     # the first 8 within this much or that share, whichever is more; a spell of slow calls (this VM's torch thread
                     # pool runs a small bmm at 80 µs or at 7 ms) may take it to twice that before it stops
 
 
@@ -292,25 +292,27 @@ def _borderline(got: list[tuple[dict[str, float], dict[str, float]]], floor: flo
     return False
 
 
-def _time_up(guard: tuple[float, float, int, int], n: int) -> bool:
-    """Whether the profiling stops after ``n`` pairs of this batch: the pairs so far show that the
-    fewest that attribute (``MIN_OP_PAIRS``) will not fit (2.5× over ``max_s``: stop now rather than late),
-    or, with those, that the pairs wanted will not; or they passed 2× ``max_s``."""
-    t0, max_s, want, before = guard
+def _time_up(guard: tuple[float, float, float, int, int], n: int) -> bool:
+    """Whether the profiling stops after ``n`` pairs of this batch. Before the fewest that attribute
+    (``MIN_OP_PAIRS``): when the pairs so far show that those will not fit (2.5× over ``max_s``: stop now
+    rather than late) or they passed 2× ``max_s``. After them: when the pairs wanted would take more
+    than ``more_s`` (the share of the comparison the profiling may add)."""
+    t0, max_s, more_s, want, before = guard
     spent, done = time.perf_counter() - t0, before + n
     if done >= want:
         return False
-    aim = want if done >= MIN_OP_PAIRS else MIN_OP_PAIRS
-    return spent > 2 * max_s or spent / done * aim > 2.5 * max_s
+    if done < MIN_OP_PAIRS:
+        return spent > 2 * max_s or spent / done * MIN_OP_PAIRS > 2.5 * max_s
+    return spent / done * want > more_s
 
 
 def _profiled_pairs(run_a: Callable[[], Any], run_b: Callable[[], Any], acts: list[Any], clock: str,
-                    pairs: list[int], guard: tuple[float, float, int, int] | None) -> tuple[list[Any], bool]:
+                    pairs: list[int], guard: tuple[float, float, float, int, int] | None) -> tuple[list[Any], bool]:
     """The pairs ``pairs`` (A first in even ones, B first in odd ones) profiled: on the CPU all in one
     profiler session, each call inside its own ``record_function`` (a session's start and stop cost
     several ms: for the 1.2 ms torch loop of ``bench_where.py``, a session per call took 7.4 ms a call,
     one session for 18 calls 4.3 ms), on CUDA one session per call (a kernel's device time is read per
-    session). ``guard`` (start, max_s, pairs wanted, pairs profiled before these): :func:`_time_up`.
+    session). ``guard`` (start, max_s, more_s, pairs wanted, pairs profiled before these): :func:`_time_up`.
     Returns the complete pairs' (A's ops, B's ops), and whether Ctrl-C stopped them."""
     from torch.profiler import profile, record_function
 
@@ -359,12 +361,12 @@ def _profiled_pairs(run_a: Callable[[], Any], run_b: Callable[[], Any], acts: li
 
 
 def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: str = "cpu",
-                pairs: int = OPS_PAIRS, max_s: float = OPS_MIN_S) -> OpsResult | None:
+                pairs: int = OPS_PAIRS, max_s: float = OPS_MIN_S, more_s: float | None = None) -> OpsResult | None:
     """``pairs`` pairs of one call of each side under ``torch.profiler`` (A first in even pairs, B first in
     odd ones; one pair before them is a warm-up, dropped), 24 when an op is one pair short of named after
-    16 (:data:`OPS_MORE_PAIRS`), within about ``max_s`` of wall time (:func:`_time_up`: at least
-    ``MIN_OP_PAIRS`` where they fit), or until Ctrl-C; with fewer than ``MIN_OP_PAIRS`` pairs the result
-    says so instead of attributing. None where the calls run no torch op. ``run_a``/``run_b`` run one call, synchronized."""
+    16 (:data:`OPS_MORE_PAIRS`): the first ``MIN_OP_PAIRS`` within about ``max_s`` of wall time, the
+    pairs past them only where they fit in ``more_s`` (default ``max_s``; :func:`_time_up`), or until
+    Ctrl-C; with fewer than ``MIN_OP_PAIRS`` pairs the result says so instead of attributing. None where the calls run no torch op. ``run_a``/``run_b`` run one call, synchronized."""
     import sys
 
     torch = sys.modules.get("torch")
@@ -383,15 +385,16 @@ def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: s
     if stopped or not any(k.startswith("aten::") for pr in warm for d in pr for k in d):
         return None  # no torch op ran (nothing to attribute per op), or Ctrl-C in the warm-up
     t0 = time.perf_counter()
-    guard = (t0, max_s, pairs, 0)
+    more_s = max_s if more_s is None else more_s
+    guard = (t0, max_s, more_s, pairs, 0)
     more, stopped = _profiled_pairs(run_a, run_b, acts, clock, list(range(pairs)), guard)
     got += more
     spent = time.perf_counter() - t0
     if not stopped and len(got) == pairs == OPS_PAIRS and _borderline(got) \
-            and spent / len(got) * OPS_MORE_PAIRS <= 2.5 * max_s:
+            and spent / len(got) * OPS_MORE_PAIRS <= more_s:
         # one op a pair short of named: eight more pairs can settle it
         more, stopped = _profiled_pairs(run_a, run_b, acts, clock, list(range(pairs, OPS_MORE_PAIRS)),
-                                        (t0, max_s, OPS_MORE_PAIRS, len(got)))
+                                        (t0, max_s, more_s, OPS_MORE_PAIRS, len(got)))
         got += more
     spent = time.perf_counter() - t0
     if not got:

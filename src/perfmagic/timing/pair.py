@@ -260,7 +260,8 @@ def _wants_ops(watch: Any, logs: list[float], confidence: float) -> bool:
 
 def _ops_after(sa: Subject, sb: Subject, dev: str, loop_s: float, watch: Any) -> Any:
     """After the timed pairs: a few untimed pairs of one call each under ``torch.profiler``
-    (:func:`perfmagic.profile.where_ops.profile_ops`), within a tenth of the pairs' time (0.5 s at least).
+    (:func:`perfmagic.profile.where_ops.profile_ops`): the fewest that attribute within 0.5 s, more within a
+    tenth of the pairs' time.
     The sampler's thread is stopped first: beside torch's 2-thread pool on 2 cores its 1000 Hz wake-ups
     may have made the spells of ~90x slower ops on one side seen in an A/A (fc33)."""
     from ..profile.where_ops import OPS_MIN_S, OPS_SHARE, profile_ops
@@ -277,7 +278,8 @@ def _ops_after(sa: Subject, sb: Subject, dev: str, loop_s: float, watch: Any) ->
             s.cell.run(1)
             s.sync.finish()
         return run
-    return profile_ops(one(sa), one(sb), device=dev, max_s=max(OPS_MIN_S, OPS_SHARE * loop_s))
+    return profile_ops(one(sa), one(sb), device=dev, max_s=max(OPS_MIN_S, OPS_SHARE * loop_s),
+                       more_s=OPS_SHARE * loop_s)
 
 
 def _timed_pair(order: tuple[Subject, Subject], sa: Subject, i: int, watch: Any) -> None:
