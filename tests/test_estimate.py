@@ -772,6 +772,8 @@ def test_a_refused_estimate_records_no_predicted_time_and_says_why() -> None:
     mw = wide.metrics()
     assert not wide.reliable and mw["predicted_s"] is None and mw["refused"].startswith("the fit is unreliable")
     assert mw["low_s"] == wide.low_s and mw["high_s"] == wide.high_s and "anywhere from" in wide.headline()
+    # ... and where to measure to tell: four times the largest size, timed by the top points' slope
+    assert "; measure up to n=128 (≈ " in mw["refused"] and "to tell, e.g. with a longer --budget" in wide.headline()
     assert wide.time_error() is None
     # nothing measured: the gate's reason
     # a trusted estimate keeps its number and refuses nothing

@@ -24,7 +24,7 @@ from ..findings import Finding
 from .costmodel import local_slopes, select
 from .noise import (LOAD_WARN, NOISE_FLOOR, Z90, load_finding, load_widening, phases, run_noise, settled_power,
                     slope_range, top_trend, widen)
-from .result import MEM_FLOOR, EstimateResult, Point
+from .result import MEM_FLOOR, EstimateResult, Point, suggest_sizes
 
 DEFAULT_BUDGET_S = 3.0  # the measuring budget (``budget=``, ``-b``)
 DEFAULT_MAX_FRACTION = 0.10
@@ -61,17 +61,6 @@ def measured_noise(points: Sequence[Point]) -> float:
     """The run-to-run variation (relative sd, log scale) the points show (:func:`noise_pairs`), at least
     ``noise.NOISE_FLOOR``."""
     return run_noise([(a, b) for _, a, b in noise_pairs(points)])
-
-
-def _suggest(ns: Sequence[float], ts: Sequence[float], N: float, var: str) -> dict[str, Any]:
-    """Where to measure to tell (a finding's 'measure up to n=… (≈ x s)'): four times the largest size,
-    timed by the top points' slope."""
-    top, t = ns[-1], ts[-1]
-    n2 = min(float(N), top * 4)
-    k = 1.0
-    if len(ns) >= 2 and ts[-2] > 0 and ns[-1] > ns[-2]:
-        k = max(1.0, math.log(t / ts[-2]) / math.log(ns[-1] / ns[-2]))
-    return {"var": var, "suggest_n": n2, "suggest_s": t * (n2 / top) ** k}
 
 
 def _top_disagreement(ns: Sequence[float], ts: Sequence[float], model: Any, sigma: float) -> tuple[float, float] | None:
@@ -264,7 +253,7 @@ def _trust(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequence[Point],
         rep = max(pairs, key=lambda x: abs(math.log(x[2] / x[1])) if x[1] > 0 and x[2] > 0 else 0.0, default=None)
         why = Finding.of("estimate.noisy", sigma=sigma, ratio=N / top, rep_n=rep[0] if rep is not None else None,
                          rep_first=rep[1] if rep is not None else None, rep_second=rep[2] if rep is not None else None,
-                         pairs=len(pairs), **_suggest(ns, ts, N, var))
+                         pairs=len(pairs), **suggest_sizes(ns, ts, N, var))
     if N / top > 1e4:
         reliable = False
         warnings.append(Finding.of("estimate.too-far", ratio=N / top))
@@ -275,13 +264,13 @@ def _trust(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequence[Point],
         jump = _largest_jump(pts, max(got, said) + 1.0)
         why = Finding.of("estimate.growth-changed", count=sum(1 for p in use if p.n >= lo_n), lo_n=lo_n, top=top,
                          got=got, said=said, jump_from=jump[0] if jump else None, jump_to=jump[1] if jump else None,
-                         jump=jump[2] if jump else None, **_suggest(ns, ts, N, var))
+                         jump=jump[2] if jump else None, **suggest_sizes(ns, ts, N, var))
     else:
         disagree = _top_disagreement(ns, ts, sel.best, sigma)
         if disagree is not None:
             reliable = False
             why = Finding.of("estimate.top-disagree", model=sel.best.describe(), e0=disagree[0], e1=disagree[1],
-                             sigma=sigma, **_suggest(ns, ts, N, var))
+                             sigma=sigma, **suggest_sizes(ns, ts, N, var))
     rising = _slope_rising(pts, sel.best)
     if rising is not None:
         warnings.append(rising)

@@ -6,6 +6,8 @@ Frozen data that keeps every measured run; the text, the figure and the HTML sec
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -63,6 +65,17 @@ class Actual:
     def to_dict(self) -> dict[str, Any]:
         return {"seconds": self.seconds, "peak_bytes": self.peak_bytes, "completed": self.completed,
                 "status": self.status, "error": self.error}
+
+
+def suggest_sizes(ns: Sequence[float], ts: Sequence[float], N: float, var: str) -> dict[str, Any]:
+    """Where to measure to tell (a finding's 'measure up to n=… (≈ x s)'): four times the largest size,
+    timed by the top points' slope."""
+    top, t = ns[-1], ts[-1]
+    n2 = min(float(N), top * 4)
+    k = 1.0
+    if len(ns) >= 2 and ts[-2] > 0 and ns[-1] > ns[-2]:
+        k = max(1.0, math.log(t / ts[-2]) / math.log(ns[-1] / ns[-2]))
+    return {"var": var, "suggest_n": n2, "suggest_s": t * (n2 / top) ** k}
 
 
 def measured_memory(points: Any) -> list[tuple[int, int]]:
@@ -161,7 +174,12 @@ class EstimateResult(Displayed):
         if self.predicted_s is None:
             return self.verdict_reasons[0] if self.verdict_reasons else "nothing measured"
         if not self.reliable:
-            return self.unreliable_why or Finding.of("estimate.unreliable", low_s=self.low_s, high_s=self.high_s)
+            if self.unreliable_why:
+                return self.unreliable_why
+            fitted = [p for p in self.points if p.n in set(self.fit_sizes)] or list(self.points)
+            tell = (suggest_sizes([float(p.n) for p in fitted], [p.time for p in fitted], self.full, self.var)
+                    if self.mode == "scaling" and fitted else {})
+            return Finding.of("estimate.unreliable", low_s=self.low_s, high_s=self.high_s, **tell)
         return None
 
     def time_error(self) -> float | None:

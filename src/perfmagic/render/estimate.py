@@ -71,8 +71,7 @@ def headline(r: Any) -> str:
     if not r.reliable and r.unreliable_why:
         return what + f"no estimate: {r.unreliable_why}" + out
     if not r.reliable:
-        return (what + f"the fit is unreliable (it puts the full run anywhere from {fmt_time(r.low_s)} to "
-                f"{fmt_time(r.high_s)}); measure larger sizes, e.g. a longer measuring budget" + out)
+        return what + str(r.refused) + out
     t = f"{fmt_time(r.predicted_s, 3)} (90% interval {fmt_time(r.low_s, 3)} – {fmt_time(r.high_s, 3)})"
     if r.measured_full:
         t = (f"{fmt_time(r.predicted_s, 3)} (measured at the full size; another run: {fmt_time(r.low_s, 3)} – "

@@ -124,7 +124,8 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                          f"{f['units']:,.0f} units that is +{fmt_bytes(f['growth'] * f['units'])}"),
     "estimate.no-unit": lambda f: "no unit was measured",
     "estimate.unreliable": lambda f: (f"the fit is unreliable: it puts the full run anywhere from "
-                                      f"{fmt_time(f['low_s'])} to {fmt_time(f['high_s'])}"),
+                                      f"{fmt_time(f['low_s'])} to {fmt_time(f['high_s'])}"
+                                      + (f"; {_suggest(f)}" if f.get("suggest_n") else "")),
 }
 
 # ---- measuring, the gate and the full run (estimation/estimate.py, measure.py, gate.py, runner.py) -----------
