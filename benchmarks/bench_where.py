@@ -30,8 +30,8 @@ first row is the changed function and named (its 99% interval excludes 0). *Unto
 (trial, untouched function), the share named; in the A/A, every function is untouched. *Both moves*:
 the net-zero trials whose two moved functions are both named with the right signs. *Δs add up*: the
 trials whose measured B − A (the pair's medians) lies in the interval of the attributed total. *Cost*:
-two steps of fixed work (:data:`COST_STEPS`) timed without and with the sampler, the order alternating
-by trial (median per-call time with ÷ without), and ``attribute()``'s time over the comparison's.
+two steps of fixed work (:data:`COST_STEPS`) in rounds of a block without and a block with the sampler
+(:func:`one_cost`: the median per-round ratio), and ``attribute()``'s time over the comparison's.
 
     .venv/bin/python benchmarks/bench_where.py            # 20 trials per shape and load (~12 min on 2 cores)
     .venv/bin/python benchmarks/bench_where.py --quick    # smoke test: one trial per shape, quiet only
@@ -233,19 +233,46 @@ COST_STEPS = {
 }
 
 
+COST_ROUNDS, COST_BLOCK_S = 20, 0.025  # rounds of (a block without, a block with), 25 ms blocks
+
+
 def one_cost(trial: int) -> dict[str, Any]:
-    """Each fixed-work step timed without and with the sampler (the order alternates with the trial)."""
+    """Each fixed-work step in :data:`COST_ROUNDS` rounds of two blocks of calls, one without and one with
+    the sampler running (as in a pair: started, the block filed as pair 0, A), the order alternating by
+    round: adjacent blocks share the machine's speed state (this VM's states last seconds; two 1 s runs
+    back to back differed by ×0.65–×1.66), so the per-round ratio cancels it. Returns the median per-call
+    times and the median of the rounds' ratios (with ÷ without)."""
     from perfmagic.profile.where import PairSampler
-    from perfmagic.timing.pair import bench_pair
 
     out: dict[str, Any] = {}
     for name, src in COST_STEPS.items():
-        got = {}
-        for mode in (("without", "with") if trial % 2 == 0 else ("with", "without")):
-            pr = bench_pair("step()", "step()", globals=namespace(src, "A"), globals_b=namespace(src, "B"),
-                            budget=BUDGET, watch=PairSampler() if mode == "with" else None, capture_env=False)
-            got[mode] = statistics.median(pr.a.times + pr.b.times)
-        out[name] = got
+        step = namespace(src, "A")["step"]
+        for _ in range(20):
+            step()
+        t0 = time.perf_counter()
+        for _ in range(5):
+            step()
+        calls = max(3, int(COST_BLOCK_S / max((time.perf_counter() - t0) / 5, 1e-6)))
+        times: dict[str, list[float]] = {"without": [], "with": []}
+        ratios = []
+        for r in range(COST_ROUNDS):
+            got = {}
+            for mode in (("without", "with") if (trial + r) % 2 == 0 else ("with", "without")):
+                watch = PairSampler() if mode == "with" else None
+                if watch is not None:
+                    watch.start()
+                    watch.begin(0, 0)
+                t1 = time.perf_counter()
+                for _ in range(calls):
+                    step()
+                got[mode] = (time.perf_counter() - t1) / calls
+                if watch is not None:
+                    watch.end(got[mode] * calls, calls)
+                    watch.stop()
+                times[mode].append(got[mode])
+            ratios.append(got["with"] / got["without"])
+        out[name] = {"without": statistics.median(times["without"]), "with": statistics.median(times["with"]),
+                     "ratio": statistics.median(ratios)}
     return out
 
 
@@ -267,7 +294,7 @@ def run(trials: int, quick: bool) -> dict[str, Any]:
             costs.append({"load": load, "others_cores": nb.others_cores, **c})
             print(f"trial {it + 1}/{trials} load {load}: " + ", ".join(
                 f"{r['shape']} → {r['first']}{'*' if r['first_named'] else ''}" for r in got[-len(SHAPES):])
-                + "; cost " + ", ".join(f"{k} ×{v['with'] / v['without']:.3f}" for k, v in c.items()), flush=True)
+                + "; cost " + ", ".join(f"{k} ×{v['ratio']:.3f}" for k, v in c.items()), flush=True)
     return {"date": C.today(), "commit": C.git_state(), "machine": C.machine(), "command": C.command(),
             "load_before": C.LOAD_BEFORE, "trials": got, "costs": costs}
 
@@ -342,12 +369,12 @@ def report(data: dict[str, Any]) -> str:
         if cs:
             cells = []
             for step in COST_STEPS:
-                ratios = [c[step]["with"] / c[step]["without"] for c in cs if step in c]
+                ratios = [c[step].get("ratio", c[step]["with"] / c[step]["without"]) for c in cs if step in c]
                 cells.append(f"×{statistics.median(ratios):.3f} (×{min(ratios):.3f} … ×{max(ratios):.3f})"
                              if ratios else "n/a")
             c_rows.append([load, len(cs), *cells,
                            f"{statistics.median(t['attribute_s'] / t['wall_s'] for t in ts):.1%}"])
-    c_table = C.md_table(["busy neighbours", "pairs of runs", "Python loop: per call with the sampler ÷ without",
+    c_table = C.md_table(["busy neighbours", "trials (20 rounds each)", "Python loop: per call with the sampler ÷ without",
                           "torch op loop: with ÷ without", "attribute() ÷ the comparison's wall time"], c_rows)
     targets = ", ".join(f"{k}: {v}" for k, v in TARGETS.items())
     o_table = _ops_table(data)
@@ -369,9 +396,11 @@ def report(data: dict[str, Any]) -> str:
             "free, as `%perf compare` does when the pair's pools were larger (the trial's figures are then "
             "that measurement's).\n\n"
             + table + "\nCost of sampling: two steps of fixed work (a pure-Python loop, the GIL held, and the torch loop of 64 "
-            "small matmuls, the GIL dropped in each op), each timed by `bench_pair` without and with the sampler at "
-            "its default 1000 Hz, back to back (the order alternating by trial); the median per-call time with ÷ "
-            "without, and its range over the trials. (The planted shapes' deadline spins cannot show this cost: "
+            "small matmuls, the GIL dropped in each op), each trial 20 rounds of two 25 ms blocks of calls, one "
+            "without and one with the sampler at its default 1000 Hz (the order alternating by round; adjacent "
+            "blocks share the machine's speed state, which two 1 s runs back to back did not: ×0.65–×1.66); the "
+            "median over the trials of each trial's median per-round ratio with ÷ without, and its range over "
+            "the trials. (The planted shapes' deadline spins cannot show this cost: "
             "a spin runs for its time whatever the sampler takes from it. Until 2026-11-27 this table timed one, "
             "and read ×1.00.) Both sides of a `--where` pair are sampled alike, so the cost inflates A and B "
             "together; the verdict is a ratio.\n\n"

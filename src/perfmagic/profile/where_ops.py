@@ -376,7 +376,6 @@ def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: s
 
     clock = "cuda" if str(device).startswith("cuda") else "cpu"
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if clock == "cuda" else [])
-    got: list[tuple[dict[str, float], dict[str, float]]] = []
     with _quiet_stderr(), profile(activities=acts):  # the profiler's start-up (~2 s once per process) is
         pass                                          # not a pair's: the time guard reads the pairs alone
     # pair -1 is a warm-up, dropped: the first profiled calls of a process run many times slower (48 ms
@@ -386,21 +385,24 @@ def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: s
         return None  # no torch op ran (nothing to attribute per op), or Ctrl-C in the warm-up
     t0 = time.perf_counter()
     more_s = max_s if more_s is None else more_s
-    guard = (t0, max_s, more_s, pairs, 0)
-    more, stopped = _profiled_pairs(run_a, run_b, acts, clock, list(range(pairs)), guard)
-    got += more
-    spent = time.perf_counter() - t0
-    if not stopped and len(got) == pairs == OPS_PAIRS and _borderline(got) \
-            and spent / len(got) * OPS_MORE_PAIRS <= more_s:
-        # one op a pair short of named: eight more pairs can settle it
-        more, stopped = _profiled_pairs(run_a, run_b, acts, clock, list(range(pairs, OPS_MORE_PAIRS)),
-                                        (t0, max_s, more_s, OPS_MORE_PAIRS, len(got)))
+    first = min(pairs, MIN_OP_PAIRS)
+    got, stopped = _profiled_pairs(run_a, run_b, acts, clock, list(range(first)), (t0, max_s, more_s, first, 0))
+    # then the pairs past the first batch, a batch at a time, where the whole cost so far (a session's stop
+    # and the reading of its events included, which a pair's own time does not show) says they fit in
+    # ``more_s``; the last batch only when an op is one pair short of named (:func:`_borderline`)
+    for want in (pairs, OPS_MORE_PAIRS if pairs == OPS_PAIRS else 0):
+        spent = time.perf_counter() - t0
+        if stopped or not got or len(got) >= want or spent / len(got) * want > more_s \
+                or (want == OPS_MORE_PAIRS and not _borderline(got)):
+            break
+        more, stopped = _profiled_pairs(run_a, run_b, acts, clock, list(range(len(got), want)),
+                                        (t0, max_s, more_s, want, len(got)))
+        if want == OPS_MORE_PAIRS and len(got) + len(more) < want:
+            more = []  # the extra pairs stopped short of 24 (time, Ctrl-C): they count only whole
         got += more
     spent = time.perf_counter() - t0
     if not got:
         return None
-    if pairs < len(got) < OPS_MORE_PAIRS:
-        got = got[:pairs]  # the extra pairs stopped short of 24 (time, Ctrl-C): they count only whole
     ops = tuple(sorted({k for pa, pb in got for k in (*pa, *pb)}))
     a = tuple(tuple(pa.get(k, 0.0) for k in ops) for pa, _ in got)
     b = tuple(tuple(pb.get(k, 0.0) for k in ops) for _, pb in got)
