@@ -145,7 +145,9 @@ cells = [
        "also says **where the change went**: the stacks of both sides were sampled while they ran, so each "
        "function's time in A and in B, and their difference Δ with a 99% interval over the pairs, come from the "
        "same pairs as the verdict. A function is named (`*`) only when its interval excludes 0; the HTML adds a "
-       "differential flame graph (red: B spends more, blue: less). `--where` shows it for any verdict:"),
+       "differential flame graph (red: B spends more, blue: less). `--where` shows it for any verdict. A move "
+       "too small for the samples is not named: the text says *cannot tell, because …* and the budget that "
+       "would tell a move of that size (`%perf compare --where -b 3` samples for the whole 3 s):"),
     code("%perf compare"),
     md("**Beside a noisy neighbour.** A verdict must hold on a shared 2-core box too. `perfmagic.busy_neighbours(1)` "
        "starts one process that spins on a core for the length of the block, and stops it afterwards; the last "

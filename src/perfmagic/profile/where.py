@@ -234,6 +234,8 @@ class WhereResult(Displayed):
 
     renderer: ClassVar[str] = "where"
     primary_metric: ClassVar[str] = "total_delta_s"
+    tell_power: ClassVar[float] = TELL_POWER  # :meth:`untold`'s chance, and its largest factor worth a budget
+    tell_max: ClassVar[float] = TELL_MAX
 
     labels: tuple[str, str]
     keys: tuple[Key, ...]

@@ -81,17 +81,15 @@ def text(r: Any, *, top: int = TOP) -> str:
 
 def untold_line(r: Any) -> str:
     """Why the largest unnamed move is not named, and the budget that would tell a move of its size."""
-    from ..profile.where import TELL_MAX, TELL_POWER
-
     row, factor = r.untold()
     head = (f"{_name(row)} {signed_time(row.delta_s)} ({_interval(row.low_s, row.high_s)}) is the largest move "
             f"not told from 0: cannot tell, because {plural(r.n_samples, 'sample')} at {r.rate_hz:.0f} Hz are "
             "too few for a move this size")
-    if factor > TELL_MAX:
+    if factor > r.tell_max:
         return head + f"; it would take about {factor:.0f}× the samples, too many to sample for"
     need = r.tell_budget_s(factor)
     return (head + f"; about {factor:.1f}× the samples would tell a move of {signed_time(row.delta_s)} from 0 "
-            f"{pct(TELL_POWER, 0)} of the time (these pairs ran {fmt_time(r.sampled_s, 2)}: "
+            f"{pct(r.tell_power, 0)} of the time (these pairs ran {fmt_time(r.sampled_s, 2)}: "
             f"%perf compare --where -b {need})")
 
 
