@@ -59,6 +59,32 @@ def test_compare_re_measures_a_redefined_function_interleaved(shell, capsys) -> 
     assert "interleaved" in shell.text()
     # the redefined function is one row (A's definition and B's): its change, not two functions
     assert re.search(r"it went to\s+work\s+\+", shell.text()), shell.text()
+    # the cells read the same (work()), but A ran with the work() it called then: that is what changed
+    text = shell.text()
+    assert "what changed: the code (1 place)" in text and "A/A comparison" not in text, text
+    assert "--- A: work" in text and "-    time.sleep(0.005)" in text and "+    time.sleep(0.006)" in text, text
+
+
+def test_function_changes_name_a_redefined_function_and_nothing_else() -> None:
+    from perfmagic.timing.rerun import Capture, function_changes
+
+    ns: dict = {}
+    exec("def f():\n    return 1\ndef g():\n    return 2\n", ns)
+    f_old, g = ns["f"], ns["g"]
+    exec("def f():\n    return 3\n", ns)
+    a = Capture(code="f(); g()", setup="", callables={"f": f_old, "g": g, "len": len})
+    b = Capture(code="f(); g()", setup="", callables={"f": ns["f"], "g": g, "len": len})
+    (name, src_a, src_b), = function_changes(a, b)
+    assert name == "f" and src_a == src_b == []
+    # no source to diff (exec'd code): still one place of the code, named
+    from perfmagic.timing.whatchanged import what_changed, with_functions
+
+    w = with_functions(what_changed("f(); g()", "f(); g()", {}, {}, {}, {}), [(name, src_a, src_b)])
+    assert w.code_places == 1 and w.diff == () and w.redefined == ("f",)
+    assert w.summary() == "what changed: the code (1 place)"
+    assert "f: redefined between the runs (no source to show the difference)" in w.text()
+    exec("def g():\n    return 2\n", ns)  # redefined with the same code: not a change
+    assert function_changes(a, Capture(code="", setup="", callables={"f": f_old, "g": ns["g"]})) == []
 
 
 def test_compare_falls_back_and_says_why(shell, capsys) -> None:

@@ -42,6 +42,8 @@ def text(w: Any) -> str:
     """The summary, the diff, the data, options and environment changed, and the running conditions."""
     lines = [summary(w)]
     lines += ["  " + ln for ln in w.diff]
+    lines += [f"  {name}: redefined between the runs (no source to show the difference)"
+              for name in getattr(w, "redefined", ())]
     lines += [f"  data: {d}" for d in w.data]
     lines += [f"  option {k}: {a!r} -> {b!r}" for k, (a, b) in w.options.items()]
     lines += [f"  env {k}: {a} -> {b}" for k, (a, b) in w.env.items()]
@@ -63,7 +65,9 @@ def html(w: Any) -> str:
         elif ln.startswith("@@"):
             style = "color:#6e7781"
         rows.append(f"<div style='{style}'>{esc(ln) or '&nbsp;'}</div>")
-    extra = "".join(f"<div>data: {esc(d)}</div>" for d in w.data)
+    extra = "".join(f"<div>{esc(n)}: redefined between the runs (no source to show the difference)</div>"
+                    for n in getattr(w, "redefined", ()))
+    extra += "".join(f"<div>data: {esc(d)}</div>" for d in w.data)
     extra += "".join(f"<div>option <b>{esc(k)}</b>: {esc(repr(a))} → {esc(repr(b))}</div>"
                      for k, (a, b) in w.options.items())
     extra += "".join(f"<div>env <b>{esc(k)}</b>: {esc(str(a))} → {esc(str(b))}</div>" for k, (a, b) in w.env.items())

@@ -198,7 +198,8 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
             raise RerunError("A and B cannot be re-measured in this process: " + "; ".join(map(str, why))
                              + ". Compare the recorded samples instead (--historical, rerun=False)")
         say(str(Finding.of("flow.historical", why=tuple(str(w) for w in why))))
-        return compare(ra, rb, min_effect=min_effect, ledger=ledger, data_changes=data, **historical)
+        rc = compare(ra, rb, min_effect=min_effect, ledger=ledger, data_changes=data, **historical)
+        return _functions_changed(rc, captures.get(ra.get("id")), captures.get(rb.get("id")))
     try:
         guard = protect([captures[ra["id"]], captures[rb["id"]]], ns, force=bool(rerun), notify=say)
     except RerunError as exc:
@@ -207,10 +208,24 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
     rc = remeasure(ra, rb, captures[ra["id"]], captures[rb["id"]], ns, guard=guard, budget=budget,
                    min_effect=min_effect, record=_recorder(record, ledger), ledger=ledger, notify=say,
                    filenames=filenames, where=where, file_labels=file_labels)
+    rc = _functions_changed(rc, captures[ra["id"]], captures[rb["id"]])
     notes = value_notes([captures[ra["id"]], captures[rb["id"]]])
     if notes and hasattr(rc, "notes"):
         rc = replace(rc, notes=tuple(rc.notes) + tuple(Finding.of("flow.values-matter", why=str(n)) for n in notes))
     return rc
+
+
+def _functions_changed(rc: Any, cap_a: Any, cap_b: Any) -> Any:
+    """The comparison with the notebook functions A and B called under one name whose code differs added
+    to what changed: the cells may read the same (``step()``) while ``head`` was redefined between them,
+    and a re-measured A runs with the functions it called then."""
+    from .rerun import function_changes
+    from .whatchanged import with_functions
+
+    if cap_a is None or cap_b is None or getattr(rc, "what", None) is None:
+        return rc
+    fns = function_changes(cap_a, cap_b)
+    return replace(rc, what=with_functions(rc.what, fns)) if fns else rc
 
 
 def _where_needs_rerun(rerun: bool | None, ra: Mapping[str, Any], rb: Mapping[str, Any]) -> bool:

@@ -153,6 +153,40 @@ def capture(code: str, setup: str, ns: Mapping[str, Any]) -> Capture:
     return cap
 
 
+def _source_lines(fn: Any) -> list[str]:
+    """A function's source lines (a notebook cell's through IPython's line cache); none where the source
+    cannot be read (code made by ``exec``)."""
+    import inspect
+
+    try:
+        return inspect.getsource(fn).splitlines()
+    except (OSError, TypeError):
+        return []
+
+
+def _same_function(fa: Any, fb: Any) -> bool:
+    """The same object, or two definitions with the same code (bytecode, constants, names)."""
+    if fa is fb:
+        return True
+    ca, cb = getattr(fa, "__code__", None), getattr(fb, "__code__", None)
+    if ca is None or cb is None:
+        return False
+    return (ca.co_code, ca.co_consts, ca.co_names) == (cb.co_code, cb.co_consts, cb.co_names)
+
+
+def function_changes(cap_a: Capture, cap_b: Capture) -> list[tuple[str, list[str], list[str]]]:
+    """The notebook functions A and B called under one name whose code differs (a function redefined
+    between the two runs, which a comparison of the cells' text cannot see: both may be ``step()``), as
+    (name, A's source lines, B's). A re-measured A runs with the functions it called then, so this is
+    a change the verdict measures."""
+    out = []
+    for name in sorted(set(cap_a.callables) & set(cap_b.callables)):
+        fa, fb = cap_a.callables[name], cap_b.callables[name]
+        if isinstance(fa, types.FunctionType) and isinstance(fb, types.FunctionType) and not _same_function(fa, fb):
+            out.append((name, _source_lines(fa), _source_lines(fb)))
+    return out
+
+
 def moved_name(reason: Any) -> str | None:
     """The notebook name a :func:`check` reason is about (its ``name``; in a reason that is text, the first
     name in backticks: ``"`L` was changed in place ..."`` -> ``"L"``)."""
@@ -192,5 +226,5 @@ def namespace(cap: Capture, ns: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-__all__ = ["Capture", "capture", "check", "code_names", "namespace", "signature",
+__all__ = ["function_changes", "Capture", "capture", "check", "code_names", "namespace", "signature",
            "values_may_matter"]

@@ -12,7 +12,7 @@ can weigh it (a historical verdict admits the machine's between-run noise; an in
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # options that change how long or how the result is shown, not what is measured
@@ -31,6 +31,7 @@ class WhatChanged:
     env: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     conditions: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     data: tuple[str, ...] = ()          # what A read that changed since: "`L` was changed in place since ..."
+    redefined: tuple[str, ...] = ()     # functions redefined between the runs whose sources show no difference
 
     @property
     def things(self) -> list[str]:
@@ -104,15 +105,32 @@ def conditions_diff(ea: dict[str, Any], eb: dict[str, Any]) -> dict[str, tuple[A
     return out
 
 
+def _diff(a: list[str], b: list[str], name_a: str, name_b: str) -> tuple[int, tuple[str, ...]]:
+    """(separate changed places, unified diff lines) of two texts."""
+    sm = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    places = sum(1 for tag, *_ in sm.get_opcodes() if tag != "equal")
+    return places, tuple(difflib.unified_diff(a, b, name_a, name_b, n=1, lineterm="")) if places else ()
+
+
 def what_changed(code_a: str, code_b: str, options_a: dict[str, Any] | None, options_b: dict[str, Any] | None,
                  env_a: dict[str, Any] | None, env_b: dict[str, Any] | None,
                  data: tuple[str, ...] = ()) -> WhatChanged:
     a, b = (code_a or "").splitlines(), (code_b or "").splitlines()  # cell bodies: the magic line is its own field
-    sm = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
-    places = sum(1 for tag, *_ in sm.get_opcodes() if tag != "equal")
-    diff = tuple(difflib.unified_diff(a, b, "A", "B", n=1, lineterm="")) if places else ()
+    places, diff = _diff(a, b, "A", "B")
     oa, ob = options_a or {}, options_b or {}
     opts = {k: (oa.get(k), ob.get(k)) for k in sorted(set(oa) | set(ob))
             if k not in _IGNORED_OPTIONS and oa.get(k) != ob.get(k)}
     ea, eb = env_a or {}, env_b or {}
     return WhatChanged(diff, places, opts, env_diff(ea, eb), conditions_diff(ea, eb), tuple(data))
+
+
+def with_functions(w: WhatChanged, functions: list[tuple[str, list[str], list[str]]]) -> WhatChanged:
+    """``w`` with the notebook functions both runs called under one name whose code differs
+    (:func:`perfmagic.timing.rerun.function_changes`: a function redefined between the runs, which the
+    cells' text cannot show), each diffed as a place of the code."""
+    places, diff, unseen = w.code_places, w.diff, w.redefined
+    for name, fa, fb in functions:
+        n, d = _diff(fa, fb, f"A: {name}", f"B: {name}")
+        places, diff = places + max(n, 1), diff + d
+        unseen += () if d else (name,)  # no source to diff (code made by exec): named, not shown
+    return replace(w, code_places=places, diff=diff, redefined=unseen)
