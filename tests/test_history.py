@@ -82,6 +82,21 @@ def test_vs_runs_an_interleaved_ab(shell) -> None:
     assert rc.kind == "interleaved" and rc.verdict == "slower"
 
 
+def test_vs_runs_a_with_the_functions_it_called_and_diffs_the_redefined_one(shell) -> None:
+    """The cells read alike (nap()); nap was redefined between them: --vs re-runs A with the nap it called
+    (as %perf compare does), so the change is measured and shown as a place of the code."""
+    _setup(shell)
+    shell.run("def nap():\n    time.sleep(0.003)")
+    shell.run("%%gpubench -l nap --no-plot -q\nnap()\n")
+    shell.run("def nap():\n    time.sleep(0.0045)")
+    res = shell.run("%%gpubench -l nap --vs 1 --no-plot -b 1.5\nnap()\n")
+    assert res.error_in_exec is None, res.error_in_exec
+    out = shell.text()
+    assert "slower by" in out.splitlines()[0], out
+    assert "what changed: the code (1 place)" in out and "A/A comparison" not in out, out
+    assert "--- A: nap" in out and "-    time.sleep(0.003)" in out and "+    time.sleep(0.0045)" in out, out
+
+
 def test_baseline_commands_and_table(shell) -> None:
     _setup(shell)
     for d in ("0.002", "0.002", "0.004"):

@@ -46,7 +46,8 @@ class BenchMagics(MagicTemplate):
     @argument("--vs", metavar="RUN", type=_args.run_ref,
               help="same-process A/B: re-run RUN's code (a run id, or 'baseline' for this label's baseline) "
                    "interleaved with this cell (A B B A ...) and compare; machine drift cancels. "
-                   "RUN's code must still run in this namespace")
+                   "RUN's code must still run in this namespace; a run of this kernel re-runs with the functions "
+                   "it called then (one redefined since is the change measured, and its diff is shown)")
     @argument("--where", action="store_true",
               help="with --vs: show where the change went (each function's and torch op's Δ with its interval, a "
                    "differential flame graph) whatever the verdict. Default: sampled while the pairs run, shown "
@@ -188,8 +189,9 @@ class BenchMagics(MagicTemplate):
         code_a = row_a.get("code") or ""  # the cell body (the ledger keeps the magic line apart)
         fn_a = _boundary.cell_filename(self.shell, code_a)
         status, watches = "ok", []
+        cap_a = self.state.get("captures", {}).get(row_a.get("id", args.vs))  # what A called when it ran
         try:
-            pr = measure_against(row_a, cell, setup, self.shell.user_ns, label_b=label,
+            pr = measure_against(row_a, cell, setup, self.shell.user_ns, label_b=label, cap_a=cap_a,
                                  work_b={k if k != "nbytes" else "bytes": v for k, v in work.items() if v},
                                  budget=args.budget, precision=args.precision, min_effect=args.min_effect,
                                  min_samples=args.min_samples, device=args.device, sync=args.sync,
@@ -202,6 +204,11 @@ class BenchMagics(MagicTemplate):
             pr, status = exc.result, "interrupted"
         rc, b_id = self._record_pair(pr, row_a, code_a, opts_a, args, line, cell, setup, status, led,
                                      where=(watches, _boundary.file_labels(self.shell, (fn_a, filename))))
+        if rc is not None:  # a function redefined since A ran: a place of the code, though the cells read alike
+            from ..timing.flow import functions_changed
+            from ..timing.rerun import capture
+
+            rc = functions_changed(rc, cap_a, capture(cell, setup, self.shell.user_ns))
         if pr.advice():
             print(f"perfmagic: {pr.advice()}")
         from dataclasses import replace

@@ -199,7 +199,7 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
                              + ". Compare the recorded samples instead (--historical, rerun=False)")
         say(str(Finding.of("flow.historical", why=tuple(str(w) for w in why))))
         rc = compare(ra, rb, min_effect=min_effect, ledger=ledger, data_changes=data, **historical)
-        return _functions_changed(rc, captures.get(ra.get("id")), captures.get(rb.get("id")))
+        return functions_changed(rc, captures.get(ra.get("id")), captures.get(rb.get("id")))
     try:
         guard = protect([captures[ra["id"]], captures[rb["id"]]], ns, force=bool(rerun), notify=say)
     except RerunError as exc:
@@ -208,14 +208,14 @@ def compare_runs(a: Any, b: Any, *, ledger: Any = None, rerun: bool | None = Non
     rc = remeasure(ra, rb, captures[ra["id"]], captures[rb["id"]], ns, guard=guard, budget=budget,
                    min_effect=min_effect, record=_recorder(record, ledger), ledger=ledger, notify=say,
                    filenames=filenames, where=where, file_labels=file_labels)
-    rc = _functions_changed(rc, captures[ra["id"]], captures[rb["id"]])
+    rc = functions_changed(rc, captures[ra["id"]], captures[rb["id"]])
     notes = value_notes([captures[ra["id"]], captures[rb["id"]]])
     if notes and hasattr(rc, "notes"):
         rc = replace(rc, notes=tuple(rc.notes) + tuple(Finding.of("flow.values-matter", why=str(n)) for n in notes))
     return rc
 
 
-def _functions_changed(rc: Any, cap_a: Any, cap_b: Any) -> Any:
+def functions_changed(rc: Any, cap_a: Any, cap_b: Any) -> Any:
     """The comparison with the notebook functions A and B called under one name whose code differs added
     to what changed: the cells may read the same (``step()``) while ``head`` was redefined between them,
     and a re-measured A runs with the functions it called then."""
@@ -412,22 +412,25 @@ def measure_against(row_a: Mapping[str, Any], code_b: str, setup_b: str, ns: Map
                     device: str = "auto", sync: str = "auto", memory: bool = True, gc: bool = False,
                     filenames: tuple[str, str] = ("<perfmagic-A>", "<perfmagic-B>"),
                     notify: Callable[[str], None] | None = None, force: bool = True, where: bool | None = False,
-                    watches: list[Any] | None = None) -> Any:
+                    watches: list[Any] | None = None, cap_a: Any = None) -> Any:
     """``%%gpubench --vs RUN``: this cell (B) timed interleaved with recorded run A's code, in ``ns``,
-    with the state both change snapshotted and restored. Returns the :class:`PairResult` (both sides
+    with the state both change snapshotted and restored. ``cap_a``: what A called when it ran (the
+    kernel's capture of run A); A then runs with those functions over ``ns``, as ``%perf compare``
+    re-runs it (a function redefined since is the change measured), else with ``ns``'s. Returns the :class:`PairResult` (both sides
     carry their work: A's from its row, B's as given); Ctrl-C raises :class:`BenchInterrupted`.
 
     ``where`` (not False) samples both sides' stacks while they are timed (:func:`where_sampler`; True
     keeps the pairs going until each side has enough samples to attribute); the sampler of the pairs
     measured is left in ``watches``, for :func:`attach_where` once the verdict is known."""
     from .pair import bench_pair
-    from .rerun import capture
+    from .rerun import capture, namespace
 
     from ..core.threads import thread_limits
 
     say = notify or (lambda _msg: None)
     code_a, setup_a = _body(row_a), (row_a.get("options") or {}).get("setup") or ""
-    caps = [capture(code_a, setup_a, ns), capture(code_b, setup_b, ns)]
+    caps = [cap_a if cap_a is not None else capture(code_a, setup_a, ns), capture(code_b, setup_b, ns)]
+    ns_a = namespace(cap_a, ns) if cap_a is not None else ns
     guard = protect(caps, ns, force=force, notify=say)
     interrupted: BenchInterrupted | None = None
     limit = None
@@ -435,7 +438,7 @@ def measure_against(row_a: Mapping[str, Any], code_b: str, setup_b: str, ns: Map
     def measure() -> Any:
         if watches is not None:
             watches[:] = [where_sampler(asked=bool(where), to_budget=budget is not None)] if where is not False else []
-        return bench_pair(code_a, code_b, setup_a, setup_b, globals=ns, labels=(row_a.get("label"), label_b),
+        return bench_pair(code_a, code_b, setup_a, setup_b, globals=ns_a, globals_b=ns, labels=(row_a.get("label"), label_b),
                           budget=budget, precision=precision, min_effect=min_effect, min_samples=min_samples,
                           device=device, sync=sync, memory=memory, gc=gc, filenames=filenames,
                           watch=watches[0] if watches else None)
@@ -461,4 +464,4 @@ def measure_against(row_a: Mapping[str, Any], code_b: str, setup_b: str, ns: Map
 
 
 __all__ = ["Basis", "RerunError", "attach_where", "basis", "compare_runs", "judge_pair", "measure_against",
-           "obstacles", "pair_verdict", "protect", "record_pair", "remeasure", "where_sampler", "work_of"]
+           "functions_changed", "obstacles", "pair_verdict", "protect", "record_pair", "remeasure", "where_sampler", "work_of"]
