@@ -208,7 +208,9 @@ def test_no_warning_about_this_machines_cores_offline() -> None:
     ({"load": [1, 2, "x"], "throughput": [1, 2, 3]}, "numbers only"),
     ({"load": [1, 2, 4], "throughput": [1, 2, 3], "boot": 5}, "boot"),
 ])
-def test_bad_input_is_one_line_naming_the_fix(kw, match) -> None:
+def test_bad_input_is_one_line_naming_the_fix(kw, match, ledger_dir) -> None:
+    # ledger_dir: an empty ledger, whatever the working folder holds ([1, 2, 4] alone reads as run ids
+    # where such runs exist, and gets that sentence instead)
     with pytest.raises(BadOptionError, match=match) as ei:
         scalability(**kw)
     assert "\n" not in str(ei.value) and isinstance(ei.value, ValueError)
