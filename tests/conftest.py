@@ -51,6 +51,20 @@ class Shell:
         return "\n".join(b.get("text/plain", "") for b in self.bundles)
 
 
+@pytest.fixture(autouse=True)
+def _no_working_folder_ledger(tmp_path_factory: Any, monkeypatch: Any) -> Any:
+    """Every test gets a ledger folder of its own, never the working folder's (a developer's
+    ``.perfmagic/`` there would otherwise leak runs into tests that call the engines: run ids 1, 2 and 4
+    made ``scalability(load=[1, 2, 4])`` read loads as runs). Tests of where the ledger lives remove the
+    variable (``clean_env``) or set their own (``ledger_dir``)."""
+    monkeypatch.setenv("PERFMAGIC_LEDGER_DIR", str(tmp_path_factory.mktemp("ledger") / ".perfmagic"))
+    from perfmagic.storage import session as _session
+
+    _session.forget_ledgers()
+    yield
+    _session.forget_ledgers()
+
+
 @pytest.fixture
 def ledger_dir(tmp_path: Any, monkeypatch: Any) -> Any:
     d = tmp_path / ".perfmagic"
