@@ -203,12 +203,8 @@ class BenchMagics(MagicTemplate):
                                             "measured; nothing recorded") from None
             pr, status = exc.result, "interrupted"
         rc, b_id = self._record_pair(pr, row_a, code_a, opts_a, args, line, cell, setup, status, led,
-                                     where=(watches, _boundary.file_labels(self.shell, (fn_a, filename))))
-        if rc is not None:  # a function redefined since A ran: a place of the code, though the cells read alike
-            from ..timing.flow import functions_changed
-            from ..timing.rerun import capture
-
-            rc = functions_changed(rc, cap_a, capture(cell, setup, self.shell.user_ns))
+                                     where=(watches, _boundary.file_labels(self.shell, (fn_a, filename))),
+                                     cap_a=cap_a)
         if pr.advice():
             print(f"perfmagic: {pr.advice()}")
         from dataclasses import replace
@@ -226,13 +222,13 @@ class BenchMagics(MagicTemplate):
 
     def _record_pair(self, pr: Any, row_a: dict[str, Any], code_a: str, opts_a: dict[str, Any],
                      args: argparse.Namespace, line: str, cell: str, setup: str, status: str, led: Any, *,
-                     where: tuple[list[Any], dict[str, str]] = ([], {})) -> Any:
+                     where: tuple[list[Any], dict[str, str]] = ([], {}), cap_a: Any = None) -> Any:
         """Record both sides of an A/B pair through the comparison flow (:func:`perfmagic.timing.flow.record_pair`,
         as ``%perf compare``'s re-measurement does): ``(comparison or None when too few pairs, B's run id)``.
         ``where``: the pairs' stack sampler (if any) and the cells' file labels; the comparison then says
         where the change went (:func:`perfmagic.timing.flow.attach_where`, recorded as a ``where`` row)."""
         from ..render.bench import interleaved_note
-        from ..timing.flow import attach_where, pair_verdict, record_pair
+        from ..timing.flow import attach_where, functions_changed, pair_verdict, record_pair
 
         options = {k: v for k, v in vars(args).items() if k != "setup"}
         options["setup"] = setup
@@ -242,13 +238,22 @@ class BenchMagics(MagicTemplate):
         b_id = ref_b.id if ref_b is not None else None
         if status == "ok":
             for ref, code, stp in ((ref_a, code_a, opts_a.get("setup") or ""), (ref_b, cell, setup)):
-                if ref is not None:
+                if ref is ref_a and ref is not None and cap_a is not None:  # A ran with the functions it called then
+                    self.state.setdefault("captures", {})[ref.id] = cap_a
+                elif ref is not None:
                     self._capture(ref.id, code, stp)
         if args.baseline and ref_b is not None and status == "ok":
             self._mark_baseline(pr.b.label, ref_b.id)
         if pr.comparison is None:
             return None, b_id
         rc = pair_verdict(pr, [ref_a, ref_b], ledger=led, min_effect=args.min_effect)
+        # a function redefined since A ran is a place of the code, though the cells read alike
+        cap_b = self.state.get("captures", {}).get(b_id)
+        if cap_b is None:  # not kept (an interrupted pair): what this cell calls now
+            from ..timing.rerun import capture
+
+            cap_b = capture(cell, setup, self.shell.user_ns)
+        rc = functions_changed(rc, cap_a, cap_b)
         if status == "ok":
             rc = attach_where(rc, where[0], {**row_a, "id": args.vs}, {"label": pr.b.label, "id": b_id},
                               [ref_a, ref_b], record=self.record, shown=bool(args.where), file_labels=where[1])

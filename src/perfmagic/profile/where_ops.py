@@ -340,7 +340,6 @@ def _profiled_pairs(run_a: Callable[[], Any], run_b: Callable[[], Any], acts: li
         if clock == "cpu":
             start()
         for n, i in enumerate(pairs):
-            pair = []
             for side in ((0, 1) if i % 2 == 0 else (1, 0)):
                 name = f"perfmagic.ops:{i}:{'AB'[side]}"
                 if clock != "cpu":
@@ -349,7 +348,6 @@ def _profiled_pairs(run_a: Callable[[], Any], run_b: Callable[[], Any], acts: li
                     (run_a if side == 0 else run_b)()
                 if clock != "cpu":
                     stop((name,))
-                pair.append(name)
             labels.append((f"perfmagic.ops:{i}:A", f"perfmagic.ops:{i}:B"))
             if guard is not None and _time_up(guard, n + 1):
                 break
