@@ -76,6 +76,104 @@ def host_reclaims_freed_memory(root: str = BALLOON_FEATURES) -> bool:
     return False
 
 
+VMSTAT = "/proc/vmstat"
+HUGE_PAGE = 2 * 2**20  # the transparent huge page of x86-64 and arm64 (4 KiB base pages)
+
+
+def huge_page_faults(path: str = VMSTAT) -> int | None:
+    """Transparent huge pages faulted in since boot, machine-wide (``thp_fault_alloc``); None where the
+    kernel does not count them. Read before and after a run, the difference × 2 MiB is the fresh memory
+    the run touched in huge pages (NumPy asks for them for arrays of 4 MiB and more)."""
+    try:
+        with open(path) as fh:
+            for line in fh:
+                if line.startswith("thp_fault_alloc "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+@dataclass(frozen=True)
+class FreshTouch:
+    """What first touching fresh memory costs on this machine now (:func:`probe_fresh_memory`): the
+    nanoseconds per byte of each 16 MiB chunk of one fresh array, in the order touched. On a VM whose host
+    takes freed memory back, the guest hands out the memory it still has backed first (``warm``: cheap),
+    then memory the host took back (``cold``: each touch is the host's page fault too)."""
+
+    chunk_bytes: int
+    ns_per_byte: tuple[float, ...]
+    stopped: str  # "cold chunks" | "size" | "time"
+
+    @property
+    def warm_ns(self) -> float:
+        return min(self.ns_per_byte)
+
+    def is_cold(self, x: float) -> bool:
+        return x > COLD_FACTOR * self.warm_ns
+
+    @property
+    def cold_ns(self) -> tuple[float, ...]:
+        return tuple(x for x in self.ns_per_byte if self.is_cold(x))
+
+    @property
+    def warm_bytes(self) -> int:
+        """The memory handed out warm before the first cold chunk (all of it where none was cold)."""
+        for i, x in enumerate(self.ns_per_byte):
+            if self.is_cold(x):
+                return i * self.chunk_bytes
+        return len(self.ns_per_byte) * self.chunk_bytes
+
+    @property
+    def touched_bytes(self) -> int:
+        return len(self.ns_per_byte) * self.chunk_bytes
+
+
+COLD_FACTOR = 4.0  # a chunk this many times dearer per byte than the cheapest came from memory the host took back
+PROBE_CHUNK = 16 * 2**20
+PROBE_COLD_CHUNKS = 4  # the probe stops after this many cold chunks: their cost per byte is what it is for
+
+
+def probe_fresh_memory(max_bytes: int, time_s: float = 1.0, chunk: int = PROBE_CHUNK,
+                       cold_chunks: int = PROBE_COLD_CHUNKS) -> FreshTouch | None:
+    """Touch one fresh NumPy array (huge pages where the kernel gives them, as NumPy arrays get) chunk by
+    chunk, timing each chunk's first write, until ``cold_chunks`` chunks came out cold, ``max_bytes`` were
+    touched or ``time_s`` passed; then free it. Warm memory costs ~0.1 ns/byte, so walking through
+    gigabytes of it takes a few tenths of a second; the cold chunks are what is measured. None without
+    NumPy or below one chunk."""
+    import time
+
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy comes with the analysis stack
+        return None
+    k = min(int(max_bytes), 2**40) // chunk
+    if k < 1:
+        return None
+    a = np.empty(k * chunk // 8)  # mapped, not yet touched: each chunk's first write faults its pages in
+    per = chunk // 8
+    out: list[float] = []
+    cold = 0
+    stopped = "size"
+    t_end = time.perf_counter() + time_s
+    try:
+        for i in range(k):
+            t0 = time.perf_counter()
+            a[i * per:(i + 1) * per] = 1.0
+            t1 = time.perf_counter()
+            out.append((t1 - t0) * 1e9 / chunk)
+            cold += out[-1] > COLD_FACTOR * min(out)
+            if cold >= cold_chunks:
+                stopped = "cold chunks"
+                break
+            if t1 > t_end:
+                stopped = "time"
+                break
+    finally:
+        del a
+    return FreshTouch(chunk, tuple(out), stopped)
+
+
 def status_kib(field: str) -> int | None:
     """A memory field of ``/proc/self/status`` in bytes (``VmRSS``, ``VmHWM``), or None where unreadable."""
     try:

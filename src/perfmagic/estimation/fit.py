@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..core import stats as _stats
+from ..core.memory import FreshTouch
 from ..findings import Finding
 from .costmodel import local_slopes, select
 from .noise import (LOAD_WARN, NOISE_FLOOR, Z90, load_finding, load_widening, phases, run_noise, settled_power,
@@ -321,13 +322,47 @@ def _fresh_memory(pts: Sequence[Point], peak: float | None, N: int, var: str) ->
     return Finding.of("estimate.fresh-memory", more=float(peak - seen), seen=float(seen), var=var, n=N)
 
 
+HUGE_SHARE = 0.25  # the largest size touched at least this share of its peak in fresh huge pages per run
+
+
+def touches_huge_pages(pts: Sequence[Point]) -> bool:
+    """Whether the largest size measured faulted fresh huge pages for at least ``HUGE_SHARE`` of its RSS
+    peak in a run: its memory is NumPy-like (fresh, huge-page arrays every run), the kind whose first touch
+    on a VM whose host takes freed memory back costs the host's page faults (:func:`cold_memory`)."""
+    top = [p for p in pts if p.rss_peaks and p.huge_bytes is not None]
+    if not top:
+        return False
+    p = top[-1]
+    return p.huge_bytes >= HUGE_SHARE * max(p.rss_peaks) > 0  # type: ignore[operator]
+
+
+def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int) -> tuple[float, float, float, Finding]:
+    """The cost of the full run's fresh memory from the probe (:func:`perfmagic.core.memory.probe_fresh_memory`):
+    ``(added to the prediction, to the low end, to the high end, the finding)`` in seconds.
+
+    The measured sizes touched memory the host still backed (their cost is in the fit, at the warm rate);
+    the full run's peak beyond what the probe touched is cold *now* (the guest hands out the memory the host
+    still backs first, and the probe found where that ends), and all of it is cold for a run started after
+    the host has taken back what is free now (seconds, with free page reporting). So: started now, +cold
+    bytes × the median cold rate (the low end at the cheapest cold chunk); started later, up to + the whole
+    peak × the dearest cold chunk (the high end). Rates are above the warm one, which the fit carries."""
+    warm = fresh.warm_ns
+    rates = sorted(x - warm for x in fresh.cold_ns)
+    now = max(peak - fresh.touched_bytes, 0.0)
+    mid = rates[len(rates) // 2]
+    add, add_lo, add_hi = now * mid * 1e-9, now * rates[0] * 1e-9, peak * rates[-1] * 1e-9
+    return add, add_lo, add_hi, Finding.of("estimate.cold-memory", peak=float(peak), warm_bytes=float(fresh.warm_bytes),
+                                           cold_now=float(now), warm_ns=warm, cold_lo=rates[0] + warm,
+                                           cold_hi=rates[-1] + warm, add=add, add_hi=add_hi, var=var, n=N)
+
+
 def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: str = "", device: str = "cpu",
                     spent_s: float = 0.0, budget_s: float = DEFAULT_BUDGET_S,
                     max_fraction: float = DEFAULT_MAX_FRACTION, failures: Sequence[tuple[int, str]] = (),
                     notes: Sequence[Finding] = (), memory_source: str = "rss",
                     correct_speed: bool = False, others_cores: float | None = None,
                     load: tuple[float | None, int | None] | None = None,
-                    host_reclaims: bool = False) -> EstimateResult:
+                    host_reclaims: bool = False, fresh: FreshTouch | None = None) -> EstimateResult:
     """Fit the measured points and predict size ``N`` (public so that saved points can be re-analysed).
 
     ``correct_speed=True`` scales each time to the machine's typical speed while measuring (see
@@ -344,7 +379,10 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     named first among the warnings, and the interval's low end then reaches the pace the code would
     have without them. ``host_reclaims`` (a VM whose host takes freed memory back,
     :func:`perfmagic.core.memory.host_reclaims_freed_memory`): a full run predicted to map far more memory
-    than any size measured is warned about (``estimate.fresh-memory``); its cost is not in the interval. Notes, warnings and the reason of an unreliable fit are
+    than any size measured is warned about (``estimate.fresh-memory``). Where that memory is huge-page
+    memory (:func:`touches_huge_pages`) and ``fresh`` (the first-touch probe) found cold memory, its cost
+    is in the prediction and the interval instead (:func:`cold_memory`, ``estimate.cold-memory``); whether
+    the fit is reliable is judged before it is added. Notes, warnings and the reason of an unreliable fit are
     :class:`~perfmagic.findings.Finding` s (worded by :mod:`perfmagic.render.findings_estimate`).
     """
     others_cores, threads = load if load is not None else (others_cores, None)
@@ -394,12 +432,15 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     reliable, why, checked = _trust(pts, raw_pts, use, sel, sigma, N, var, reliable)
     mem_sel, mem_warning = _memory_fit(pts, N, var)
     peak, plo, phi = (mem_sel.predicted, mem_sel.low, mem_sel.high) if mem_sel is not None else (None, None, None)
-    fresh = _fresh_memory(pts, peak, N, var) if host_reclaims and memory_source == "rss" else None
-    warnings += checked + [w for w in (mem_warning, fresh) if w is not None]
+    beyond = _fresh_memory(pts, peak, N, var) if host_reclaims and memory_source == "rss" else None
+    if beyond is not None and fresh is not None and fresh.cold_ns and touches_huge_pages(pts):
+        add, add_lo, add_hi, beyond = cold_memory(float(peak), fresh, var, N)  # type: ignore[arg-type]
+        pred, lo, hi = pred + add, lo + add_lo, hi + add_hi
+    warnings += checked + [w for w in (mem_warning, beyond) if w is not None]
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,
                           reliable=reliable, time_fit=sel, mem_fit=mem_sel, fit_sizes=tuple(int(x) for x in ns),
                           warnings=tuple(warnings), unreliable_why=why, run_noise=sigma, others_cores=others_cores,
-                          **base)  # type: ignore[arg-type]
+                          fresh_touch=fresh, **base)  # type: ignore[arg-type]
 
 
 def _stats_sd(xs: Sequence[float]) -> float:

@@ -22,6 +22,8 @@ from typing import Any
 
 from ..core import stats as _stats
 from ..core.load import LoadProbe
+from ..core import memory as _core_memory
+from ..core.memory import FreshTouch
 from ..core.reference import reference_time
 from ..errors import BenchInterrupted
 from ..findings import Finding
@@ -166,6 +168,28 @@ def _memory_stop(points: list[Point], s: int, device: str) -> Finding | None:
     return Finding.of("estimate.memory-stop", n=s, need=need, available=available, where=where)
 
 
+PROBE_TIME_S = 1.0  # the first-touch probe's limit (it stops earlier: after 4 cold chunks of 16 MiB)
+
+
+def _cold_probe(r: EstimateResult, points: list[Point], left_s: float) -> FreshTouch | None:
+    """The first-touch probe of fresh memory (:func:`perfmagic.core.memory.probe_fresh_memory`), where the
+    estimate warns that the full run maps far more memory than any size measured, that memory is fresh
+    huge-page memory (:func:`.fit.touches_huge_pages`) and the host takes freed memory back (the caller
+    checks): it walks through the memory the host still backs (~0.1 ns/byte) to the first cold chunks,
+    at most the full run's peak, half the memory available, and ``PROBE_TIME_S`` or the budget left."""
+    from ..core.memory import probe_fresh_memory
+    from .fit import touches_huge_pages
+    from .gate import available_memory
+
+    if r.peak_bytes is None or r.device.startswith("cuda") or \
+            not any(getattr(w, "kind", None) == "estimate.fresh-memory" for w in r.warnings) or \
+            not touches_huge_pages(points):
+        return None
+    available, _where = available_memory("cpu")
+    most = min(float(r.peak_bytes), MEASURE_MEMORY_SHARE * available) if available else float(r.peak_bytes)
+    return probe_fresh_memory(int(most), time_s=min(PROBE_TIME_S, max(left_s, 0.3)))
+
+
 def _measured_on(runner: Any) -> list[Finding]:
     """The note of the device the work showed, where it was read from the work (``device_why``)."""
     why = runner.device_why
@@ -192,6 +216,7 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
     cpu0, wall0 = time.process_time(), time.perf_counter()
     # malloc_trim before a run costs up to ~1 ms: worth it where the run is long enough to matter
     t, r, _, c = runner.once(s, memory=memory, clean=expected > 5e-4)
+    huge = [h for h in (getattr(runner, "last_huge", None),) if h is not None]
     times.append(t)
     if r is not None:
         rss.append(r)
@@ -207,6 +232,7 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
         # every run starts as a full run would: with its memory given back (else a repeat reuses the
         # pages the last one faulted in, and is faster and lighter than the real thing)
         t2, r2, _, c2 = runner.once(s, memory=memory, clean=t > 5e-4)
+        huge += [h for h in (getattr(runner, "last_huge", None),) if h is not None]
         times.append(t2)
         if r2 is not None:
             rss.append(r2)
@@ -218,7 +244,8 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
     if memory and not runner.device.startswith("cuda") and not final and traced_spent[0] + 30 * t < 0.05 * budget_s:
         tt, _, traced, _ = runner.once(s, memory=False, trace=True, clean=False)
         traced_spent[0] += tt
-    return Point(s, tuple(times), tuple(rss), traced, c, ref_s=ref, cpu_share=cpu_share)
+    return Point(s, tuple(times), tuple(rss), traced, c, ref_s=ref, cpu_share=cpu_share,
+                 huge_bytes=max(huge) if huge else None)
 
 
 def _next_size(points: list[Point], p: Point, s: int, N: int, budget_s: float, max_fraction: float,
@@ -291,17 +318,16 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
                               traced_spent=traced_spent, elapsed=elapsed, memory=memory)
 
     probe = LoadProbe().start()
-    from ..core.memory import host_reclaims_freed_memory
+    host = memory and _core_memory.host_reclaims_freed_memory()
+    fresh: FreshTouch | None = None  # the first-touch probe, where one ran
 
-    host = memory and host_reclaims_freed_memory()
-
-    def analyse(pts: list[Point]) -> EstimateResult:
+    def analyse(pts: list[Point], fresh: FreshTouch | None = None) -> EstimateResult:
         dev = runner.device  # the device the first run's work showed
         return analyse_scaling(pts, N=N, var=var, code=_source(fn_or_code), device=dev, spent_s=elapsed(),
                                budget_s=budget_s, max_fraction=max_fraction, failures=failures,
                                notes=notes + _measured_on(runner),
                                memory_source="cuda" if dev.startswith("cuda") else "rss", load=_others(probe),
-                               host_reclaims=host)
+                               host_reclaims=host, fresh=fresh)
 
     plan = list(sizes) if sizes is not None else None
     s = plan[0] if plan else max(1, N // 2**16)
@@ -346,11 +372,13 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
                 not any(getattr(x, "kind", None) == "estimate.memory-stop" for x in notes):
             _after_sweep(points, N, budget_s, budget_now[0], elapsed, measure_at, runner, memory, progress, var,
                          analyse)
+        if host and points:
+            fresh = _cold_probe(analyse(points), points, budget_s - elapsed())
     except KeyboardInterrupt:
         interrupted = True
     if first_exc is not None:
         raise first_exc
-    res = analyse(points)
+    res = analyse(points, fresh)
     return replace(res, status="interrupted" if interrupted else "ok")
 
 

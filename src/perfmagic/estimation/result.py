@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from ..core import stats as _stats
+from ..core.memory import FreshTouch
 from ..findings import Finding
 from ..result import Displayed
 from .costmodel import Selection
@@ -32,6 +33,7 @@ class Point:
     ref_s: float | None = None      # the drift guard's reference workload timed around this point
     cpu_share: float | None = None  # this process's CPU time / wall time over the point's runs
     later: tuple[float, ...] = ()  # re-timed after the sweep, spaced in time from ``times`` (run-to-run variation)
+    huge_bytes: int | None = None  # fresh memory a run touched in transparent huge pages (the most of its runs)
 
     @property
     def time(self) -> float:
@@ -133,6 +135,7 @@ class EstimateResult(Displayed):
     unreliable_why: Finding | None = None  # why the prediction is not printed, where not the interval's width
     run_noise: float | None = None  # run-to-run variation measured while estimating (relative sd), in the interval
     others_cores: float | None = None  # cores kept busy by other processes while measuring
+    fresh_touch: FreshTouch | None = None  # the first-touch probe of fresh memory, where the full run needed one
 
     # ---- derived --------------------------------------------------------------------------
     @property
@@ -257,7 +260,8 @@ class EstimateResult(Displayed):
             "status": self.status, "points": [{"n": p.n, "times": list(p.times), "rss_peaks": list(p.rss_peaks),
                                                "traced_peak": p.traced_peak, "cuda_peak": p.cuda_peak,
                                                "rss_after": list(p.rss_after), "ref_s": p.ref_s,
-                                               "cpu_share": p.cpu_share, "later": list(p.later)} for p in self.points],
+                                               "cpu_share": p.cpu_share, "later": list(p.later),
+                                               "huge_bytes": p.huge_bytes} for p in self.points],
             "warmup": list(self.warmup), "cold_s": self.cold_s, "failures": [list(f) for f in self.failures],
             "spent_s": self.spent_s, "measure_budget_s": self.measure_budget_s, "max_fraction": self.max_fraction,
             "time_fit": self.time_fit.to_dict() if self.time_fit is not None else None,

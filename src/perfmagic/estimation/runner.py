@@ -34,6 +34,7 @@ class _Runner:
         self.device_why = ""
         self.use: Any = None
         self.sync: Any = None
+        self.last_huge: int | None = None  # fresh memory the last run measured for memory touched in huge pages
         if isinstance(fn_or_code, str):
             self.ns: dict[str, Any] = dict(namespace) if namespace is not None else {"__name__": "__perfmagic__"}
             cell = compile_cell(fn_or_code, self.ns, filename)
@@ -88,8 +89,11 @@ class _Runner:
                 if self.device.startswith("cuda"):
                     raise
                 torch = None  # the device is not known yet, and its counters cannot be read: host only
+        from ..core.memory import HUGE_PAGE, huge_page_faults
+
         rss0 = current_rss() if memory else None
         hwm = memory and reset_hwm() and rss0 is not None
+        huge0 = huge_page_faults() if memory else None
         tm = None
         if trace:
             import tracemalloc
@@ -112,6 +116,8 @@ class _Runner:
         finally:
             if tm is not None and started:
                 tm.stop()
+        huge1 = huge_page_faults() if huge0 is not None else None
+        self.last_huge = (huge1 - huge0) * HUGE_PAGE if huge0 is not None and huge1 is not None else None
         rss_peak = None
         if hwm:
             rss_peak = max((status_kib("VmHWM") or 0) - rss0, 0)

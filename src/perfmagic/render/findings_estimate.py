@@ -107,6 +107,15 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                         "back to its host (virtio-balloon free page reporting): touching that much "
                                         "fresh memory costs the host's page faults, which these sizes could not show, "
                                         "so take the prediction as a lower bound"),
+    "estimate.cold-memory": lambda f: (f"the full run maps about {fmt_bytes(f['peak'])} of fresh memory, on a VM "
+                                       "that gives freed memory back to its host: a first-touch probe found "
+                                       f"{fmt_bytes(f['warm_bytes'])} still backed ({f['warm_ns']:.2f} ns/byte) "
+                                       f"and then memory at {f['cold_lo']:.2f}–{f['cold_hi']:.2f} ns/byte, the "
+                                       f"host's page faults; started now, the full run pays about "
+                                       f"{fmt_time(f['add'])} for {fmt_bytes(f['cold_now'])} of it (in the "
+                                       "prediction); started once the host has taken back what is free now "
+                                       f"(seconds), up to {fmt_time(f['add_hi'])} (the interval's high end). "
+                                       "Reusing arrays (out=, in-place operations) avoids it"),
     "estimate.memory-refit": lambda f: (f"memory: the largest sizes grow as {f['var']}^{f['power']:.2f}, which the "
                                         f"best fit across all sizes ({f['first']}) does not follow: predicted with "
                                         f"{f['chosen']} fitted on those sizes"),

@@ -1,0 +1,142 @@
+"""First touch of fresh memory on a VM whose host takes freed memory back (issue 29: model the break,
+do not widen for it): the huge-page counter, the first-touch probe, and the estimate that adds the cost of
+the full run's cold memory to its prediction and interval."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from perfmagic import estimate
+from perfmagic.core import memory as core_memory
+from perfmagic.core.memory import FreshTouch, huge_page_faults, probe_fresh_memory
+from perfmagic.errors import BenchInterrupted
+from perfmagic.estimation.estimate import Point, analyse_scaling
+from perfmagic.estimation.fit import touches_huge_pages
+
+MiB = 2**20
+SIZES = (10**5, 2 * 10**5, 4 * 10**5, 8 * 10**5, 16 * 10**5)
+
+
+def _points(huge: bool) -> list[Point]:
+    """Planted: 1 ms per 1000 elements, 8 B per element of RSS peak; each run touched its peak in fresh huge
+    pages (NumPy-like) or none (4 KiB pages, torch-like)."""
+    return [Point(n, (1e-3 * n / 1000,), (8 * n,), huge_bytes=8 * n if huge else 0) for n in SIZES]
+
+
+# 10 warm chunks of 16 MiB at 0.1 ns/byte, then 4 cold ones at 1.5-2.5 ns/byte: 224 MiB touched
+PROBE = FreshTouch(16 * MiB, (0.10,) * 10 + (1.5, 2.0, 2.0, 2.5), "cold chunks")
+
+
+def test_the_probe_record_reads_warm_and_cold_memory() -> None:
+    assert PROBE.warm_ns == pytest.approx(0.10)
+    assert PROBE.warm_bytes == 160 * MiB and PROBE.touched_bytes == 224 * MiB
+    assert PROBE.cold_ns == (1.5, 2.0, 2.0, 2.5)
+    warm = FreshTouch(16 * MiB, (0.12, 0.10, 0.11), "size")
+    assert warm.cold_ns == () and warm.warm_bytes == warm.touched_bytes == 48 * MiB
+
+
+def test_the_cold_memory_of_the_full_run_is_in_the_prediction_and_the_interval() -> None:
+    N = 10**8  # peak 800 MB: 800 MB - 224 MiB is cold now, all 800 MB once the host takes back what is free
+    plain = analyse_scaling(_points(True), N=N, host_reclaims=True)
+    r = analyse_scaling(_points(True), N=N, host_reclaims=True, fresh=PROBE)
+    now = 8e8 - 224 * MiB
+    assert r.predicted_s == pytest.approx(plain.predicted_s + now * 1.9e-9, rel=1e-6)  # the median cold rate
+    assert r.low_s == pytest.approx(plain.low_s + now * 1.4e-9, rel=1e-6)  # the cheapest cold chunk
+    assert r.high_s == pytest.approx(plain.high_s + 8e8 * 2.4e-9, rel=1e-6)  # all of it at the dearest
+    assert r.reliable and r.fresh_touch == PROBE
+    kinds = [getattr(w, "kind", "") for w in r.warnings]
+    assert "estimate.cold-memory" in kinds and "estimate.fresh-memory" not in kinds
+    text = " ".join(r.text().split())
+    assert "first-touch probe found 160.0 MiB still backed (0.10 ns/byte)" in text, text
+    assert "1.50–2.50 ns/byte" in text and "Reusing arrays" in text
+    # the plain estimate warned instead, and its interval did not move
+    assert "estimate.fresh-memory" in [getattr(w, "kind", "") for w in plain.warnings]
+    # the probe is kept with the result, and read back from its record
+    rec = r.to_record(magic="estimate")
+    back = type(r).from_record(replace(rec, payload=json.loads(json.dumps(rec.payload))))
+    assert back.fresh_touch == PROBE and back.points[-1].huge_bytes == 8 * SIZES[-1]
+
+
+def test_no_cold_term_without_huge_pages_without_cold_chunks_or_without_a_reclaiming_host() -> None:
+    N = 10**8
+    torch_like = analyse_scaling(_points(False), N=N, host_reclaims=True, fresh=PROBE)
+    assert not touches_huge_pages(_points(False)) and touches_huge_pages(_points(True))
+    assert "estimate.fresh-memory" in [getattr(w, "kind", "") for w in torch_like.warnings]
+    assert torch_like.predicted_s == analyse_scaling(_points(False), N=N).predicted_s
+    warm = FreshTouch(16 * MiB, (0.1,) * 20, "time")
+    all_warm = analyse_scaling(_points(True), N=N, host_reclaims=True, fresh=warm)
+    assert all_warm.predicted_s == analyse_scaling(_points(True), N=N).predicted_s
+    kept = analyse_scaling(_points(True), N=N, host_reclaims=False, fresh=PROBE)
+    assert kept.predicted_s == analyse_scaling(_points(True), N=N).predicted_s and not kept.warnings
+    near = analyse_scaling(_points(True), N=2 * 10**7, host_reclaims=True, fresh=PROBE)  # within 256 MiB
+    assert near.predicted_s == analyse_scaling(_points(True), N=2 * 10**7).predicted_s
+
+
+def test_the_huge_page_counter_reads_vmstat(tmp_path: Any) -> None:
+    f = tmp_path / "vmstat"
+    f.write_text("nr_free_pages 12\nthp_fault_alloc 4077\nthp_fault_fallback 3\n")
+    assert huge_page_faults(str(f)) == 4077
+    f.write_text("nr_free_pages 12\n")
+    assert huge_page_faults(str(f)) is None
+    assert huge_page_faults(str(tmp_path / "absent")) is None
+
+
+def test_the_probe_touches_fresh_memory_chunk_by_chunk() -> None:
+    p = probe_fresh_memory(4 * MiB, chunk=MiB)
+    assert p is not None and len(p.ns_per_byte) == 4 and p.stopped in ("size", "cold chunks")
+    assert all(0 < x < 1e3 for x in p.ns_per_byte)  # a first write costs well under a microsecond a byte
+    assert probe_fresh_memory(MiB // 2, chunk=MiB) is None  # below one chunk: nothing to time
+    once = probe_fresh_memory(64 * MiB, time_s=0.0, chunk=MiB)
+    assert once is not None and once.stopped == "time" and len(once.ns_per_byte) == 1
+
+
+def _planted_machine(monkeypatch: Any, probe: Any) -> dict[str, int]:
+    """A VM that reclaims freed memory, whose huge-page counter grows by 1000 pages (2 GB) per read (every
+    run then touched fresh huge pages), and whose first-touch probe is planted."""
+    calls = {"probe": 0}
+    counter = itertools.count(0, 1000)
+    monkeypatch.setattr(core_memory, "host_reclaims_freed_memory", lambda *a: True)
+    monkeypatch.setattr(core_memory, "huge_page_faults", lambda *a: next(counter))
+
+    def planted(max_bytes: int, time_s: float = 1.0, **kw: Any) -> Any:
+        calls["probe"] += 1
+        calls["max_bytes"] = max_bytes
+        return probe()
+    monkeypatch.setattr(core_memory, "probe_fresh_memory", planted)
+    return calls
+
+
+def test_an_estimate_probes_when_the_full_run_maps_far_more_fresh_memory(monkeypatch: Any) -> None:
+    calls = _planted_machine(monkeypatch, lambda: PROBE)
+    code = "b = bytearray(n)\nb[::4096] = b'x' * len(range(0, n, 4096))\ndel b"
+    r = estimate(code, n=4 * 10**9, budget=1.0)  # sizes up to tens of MB; the full run maps 4 GB
+    assert r.points[-1].huge_bytes == 1000 * 2 * MiB
+    assert calls["probe"] == 1 and calls["max_bytes"] <= (r.peak_bytes or 0) + 1, (calls, r.peak_bytes)
+    assert r.fresh_touch == PROBE
+    assert "estimate.cold-memory" in [getattr(w, "kind", "") for w in r.warnings], r.text()
+    # a small full run (within 256 MiB of the sizes measured) is not probed
+    small = estimate(code, n=2 * 10**6, budget=0.3)
+    assert calls["probe"] == 1 and small.fresh_touch is None
+
+
+def test_ctrl_c_in_the_probe_keeps_the_sizes_measured(monkeypatch: Any) -> None:
+    def stop() -> Any:
+        raise KeyboardInterrupt
+    _planted_machine(monkeypatch, stop)
+    code = "b = bytearray(n)\nb[::4096] = b'x' * len(range(0, n, 4096))\ndel b"
+    with pytest.raises(BenchInterrupted) as ei:
+        estimate(code, n=4 * 10**9, budget=1.0)
+    r = ei.value.result
+    assert r is not None and r.status == "interrupted" and len(r.points) >= 3 and r.fresh_touch is None
+
+
+def test_an_error_in_the_cell_is_raised_before_any_probe(monkeypatch: Any) -> None:
+    calls = _planted_machine(monkeypatch, lambda: PROBE)
+    with pytest.raises(ZeroDivisionError):
+        estimate("x = bytearray(n)\n1 / 0", n=4 * 10**9, budget=0.5)
+    assert calls["probe"] == 0
