@@ -16,7 +16,7 @@ from perfmagic.core import memory as core_memory
 from perfmagic.core.memory import FreshTouch, huge_page_faults, probe_fresh_memory
 from perfmagic.errors import BenchInterrupted
 from perfmagic.estimation.estimate import Point, analyse_scaling
-from perfmagic.estimation.fit import touches_huge_pages
+from perfmagic.estimation.fit import fresh_pages, warm_runs
 
 MiB = 2**20
 SIZES = (10**5, 2 * 10**5, 4 * 10**5, 8 * 10**5, 16 * 10**5)
@@ -24,7 +24,7 @@ SIZES = (10**5, 2 * 10**5, 4 * 10**5, 8 * 10**5, 16 * 10**5)
 
 def _points(huge: bool) -> list[Point]:
     """Planted: 1 ms per 1000 elements, 8 B per element of RSS peak; each run touched its peak in fresh huge
-    pages (NumPy-like) or none (4 KiB pages, torch-like)."""
+    pages (NumPy-like)."""
     return [Point(n, (1e-3 * n / 1000,), (8 * n,), huge_bytes=8 * n if huge else 0) for n in SIZES]
 
 
@@ -34,10 +34,14 @@ PROBE = FreshTouch(16 * MiB, (0.10,) * 10 + (1.5, 2.0, 2.0, 2.5), "cold chunks")
 
 def test_the_probe_record_reads_warm_and_cold_memory() -> None:
     assert PROBE.warm_ns == pytest.approx(0.10)
-    assert PROBE.warm_bytes == 160 * MiB and PROBE.touched_bytes == 224 * MiB
+    assert PROBE.warm_bytes == 160 * MiB and PROBE.touched_bytes == 224 * MiB and PROBE.edge == 10
     assert PROBE.cold_ns == (1.5, 2.0, 2.0, 2.5)
     warm = FreshTouch(16 * MiB, (0.12, 0.10, 0.11), "size")
-    assert warm.cold_ns == () and warm.warm_bytes == warm.touched_bytes == 48 * MiB
+    assert warm.cold_ns == () and warm.edge is None and warm.warm_bytes == warm.touched_bytes == 48 * MiB
+    # a lone dear chunk among warm ones is not the edge; the walk's last chunk, cold, is
+    lone = FreshTouch(16 * MiB, (1.1, 0.1, 0.1, 0.1, 2.0, 2.2), "cold chunks")
+    assert lone.edge == 4 and lone.warm_bytes == 64 * MiB and lone.cold_ns == (2.0, 2.2)
+    assert FreshTouch(16 * MiB, (0.1, 0.1, 2.0), "cold chunks").edge == 2
 
 
 def test_the_cold_memory_of_the_full_run_is_in_the_prediction_and_the_interval() -> None:
@@ -45,15 +49,18 @@ def test_the_cold_memory_of_the_full_run_is_in_the_prediction_and_the_interval()
     plain = analyse_scaling(_points(True), N=N, host_reclaims=True)
     r = analyse_scaling(_points(True), N=N, host_reclaims=True, fresh=PROBE)
     now = 8e8 - 224 * MiB
-    assert r.predicted_s == pytest.approx(plain.predicted_s + now * 1.9e-9, rel=1e-6)  # the median cold rate
-    assert r.low_s == pytest.approx(plain.low_s + now * 1.4e-9, rel=1e-6)  # the cheapest cold chunk
-    assert r.high_s == pytest.approx(plain.high_s + 8e8 * 2.4e-9, rel=1e-6)  # all of it at the dearest
+    # the cold rates above the warm one: 1.4, 1.9, 1.9, 2.4 ns/byte, mean 1.9
+    assert r.predicted_s == pytest.approx(plain.predicted_s + now * 1.9e-9, rel=1e-6)  # cold now, mean rate
+    assert r.low_s == pytest.approx(plain.low_s + now * 1.4e-9, rel=1e-6)  # ... at the cheapest chunk's rate
+    assert r.high_s == pytest.approx(plain.high_s + 8e8 * 1.9e-9, rel=1e-6)  # all of it cold, later
     assert r.reliable and r.fresh_touch == PROBE
     kinds = [getattr(w, "kind", "") for w in r.warnings]
     assert "estimate.cold-memory" in kinds and "estimate.fresh-memory" not in kinds
     text = " ".join(r.text().split())
-    assert "first-touch probe found 160.0 MiB still backed (0.10 ns/byte)" in text, text
-    assert "1.50–2.50 ns/byte" in text and "Reusing arrays" in text
+    assert "a first-touch probe found 160.0 MiB still backed (0.10 ns/byte), then memory at 1.50–2.50 " \
+        "ns/byte" in text, text
+    assert "pays about 1.074 s for 538.9 MiB" in text and "up to 1.52 s" in text and "Reusing arrays" in text
+    assert "threads at once" not in text
     # the plain estimate warned instead, and its interval did not move
     assert "estimate.fresh-memory" in [getattr(w, "kind", "") for w in plain.warnings]
     # the probe is kept with the result, and read back from its record
@@ -62,12 +69,37 @@ def test_the_cold_memory_of_the_full_run_is_in_the_prediction_and_the_interval()
     assert back.fresh_touch == PROBE and back.points[-1].huge_bytes == 8 * SIZES[-1]
 
 
-def test_no_cold_term_without_huge_pages_without_cold_chunks_or_without_a_reclaiming_host() -> None:
+def test_runs_on_several_threads_take_the_faults_in_parallel() -> None:
     N = 10**8
-    torch_like = analyse_scaling(_points(False), N=N, host_reclaims=True, fresh=PROBE)
-    assert not touches_huge_pages(_points(False)) and touches_huge_pages(_points(True))
-    assert "estimate.fresh-memory" in [getattr(w, "kind", "") for w in torch_like.warnings]
-    assert torch_like.predicted_s == analyse_scaling(_points(False), N=N).predicted_s
+    two = [replace(p, cpu_share=2.0) for p in _points(True)]
+    plain = analyse_scaling(two, N=N, host_reclaims=True)
+    r = analyse_scaling(two, N=N, host_reclaims=True, fresh=PROBE)
+    assert r.predicted_s == pytest.approx(plain.predicted_s + (8e8 - 224 * MiB) * 1.9e-9 / 2, rel=1e-6)
+    assert "taken on 2.0 threads at once" in " ".join(r.text().split())
+
+
+def test_the_first_touch_of_cold_memory_is_taken_out_of_the_runs() -> None:
+    # planted: the first run of each size found its 8 B/element cold (+2.4 ns/byte), the second did not
+    pts = [Point(n, (1e-8 * n + 8 * n * 2.4e-9, 1e-8 * n), (8 * n,), huge_bytes=8 * n) for n in SIZES]
+    warm = warm_runs(pts, PROBE)
+    assert all(w.times[0] == pytest.approx(w.times[1]) for w in warm)
+    r = analyse_scaling(pts, N=10**8, host_reclaims=True, fresh=PROBE)
+    assert r.run_noise == pytest.approx(0.04)  # the floor: no run-to-run variation left
+    noisy = analyse_scaling(pts, N=10**8, host_reclaims=True)
+    assert noisy.run_noise > 0.1  # without the probe, the cold first runs read as variation
+    # a run slower than cold memory can explain keeps the rest of its excess
+    slow = [replace(p, times=(p.times[1] * 3 + 8 * p.n * 2.4e-9, p.times[1])) for p in pts]
+    assert all(w.times[0] > w.times[1] * 2.5 for w in warm_runs(slow, PROBE))
+
+
+def test_no_cold_term_without_fresh_pages_without_cold_chunks_or_without_a_reclaiming_host() -> None:
+    N = 10**8
+    reused = [replace(p, huge_bytes=0, small_bytes=0) for p in _points(True)]  # memory reused between runs
+    kept_heap = analyse_scaling(reused, N=N, host_reclaims=True, fresh=PROBE)
+    assert fresh_pages(reused) is None and fresh_pages(_points(True)) == "huge"
+    assert fresh_pages([replace(p, huge_bytes=0, small_bytes=8 * p.n) for p in _points(True)]) == "small"
+    assert "estimate.fresh-memory" in [getattr(w, "kind", "") for w in kept_heap.warnings]
+    assert kept_heap.predicted_s == analyse_scaling(reused, N=N).predicted_s
     warm = FreshTouch(16 * MiB, (0.1,) * 20, "time")
     all_warm = analyse_scaling(_points(True), N=N, host_reclaims=True, fresh=warm)
     assert all_warm.predicted_s == analyse_scaling(_points(True), N=N).predicted_s

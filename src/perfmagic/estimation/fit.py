@@ -322,21 +322,47 @@ def _fresh_memory(pts: Sequence[Point], peak: float | None, N: int, var: str) ->
     return Finding.of("estimate.fresh-memory", more=float(peak - seen), seen=float(seen), var=var, n=N)
 
 
-HUGE_SHARE = 0.25  # the largest size touched at least this share of its peak in fresh huge pages per run
+FRESH_SHARE = 0.25  # the largest size touched at least this share of its peak in fresh pages per run
 
 
-def touches_huge_pages(pts: Sequence[Point]) -> bool:
-    """Whether the largest size measured faulted fresh huge pages for at least ``HUGE_SHARE`` of its RSS
-    peak in a run: its memory is NumPy-like (fresh, huge-page arrays every run), the kind whose first touch
-    on a VM whose host takes freed memory back costs the host's page faults (:func:`cold_memory`)."""
-    top = [p for p in pts if p.rss_peaks and p.huge_bytes is not None]
+def fresh_pages(pts: Sequence[Point]) -> str | None:
+    """``"huge"`` or ``"small"`` where the largest size measured faulted fresh pages (transparent huge pages,
+    or 4 KiB pages) for at least ``FRESH_SHARE`` of its RSS peak in a run: its memory is fresh every run
+    (NumPy arrays, torch CPU tensors of a few MiB and more), the kind whose first touch on a VM whose host
+    takes freed memory back costs the host's page faults (:func:`cold_memory`); None where not."""
+    top = [p for p in pts if p.rss_peaks and (p.huge_bytes is not None or p.small_bytes is not None)]
     if not top:
-        return False
+        return None
     p = top[-1]
-    return p.huge_bytes >= HUGE_SHARE * max(p.rss_peaks) > 0  # type: ignore[operator]
+    huge, small = p.huge_bytes or 0, p.small_bytes or 0
+    if not huge + small >= FRESH_SHARE * max(p.rss_peaks) > 0:
+        return None
+    return "huge" if huge >= small else "small"
 
 
-def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int) -> tuple[float, float, float, Finding]:
+def warm_runs(pts: Sequence[Point], fresh: FreshTouch) -> list[Point]:
+    """Each size's runs with the part a first touch of cold memory explains taken out: a run is counted at
+    most ``fresh bytes × (dearest cold − warm rate)`` above its size's fastest run. On a VM whose host takes
+    freed memory back, the first run of a new size can find its memory cold (762 ms, then 119 ms for the
+    same size); that is the memory's state, which :func:`cold_memory` adds for the full run, not the
+    run-to-run variation of the code."""
+    warm, cold = fresh.warm_ns, fresh.cold_ns
+    excess = (max(cold) - warm) * 1e-9 if cold else 0.0
+    out = []
+    for p in pts:
+        runs = list(p.times) + list(p.later)
+        f = (p.small_bytes or 0) + (p.huge_bytes or 0)
+        if not runs or not f:
+            out.append(p)
+            continue
+        fast = min(runs)
+        out.append(replace(p, times=tuple(max(fast, t - f * excess) for t in p.times),
+                           later=tuple(max(fast, t - f * excess) for t in p.later)))
+    return out
+
+
+def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float = 1.0,
+                ) -> tuple[float, float, float, Finding]:
     """The cost of the full run's fresh memory from the probe (:func:`perfmagic.core.memory.probe_fresh_memory`):
     ``(added to the prediction, to the low end, to the high end, the finding)`` in seconds.
 
@@ -344,16 +370,21 @@ def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int) -> tuple[float
     the full run's peak beyond what the probe touched is cold *now* (the guest hands out the memory the host
     still backs first, and the probe found where that ends), and all of it is cold for a run started after
     the host has taken back what is free now (seconds, with free page reporting). So: started now, +cold
-    bytes × the median cold rate (the low end at the cheapest cold chunk); started later, up to + the whole
-    peak × the dearest cold chunk (the high end). Rates are above the warm one, which the fit carries."""
+    bytes × the mean cold rate (the low end at the cheapest cold chunk's rate); started later, up to + the
+    whole peak × the mean cold rate (the high end: over gigabytes the chunks' rates add up to their mean). Rates are above the warm one, which the fit carries (the
+    host's part per byte, measured in huge pages: it was the same for 4 KiB pages here). ``threads``: the
+    CPU time over the wall time of the largest sizes (at least 1): code that touches its memory on several
+    threads takes the faults in parallel (torch's two threads here paid about half the probe's rate)."""
     warm = fresh.warm_ns
-    rates = sorted(x - warm for x in fresh.cold_ns)
+    par = max(threads, 1.0)
+    rates = sorted(max(x - warm, 0.0) / par for x in fresh.cold_ns)
     now = max(peak - fresh.touched_bytes, 0.0)
-    mid = rates[len(rates) // 2]
-    add, add_lo, add_hi = now * mid * 1e-9, now * rates[0] * 1e-9, peak * rates[-1] * 1e-9
+    mean = sum(rates) / len(rates)  # over gigabytes, the chunks' rates add up: their mean is the rate
+    add, add_lo, add_hi = now * mean * 1e-9, now * rates[0] * 1e-9, peak * mean * 1e-9
     return add, add_lo, add_hi, Finding.of("estimate.cold-memory", peak=float(peak), warm_bytes=float(fresh.warm_bytes),
-                                           cold_now=float(now), warm_ns=warm, cold_lo=rates[0] + warm,
-                                           cold_hi=rates[-1] + warm, add=add, add_hi=add_hi, var=var, n=N)
+                                           cold_now=float(now), warm_ns=warm, cold_lo=min(fresh.cold_ns),
+                                           cold_hi=max(fresh.cold_ns), add=add, add_hi=add_hi, var=var, n=N,
+                                           threads=par)
 
 
 def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: str = "", device: str = "cpu",
@@ -379,10 +410,11 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     named first among the warnings, and the interval's low end then reaches the pace the code would
     have without them. ``host_reclaims`` (a VM whose host takes freed memory back,
     :func:`perfmagic.core.memory.host_reclaims_freed_memory`): a full run predicted to map far more memory
-    than any size measured is warned about (``estimate.fresh-memory``). Where that memory is huge-page
-    memory (:func:`touches_huge_pages`) and ``fresh`` (the first-touch probe) found cold memory, its cost
-    is in the prediction and the interval instead (:func:`cold_memory`, ``estimate.cold-memory``); whether
-    the fit is reliable is judged before it is added. Notes, warnings and the reason of an unreliable fit are
+    than any size measured is warned about (``estimate.fresh-memory``). Where that memory is fresh in
+    every run (:func:`fresh_pages`) and ``fresh`` (the first-touch probe) found cold memory, the runs are
+    fitted without what cold memory explains (:func:`warm_runs`) and the full run's cold memory is in the
+    prediction and the interval instead (:func:`cold_memory`, ``estimate.cold-memory``); whether the fit
+    is reliable is judged before it is added. Notes, warnings and the reason of an unreliable fit are
     :class:`~perfmagic.findings.Finding` s (worded by :mod:`perfmagic.render.findings_estimate`).
     """
     others_cores, threads = load if load is not None else (others_cores, None)
@@ -397,6 +429,10 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     if speed_note is not None:
         base.update(speed_factors=factors, notes=(*base["notes"], speed_note))
     warnings += [w for w in (speed_warning,) if w is not None]
+    cold = (host_reclaims and memory_source == "rss" and fresh is not None and bool(fresh.cold_ns)
+            and fresh_pages(pts) is not None)
+    if cold:  # the first touch of cold memory is taken out of the runs, and added for the full run
+        pts = warm_runs(pts, fresh)  # type: ignore[arg-type]
     raw_pts = pts
     pts = [replace(p, times=tuple(t * f for t in p.times)) for p, f in zip(pts, factors)] if factors else pts
     warnings += [w for w in (_flat(pts, var),) if w is not None]
@@ -433,8 +469,9 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     mem_sel, mem_warning = _memory_fit(pts, N, var)
     peak, plo, phi = (mem_sel.predicted, mem_sel.low, mem_sel.high) if mem_sel is not None else (None, None, None)
     beyond = _fresh_memory(pts, peak, N, var) if host_reclaims and memory_source == "rss" else None
-    if beyond is not None and fresh is not None and fresh.cold_ns and touches_huge_pages(pts):
-        add, add_lo, add_hi, beyond = cold_memory(float(peak), fresh, var, N)  # type: ignore[arg-type]
+    if beyond is not None and cold:
+        add, add_lo, add_hi, beyond = cold_memory(float(peak), fresh, var, N,  # type: ignore[arg-type]
+                                                  max(shares) if shares else 1.0)
         pred, lo, hi = pred + add, lo + add_lo, hi + add_hi
     warnings += checked + [w for w in (mem_warning, beyond) if w is not None]
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,

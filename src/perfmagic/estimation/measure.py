@@ -173,21 +173,22 @@ PROBE_TIME_S = 1.0  # the first-touch probe's limit (it stops earlier: after 4 c
 
 def _cold_probe(r: EstimateResult, points: list[Point], left_s: float) -> FreshTouch | None:
     """The first-touch probe of fresh memory (:func:`perfmagic.core.memory.probe_fresh_memory`), where the
-    estimate warns that the full run maps far more memory than any size measured, that memory is fresh
-    huge-page memory (:func:`.fit.touches_huge_pages`) and the host takes freed memory back (the caller
-    checks): it walks through the memory the host still backs (~0.1 ns/byte) to the first cold chunks,
-    at most the full run's peak, half the memory available, and ``PROBE_TIME_S`` or the budget left."""
-    from ..core.memory import probe_fresh_memory
-    from .fit import touches_huge_pages
+    estimate warns that the full run maps far more memory than any size measured, that memory is fresh in
+    every run (:func:`.fit.fresh_pages`: huge or 4 KiB pages) and the host takes freed memory back (the
+    caller checks): it walks through the memory the host still backs (~0.1 ns/byte) to the first cold
+    chunks, at most the full run's peak, half the memory available, and ``PROBE_TIME_S`` or the budget
+    left. It runs after the sizes and before the repeats, so that the repeats are judged without the part
+    of a run that cold memory explains (:func:`.fit.warm_runs`)."""
+    from .fit import fresh_pages
     from .gate import available_memory
 
-    if r.peak_bytes is None or r.device.startswith("cuda") or \
-            not any(getattr(w, "kind", None) == "estimate.fresh-memory" for w in r.warnings) or \
-            not touches_huge_pages(points):
+    kind = fresh_pages(points)
+    if r.peak_bytes is None or r.device.startswith("cuda") or kind is None or \
+            not any(getattr(w, "kind", None) == "estimate.fresh-memory" for w in r.warnings):
         return None
     available, _where = available_memory("cpu")
     most = min(float(r.peak_bytes), MEASURE_MEMORY_SHARE * available) if available else float(r.peak_bytes)
-    return probe_fresh_memory(int(most), time_s=min(PROBE_TIME_S, max(left_s, 0.3)))
+    return _core_memory.probe_fresh_memory(int(most), time_s=min(PROBE_TIME_S, max(left_s, 0.3)))
 
 
 def _measured_on(runner: Any) -> list[Finding]:
@@ -217,6 +218,7 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
     # malloc_trim before a run costs up to ~1 ms: worth it where the run is long enough to matter
     t, r, _, c = runner.once(s, memory=memory, clean=expected > 5e-4)
     huge = [h for h in (getattr(runner, "last_huge", None),) if h is not None]
+    small = [h for h in (getattr(runner, "last_small", None),) if h is not None]
     times.append(t)
     if r is not None:
         rss.append(r)
@@ -233,6 +235,7 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
         # pages the last one faulted in, and is faster and lighter than the real thing)
         t2, r2, _, c2 = runner.once(s, memory=memory, clean=t > 5e-4)
         huge += [h for h in (getattr(runner, "last_huge", None),) if h is not None]
+        small += [h for h in (getattr(runner, "last_small", None),) if h is not None]
         times.append(t2)
         if r2 is not None:
             rss.append(r2)
@@ -245,7 +248,7 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
         tt, _, traced, _ = runner.once(s, memory=False, trace=True, clean=False)
         traced_spent[0] += tt
     return Point(s, tuple(times), tuple(rss), traced, c, ref_s=ref, cpu_share=cpu_share,
-                 huge_bytes=max(huge) if huge else None)
+                 huge_bytes=max(huge) if huge else None, small_bytes=max(small) if small else None)
 
 
 def _next_size(points: list[Point], p: Point, s: int, N: int, budget_s: float, max_fraction: float,
@@ -321,7 +324,7 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
     host = memory and _core_memory.host_reclaims_freed_memory()
     fresh: FreshTouch | None = None  # the first-touch probe, where one ran
 
-    def analyse(pts: list[Point], fresh: FreshTouch | None = None) -> EstimateResult:
+    def analyse(pts: list[Point]) -> EstimateResult:
         dev = runner.device  # the device the first run's work showed
         return analyse_scaling(pts, N=N, var=var, code=_source(fn_or_code), device=dev, spent_s=elapsed(),
                                budget_s=budget_s, max_fraction=max_fraction, failures=failures,
@@ -368,17 +371,17 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
                 notes.append(stop)
                 break
             s, est = nxt, t_next
+        if host and points:  # before the repeats: they are then judged without the cold memory's part
+            fresh = _cold_probe(analyse(points), points, budget_s - elapsed())
         if points and not failures and points[-1].n < N and first_exc is None and \
                 not any(getattr(x, "kind", None) == "estimate.memory-stop" for x in notes):
             _after_sweep(points, N, budget_s, budget_now[0], elapsed, measure_at, runner, memory, progress, var,
                          analyse)
-        if host and points:
-            fresh = _cold_probe(analyse(points), points, budget_s - elapsed())
     except KeyboardInterrupt:
         interrupted = True
     if first_exc is not None:
         raise first_exc
-    res = analyse(points, fresh)
+    res = analyse(points)
     return replace(res, status="interrupted" if interrupted else "ok")
 
 

@@ -34,6 +34,7 @@ class Point:
     cpu_share: float | None = None  # this process's CPU time / wall time over the point's runs
     later: tuple[float, ...] = ()  # re-timed after the sweep, spaced in time from ``times`` (run-to-run variation)
     huge_bytes: int | None = None  # fresh memory a run touched in transparent huge pages (the most of its runs)
+    small_bytes: int | None = None  # ... and in 4 KiB pages
 
     @property
     def time(self) -> float:
@@ -261,7 +262,8 @@ class EstimateResult(Displayed):
                                                "traced_peak": p.traced_peak, "cuda_peak": p.cuda_peak,
                                                "rss_after": list(p.rss_after), "ref_s": p.ref_s,
                                                "cpu_share": p.cpu_share, "later": list(p.later),
-                                               "huge_bytes": p.huge_bytes} for p in self.points],
+                                               "huge_bytes": p.huge_bytes, "small_bytes": p.small_bytes}
+                                              for p in self.points],
             "warmup": list(self.warmup), "cold_s": self.cold_s, "failures": [list(f) for f in self.failures],
             "spent_s": self.spent_s, "measure_budget_s": self.measure_budget_s, "max_fraction": self.max_fraction,
             "time_fit": self.time_fit.to_dict() if self.time_fit is not None else None,

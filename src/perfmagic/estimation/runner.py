@@ -34,7 +34,8 @@ class _Runner:
         self.device_why = ""
         self.use: Any = None
         self.sync: Any = None
-        self.last_huge: int | None = None  # fresh memory the last run measured for memory touched in huge pages
+        self.last_huge: int | None = None  # fresh memory the last run (with memory) touched in huge pages
+        self.last_small: int | None = None  # ... and in 4 KiB pages
         if isinstance(fn_or_code, str):
             self.ns: dict[str, Any] = dict(namespace) if namespace is not None else {"__name__": "__perfmagic__"}
             cell = compile_cell(fn_or_code, self.ns, filename)
@@ -89,11 +90,12 @@ class _Runner:
                 if self.device.startswith("cuda"):
                     raise
                 torch = None  # the device is not known yet, and its counters cannot be read: host only
-        from ..core.memory import HUGE_PAGE, huge_page_faults
+        from ..core.memory import HUGE_PAGE, SMALL_PAGE, huge_page_faults, minor_faults
 
         rss0 = current_rss() if memory else None
         hwm = memory and reset_hwm() and rss0 is not None
         huge0 = huge_page_faults() if memory else None
+        minor0 = minor_faults() if memory else None
         tm = None
         if trace:
             import tracemalloc
@@ -117,7 +119,11 @@ class _Runner:
             if tm is not None and started:
                 tm.stop()
         huge1 = huge_page_faults() if huge0 is not None else None
-        self.last_huge = (huge1 - huge0) * HUGE_PAGE if huge0 is not None and huge1 is not None else None
+        minor1 = minor_faults() if minor0 is not None else None
+        dh = huge1 - huge0 if huge0 is not None and huge1 is not None else None
+        self.last_huge = dh * HUGE_PAGE if dh is not None else None
+        self.last_small = (max(minor1 - minor0 - (dh or 0), 0) * SMALL_PAGE
+                           if minor0 is not None and minor1 is not None else None)
         rss_peak = None
         if hwm:
             rss_peak = max((status_kib("VmHWM") or 0) - rss0, 0)

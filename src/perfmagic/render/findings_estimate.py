@@ -109,9 +109,12 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                         "so take the prediction as a lower bound"),
     "estimate.cold-memory": lambda f: (f"the full run maps about {fmt_bytes(f['peak'])} of fresh memory, on a VM "
                                        "that gives freed memory back to its host: a first-touch probe found "
-                                       f"{fmt_bytes(f['warm_bytes'])} still backed ({f['warm_ns']:.2f} ns/byte) "
-                                       f"and then memory at {f['cold_lo']:.2f}–{f['cold_hi']:.2f} ns/byte, the "
-                                       f"host's page faults; started now, the full run pays about "
+                                       f"{fmt_bytes(f['warm_bytes'])} still backed ({f['warm_ns']:.2f} ns/byte), then "
+                                       f"memory at {f['cold_lo']:.2f}–{f['cold_hi']:.2f} ns/byte, the "
+                                       "host's page faults"
+                                       + (f" (taken on {f['threads']:.1f} threads at once, as the code's CPU time "
+                                          "says)" if f.get("threads", 1.0) > 1.05 else "")
+                                       + "; started now, the full run pays about "
                                        f"{fmt_time(f['add'])} for {fmt_bytes(f['cold_now'])} of it (in the "
                                        "prediction); started once the host has taken back what is free now "
                                        f"(seconds), up to {fmt_time(f['add_hi'])} (the interval's high end). "
