@@ -13,10 +13,10 @@ import pytest
 
 from perfmagic import estimate
 from perfmagic.core import memory as core_memory
-from perfmagic.core.memory import FreshTouch, huge_page_faults, probe_fresh_memory
+from perfmagic.core.memory import FreshTouch, huge_page_faults, probe_fresh_memory, vm_pages
 from perfmagic.errors import BenchInterrupted
 from perfmagic.estimation.estimate import Point, analyse_scaling
-from perfmagic.estimation.fit import fresh_pages, warm_runs
+from perfmagic.estimation.fit import fresh_every_run, warm_runs
 
 MiB = 2**20
 SIZES = (10**5, 2 * 10**5, 4 * 10**5, 8 * 10**5, 16 * 10**5)
@@ -96,8 +96,8 @@ def test_no_cold_term_without_fresh_pages_without_cold_chunks_or_without_a_recla
     N = 10**8
     reused = [replace(p, huge_bytes=0, small_bytes=0) for p in _points(True)]  # memory reused between runs
     kept_heap = analyse_scaling(reused, N=N, host_reclaims=True, fresh=PROBE)
-    assert fresh_pages(reused) is None and fresh_pages(_points(True)) == "huge"
-    assert fresh_pages([replace(p, huge_bytes=0, small_bytes=8 * p.n) for p in _points(True)]) == "small"
+    assert not fresh_every_run(reused) and fresh_every_run(_points(True))
+    assert fresh_every_run([replace(p, huge_bytes=0, small_bytes=8 * p.n) for p in _points(True)])
     assert "estimate.fresh-memory" in [getattr(w, "kind", "") for w in kept_heap.warnings]
     assert kept_heap.predicted_s == analyse_scaling(reused, N=N).predicted_s
     warm = FreshTouch(16 * MiB, (0.1,) * 20, "time")
@@ -109,13 +109,27 @@ def test_no_cold_term_without_fresh_pages_without_cold_chunks_or_without_a_recla
     assert near.predicted_s == analyse_scaling(_points(True), N=2 * 10**7).predicted_s
 
 
-def test_the_huge_page_counter_reads_vmstat(tmp_path: Any) -> None:
+def test_the_page_counters_read_vmstat(tmp_path: Any) -> None:
     f = tmp_path / "vmstat"
-    f.write_text("nr_free_pages 12\nthp_fault_alloc 4077\nthp_fault_fallback 3\n")
-    assert huge_page_faults(str(f)) == 4077
+    f.write_text("nr_free_pages 12\npgalloc_dma 1\npgalloc_dma32 20\npgalloc_normal 300\npgalloc_movable 0\n"
+                 "thp_fault_alloc 4077\nthp_fault_fallback 3\n")
+    assert vm_pages(str(f)) == (321, 4077) and huge_page_faults(str(f)) == 4077
     f.write_text("nr_free_pages 12\n")
-    assert huge_page_faults(str(f)) is None
-    assert huge_page_faults(str(tmp_path / "absent")) is None
+    assert vm_pages(str(f)) == (None, None)
+    assert vm_pages(str(tmp_path / "absent")) == (None, None)
+
+
+def test_a_file_written_in_every_run_counts_its_page_cache() -> None:
+    # planted: the runs write 4 KiB per element into a file (page cache), their RSS peak is 1 MiB
+    pts = [Point(n, (1e-5 * n,), (2**20,), huge_bytes=0, small_bytes=0, alloc_bytes=4096 * n)
+           for n in (1024, 2048, 4096, 8192)]
+    assert fresh_every_run(pts)
+    r = analyse_scaling(pts, N=300_000, host_reclaims=True)  # a 1.2 GB file
+    w = [x for x in r.warnings if getattr(x, "kind", "") == "estimate.fresh-memory"]
+    assert len(w) == 1 and w[0]["cache"] == pytest.approx(4096 * 300_000, rel=0.01), r.warnings
+    c = analyse_scaling(pts, N=300_000, host_reclaims=True, fresh=PROBE)
+    assert c.predicted_s == pytest.approx(r.predicted_s + (4096 * 300_000 + 2**20 - 224 * MiB) * 1.9e-9, rel=1e-3)
+    assert "of it the page cache of the files it writes" in " ".join(c.text().split())
 
 
 def test_the_probe_touches_fresh_memory_chunk_by_chunk() -> None:
@@ -133,7 +147,7 @@ def _planted_machine(monkeypatch: Any, probe: Any) -> dict[str, int]:
     calls = {"probe": 0}
     counter = itertools.count(0, 1000)
     monkeypatch.setattr(core_memory, "host_reclaims_freed_memory", lambda *a: True)
-    monkeypatch.setattr(core_memory, "huge_page_faults", lambda *a: next(counter))
+    monkeypatch.setattr(core_memory, "vm_pages", lambda *a: (None, next(counter)))
 
     def planted(max_bytes: int, time_s: float = 1.0, **kw: Any) -> Any:
         calls["probe"] += 1

@@ -917,3 +917,45 @@ def test_a_stall_in_one_run_of_a_tiny_size_is_not_the_run_to_run_variation() -> 
     pts = [Point(2, (0.27, 0.0005)), *(Point(n, (0.001 * n, 0.00102 * n)) for n in (64, 128, 256))]
     assert [n for n, _, _ in noise_pairs(pts)] == [64, 128, 256]
     assert measured_noise(pts) < 0.05
+
+
+def test_a_refusal_after_the_repeats_buys_the_larger_sizes_it_asks_for() -> None:
+    # a file-writing job refused at 1 s of its 3 s budget ("runs of the same size differ by ±66% … measure
+    # up to n=49,152 (≈ 380 ms)"): the measuring goes on at larger sizes while the budget allows
+    import types
+
+    from perfmagic.estimation import measure as _measure
+    from perfmagic.findings import Finding
+
+    clock = [0.0]
+    pts = [Point(n, (1e-5 * n,), ()) for n in (1000, 2000, 4000, 8000)]
+    first_top = pts[-1].n
+
+    def analyse(points):
+        top = max(p.n for p in points)
+        # planted: narrow until the repeats show the noise; then the sizes the refusal asks for settle it
+        ok = top >= 4 * first_top or not any(p.later for p in points)
+        why = None if ok else Finding.of("estimate.noisy", sigma=0.6, ratio=50.0, rep_n=None, rep_first=None,
+                                         rep_second=None, pairs=3, var="n", suggest_n=4 * top, suggest_s=4e-5 * top)
+        return types.SimpleNamespace(predicted_s=2.0, measured_full=False, reliable=ok, high_s=2.2 if ok else 9.0,
+                                     time_fit=None, unreliable_why=why)
+
+    def measure_at(s, expected):
+        clock[0] += 1e-5 * s
+        return Point(s, (1e-5 * s,), ())
+
+    class Runner:
+        device = "cpu"
+
+        def once(self, n, memory=True, trace=False, clean=True):
+            clock[0] += 1e-5 * n
+            return 1e-5 * n, None, None, None
+
+    _measure._after_sweep(pts, 400_000, 3.0, 0.3, lambda: clock[0], measure_at, Runner(), False, None, "n", analyse)
+    assert max(p.n for p in pts) >= 4 * first_top and clock[0] <= 3.0, [(p.n, p.later) for p in pts]
+    assert any(p.later for p in pts if p.n > first_top)  # the new top sizes re-timed too
+    # with no room left in the budget, nothing more is measured: the refusal stands
+    pts2 = [Point(n, (1e-5 * n,), ()) for n in (1000, 2000, 4000, 8000)]
+    clock[0] = 2.99
+    _measure._after_sweep(pts2, 400_000, 3.0, 0.3, lambda: clock[0], measure_at, Runner(), False, None, "n", analyse)
+    assert max(p.n for p in pts2) == first_top

@@ -80,18 +80,28 @@ VMSTAT = "/proc/vmstat"
 HUGE_PAGE = 2 * 2**20  # the transparent huge page of x86-64 and arm64 (4 KiB base pages)
 
 
-def huge_page_faults(path: str = VMSTAT) -> int | None:
-    """Transparent huge pages faulted in since boot, machine-wide (``thp_fault_alloc``); None where the
-    kernel does not count them. Read before and after a run, the difference × 2 MiB is the fresh memory
-    the run touched in huge pages (NumPy asks for them for arrays of 4 MiB and more)."""
+def vm_pages(path: str = VMSTAT) -> tuple[int | None, int | None]:
+    """``(pages allocated, huge pages faulted)`` since boot, machine-wide: the sum of the ``pgalloc_*``
+    counters (in 4 KiB pages: a huge page counts 512) and ``thp_fault_alloc``; None for what the kernel
+    does not count. Read before and after a run, the differences are the fresh memory the run had the
+    kernel hand out (its own pages and the page cache of files it wrote) and the part of it in huge pages
+    (NumPy asks for them for arrays of 4 MiB and more)."""
+    alloc = huge = None
     try:
         with open(path) as fh:
             for line in fh:
-                if line.startswith("thp_fault_alloc "):
-                    return int(line.split()[1])
+                if line.startswith("pgalloc_"):
+                    alloc = (alloc or 0) + int(line.split()[1])
+                elif line.startswith("thp_fault_alloc "):
+                    huge = int(line.split()[1])
     except (OSError, ValueError):
-        return None
-    return None
+        return None, None
+    return alloc, huge
+
+
+def huge_page_faults(path: str = VMSTAT) -> int | None:
+    """Transparent huge pages faulted in since boot, machine-wide (``thp_fault_alloc``; :func:`vm_pages`)."""
+    return vm_pages(path)[1]
 
 
 SMALL_PAGE = 4096

@@ -313,31 +313,57 @@ def _memory_fit(pts: Sequence[Point], N: int, var: str) -> tuple[Any, Finding | 
                                chosen=mem_sel.best.describe())
 
 
+def cache_bytes(p: Point) -> int:
+    """The pages the kernel handed out during a run of ``p`` beyond the process's own fresh pages: mostly
+    the page cache of the files it wrote, which stays allocated after the run (0 where not counted)."""
+    return max((p.alloc_bytes or 0) - (p.huge_bytes or 0) - (p.small_bytes or 0), 0)
+
+
+def footprint(p: Point) -> int:
+    """The memory a run of ``p`` held at once: its RSS peak and the page cache it filled."""
+    return (max(p.rss_peaks) if p.rss_peaks else 0) + cache_bytes(p)
+
+
+def _cache_at(pts: Sequence[Point], N: int) -> float:
+    """The page cache the full run fills, at the growth of the two largest sizes' (0 below a MiB)."""
+    top = [p for p in pts if p.alloc_bytes is not None]
+    if not top or cache_bytes(top[-1]) < 2**20:
+        return 0.0
+    p0, p1 = top[-2:] if len(top) >= 2 else (top[-1], top[-1])
+    c0, c1 = cache_bytes(p0), cache_bytes(p1)
+    k = 1.0
+    if p1.n > p0.n and c0 > 0:
+        k = min(max(math.log(c1 / c0) / math.log(p1.n / p0.n), 0.0), 2.0)
+    return c1 * (N / p1.n) ** k
+
+
 def _fresh_memory(pts: Sequence[Point], peak: float | None, N: int, var: str) -> Finding | None:
-    """The warning that the full run maps ``FRESH_WARN_BYTES`` or more beyond the largest RSS peak of the sizes
-    measured (the caller checks that the host takes freed memory back): that first touch is not in the points."""
-    seen = max((max(p.rss_peaks) for p in pts if p.rss_peaks), default=0)
-    if peak is None or not peak - seen >= FRESH_WARN_BYTES:
+    """The warning that the full run maps ``FRESH_WARN_BYTES`` or more beyond the largest footprint of the
+    sizes measured (its RSS peak and the page cache it fills; the caller checks that the host takes freed
+    memory back): that first touch is not in the points."""
+    seen = max((footprint(p) for p in pts), default=0)
+    cache = _cache_at(pts, N)
+    full = (peak or 0.0) + cache
+    if not full - seen >= FRESH_WARN_BYTES:
         return None
-    return Finding.of("estimate.fresh-memory", more=float(peak - seen), seen=float(seen), var=var, n=N)
+    return Finding.of("estimate.fresh-memory", more=float(full - seen), seen=float(seen), var=var, n=N,
+                      cache=float(cache))
 
 
-FRESH_SHARE = 0.25  # the largest size touched at least this share of its peak in fresh pages per run
+FRESH_SHARE = 0.25  # the largest size had the kernel hand out at least this share of its footprint per run
 
 
-def fresh_pages(pts: Sequence[Point]) -> str | None:
-    """``"huge"`` or ``"small"`` where the largest size measured faulted fresh pages (transparent huge pages,
-    or 4 KiB pages) for at least ``FRESH_SHARE`` of its RSS peak in a run: its memory is fresh every run
-    (NumPy arrays, torch CPU tensors of a few MiB and more), the kind whose first touch on a VM whose host
-    takes freed memory back costs the host's page faults (:func:`cold_memory`); None where not."""
-    top = [p for p in pts if p.rss_peaks and (p.huge_bytes is not None or p.small_bytes is not None)]
+def fresh_every_run(pts: Sequence[Point]) -> bool:
+    """Whether the largest size measured had the kernel hand out fresh pages for at least ``FRESH_SHARE`` of
+    its footprint in a run (huge or 4 KiB pages of its own: NumPy arrays, torch CPU tensors of a few MiB
+    and more; or the page cache of a file it wrote): the kind of memory whose first touch on a VM whose
+    host takes freed memory back costs the host's page faults (:func:`cold_memory`)."""
+    top = [p for p in pts if p.alloc_bytes is not None or p.huge_bytes is not None or p.small_bytes is not None]
     if not top:
-        return None
+        return False
     p = top[-1]
-    huge, small = p.huge_bytes or 0, p.small_bytes or 0
-    if not huge + small >= FRESH_SHARE * max(p.rss_peaks) > 0:
-        return None
-    return "huge" if huge >= small else "small"
+    fresh = max(p.alloc_bytes or 0, (p.huge_bytes or 0) + (p.small_bytes or 0))
+    return fresh >= FRESH_SHARE * footprint(p) > 0
 
 
 def warm_runs(pts: Sequence[Point], fresh: FreshTouch) -> list[Point]:
@@ -351,7 +377,7 @@ def warm_runs(pts: Sequence[Point], fresh: FreshTouch) -> list[Point]:
     out = []
     for p in pts:
         runs = list(p.times) + list(p.later)
-        f = (p.small_bytes or 0) + (p.huge_bytes or 0)
+        f = max(p.alloc_bytes or 0, (p.small_bytes or 0) + (p.huge_bytes or 0))
         if not runs or not f:
             out.append(p)
             continue
@@ -361,7 +387,7 @@ def warm_runs(pts: Sequence[Point], fresh: FreshTouch) -> list[Point]:
     return out
 
 
-def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float = 1.0,
+def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float = 1.0, cache: float = 0.0,
                 ) -> tuple[float, float, float, Finding]:
     """The cost of the full run's fresh memory from the probe (:func:`perfmagic.core.memory.probe_fresh_memory`):
     ``(added to the prediction, to the low end, to the high end, the finding)`` in seconds.
@@ -384,7 +410,7 @@ def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float
     return add, add_lo, add_hi, Finding.of("estimate.cold-memory", peak=float(peak), warm_bytes=float(fresh.warm_bytes),
                                            cold_now=float(now), warm_ns=warm, cold_lo=min(fresh.cold_ns),
                                            cold_hi=max(fresh.cold_ns), add=add, add_hi=add_hi, var=var, n=N,
-                                           threads=par)
+                                           threads=par, cache=float(cache))
 
 
 def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: str = "", device: str = "cpu",
@@ -411,7 +437,7 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     have without them. ``host_reclaims`` (a VM whose host takes freed memory back,
     :func:`perfmagic.core.memory.host_reclaims_freed_memory`): a full run predicted to map far more memory
     than any size measured is warned about (``estimate.fresh-memory``). Where that memory is fresh in
-    every run (:func:`fresh_pages`) and ``fresh`` (the first-touch probe) found cold memory, the runs are
+    every run (:func:`fresh_every_run`) and ``fresh`` (the first-touch probe) found cold memory, the runs are
     fitted without what cold memory explains (:func:`warm_runs`) and the full run's cold memory is in the
     prediction and the interval instead (:func:`cold_memory`, ``estimate.cold-memory``); whether the fit
     is reliable is judged before it is added. Notes, warnings and the reason of an unreliable fit are
@@ -430,7 +456,7 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
         base.update(speed_factors=factors, notes=(*base["notes"], speed_note))
     warnings += [w for w in (speed_warning,) if w is not None]
     cold = (host_reclaims and memory_source == "rss" and fresh is not None and bool(fresh.cold_ns)
-            and fresh_pages(pts) is not None)
+            and fresh_every_run(pts))
     if cold:  # the first touch of cold memory is taken out of the runs, and added for the full run
         pts = warm_runs(pts, fresh)  # type: ignore[arg-type]
     raw_pts = pts
@@ -470,8 +496,8 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     peak, plo, phi = (mem_sel.predicted, mem_sel.low, mem_sel.high) if mem_sel is not None else (None, None, None)
     beyond = _fresh_memory(pts, peak, N, var) if host_reclaims and memory_source == "rss" else None
     if beyond is not None and cold:
-        add, add_lo, add_hi, beyond = cold_memory(float(peak), fresh, var, N,  # type: ignore[arg-type]
-                                                  max(shares) if shares else 1.0)
+        add, add_lo, add_hi, beyond = cold_memory(beyond["seen"] + beyond["more"], fresh, var, N,  # type: ignore
+                                                  max(shares) if shares else 1.0, beyond["cache"])
         pred, lo, hi = pred + add, lo + add_lo, hi + add_hi
     warnings += checked + [w for w in (mem_warning, beyond) if w is not None]
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,

@@ -62,20 +62,43 @@ def _after_sweep(points: list[Point], N: int, budget_s: float, cap: float, elaps
     """Larger sizes while the prediction is uncertain, then spaced repeats of the largest sizes.
 
     1. While the interval reaches more than ``UNCERTAIN_HIGH`` × the prediction or the model does not follow
-       the largest sizes, a larger size is measured (×2, ×1.41 or ×1.19 of the largest: the largest
-       that the model's high end says fits), up to ``UNCERTAIN_FRACTION`` of the predicted full run and
-       within the budget: an uncertain prediction is worth more measuring than a sure one.
+       the largest sizes, a larger size is measured (:func:`_grow`).
     2. The second-largest size, then the largest, are timed once more (never right after their first
        run): each re-time against the first timing is one draw of this machine's run-to-run variation,
        drift included, which the interval then carries (:mod:`.noise`). They may take the measuring to
        ``REPEAT_ALLOWANCE`` × what it had spent (or × the fraction cap), within the budget.
+    3. Where the repeats showed the prediction unreliable (runs of one size differ too much to extrapolate
+       that far, the growth changed at the top), 1 and 2 once more within the budget: the refusal's own
+       advice is to measure larger sizes, and often they fit (a file-writing job refused at 1 of its 3 s).
     """
+    for again in (False, True):
+        top = len(points)
+        if _grow(points, N, budget_s, elapsed, measure_at, runner, progress, var, analyse):
+            return
+        if again and len(points) == top:
+            return  # no larger size fitted: the refusal stands
+        allow = min(budget_s, max(REPEAT_ALLOWANCE * cap, REPEAT_ALLOWANCE * elapsed(), MIN_BUDGET_S))
+        for i in [i for i in (len(points) - 2, len(points) - 1) if i >= 0]:
+            if elapsed() + 1.2 * points[i].time <= (budget_s if again else allow):
+                _retime(points, i, runner, progress, elapsed, budget_s, var)
+        _more_pairs(points, budget_s, elapsed, runner, progress, var, analyse)
+        r = analyse(points)
+        if r.reliable or r.predicted_s is None or r.unreliable_why is None:
+            return
+
+
+def _grow(points: list[Point], N: int, budget_s: float, elapsed: Any, measure_at: Any, runner: _Runner,
+          progress: Any, var: str, analyse: Any) -> bool:
+    """Step 1 of :func:`_after_sweep`: larger sizes (×2, ×1.41 or ×1.19 of the largest: the largest that the
+    model's high end says fits) while the prediction is uncertain, up to ``UNCERTAIN_FRACTION`` of the
+    predicted full run and within the budget (an uncertain prediction is worth more measuring than a sure
+    one). True where nothing more is to be measured (no prediction, or the full size measured)."""
     for _ in range(6):
         if len(points) < 3:
             break
         r = analyse(points)
         if r.predicted_s is None or r.measured_full:
-            return
+            return True
         # the high side (the low side also carries the allowance for other processes' load, which more
         # sizes would not narrow)
         wide = not r.reliable or not r.high_s or r.high_s / r.predicted_s > UNCERTAIN_HIGH
@@ -109,12 +132,8 @@ def _after_sweep(points: list[Point], N: int, budget_s: float, cap: float, elaps
             progress(min(elapsed() / budget_s, 1.0), str(Finding.of("estimate.progress", var=var, n=step[0],
                                                                      t=points[-1].time)))
         if step[0] >= N:
-            return
-    allow = min(budget_s, max(REPEAT_ALLOWANCE * cap, REPEAT_ALLOWANCE * elapsed(), MIN_BUDGET_S))
-    for i in [i for i in (len(points) - 2, len(points) - 1) if i >= 0]:
-        if elapsed() + 1.2 * points[i].time <= allow:
-            _retime(points, i, runner, progress, elapsed, budget_s, var)
-    _more_pairs(points, budget_s, elapsed, runner, progress, var, analyse)
+            return True
+    return False
 
 
 def _retime(points: list[Point], i: int, runner: _Runner, progress: Any, elapsed: Any, budget_s: float,
@@ -174,20 +193,20 @@ PROBE_TIME_S = 1.0  # the first-touch probe's limit (it stops earlier: after 4 c
 def _cold_probe(r: EstimateResult, points: list[Point], left_s: float) -> FreshTouch | None:
     """The first-touch probe of fresh memory (:func:`perfmagic.core.memory.probe_fresh_memory`), where the
     estimate warns that the full run maps far more memory than any size measured, that memory is fresh in
-    every run (:func:`.fit.fresh_pages`: huge or 4 KiB pages) and the host takes freed memory back (the
+    every run (:func:`.fit.fresh_every_run`) and the host takes freed memory back (the
     caller checks): it walks through the memory the host still backs (~0.1 ns/byte) to the first cold
     chunks, at most the full run's peak, half the memory available, and ``PROBE_TIME_S`` or the budget
     left. It runs after the sizes and before the repeats, so that the repeats are judged without the part
     of a run that cold memory explains (:func:`.fit.warm_runs`)."""
-    from .fit import fresh_pages
+    from .fit import fresh_every_run
     from .gate import available_memory
 
-    kind = fresh_pages(points)
-    if r.peak_bytes is None or r.device.startswith("cuda") or kind is None or \
-            not any(getattr(w, "kind", None) == "estimate.fresh-memory" for w in r.warnings):
+    beyond = [w for w in r.warnings if getattr(w, "kind", None) == "estimate.fresh-memory"]
+    if r.device.startswith("cuda") or not beyond or not fresh_every_run(points):
         return None
+    need = float(beyond[0]["seen"] + beyond[0]["more"])  # the full run's memory: its own and the page cache
     available, _where = available_memory("cpu")
-    most = min(float(r.peak_bytes), MEASURE_MEMORY_SHARE * available) if available else float(r.peak_bytes)
+    most = min(need, MEASURE_MEMORY_SHARE * available) if available else need
     return _core_memory.probe_fresh_memory(int(most), time_s=min(PROBE_TIME_S, max(left_s, 0.3)))
 
 
@@ -219,6 +238,7 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
     t, r, _, c = runner.once(s, memory=memory, clean=expected > 5e-4)
     huge = [h for h in (getattr(runner, "last_huge", None),) if h is not None]
     small = [h for h in (getattr(runner, "last_small", None),) if h is not None]
+    alloc = [h for h in (getattr(runner, "last_alloc", None),) if h is not None]
     times.append(t)
     if r is not None:
         rss.append(r)
@@ -236,6 +256,7 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
         t2, r2, _, c2 = runner.once(s, memory=memory, clean=t > 5e-4)
         huge += [h for h in (getattr(runner, "last_huge", None),) if h is not None]
         small += [h for h in (getattr(runner, "last_small", None),) if h is not None]
+        alloc += [h for h in (getattr(runner, "last_alloc", None),) if h is not None]
         times.append(t2)
         if r2 is not None:
             rss.append(r2)
@@ -248,7 +269,8 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
         tt, _, traced, _ = runner.once(s, memory=False, trace=True, clean=False)
         traced_spent[0] += tt
     return Point(s, tuple(times), tuple(rss), traced, c, ref_s=ref, cpu_share=cpu_share,
-                 huge_bytes=max(huge) if huge else None, small_bytes=max(small) if small else None)
+                 huge_bytes=max(huge) if huge else None, small_bytes=max(small) if small else None,
+                 alloc_bytes=min(alloc) if alloc else None)
 
 
 def _next_size(points: list[Point], p: Point, s: int, N: int, budget_s: float, max_fraction: float,

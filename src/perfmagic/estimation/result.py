@@ -35,6 +35,7 @@ class Point:
     later: tuple[float, ...] = ()  # re-timed after the sweep, spaced in time from ``times`` (run-to-run variation)
     huge_bytes: int | None = None  # fresh memory a run touched in transparent huge pages (the most of its runs)
     small_bytes: int | None = None  # ... and in 4 KiB pages
+    alloc_bytes: int | None = None  # ... and all pages the kernel handed out meanwhile (its own, the page cache)
 
     @property
     def time(self) -> float:
@@ -262,7 +263,8 @@ class EstimateResult(Displayed):
                                                "traced_peak": p.traced_peak, "cuda_peak": p.cuda_peak,
                                                "rss_after": list(p.rss_after), "ref_s": p.ref_s,
                                                "cpu_share": p.cpu_share, "later": list(p.later),
-                                               "huge_bytes": p.huge_bytes, "small_bytes": p.small_bytes}
+                                               "huge_bytes": p.huge_bytes, "small_bytes": p.small_bytes,
+                                               "alloc_bytes": p.alloc_bytes}
                                               for p in self.points],
             "warmup": list(self.warmup), "cold_s": self.cold_s, "failures": [list(f) for f in self.failures],
             "spent_s": self.spent_s, "measure_budget_s": self.measure_budget_s, "max_fraction": self.max_fraction,

@@ -36,6 +36,7 @@ class _Runner:
         self.sync: Any = None
         self.last_huge: int | None = None  # fresh memory the last run (with memory) touched in huge pages
         self.last_small: int | None = None  # ... and in 4 KiB pages
+        self.last_alloc: int | None = None  # ... and all the pages the kernel handed out meanwhile (page cache too)
         if isinstance(fn_or_code, str):
             self.ns: dict[str, Any] = dict(namespace) if namespace is not None else {"__name__": "__perfmagic__"}
             cell = compile_cell(fn_or_code, self.ns, filename)
@@ -90,11 +91,11 @@ class _Runner:
                 if self.device.startswith("cuda"):
                     raise
                 torch = None  # the device is not known yet, and its counters cannot be read: host only
-        from ..core.memory import HUGE_PAGE, SMALL_PAGE, huge_page_faults, minor_faults
+        from ..core.memory import HUGE_PAGE, SMALL_PAGE, minor_faults, vm_pages
 
         rss0 = current_rss() if memory else None
         hwm = memory and reset_hwm() and rss0 is not None
-        huge0 = huge_page_faults() if memory else None
+        alloc0, huge0 = vm_pages() if memory else (None, None)
         minor0 = minor_faults() if memory else None
         tm = None
         if trace:
@@ -118,9 +119,10 @@ class _Runner:
         finally:
             if tm is not None and started:
                 tm.stop()
-        huge1 = huge_page_faults() if huge0 is not None else None
+        alloc1, huge1 = vm_pages() if memory else (None, None)
         minor1 = minor_faults() if minor0 is not None else None
         dh = huge1 - huge0 if huge0 is not None and huge1 is not None else None
+        self.last_alloc = (alloc1 - alloc0) * SMALL_PAGE if alloc0 is not None and alloc1 is not None else None
         self.last_huge = dh * HUGE_PAGE if dh is not None else None
         self.last_small = (max(minor1 - minor0 - (dh or 0), 0) * SMALL_PAGE
                            if minor0 is not None and minor1 is not None else None)

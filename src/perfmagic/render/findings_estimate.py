@@ -68,6 +68,13 @@ def _load(f: Any) -> str:
             "they leave it; the interval's low end allows for them going away")
 
 
+def _cache(f: Any) -> str:
+    """', the page cache of the files it writes included' where that is a quarter or more of the memory."""
+    cache, total = f.get("cache") or 0.0, f.get("peak") or (f.get("seen", 0.0) + f.get("more", 0.0))
+    return (f" ({fmt_bytes(cache)} of it the page cache of the files it writes)"
+            if total and cache >= 0.25 * total else "")
+
+
 def _container(f: Any) -> str:
     where = f.get("where")
     return f" ({where})" if where and where.startswith("memory the container") else ""
@@ -103,11 +110,13 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                         "faster beyond the sizes measured, so take the prediction as a lower bound "
                                         "or measure larger sizes"),
     "estimate.fresh-memory": lambda f: (f"the full run maps about {fmt_bytes(f['more'])} more memory than any size "
-                                        f"measured (at most {fmt_bytes(f['seen'])}), on a VM that gives freed memory "
+                                        f"measured (at most {fmt_bytes(f['seen'])}){_cache(f)}, on a VM that gives "
+                                        "freed memory "
                                         "back to its host (virtio-balloon free page reporting): touching that much "
                                         "fresh memory costs the host's page faults, which these sizes could not show, "
                                         "so take the prediction as a lower bound"),
-    "estimate.cold-memory": lambda f: (f"the full run maps about {fmt_bytes(f['peak'])} of fresh memory, on a VM "
+    "estimate.cold-memory": lambda f: (f"the full run maps about {fmt_bytes(f['peak'])} of fresh memory{_cache(f)}, "
+                                       "on a VM "
                                        "that gives freed memory back to its host: a first-touch probe found "
                                        f"{fmt_bytes(f['warm_bytes'])} still backed ({f['warm_ns']:.2f} ns/byte), then "
                                        f"memory at {f['cold_lo']:.2f}–{f['cold_hi']:.2f} ns/byte, the "
