@@ -396,11 +396,10 @@ def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float
     the full run's peak beyond what the probe touched is cold *now* (the guest hands out the memory the host
     still backs first, and the probe found where that ends), and all of it is cold for a run started after
     the host has taken back what is free now (seconds, with free page reporting). So: started now, +cold
-    bytes × the mean cold rate; started later, up to + the whole peak × the mean cold rate (the high end:
-    over gigabytes the chunks' rates add up to their mean). The low end adds nothing: memory freed moments
-    before the run (the estimate's own runs, another job) comes back warm, and the benchmark's full runs
-    right after measuring found it so (a NumPy chain predicted 2.1-2.3 s with its cold memory ran in 1.5 s
-    beside a busy neighbour). Rates are above the warm one, which the fit carries (the
+    bytes × the mean cold rate (the low end: at the cheapest cold chunk's rate); started later, up to + the
+    whole peak × the mean cold rate (the high end: over gigabytes the chunks' rates add up to their mean).
+    (A low end with no cold memory at all covered one more benchmark trial in eight and made the median
+    interval 1.5-2× wider: docs/methodology.md.) Rates are above the warm one, which the fit carries (the
     host's part per byte, measured in huge pages: it was the same for 4 KiB pages here). ``threads``: the
     CPU time over the wall time of the largest sizes (at least 1): code that touches its memory on several
     threads takes the faults in parallel (torch's two threads here paid about half the probe's rate)."""
@@ -409,7 +408,7 @@ def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float
     rates = sorted(max(x - warm, 0.0) / par for x in fresh.cold_ns)
     now = max(peak - fresh.touched_bytes, 0.0)
     mean = sum(rates) / len(rates)  # over gigabytes, the chunks' rates add up: their mean is the rate
-    add, add_lo, add_hi = now * mean * 1e-9, 0.0, peak * mean * 1e-9
+    add, add_lo, add_hi = now * mean * 1e-9, now * rates[0] * 1e-9, peak * mean * 1e-9
     return add, add_lo, add_hi, Finding.of("estimate.cold-memory", peak=float(peak), warm_bytes=float(fresh.warm_bytes),
                                            cold_now=float(now), warm_ns=warm, cold_lo=min(fresh.cold_ns),
                                            cold_hi=max(fresh.cold_ns), add=add, add_hi=add_hi, var=var, n=N,
