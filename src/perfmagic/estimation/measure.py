@@ -236,9 +236,7 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
     cpu0, wall0 = time.process_time(), time.perf_counter()
     # malloc_trim before a run costs up to ~1 ms: worth it where the run is long enough to matter
     t, r, _, c = runner.once(s, memory=memory, clean=expected > 5e-4)
-    huge = [h for h in (getattr(runner, "last_huge", None),) if h is not None]
-    small = [h for h in (getattr(runner, "last_small", None),) if h is not None]
-    alloc = [h for h in (getattr(runner, "last_alloc", None),) if h is not None]
+    fresh = [_fresh_pages(runner)]
     times.append(t)
     if r is not None:
         rss.append(r)
@@ -254,9 +252,7 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
         # every run starts as a full run would: with its memory given back (else a repeat reuses the
         # pages the last one faulted in, and is faster and lighter than the real thing)
         t2, r2, _, c2 = runner.once(s, memory=memory, clean=t > 5e-4)
-        huge += [h for h in (getattr(runner, "last_huge", None),) if h is not None]
-        small += [h for h in (getattr(runner, "last_small", None),) if h is not None]
-        alloc += [h for h in (getattr(runner, "last_alloc", None),) if h is not None]
+        fresh.append(_fresh_pages(runner))
         times.append(t2)
         if r2 is not None:
             rss.append(r2)
@@ -268,9 +264,15 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
     if memory and not runner.device.startswith("cuda") and not final and traced_spent[0] + 30 * t < 0.05 * budget_s:
         tt, _, traced, _ = runner.once(s, memory=False, trace=True, clean=False)
         traced_spent[0] += tt
+    huge, small, alloc = ([x for x in col if x is not None] for col in zip(*fresh))
     return Point(s, tuple(times), tuple(rss), traced, c, ref_s=ref, cpu_share=cpu_share,
                  huge_bytes=max(huge) if huge else None, small_bytes=max(small) if small else None,
-                 alloc_bytes=min(alloc) if alloc else None)
+                 alloc_bytes=min(alloc) if alloc else None)  # (alloc: machine-wide, the least is the run's)
+
+
+def _fresh_pages(runner: Any) -> tuple[int | None, int | None, int | None]:
+    """The fresh memory the runner's last run had handed out: (huge pages, 4 KiB pages, all pages) bytes."""
+    return tuple(getattr(runner, k, None) for k in ("last_huge", "last_small", "last_alloc"))  # type: ignore
 
 
 def _next_size(points: list[Point], p: Point, s: int, N: int, budget_s: float, max_fraction: float,
