@@ -181,7 +181,6 @@ def probe_fresh_memory(max_bytes: int, time_s: float = 1.0, chunk: int = PROBE_C
     pages cost more warm, ~0.7 ns/byte here, but the host's part of a cold touch was the same per byte:
     3.0 − 0.7 for 4 KiB pages, 2.2 − 0.1 for huge ones; so one walk, in the cheap pages, serves both.)
     None without NumPy or below one chunk."""
-    import math
     import time
 
     try:
@@ -195,7 +194,7 @@ def probe_fresh_memory(max_bytes: int, time_s: float = 1.0, chunk: int = PROBE_C
     # freed, which the host still backs (a walk that starts in cold memory has no warm chunk of its own).
     # 48 MiB: above glibc's largest mmap threshold (32 MiB), so each array is a fresh mapping; a smaller one
     # can come back from the heap without a fault, and a rewrite is not a first touch
-    ref = None
+    ref = 0.0
     for _ in range(2):
         b = np.empty(REF_BYTES // 8)
         t0 = time.perf_counter()
@@ -214,7 +213,7 @@ def probe_fresh_memory(max_bytes: int, time_s: float = 1.0, chunk: int = PROBE_C
             a[i * per:(i + 1) * per] = 1.0
             t1 = time.perf_counter()
             out.append((t1 - t0) * 1e9 / chunk)
-            cold += out[-1] > COLD_FACTOR * min(min(out), ref or math.inf)
+            cold += out[-1] > COLD_FACTOR * min(min(out), ref)  # as FreshTouch.is_cold reads it
             if cold >= cold_chunks:
                 stopped = "cold chunks"
                 break

@@ -319,6 +319,11 @@ def cache_bytes(p: Point) -> int:
     return max((p.alloc_bytes or 0) - (p.huge_bytes or 0) - (p.small_bytes or 0), 0)
 
 
+def fresh_bytes(p: Point) -> int:
+    """The fresh memory a run of ``p`` had handed out: all pages counted, or its own where that is more."""
+    return max(p.alloc_bytes or 0, (p.huge_bytes or 0) + (p.small_bytes or 0))
+
+
 def footprint(p: Point) -> int:
     """The memory a run of ``p`` held at once: its RSS peak and the page cache it filled."""
     return (max(p.rss_peaks) if p.rss_peaks else 0) + cache_bytes(p)
@@ -361,9 +366,7 @@ def fresh_every_run(pts: Sequence[Point]) -> bool:
     top = [p for p in pts if p.alloc_bytes is not None or p.huge_bytes is not None or p.small_bytes is not None]
     if not top:
         return False
-    p = top[-1]
-    fresh = max(p.alloc_bytes or 0, (p.huge_bytes or 0) + (p.small_bytes or 0))
-    return fresh >= FRESH_SHARE * footprint(p) > 0
+    return fresh_bytes(top[-1]) >= FRESH_SHARE * footprint(top[-1]) > 0
 
 
 def warm_runs(pts: Sequence[Point], fresh: FreshTouch) -> list[Point]:
@@ -377,7 +380,7 @@ def warm_runs(pts: Sequence[Point], fresh: FreshTouch) -> list[Point]:
     out = []
     for p in pts:
         runs = list(p.times) + list(p.later)
-        f = max(p.alloc_bytes or 0, (p.small_bytes or 0) + (p.huge_bytes or 0))
+        f = fresh_bytes(p)
         if not runs or not f:
             out.append(p)
             continue
@@ -457,8 +460,8 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     if speed_note is not None:
         base.update(speed_factors=factors, notes=(*base["notes"], speed_note))
     warnings += [w for w in (speed_warning,) if w is not None]
-    cold = (host_reclaims and memory_source == "rss" and fresh is not None and bool(fresh.cold_ns)
-            and fresh_every_run(pts))
+    reclaiming = host_reclaims and memory_source == "rss"  # host memory, on a VM whose host takes freed memory back
+    cold = reclaiming and fresh is not None and bool(fresh.cold_ns) and fresh_every_run(pts)
     if cold:  # the first touch of cold memory is taken out of the runs, and added for the full run
         pts = warm_runs(pts, fresh)  # type: ignore[arg-type]
     raw_pts = pts
@@ -496,7 +499,7 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     reliable, why, checked = _trust(pts, raw_pts, use, sel, sigma, N, var, reliable)
     mem_sel, mem_warning = _memory_fit(pts, N, var)
     peak, plo, phi = (mem_sel.predicted, mem_sel.low, mem_sel.high) if mem_sel is not None else (None, None, None)
-    beyond = _fresh_memory(pts, peak, N, var) if host_reclaims and memory_source == "rss" else None
+    beyond = _fresh_memory(pts, peak, N, var) if reclaiming else None
     if beyond is not None and cold:
         add, add_lo, add_hi, beyond = cold_memory(beyond["seen"] + beyond["more"], fresh, var, N,  # type: ignore
                                                   max(shares) if shares else 1.0, beyond["cache"])

@@ -236,7 +236,7 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
     cpu0, wall0 = time.process_time(), time.perf_counter()
     # malloc_trim before a run costs up to ~1 ms: worth it where the run is long enough to matter
     t, r, _, c = runner.once(s, memory=memory, clean=expected > 5e-4)
-    fresh = [_fresh_pages(runner)]
+    fresh = [getattr(runner, "last_fresh", (None, None, None))]
     times.append(t)
     if r is not None:
         rss.append(r)
@@ -252,7 +252,7 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
         # every run starts as a full run would: with its memory given back (else a repeat reuses the
         # pages the last one faulted in, and is faster and lighter than the real thing)
         t2, r2, _, c2 = runner.once(s, memory=memory, clean=t > 5e-4)
-        fresh.append(_fresh_pages(runner))
+        fresh.append(getattr(runner, "last_fresh", (None, None, None)))
         times.append(t2)
         if r2 is not None:
             rss.append(r2)
@@ -268,11 +268,6 @@ def _measure_point(runner: _Runner, s: int, expected: float, *, N: int, points: 
     return Point(s, tuple(times), tuple(rss), traced, c, ref_s=ref, cpu_share=cpu_share,
                  huge_bytes=max(huge) if huge else None, small_bytes=max(small) if small else None,
                  alloc_bytes=min(alloc) if alloc else None)  # (alloc: machine-wide, the least is the run's)
-
-
-def _fresh_pages(runner: Any) -> tuple[int | None, int | None, int | None]:
-    """The fresh memory the runner's last run had handed out: (huge pages, 4 KiB pages, all pages) bytes."""
-    return tuple(getattr(runner, k, None) for k in ("last_huge", "last_small", "last_alloc"))  # type: ignore
 
 
 def _next_size(points: list[Point], p: Point, s: int, N: int, budget_s: float, max_fraction: float,

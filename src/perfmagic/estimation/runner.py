@@ -34,9 +34,9 @@ class _Runner:
         self.device_why = ""
         self.use: Any = None
         self.sync: Any = None
-        self.last_huge: int | None = None  # fresh memory the last run (with memory) touched in huge pages
-        self.last_small: int | None = None  # ... and in 4 KiB pages
-        self.last_alloc: int | None = None  # ... and all the pages the kernel handed out meanwhile (page cache too)
+        # the fresh memory the last run (with memory) had handed out, bytes: (huge pages, 4 KiB pages of its
+        # own, all pages the kernel handed out meanwhile, the page cache too); None where not counted
+        self.last_fresh: tuple[int | None, int | None, int | None] = (None, None, None)
         if isinstance(fn_or_code, str):
             self.ns: dict[str, Any] = dict(namespace) if namespace is not None else {"__name__": "__perfmagic__"}
             cell = compile_cell(fn_or_code, self.ns, filename)
@@ -122,10 +122,10 @@ class _Runner:
         alloc1, huge1 = vm_pages() if memory else (None, None)
         minor1 = minor_faults() if minor0 is not None else None
         dh = huge1 - huge0 if huge0 is not None and huge1 is not None else None
-        self.last_alloc = (alloc1 - alloc0) * SMALL_PAGE if alloc0 is not None and alloc1 is not None else None
-        self.last_huge = dh * HUGE_PAGE if dh is not None else None
-        self.last_small = (max(minor1 - minor0 - (dh or 0), 0) * SMALL_PAGE
-                           if minor0 is not None and minor1 is not None else None)
+        self.last_fresh = (dh * HUGE_PAGE if dh is not None else None,
+                           max(minor1 - minor0 - (dh or 0), 0) * SMALL_PAGE
+                           if minor0 is not None and minor1 is not None else None,
+                           (alloc1 - alloc0) * SMALL_PAGE if alloc0 is not None and alloc1 is not None else None)
         rss_peak = None
         if hwm:
             rss_peak = max((status_kib("VmHWM") or 0) - rss0, 0)
