@@ -194,3 +194,20 @@ def test_a_walk_that_starts_in_cold_memory_is_read_against_the_warm_reference() 
     assert all_cold.cold_ns == (2.1, 2.7, 2.7, 2.6)
     # without the reference, nothing would read as cold
     assert FreshTouch(16 * MiB, (2.1, 2.7, 2.7, 2.6), "time").cold_ns == ()
+
+
+def test_memory_a_measured_size_just_freed_may_be_warm_for_the_full_run() -> None:
+    """The probe found 96 MiB warm, yet a repeat of the largest size (417 MiB, freed just before) ran warm
+    right after it (120 ms against 756 ms): the low end counts as cold only what lies beyond the largest
+    footprint measured, where that is more than the probe found warm."""
+    sizes = (5 * 10**6, 10**7, 2 * 10**7, 4 * 10**7, 5 * 10**7)  # 8 B per element: 400 MB at the top
+    pts = [Point(n, (1e-3 * n / 1000,), (8 * n,), huge_bytes=8 * n) for n in sizes]
+    probe = FreshTouch(16 * MiB, (0.10, 0.10, 1.5, 2.0, 2.0, 2.5), "cold chunks")  # 32 MiB warm, 96 MiB touched
+    N = 10**8
+    plain = analyse_scaling(pts, N=N, host_reclaims=True)
+    r = analyse_scaling(pts, N=N, host_reclaims=True, fresh=probe)
+    now = 8e8 - 96 * MiB
+    unseen = 4e8 - 32 * MiB  # the largest footprint measured, beyond what the probe found warm
+    assert r.predicted_s == pytest.approx(plain.predicted_s + now * 1.9e-9, rel=1e-6)
+    assert r.low_s == pytest.approx(plain.low_s + (now - unseen) * 1.4e-9, rel=1e-6)
+    assert r.high_s == pytest.approx(plain.high_s + 8e8 * 1.9e-9, rel=1e-6)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import re
@@ -975,3 +976,57 @@ def test_a_refused_estimate_still_says_will_not_fit_from_the_memory_measured() -
     assert r.refused is not None and r.verdict == "will not fit", r.text()
     assert "estimate.gate-memory-floor" in {getattr(x, "kind", "") for x in r.verdict_reasons}
     assert "needs at least" in r.text() and "WILL NOT FIT" in r.headline()
+
+
+def _bimodal(sizes: list[int], per: Any) -> list[Point]:
+    """Planted runs whose pace flips between a fast and a slow episode (two torch threads beside a busy
+    neighbour: 0.6 to 5 ms a step in runs of a third of a second): two runs per size, the second of the top
+    three sizes re-timed later; ``per(n)`` is the mean seconds per unit at size n."""
+    flips = itertools.cycle((0.5, 2.0, 1.6, 0.6, 0.7, 1.9, 0.55, 1.4))
+    out = []
+    for k, n in enumerate(sizes):
+        a, b = next(flips), next(flips)
+        later = (per(n) * n * next(flips),) if k >= len(sizes) - 3 else ()
+        out.append(Point(n, (per(n) * n * a, per(n) * n * b), later=later))
+    return out
+
+
+def test_noisy_runs_of_a_linear_cost_are_answered_from_their_pooled_pace() -> None:
+    """Runs that differ ±50-100% from one another bend any curve, but a linear cost's pace pooled over the
+    largest sizes' runs predicts a run many times longer, which averages the episodes out: a number with
+    its evidence, not a refusal (issue 29: SGD steps beside a busy neighbour were refused 4 times in 4)."""
+    sizes = [1, 2, 4, 8, 16, 32, 64, 128, 256, 360]
+    pts = _bimodal(sizes, lambda n: 1e-3)
+    N = 4500
+    r = analyse_scaling(pts, N=N)
+    notes = [n for n in r.notes if getattr(n, "kind", "") == "estimate.pace"]
+    assert r.reliable and r.unreliable_why is None and notes, r.text()
+    pooled = notes[0]["pooled"]
+    assert r.predicted_s == pytest.approx(pooled * N, rel=0.01)
+    assert r.low_s < N * 1e-3 * 1.2 < r.high_s and r.high_s / r.low_s < 3.0, r.text()
+    # the high end reaches the slowest pace of the largest size
+    slowest = max(t / 360 for t in (*pts[-1].times, *pts[-1].later))
+    assert r.high_s >= slowest * N
+    text = " ".join(r.text().split())
+    assert "too much for a curve, but not for a pace" in text and "pooled" in text, text
+
+
+def test_a_noisy_cost_that_grows_faster_than_the_size_gets_no_pace() -> None:
+    """The pace stands only for a cost linear in the size: a quadratic cost under the same noise (its pace
+    grows as n^1) stays refused, as does a full size more than 100× the largest measured."""
+    sizes = [1, 2, 4, 8, 16, 32, 64, 128, 256, 360]
+    quad = analyse_scaling(_bimodal(sizes, lambda n: 1e-5 * n), N=4500)
+    assert not any(getattr(n, "kind", "") == "estimate.pace" for n in quad.notes), quad.text()
+    far = analyse_scaling(_bimodal(sizes, lambda n: 1e-3), N=360 * 150)
+    assert not any(getattr(n, "kind", "") == "estimate.pace" for n in far.notes), far.text()
+
+
+def test_a_size_slower_than_twice_its_size_is_warming_up_not_noise() -> None:
+    """torch's first SGD steps: one step took 143 then 80 ms, where 128 steps took 106 ms. That pair is the
+    warm-up of the first calls, and must not set the run-to-run variation."""
+    from perfmagic.estimation.fit import noise_pairs
+
+    pts = [Point(1, (0.143, 0.080)), Point(2, (0.064, 0.0013)), Point(64, (0.064, 0.066)),
+           Point(128, (0.106, 0.151)), Point(256, (0.255, 0.26))]
+    ns = [n for n, _, _ in noise_pairs(pts)]
+    assert 1 not in ns and 128 in ns and 256 in ns

@@ -23,8 +23,8 @@ from ..core import stats as _stats
 from ..core.memory import FreshTouch
 from ..findings import Finding
 from .costmodel import local_slopes, select
-from .noise import (LOAD_WARN, NOISE_FLOOR, Z90, load_finding, load_widening, phases, run_noise, settled_power,
-                    slope_range, top_trend, widen)
+from .noise import (LOAD_WARN, NOISE_FLOOR, PACE_SPAN, Z90, load_finding, load_widening, phases, pooled_pace,
+                    run_noise, settled_power, slope_range, top_trend, widen)
 from .result import MEM_FLOOR, EstimateResult, Point, suggest_sizes
 
 DEFAULT_BUDGET_S = 3.0  # the measuring budget (``budget=``, ``-b``)
@@ -41,6 +41,8 @@ DRIFT_PER_DECADE = 0.10  # relative sd added per tenfold of the full run's lengt
 NOISY_RUNS = 0.25  # measured run-to-run variation beyond which an unreliable fit says so as its reason
 FRESH_WARN_BYTES = 256 * 2**20  # a full run mapping this much more than any size measured, on a VM whose host
 # takes freed memory back, gets the fresh-memory warning (docs/methodology.md, "Cost models and estimates")
+PACE_MAX_RATIO = 100  # a refused fit is answered from a pace (noisy_pace) at most this far beyond the largest size
+NOISE_REFUSALS = ("estimate.noisy", "estimate.growth-changed", "estimate.top-disagree")  # what noise refuses
 TOP_DISAGREE = 0.15  # the two largest sizes off the fit by more than this (and 2.5× the noise), same side: unreliable
 
 
@@ -53,8 +55,11 @@ def noise_pairs(points: Sequence[Point]) -> list[tuple[int, float, float]]:
     spaced = [(p.n, _stats.median(list(p.times)), t) for p in points for t in p.later if p.times]
     # (a size qualifies by the faster of its two runs: a stall of hundreds of ms in one run of a 0.5 ms
     # size (a file truncated while the last run's pages were written back) must not make it a long size)
+    # (a size slower than one at least twice its size is still warming up, not noisy: torch's first SGD steps,
+    # 143 then 80 ms for one step, where 128 steps took 106 ms)
     adjacent = [(p.n, p.times[0], p.times[1]) for p in points
-                if len(p.times) >= 2 and min(p.times[:2]) >= max(1e-3, 0.1 * longest)]
+                if len(p.times) >= 2 and min(p.times[:2]) >= max(1e-3, 0.1 * longest)
+                and not any(q.n >= 2 * p.n and q.time < min(p.times[:2]) for q in points)]
     return spaced + adjacent
 
 
@@ -278,6 +283,38 @@ def _trust(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequence[Point],
     return reliable, why, warnings
 
 
+def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var: str, cpu: float = 1.0
+               ) -> tuple[float, float, float, Finding] | None:
+    """``(predicted, low, high, note)`` from the pooled pace of the largest sizes' runs, for a fit refused
+    where the runs are noisy (runs of one size, or the paces of the largest sizes' runs, differ by more than
+    ``NOISY_RUNS``: the noise bent the curve, or widened it past use), or None where they are not, or do not
+    show a cost linear in the size (:func:`.noise.pooled_pace`).
+
+    Beside a busy neighbour, two torch threads ran SGD steps at 0.6 to 5.4 ms a step in runs of a third of
+    a second, while the full runs of 4,500 steps (7-10 s) took 1.5 to 2.2 ms a step: a run many times
+    longer averages the scheduler's episodes out. So the full run is predicted at the runs' pooled pace,
+    its variation is one run's (``spread``) scaled by the square root of the runs' length over its own,
+    with the drift of a long run (``DRIFT_PER_DECADE``) and ``NOISE_FLOOR`` beside it; and the high end
+    reaches the slowest pace of the largest size (the steady share a long run gets once the credit of its
+    pauses is spent: the longest runs are the slowest there)."""
+    top = pts[-1].n
+    longest = max((max((*p.times, *p.later), default=0.0) for p in pts), default=0.0)
+    runs = [(float(p.n), t) for p in pts if p.n * PACE_SPAN >= top for t in (*p.times, *p.later) if t >= 0.1 * longest]
+    a = min(max(overhead, 0.0), 0.5 * min((t for _, t in runs), default=0.0))
+    pace = pooled_pace(runs, a)
+    if pace is None or max(sigma, pace.spread) <= NOISY_RUNS:  # not noisy: the fit's refusal stands
+        return None
+    pred = a + pace.pooled * N
+    span = max(math.log10(pred / max(longest, 1e-12)), 0.0)
+    drift = DRIFT_PER_DECADE * min(max(cpu, 0.0), 1.0) * span
+    full = math.sqrt(pace.spread ** 2 * min(pace.duration / pred, 1.0) + drift ** 2 + NOISE_FLOOR ** 2)
+    lo, hi = pred * math.exp(-Z90 * full), pred * math.exp(Z90 * full)
+    hi = max(hi, (a + pace.last * N) * math.exp(Z90 * math.hypot(drift, NOISE_FLOOR)))
+    return pred, lo, hi, Finding.of("estimate.pace", var=var, sigma=sigma, runs=pace.runs, lo_n=pace.lo_n,
+                                    hi_n=pace.hi_n, lowest=pace.lowest, highest=pace.highest, pooled=pace.pooled,
+                                    duration=pace.duration, full_s=pred, full_sd=full)
+
+
 def _memory_fit(pts: Sequence[Point], N: int, var: str) -> tuple[Any, Finding | None]:
     """``(selection or None, warning)``: the peak memory's model, checked at the top of the curve."""
     top = pts[-1].n
@@ -391,7 +428,7 @@ def warm_runs(pts: Sequence[Point], fresh: FreshTouch) -> list[Point]:
 
 
 def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float = 1.0, cache: float = 0.0,
-                ) -> tuple[float, float, float, Finding]:
+                recent: float = 0.0) -> tuple[float, float, float, Finding]:
     """The cost of the full run's fresh memory from the probe (:func:`perfmagic.core.memory.probe_fresh_memory`):
     ``(added to the prediction, to the low end, to the high end, the finding)`` in seconds.
 
@@ -399,8 +436,11 @@ def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float
     the full run's peak beyond what the probe touched is cold *now* (the guest hands out the memory the host
     still backs first, and the probe found where that ends), and all of it is cold for a run started after
     the host has taken back what is free now (seconds, with free page reporting). So: started now, +cold
-    bytes × the mean cold rate (the low end: at the cheapest cold chunk's rate); started later, up to + the
-    whole peak × the mean cold rate (the high end: over gigabytes the chunks' rates add up to their mean).
+    bytes × the mean cold rate (the low end: at the cheapest cold chunk's rate, less the part of ``recent``,
+    the largest footprint a measured size just freed, beyond what the probe found warm: the guest may hand
+    that out again while the host still backs it, as it did to a repeat of 417 MiB that ran warm, 120 ms
+    against 756 ms, right after the probe had found only 96 MiB warm); started later, up to + the whole peak
+    × the mean cold rate (the high end: over gigabytes the chunks' rates add up to their mean).
     (A low end with no cold memory at all covered one more benchmark trial in eight and made the median
     interval 1.5-2× wider: docs/methodology.md.) Rates are above the warm one, which the fit carries (the
     host's part per byte, measured in huge pages: it was the same for 4 KiB pages here). ``threads``: the
@@ -411,7 +451,8 @@ def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float
     rates = sorted(max(x - warm, 0.0) / par for x in fresh.cold_ns)
     now = max(peak - fresh.touched_bytes, 0.0)
     mean = sum(rates) / len(rates)  # over gigabytes, the chunks' rates add up: their mean is the rate
-    add, add_lo, add_hi = now * mean * 1e-9, now * rates[0] * 1e-9, peak * mean * 1e-9
+    maybe_warm = max(recent - fresh.warm_bytes, 0.0)
+    add, add_lo, add_hi = now * mean * 1e-9, max(now - maybe_warm, 0.0) * rates[0] * 1e-9, peak * mean * 1e-9
     return add, add_lo, add_hi, Finding.of("estimate.cold-memory", peak=float(peak), warm_bytes=float(fresh.warm_bytes),
                                            cold_now=float(now), warm_ns=warm, cold_lo=min(fresh.cold_ns),
                                            cold_hi=max(fresh.cold_ns), add=add, add_hi=add_hi, var=var, n=N,
@@ -497,12 +538,19 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     reliable = (all(math.isfinite(x) for x in (pred, lo, hi)) and pred > 0 and lo > 0
                 and hi / lo <= UNRELIABLE_SPREAD and hi <= PLAUSIBLE_MAX_S)
     reliable, why, checked = _trust(pts, raw_pts, use, sel, sigma, N, var, reliable)
+    paced = noisy_pace(raw_pts, N, float(sel.best.a), sigma, var, max(shares) if shares else 1.0) \
+        if not reliable and N <= PACE_MAX_RATIO * pts[-1].n and (why is None or why.kind in NOISE_REFUSALS) \
+        else None
+    if paced is not None and paced[2] / paced[1] <= UNRELIABLE_SPREAD:
+        pred, lo, hi = paced[:3]
+        lo, hi = load_widening(pred, lo, hi, others_cores, raw_pts, threads)
+        reliable, why, base["notes"] = True, None, (*base["notes"], paced[3])
     mem_sel, mem_warning = _memory_fit(pts, N, var)
     peak, plo, phi = (mem_sel.predicted, mem_sel.low, mem_sel.high) if mem_sel is not None else (None, None, None)
     beyond = _fresh_memory(pts, peak, N, var) if reclaiming else None
     if beyond is not None and cold:
         add, add_lo, add_hi, beyond = cold_memory(beyond["seen"] + beyond["more"], fresh, var, N,  # type: ignore
-                                                  max(shares) if shares else 1.0, beyond["cache"])
+                                                  max(shares) if shares else 1.0, beyond["cache"], beyond["seen"])
         pred, lo, hi = pred + add, lo + add_lo, hi + add_hi
     warnings += checked + [w for w in (mem_warning, beyond) if w is not None]
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,

@@ -130,6 +130,49 @@ def phases(units: Sequence[tuple[int, float]], segments: int = 5, min_step: floa
     return Phases(tuple(paces), tuple(sizes), spread, first_unit, ml, mr, sum(n for n, _ in units[cut:]), within)
 
 
+PACE_SPAN = 8.0  # the runs pooled for a pace: sizes within this factor of the largest
+PACE_MIN_RUNS = 5  # ... at least this many runs of at least two sizes, spanning PACE_MIN_SIZES
+PACE_MIN_SIZES = 3.0
+PACE_SLOPE_MAX = 0.5  # a pace that grows (or falls) faster than n^0.5 with the size is not a linear cost
+
+
+@dataclass(frozen=True)
+class Pace:
+    """The seconds per unit of size of the runs of the largest sizes, pooled (:func:`pooled_pace`)."""
+
+    pooled: float  # all the runs' time above the overhead over all their units
+    spread: float  # relative sd of one run's pace (log scale)
+    slope: float  # how the pace grows with the size: the median log-log slope over pairs of runs (Theil-Sen)
+    runs: int
+    lo_n: int  # the sizes pooled
+    hi_n: int
+    lowest: float  # the fastest and slowest paces of those runs
+    highest: float
+    last: float  # the slowest pace at the largest size
+    duration: float  # the median time of those runs
+
+
+def pooled_pace(runs: Sequence[tuple[float, float]], overhead: float = 0.0) -> Pace | None:
+    """The pace of ``(size, seconds)`` runs: their time above ``overhead`` over all their units. None with
+    fewer than ``PACE_MIN_RUNS`` runs, sizes spanning less than ``PACE_MIN_SIZES``, or a pace that grows with
+    the size (``PACE_SLOPE_MAX``: the cost is not linear in the size, and a pace says nothing of it)."""
+    rs = [(n, t - overhead) for n, t in runs if n > 0 and t - overhead > 0]
+    if len(rs) < PACE_MIN_RUNS or max(n for n, _ in rs) < PACE_MIN_SIZES * min(n for n, _ in rs):
+        return None
+    slopes = [math.log((t2 / n2) / (t1 / n1)) / math.log(n2 / n1)
+              for i, (n1, t1) in enumerate(rs) for n2, t2 in rs[i + 1:] if n2 != n1]
+    slope = _median(slopes)
+    if abs(slope) > PACE_SLOPE_MAX:
+        return None
+    logs = [math.log(t / n) for n, t in rs]
+    mu = sum(logs) / len(logs)
+    top = max(n for n, _ in rs)
+    return Pace(pooled=sum(t for _, t in rs) / sum(n for n, _ in rs),
+                spread=math.sqrt(sum((x - mu) ** 2 for x in logs) / (len(logs) - 1)), slope=slope, runs=len(rs),
+                lo_n=int(min(n for n, _ in rs)), hi_n=int(top), lowest=math.exp(min(logs)), highest=math.exp(max(logs)),
+                last=max(t / n for n, t in rs if n == top), duration=_median([t for _, t in rs]))
+
+
 def _median(xs: Sequence[float]) -> float:
     s = sorted(xs)
     k = len(s)
@@ -239,5 +282,5 @@ def slope_range(ns: Sequence[float], ts: Sequence[float], a: float, N: float) ->
     return a + cost * (N / top) ** lo_k, a + cost * (N / top) ** hi_k
 
 
-__all__ = ["LOAD_WARN", "NOISE_FLOOR", "Phases", "Z90", "cores", "load_finding", "load_widening", "phases", "run_noise",
-           "settled_power", "slope_range", "top_trend", "widen"]
+__all__ = ["LOAD_WARN", "NOISE_FLOOR", "PACE_SPAN", "Pace", "Phases", "Z90", "cores", "load_finding", "load_widening",
+           "phases", "pooled_pace", "run_noise", "settled_power", "slope_range", "top_trend", "widen"]

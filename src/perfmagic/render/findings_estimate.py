@@ -94,6 +94,13 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                 f"use {f['var']}?"),
     "estimate.few-sizes": lambda f: (f"only {f['k']} size{'s' if f['k'] != 1 else ''} measured; at least 3 are "
                                      "needed"),
+    "estimate.pace": lambda f: (f"runs of the same size differ by ±{f['sigma']:.0%} here, too much for a curve, but "
+                                f"not for a pace: the {f['runs']} runs of {f['var']}={f['lo_n']:,} – {f['hi_n']:,} took "
+                                f"{fmt_time(f['lowest'])} – {fmt_time(f['highest'])} per unit of {f['var']}, "
+                                f"{fmt_time(f['pooled'])} pooled; a run of {fmt_time(f['full_s'])} lasts "
+                                f"{f['full_s'] / f['duration']:,.0f}× theirs and averages most of that out (±"
+                                f"{f['full_sd']:.0%} left, 1 sd), and the high end reaches the slowest pace of the "
+                                "largest size"),
     "estimate.settled": lambda f: (f"the largest sizes grow as {f['var']}^{f['power']:.2f}, between whole powers: "
                                    "usually a change in progress (data leaving a cache), after which the cost grows "
                                    f"as {f['var']}^{f['whole']} again; the interval's low end reaches that "
