@@ -69,13 +69,21 @@ def test_the_cold_memory_of_the_full_run_is_in_the_prediction_and_the_interval()
     assert back.fresh_touch == PROBE and back.points[-1].huge_bytes == 8 * SIZES[-1]
 
 
-def test_runs_on_several_threads_take_the_faults_in_parallel() -> None:
+def test_runs_on_several_threads_take_the_faults_in_parallel(monkeypatch: Any) -> None:
+    from perfmagic.estimation import fit
+
+    monkeypatch.setattr(fit, "cores", lambda: 2)
     N = 10**8
     two = [replace(p, cpu_share=2.0) for p in _points(True)]
     plain = analyse_scaling(two, N=N, host_reclaims=True)
     r = analyse_scaling(two, N=N, host_reclaims=True, fresh=PROBE)
     assert r.predicted_s == pytest.approx(plain.predicted_s + (8e8 - 224 * MiB) * 1.9e-9 / 2, rel=1e-6)
     assert "taken on 2.0 threads at once" in " ".join(r.text().split())
+    # no more faults at once than there are cores: a CPU time 2.25× the wall time on 2 cores counts as 2
+    more = [replace(p, cpu_share=2.25) for p in _points(True)]
+    r = analyse_scaling(more, N=N, host_reclaims=True, fresh=PROBE)
+    plain = analyse_scaling(more, N=N, host_reclaims=True)
+    assert r.predicted_s == pytest.approx(plain.predicted_s + (8e8 - 224 * MiB) * 1.9e-9 / 2, rel=1e-6)
 
 
 def test_the_first_touch_of_cold_memory_is_taken_out_of_the_runs() -> None:
@@ -194,6 +202,24 @@ def test_a_walk_that_starts_in_cold_memory_is_read_against_the_warm_reference() 
     assert all_cold.cold_ns == (2.1, 2.7, 2.7, 2.6)
     # without the reference, nothing would read as cold
     assert FreshTouch(16 * MiB, (2.1, 2.7, 2.7, 2.6), "time").cold_ns == ()
+    # a reference merely cheaper than every chunk is not the warm rate: 0.05 ns/byte beside warm chunks of
+    # 0.14-0.24 read those as cold ("cold memory at 0.21 ns/byte"); the chunks' own cheapest is the rate
+    warm = FreshTouch(16 * MiB, (0.21, 0.155, 0.16, 0.244, 0.18, 1.11, 0.14, 0.2147), "size", warm_ref=0.05)
+    assert warm.warm_ns == pytest.approx(0.14) and warm.cold_ns == () and warm.edge is None
+
+
+def test_the_probe_counts_cold_chunks_against_the_warm_rate_of_the_chunks_so_far(monkeypatch: Any) -> None:
+    """The probe's own stopping rule reads chunks as FreshTouch does: with a reference far cheaper than its warm
+    chunks (0.05 against 0.14-0.24 ns/byte), it walks on instead of stopping at four "cold" warm chunks."""
+    ref = 0.05e-9 * core_memory.REF_BYTES  # the reference's two touches, then the walk's chunks
+    costs = [x * 1e-9 * 16 * MiB for x in (0.21, 0.155, 0.244, 0.22, 0.23, 0.24, 0.16, 2.5, 2.6, 2.4, 2.7)]
+    # perf_counter in the order the probe reads it: around each reference touch, once for its deadline,
+    # then around each chunk
+    calls = iter([0.0, ref, 0.0, ref, 0.0] + [v for c in costs for v in (0.0, c)])
+    monkeypatch.setattr("time.perf_counter", lambda: next(calls))
+    t = probe_fresh_memory(20 * 16 * MiB, time_s=1e9)
+    assert t is not None and t.stopped == "cold chunks" and len(t.ns_per_byte) == 11, t
+    assert t.warm_ns == pytest.approx(0.155, rel=0.01) and t.edge == 7
 
 
 def test_memory_a_measured_size_just_freed_may_be_warm_for_the_full_run() -> None:

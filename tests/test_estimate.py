@@ -1030,3 +1030,35 @@ def test_a_size_slower_than_twice_its_size_is_warming_up_not_noise() -> None:
            Point(128, (0.106, 0.151)), Point(256, (0.255, 0.26))]
     ns = [n for n, _, _ in noise_pairs(pts)]
     assert 1 not in ns and 128 in ns and 256 in ns
+
+
+def test_a_memory_form_the_top_rules_out_does_not_pull_the_peak() -> None:
+    """Four sizes whose peaks grew 9× (a torch chain: ~18 B per element): a constant peak stayed within 4 AICc
+    units of the linear one, and their average put a 2.6 GiB full run at 1.2 GiB. A form that does not follow
+    the largest sizes is left out of the average."""
+    sizes = (566_784, 1_133_568, 2_267_136, 4_534_272)
+    peaks = (9_072_640, 23_420_928, 40_810_496, 81_625_088)
+    pts = [Point(n, (1e-8 * n,), (m,)) for n, m in zip(sizes, peaks)]
+    N = 145_132_130
+    r = analyse_scaling(pts, N=N)
+    assert r.peak_bytes == pytest.approx(18 * N, rel=0.1), r.text()
+    assert "constant" not in [f.name for f in r.mem_fit.fits]
+
+
+def test_a_cost_growing_slower_than_the_size_reaches_n_with_its_high_end() -> None:
+    """A torch chain on two threads grew as n^0.89 over 35 k … 2.3 M elements (its pool still engaging); the
+    fit's n^0.81·ln n put the 64× larger run at 1.0 s, the top continued as n at 1.76 s. The high end
+    reaches that continuation, and says so."""
+    ns = [35_424, 70_848, 141_696, 283_392, 566_784, 1_133_568, 2_267_136]
+    ts = [0.00066, 0.00127, 0.00228, 0.00435, 0.00803, 0.01357, 0.02747]
+    pts = [Point(n, (t, t)) for n, t in zip(ns, ts)]
+    N = 145_132_130
+    r = analyse_scaling(pts, N=N)
+    linear = ts[-1] * N / ns[-1]
+    assert r.high_s >= linear and r.predicted_s < linear, r.text()
+    notes = [n for n in r.notes if getattr(n, "kind", "") == "estimate.settled-up"]
+    assert notes and notes[0]["high_s"] == pytest.approx(linear, rel=0.02)
+    assert "slower than n" in " ".join(r.text().split())
+    # a cost that grows as the size gets no such note
+    lin = analyse_scaling([Point(n, (1e-8 * n + 1e-5,) * 2) for n in ns], N=N)
+    assert not any(getattr(n, "kind", "") == "estimate.settled-up" for n in lin.notes)

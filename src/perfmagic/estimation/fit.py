@@ -23,7 +23,7 @@ from ..core import stats as _stats
 from ..core.memory import FreshTouch
 from ..findings import Finding
 from .costmodel import local_slopes, select
-from .noise import (LOAD_WARN, NOISE_FLOOR, PACE_SPAN, Z90, load_finding, load_widening, phases, pooled_pace,
+from .noise import (LOAD_WARN, NOISE_FLOOR, PACE_SPAN, Z90, cores, load_finding, load_widening, phases, pooled_pace,
                     run_noise, settled_power, slope_range, top_trend, widen)
 from .result import MEM_FLOOR, EstimateResult, Point, suggest_sizes
 
@@ -208,9 +208,12 @@ def _time_interval(ns: Sequence[float], ts: Sequence[float], N: int, sigma: floa
     lo, hi = widen(pred, lo, hi, sigma_full)
     # (that continuation carries the full run's own variation too: it is a forecast of its own)
     note = None
-    if settle is not None and settle[0] * math.exp(-Z90 * sigma_full) < lo:
+    if settle is not None and settle[2] < settle[1] and settle[0] * math.exp(-Z90 * sigma_full) < lo:
         lo = settle[0] * math.exp(-Z90 * sigma_full)
         note = Finding.of("estimate.settled", var=var, power=settle[1], whole=settle[2], low_s=settle[0])
+    elif settle is not None and settle[2] > settle[1] and settle[0] * math.exp(Z90 * sigma_full) > hi:
+        hi = settle[0] * math.exp(Z90 * sigma_full)  # growing slower than the size: the high end reaches n^1
+        note = Finding.of("estimate.settled-up", var=var, power=settle[1], high_s=settle[0])
     return sel, pred, lo, hi, note
 
 
@@ -337,7 +340,14 @@ def _memory_fit(pts: Sequence[Point], N: int, var: str) -> tuple[Any, Finding | 
         c = top_slopes(xs, vs, f)
         return c is not None and abs(c[0] - c[1]) <= TOP_SLOPE_MISMATCH and f.exponent() <= c[0] + TOP_SLOPE_MISMATCH
     mcheck = top_slopes(xs, vs, mem_sel.best)
-    if mcheck is None or follows(mem_sel.best):
+    if mcheck is None:
+        return mem_sel, None
+    if follows(mem_sel.best):
+        # a form the top rules out must not pull the prediction (the forms' average): a constant peak kept
+        # within 4 AICc units of a linear one over four sizes whose peaks grew 9× halved a 2.6 GiB full run
+        keep = tuple(f.name for f in mem_sel.fits if follows(f))
+        if len(keep) < len(mem_sel.fits):
+            mem_sel = select(xs, vs, float(N), floor=MEM_FLOOR, forms=keep)
         return mem_sel, None
     follow = [f for f in sorted(mem_sel.fits, key=lambda f: f.aicc) if follows(f)]
     if not follow:
@@ -447,7 +457,7 @@ def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float
     CPU time over the wall time of the largest sizes (at least 1): code that touches its memory on several
     threads takes the faults in parallel (torch's two threads here paid about half the probe's rate)."""
     warm = fresh.warm_ns
-    par = max(threads, 1.0)
+    par = min(max(threads, 1.0), float(cores()))  # (no more faults at once than there are cores to take them)
     rates = sorted(max(x - warm, 0.0) / par for x in fresh.cold_ns)
     now = max(peak - fresh.touched_bytes, 0.0)
     mean = sum(rates) / len(rates)  # over gigabytes, the chunks' rates add up: their mean is the rate

@@ -101,6 +101,10 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                 f"{f['full_s'] / f['duration']:,.0f}× theirs and averages most of that out (±"
                                 f"{f['full_sd']:.0%} left, 1 sd), and the high end reaches the slowest pace of the "
                                 "largest size"),
+    "estimate.settled-up": lambda f: (f"the largest sizes grow as {f['var']}^{f['power']:.2f}, slower than "
+                                      f"{f['var']}: usually an overhead or a thread pool still engaging, after which "
+                                      f"a cost per element grows as {f['var']} again; the interval's high end "
+                                      f"reaches that continuation ({fmt_time(f['high_s'])})"),
     "estimate.settled": lambda f: (f"the largest sizes grow as {f['var']}^{f['power']:.2f}, between whole powers: "
                                    "usually a change in progress (data leaving a cache), after which the cost grows "
                                    f"as {f['var']}^{f['whole']} again; the interval's low end reaches that "
