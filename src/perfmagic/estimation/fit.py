@@ -42,6 +42,7 @@ NOISY_RUNS = 0.25  # measured run-to-run variation beyond which an unreliable fi
 FRESH_WARN_BYTES = 256 * 2**20  # a full run mapping this much more than any size measured, on a VM whose host
 # takes freed memory back, gets the fresh-memory warning (docs/methodology.md, "Cost models and estimates")
 PACE_MAX_RATIO = 100  # a refused fit is answered from a pace (noisy_pace) at most this far beyond the largest size
+PACE_MIN_SHARE = 0.05  # ... from the runs lasting at least this share of the longest
 NOISE_REFUSALS = ("estimate.noisy", "estimate.growth-changed", "estimate.top-disagree")  # what noise refuses
 TOP_DISAGREE = 0.15  # the two largest sizes off the fit by more than this (and 2.5× the noise), same side: unreliable
 
@@ -302,8 +303,10 @@ def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var:
     pauses is spent: the longest runs are the slowest there)."""
     top = pts[-1].n
     longest = max((max((*p.times, *p.later), default=0.0) for p in pts), default=0.0)
-    runs = [(float(p.n), t) for p in pts if p.n * PACE_SPAN >= top for t in (*p.times, *p.later) if t >= 0.1 * longest]
-    a = min(max(overhead, 0.0), 0.5 * min((t for _, t in runs), default=0.0))
+    runs = [(float(p.n), t) for p in pts if p.n * PACE_SPAN >= top for t in (*p.times, *p.later) if t >= PACE_MIN_SHARE * longest]
+    # the overhead: the fit's constant, at most the cheapest run of any size (every run pays it; a noisy
+    # quadratic fit's 10.6 ms constant beside a 1.2 ms run of 2 steps made the pace look as if it grew)
+    a = min(max(overhead, 0.0), min((t for p in pts for t in (*p.times, *p.later)), default=0.0))
     pace = pooled_pace(runs, a)
     if pace is None or max(sigma, pace.spread) <= NOISY_RUNS:  # not noisy: the fit's refusal stands
         return None

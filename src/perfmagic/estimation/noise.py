@@ -133,7 +133,8 @@ def phases(units: Sequence[tuple[int, float]], segments: int = 5, min_step: floa
 PACE_SPAN = 8.0  # the runs pooled for a pace: sizes within this factor of the largest
 PACE_MIN_RUNS = 5  # ... at least this many runs of at least two sizes, spanning PACE_MIN_SIZES
 PACE_MIN_SIZES = 3.0
-PACE_SLOPE_MAX = 0.5  # a pace that grows (or falls) faster than n^0.5 with the size is not a linear cost
+PACE_SLOPE_MAX = 0.6  # a pace that grows (or falls) faster than n^0.6 with the size is not a linear cost (noise: a
+# linear job's pace beside a busy neighbour showed slopes up to 0.52 over 4× in size; a quadratic's is 1)
 
 
 @dataclass(frozen=True)
