@@ -1013,12 +1013,31 @@ def test_noisy_runs_of_a_linear_cost_are_answered_from_their_pooled_pace() -> No
 
 def test_a_noisy_cost_that_grows_faster_than_the_size_gets_no_pace() -> None:
     """The pace stands only for a cost linear in the size: a quadratic cost under the same noise (its pace
-    grows as n^1) stays refused, as does a full size more than 100× the largest measured."""
+    grows as n^1) stays refused, as does a full size more than 1000× the largest measured."""
     sizes = [1, 2, 4, 8, 16, 32, 64, 128, 256, 360]
     quad = analyse_scaling(_bimodal(sizes, lambda n: 1e-5 * n), N=4500)
     assert not any(getattr(n, "kind", "") == "estimate.pace" for n in quad.notes), quad.text()
-    far = analyse_scaling(_bimodal(sizes, lambda n: 1e-3), N=360 * 150)
+    far = analyse_scaling(_bimodal(sizes, lambda n: 1e-3), N=360 * 1500)
     assert not any(getattr(n, "kind", "") == "estimate.pace" for n in far.notes), far.text()
+    assert not far.reliable
+
+
+def test_sizes_that_span_too_little_for_the_distance_get_a_pace_not_a_curve() -> None:
+    """Steps of 200 ms (a 40 ms training step beside a busy neighbour) fit 1, 2 and 4 of them in the 3 s budget:
+    a quadratic through those put 2000 steps at 44 min, "reliable", where they took 7 min. Sizes spanning 4×
+    cannot tell a curve 500× beyond them: the pace of the runs answers, and says why."""
+    pts = [Point(1, (0.208, 0.253)), Point(2, (0.431, 0.436)), Point(4, (1.083,))]
+    r = analyse_scaling(pts, N=2000)
+    notes = [n for n in r.notes if getattr(n, "kind", "") == "estimate.pace"]
+    assert r.reliable and notes and notes[0]["short"] == pytest.approx(4.0), r.text()
+    truth = 2000 * 0.212  # 424.5 s measured as 2000 × the mean of 10 steps timed right after
+    assert r.low_s <= truth <= r.high_s and r.high_s / r.low_s < 3.0, r.text()
+    assert "the sizes measured span 4× and the full one lies 500× beyond them" in " ".join(r.text().split())
+    # sizes spanning 64× for a full size 10× beyond: the fit stands
+    wide = analyse_scaling([Point(n, (1e-6 * n * n,) * 2) for n in (100, 200, 400, 800, 1600, 3200, 6400)],
+                           N=64_000)
+    assert not any(getattr(n, "kind", "") == "estimate.pace" for n in wide.notes)
+    assert wide.predicted_s == pytest.approx(1e-6 * 64_000 ** 2, rel=0.05)
 
 
 def test_a_size_slower_than_twice_its_size_is_warming_up_not_noise() -> None:

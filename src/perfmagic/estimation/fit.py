@@ -41,7 +41,7 @@ DRIFT_PER_DECADE = 0.10  # relative sd added per tenfold of the full run's lengt
 NOISY_RUNS = 0.25  # measured run-to-run variation beyond which an unreliable fit says so as its reason
 FRESH_WARN_BYTES = 256 * 2**20  # a full run mapping this much more than any size measured, on a VM whose host
 # takes freed memory back, gets the fresh-memory warning (docs/methodology.md, "Cost models and estimates")
-PACE_MAX_RATIO = 100  # a refused fit is answered from a pace (noisy_pace) at most this far beyond the largest size
+PACE_MAX_RATIO = 1000  # a fit is answered from a pace (noisy_pace) at most this far beyond the largest size
 PACE_MIN_SHARE = 0.05  # ... from the runs lasting at least this share of the longest
 NOISE_REFUSALS = ("estimate.noisy", "estimate.growth-changed", "estimate.top-disagree")  # what noise refuses
 TOP_DISAGREE = 0.15  # the two largest sizes off the fit by more than this (and 2.5× the noise), same side: unreliable
@@ -287,12 +287,15 @@ def _trust(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequence[Point],
     return reliable, why, warnings
 
 
-def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var: str, cpu: float = 1.0
-               ) -> tuple[float, float, float, Finding] | None:
+def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var: str, cpu: float = 1.0,
+               short: float | None = None) -> tuple[float, float, float, Finding] | None:
     """``(predicted, low, high, note)`` from the pooled pace of the largest sizes' runs, for a fit refused
     where the runs are noisy (runs of one size, or the paces of the largest sizes' runs, differ by more than
-    ``NOISY_RUNS``: the noise bent the curve, or widened it past use), or None where they are not, or do not
-    show a cost linear in the size (:func:`.noise.pooled_pace`).
+    ``NOISY_RUNS``: the noise bent the curve, or widened it past use), or for any fit where the sizes span
+    too little to tell a curve that far (``short``: their span, when the full size lies further beyond the
+    largest than the span squared: 1, 2 and 4 steps of 200 ms, a "quadratic" fit said 44 min for 2000 steps
+    where they took 7 min); None where neither holds, or the runs do not show a cost linear in the size
+    (:func:`.noise.pooled_pace`).
 
     Beside a busy neighbour, two torch threads ran SGD steps at 0.6 to 5.4 ms a step in runs of a third of
     a second, while the full runs of 4,500 steps (7-10 s) took 1.5 to 2.2 ms a step: a run many times
@@ -304,11 +307,16 @@ def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var:
     top = pts[-1].n
     longest = max((max((*p.times, *p.later), default=0.0) for p in pts), default=0.0)
     runs = [(float(p.n), t) for p in pts if p.n * PACE_SPAN >= top for t in (*p.times, *p.later) if t >= PACE_MIN_SHARE * longest]
-    # the overhead: the fit's constant, at most the cheapest run of any size (every run pays it; a noisy
-    # quadratic fit's 10.6 ms constant beside a 1.2 ms run of 2 steps made the pace look as if it grew)
-    a = min(max(overhead, 0.0), min((t for p in pts for t in (*p.times, *p.later)), default=0.0))
-    pace = pooled_pace(runs, a)
-    if pace is None or max(sigma, pace.spread) <= NOISY_RUNS:  # not noisy: the fit's refusal stands
+    # the overhead: none (a loop of steps), or where the pace is linear only without it, the fit's constant,
+    # at most half the cheapest run of any size (every run pays it: a noisy fit's 237 ms constant beside a
+    # 237 ms run of 2 steps of 200 ms had left that run a pace of 5 ms)
+    cheapest = min((t for p in pts for t in (*p.times, *p.later)), default=0.0)
+    a, pace = 0.0, None
+    for a in dict.fromkeys((0.0, min(max(overhead, 0.0), 0.5 * cheapest))):
+        pace = pooled_pace(runs, a)
+        if pace is not None:
+            break
+    if pace is None or (short is None and max(sigma, pace.spread) <= NOISY_RUNS):  # the fit stands
         return None
     pred = a + pace.pooled * N
     span = max(math.log10(pred / max(longest, 1e-12)), 0.0)
@@ -316,9 +324,25 @@ def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var:
     full = math.sqrt(pace.spread ** 2 * min(pace.duration / pred, 1.0) + drift ** 2 + NOISE_FLOOR ** 2)
     lo, hi = pred * math.exp(-Z90 * full), pred * math.exp(Z90 * full)
     hi = max(hi, (a + pace.last * N) * math.exp(Z90 * math.hypot(drift, NOISE_FLOOR)))
-    return pred, lo, hi, Finding.of("estimate.pace", var=var, sigma=sigma, runs=pace.runs, lo_n=pace.lo_n,
+    return pred, lo, hi, Finding.of("estimate.pace", var=var, sigma=sigma, short=short, ratio=N / top,
+                                    runs=pace.runs, lo_n=pace.lo_n,
                                     hi_n=pace.hi_n, lowest=pace.lowest, highest=pace.highest, pooled=pace.pooled,
                                     duration=pace.duration, full_s=pred, full_sd=full)
+
+
+def _paced(pts: Sequence[Point], ns: Sequence[float], N: int, sel: Any, sigma: float, var: str, cpu: float,
+           reliable: bool, why: Finding | None) -> tuple[float, float, float, Finding] | None:
+    """:func:`noisy_pace` where it applies: a fit refused (or too wide) for noise, or sizes that span too little
+    for the distance to the full size; at most ``PACE_MAX_RATIO`` beyond the largest, and within
+    ``UNRELIABLE_SPREAD``."""
+    if N > PACE_MAX_RATIO * pts[-1].n:
+        return None
+    span = ns[-1] / ns[0] if ns and ns[0] > 0 else math.inf
+    short = span if N / pts[-1].n > span ** 2 else None
+    if short is None and (reliable or (why is not None and why.kind not in NOISE_REFUSALS)):
+        return None
+    paced = noisy_pace(pts, N, float(sel.best.a), sigma, var, cpu, short)
+    return paced if paced is not None and paced[2] / paced[1] <= UNRELIABLE_SPREAD else None
 
 
 def _memory_fit(pts: Sequence[Point], N: int, var: str) -> tuple[Any, Finding | None]:
@@ -551,13 +575,12 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     reliable = (all(math.isfinite(x) for x in (pred, lo, hi)) and pred > 0 and lo > 0
                 and hi / lo <= UNRELIABLE_SPREAD and hi <= PLAUSIBLE_MAX_S)
     reliable, why, checked = _trust(pts, raw_pts, use, sel, sigma, N, var, reliable)
-    paced = noisy_pace(raw_pts, N, float(sel.best.a), sigma, var, max(shares) if shares else 1.0) \
-        if not reliable and N <= PACE_MAX_RATIO * pts[-1].n and (why is None or why.kind in NOISE_REFUSALS) \
-        else None
-    if paced is not None and paced[2] / paced[1] <= UNRELIABLE_SPREAD:
+    paced = _paced(raw_pts, ns, N, sel, sigma, var, max(shares) if shares else 1.0, reliable, why)
+    if paced is not None:
         pred, lo, hi = paced[:3]
         lo, hi = load_widening(pred, lo, hi, others_cores, raw_pts, threads)
-        reliable, why, base["notes"] = True, None, (*base["notes"], paced[3])
+        kept = tuple(n for n in base["notes"] if not str(getattr(n, "kind", "")).startswith("estimate.settled"))
+        reliable, why, base["notes"] = True, None, (*kept, paced[3])
     mem_sel, mem_warning = _memory_fit(pts, N, var)
     peak, plo, phi = (mem_sel.predicted, mem_sel.low, mem_sel.high) if mem_sel is not None else (None, None, None)
     beyond = _fresh_memory(pts, peak, N, var) if reclaiming else None

@@ -49,6 +49,12 @@ def _noisy(f: Any) -> str:
             f"{f['ratio']:,.0f}× in size; {_suggest(f)}")
 
 
+def _pace_why(f: Any) -> str:
+    if f.get("short") is not None:
+        return f"the sizes measured span {f['short']:,.0f}× and the full one lies {f['ratio']:,.0f}× beyond them"
+    return f"runs of the same size differ by ±{f['sigma']:.0%} here"
+
+
 def _growth_changed(f: Any) -> str:
     var = f["var"]
     why = (f"the cost changed its growth: the {f['count']} largest sizes ({f['lo_n']:,} … {f['top']:,}) grow as "
@@ -94,7 +100,7 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                 f"use {f['var']}?"),
     "estimate.few-sizes": lambda f: (f"only {f['k']} size{'s' if f['k'] != 1 else ''} measured; at least 3 are "
                                      "needed"),
-    "estimate.pace": lambda f: (f"runs of the same size differ by ±{f['sigma']:.0%} here, too much for a curve, but "
+    "estimate.pace": lambda f: (f"{_pace_why(f)}, too much for a curve, but "
                                 f"not for a pace: the {f['runs']} runs of {f['var']}={f['lo_n']:,} – {f['hi_n']:,} took "
                                 f"{fmt_time(f['lowest'])} – {fmt_time(f['highest'])} per unit of {f['var']}, "
                                 f"{fmt_time(f['pooled'])} pooled; a run of {fmt_time(f['full_s'])} lasts "
