@@ -101,6 +101,9 @@ def calibrate(code: str, ns: dict, k: float, n0: int, target: float) -> int:
 
     r = _Runner(code, "n", ns, "cpu", "<calibrate>")
     n = n0
+    # one run first, untimed: the first call of a torch model (autograd's set-up) or of a fresh file took
+    # about a second here, and a calibration on it made a 2 s job of SGD steps 38 steps long (0.07 s)
+    r.once(n, memory=False, clean=True)
     while True:
         t = r.once(n, memory=False, clean=True)[0]
         if t > CAL_MIN_S or n > 10**10:
