@@ -1081,3 +1081,22 @@ def test_a_cost_growing_slower_than_the_size_reaches_n_with_its_high_end() -> No
     # a cost that grows as the size gets no such note
     lin = analyse_scaling([Point(n, (1e-8 * n + 1e-5,) * 2) for n in ns], N=N)
     assert not any(getattr(n, "kind", "") == "estimate.settled-up" for n in lin.notes)
+
+
+def test_a_peak_from_sizes_that_span_too_little_is_not_extrapolated() -> None:
+    """A loop of 1, 2 and 4 training steps: a few MiB of RSS noise, fitted as linear and carried 500× to 2000
+    steps, said 3.8 GiB. Sizes spanning 4× cannot tell a growing peak from noise that far: no peak, and a
+    warning that says why; a constant peak stays, and so does a peak that grew in proportion to the size, or
+    was measured over a wide span."""
+    pts = [Point(1, (0.21,), (3 * 2**20,)), Point(2, (0.43,), (6 * 2**20,)), Point(4, (1.08,), (6.5 * 2**20,))]
+    r = analyse_scaling(pts, N=2000)
+    assert r.peak_bytes is None and r.mem_fit is None, r.text()
+    text = " ".join(r.text().split())
+    assert "memory: the sizes measured span 4× and the full one lies 500× beyond them" in text, text
+    flat = analyse_scaling([replace(p, rss_peaks=(5 * 2**20,)) for p in pts], N=2000)
+    assert flat.peak_bytes == pytest.approx(5 * 2**20, rel=0.05)
+    wide = analyse_scaling([Point(n, (1e-6 * n,), (8 * n,)) for n in (10**5, 4 * 10**5, 16 * 10**5, 64 * 10**5)],
+                           N=10**8)
+    assert wide.peak_bytes == pytest.approx(8e8, rel=0.05)
+    arrays = analyse_scaling([Point(n, (1e-6 * n,), (8 * n,)) for n in (10**6, 2 * 10**6, 4 * 10**6)], N=2 * 10**9)
+    assert arrays.peak_bytes == pytest.approx(1.6e10, rel=0.05)

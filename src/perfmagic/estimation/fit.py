@@ -358,6 +358,13 @@ def _memory_fit(pts: Sequence[Point], N: int, var: str) -> tuple[Any, Finding | 
         return None, None
     mem_sel = select([x for x, _ in mem_pts], [max(v, 0.0) for _, v in mem_pts], float(N), floor=MEM_FLOOR,
                      forms=("constant", "linear", "quadratic"))  # memory: no n log n in practice
+    span = top / pts[0].n if pts[0].n > 0 else math.inf  # the sizes measured, as for the time (_paced)
+    (x0, v0), (x1, v1) = mem_pts[0], mem_pts[-1]
+    proportional = v0 > 0 and v1 / v0 >= 0.8 * x1 / x0  # grew in proportion to the size (an array per element)
+    if N / top > span ** 2 and mem_sel.best.name != "constant" and not proportional:
+        # sizes spanning 4× cannot tell a peak that grows from allocator noise 500× beyond them: a loop of
+        # 1, 2 and 4 training steps (RSS 3, 6 and 6 MiB: its first run read low) was put at 3.8 GiB for 2000
+        return None, Finding.of("estimate.memory-short", var=var, span=span, ratio=N / top)
     # the same check at the top of the curve: RSS under-reads small runs (the heap reuses pages it
     # already has), so the peak per element grows towards its true value and a quadratic can fit
     # what is linear; of the forms, the best one that follows the largest sizes is kept

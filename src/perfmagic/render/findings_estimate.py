@@ -148,6 +148,9 @@ _FIT: dict[str, Callable[[Any], str]] = {
     "estimate.memory-refit": lambda f: (f"memory: the largest sizes grow as {f['var']}^{f['power']:.2f}, which the "
                                         f"best fit across all sizes ({f['first']}) does not follow: predicted with "
                                         f"{f['chosen']} fitted on those sizes"),
+    "estimate.memory-short": lambda f: (f"memory: the sizes measured span {f['span']:,.0f}× and the full one lies "
+                                        f"{f['ratio']:,.0f}× beyond them, too little to tell how the peak grows: no "
+                                        "peak predicted"),
     "estimate.memory-no-model": lambda f: (f"memory: no model follows the largest sizes ({f['var']}^"
                                            f"{f['power']:.2f}): no peak predicted"),
     "estimate.phase": lambda f: (f"units 1–{f['change_at'] - 1} took {fmt_time(f['before'])} each, units "
