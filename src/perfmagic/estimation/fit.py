@@ -23,7 +23,8 @@ from ..core import stats as _stats
 from ..core.memory import FreshTouch
 from ..findings import Finding
 from .costmodel import local_slopes, select
-from .noise import (LOAD_WARN, NOISE_FLOOR, PACE_SPAN, Z90, cores, load_finding, load_widening, phases, pooled_pace,
+from .noise import (LOAD_WARN, NOISE_FLOOR, PACE_SPAN, Z90, cores, load_finding, load_widening, oversubscribed,
+                    phases, pooled_pace,
                     run_noise, settled_power, slope_range, top_trend, widen)
 from .result import MEM_FLOOR, EstimateResult, Point, suggest_sizes
 
@@ -43,6 +44,7 @@ FRESH_WARN_BYTES = 256 * 2**20  # a full run mapping this much more than any siz
 # takes freed memory back, gets the fresh-memory warning (docs/methodology.md, "Cost models and estimates")
 PACE_MAX_RATIO = 1000  # a fit is answered from a pace (noisy_pace) at most this far beyond the largest size
 PACE_MIN_SHARE = 0.05  # ... from the runs lasting at least this share of the longest
+FRACTIONAL_GROWTH = 0.15  # a model growing faster than n^1.15: superlinear (_contended_floor)
 NOISE_REFUSALS = ("estimate.noisy", "estimate.growth-changed", "estimate.top-disagree")  # what noise refuses
 TOP_DISAGREE = 0.15  # the two largest sizes off the fit by more than this (and 2.5× the noise), same side: unreliable
 
@@ -330,6 +332,23 @@ def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var:
                                     duration=pace.duration, full_s=pred, full_sd=full)
 
 
+def _contended_floor(use: Sequence[Point], sel: Any, N: int, sigma: float, others: float | None,
+                     pts: Sequence[Point], threads: int | None) -> tuple[float, Finding] | None:
+    """``(low end, note)``: where this process and others need more cores than there are
+    (:func:`.noise.oversubscribed`) and the model grows faster than the size, the largest size continued as n.
+    Sharing cores, a process that pauses between runs gets more than its share in a short run and less in a
+    long one, so its runs grow faster than its cost: beside a busy process, two torch threads ran 40 ms steps
+    at 40-56 ms in short runs and slower in long ones, and a fit through them printed 245 h (92-721 h) as
+    reliable for 2000 steps that took 112 s."""
+    if not oversubscribed(others, pts, threads) or not sel.best.exponent() > 1 + FRACTIONAL_GROWTH:
+        return None
+    top = use[-1]
+    a = min(max(float(sel.best.a), 0.0), 0.5 * top.time)
+    floor = (a + (top.time - a) * N / top.n) * math.exp(-Z90 * max(sigma, NOISE_FLOOR))
+    return floor, Finding.of("estimate.contended", model=sel.best.describe(), others=others or 0.0,
+                             threads=threads or 1, low_s=floor)
+
+
 def _paced(pts: Sequence[Point], ns: Sequence[float], N: int, sel: Any, sigma: float, var: str, cpu: float,
            reliable: bool, why: Finding | None) -> tuple[float, float, float, Finding] | None:
     """:func:`noisy_pace` where it applies: a fit refused (or too wide) for noise, or sizes that span too little
@@ -579,6 +598,9 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     if settled is not None:
         base["notes"] = (*base["notes"], settled)
     lo, hi = load_widening(pred, lo, hi, others_cores, raw_pts, threads)
+    contended = _contended_floor(use, sel, N, sigma, others_cores, raw_pts, threads)
+    if contended is not None and contended[0] < lo:
+        lo, base["notes"] = contended[0], (*base["notes"], contended[1])
     reliable = (all(math.isfinite(x) for x in (pred, lo, hi)) and pred > 0 and lo > 0
                 and hi / lo <= UNRELIABLE_SPREAD and hi <= PLAUSIBLE_MAX_S)
     reliable, why, checked = _trust(pts, raw_pts, use, sel, sigma, N, var, reliable)
@@ -586,7 +608,8 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     if paced is not None:
         pred, lo, hi = paced[:3]
         lo, hi = load_widening(pred, lo, hi, others_cores, raw_pts, threads)
-        kept = tuple(n for n in base["notes"] if not str(getattr(n, "kind", "")).startswith("estimate.settled"))
+        kept = tuple(n for n in base["notes"]  # (the fit's own interval notes do not hold for the pace)
+                     if getattr(n, "kind", "") not in ("estimate.settled", "estimate.settled-up", "estimate.contended"))
         reliable, why, base["notes"] = True, None, (*kept, paced[3])
     mem_sel, mem_warning = _memory_fit(pts, N, var)
     peak, plo, phi = (mem_sel.predicted, mem_sel.low, mem_sel.high) if mem_sel is not None else (None, None, None)

@@ -209,6 +209,17 @@ def load_widening(pred: float, lo: float, hi: float, others: float | None, point
     return min(lo, pred * (1 - gain)), hi
 
 
+def oversubscribed(others: float | None, points: Sequence[Any], threads: int | None = None) -> bool:
+    """Whether other processes' load and this process's busy threads (at least its CPU share) need more
+    cores than the machine has, with the others above ``LOAD_WARN``: then the scheduler shares cores, and a
+    process that pauses between runs gets more than its share in a short run than in a long one."""
+    if others is None or others <= LOAD_WARN:
+        return False
+    shares = [max(p.cpu_share or 0.0, 0.0) for p in points if p.cpu_share is not None]
+    own = max(_median(shares) if shares else 1.0, float(threads or 1), 1.0)
+    return own + others > cores() + 0.25
+
+
 def _top_slope(ns: Sequence[float], ts: Sequence[float], a: float, span: float = 3.0
                ) -> tuple[float, float, float] | None:
     """``(slope, largest size, its cost above a)``: the least-squares log-log slope of the cost above the
@@ -292,4 +303,4 @@ def slope_range(ns: Sequence[float], ts: Sequence[float], a: float, N: float) ->
 
 
 __all__ = ["LOAD_WARN", "NOISE_FLOOR", "PACE_SPAN", "Pace", "Phases", "Z90", "cores", "load_finding", "load_widening",
-           "phases", "pooled_pace", "run_noise", "settled_power", "slope_range", "top_trend", "widen"]
+           "oversubscribed", "phases", "pooled_pace", "run_noise", "settled_power", "slope_range", "top_trend", "widen"]

@@ -107,6 +107,11 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                 f"{f['full_s'] / f['duration']:,.0f}× theirs and averages most of that out (±"
                                 f"{f['full_sd']:.0%} left, 1 sd), and the high end reaches the slowest pace of the "
                                 "largest size"),
+    "estimate.contended": lambda f: (f"other processes kept {f['others']:.1f} cores busy beside this process's "
+                                     f"{f['threads']} busy thread{'s' if f['threads'] != 1 else ''}, more than the "
+                                     f"machine has: sharing cores, a long run gets less of them than a short one, "
+                                     f"so runs can grow faster than the cost ({f['model']}); the interval's low end "
+                                     f"reaches the largest size continued as n ({fmt_time(f['low_s'])})"),
     "estimate.settled-up": lambda f: (f"the largest sizes grow as {f['var']}^{f['power']:.2f}, slower than "
                                       f"{f['var']}: usually an overhead or a thread pool still engaging, after which "
                                       f"a cost per element grows as {f['var']} again; the interval's high end "
