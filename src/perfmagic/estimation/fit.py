@@ -24,8 +24,7 @@ from ..core.memory import FreshTouch
 from ..findings import Finding
 from .costmodel import local_slopes, select
 from .noise import (LOAD_WARN, NOISE_FLOOR, PACE_SPAN, Z90, cores, load_finding, load_widening, oversubscribed,
-                    phases, pooled_pace,
-                    run_noise, settled_power, slope_range, top_trend, widen)
+                    phases, pooled_pace, run_noise, settled_power, slope_range, top_trend, widen)
 from .result import MEM_FLOOR, EstimateResult, Point, suggest_sizes
 
 DEFAULT_BUDGET_S = 3.0  # the measuring budget (``budget=``, ``-b``)
@@ -349,15 +348,21 @@ def _contended_floor(use: Sequence[Point], sel: Any, N: int, sigma: float, other
                              threads=threads or 1, low_s=floor)
 
 
+def short_span(sizes: Sequence[float], N: float) -> float | None:
+    """The span of ``sizes`` (ascending: largest / smallest) where the full size lies further beyond the largest
+    than that span squared: too little to tell a curve (of the time, or of the peak) that far. None otherwise."""
+    span = sizes[-1] / sizes[0] if sizes and sizes[0] > 0 else math.inf
+    return span if N / sizes[-1] > span ** 2 else None
+
+
 def _paced(pts: Sequence[Point], ns: Sequence[float], N: int, sel: Any, sigma: float, var: str, cpu: float,
            reliable: bool, why: Finding | None) -> tuple[float, float, float, Finding] | None:
     """:func:`noisy_pace` where it applies: a fit refused (or too wide) for noise, or sizes that span too little
-    for the distance to the full size; at most ``PACE_MAX_RATIO`` beyond the largest, and within
-    ``UNRELIABLE_SPREAD``."""
+    for the distance to the full size (:func:`short_span`); at most ``PACE_MAX_RATIO`` beyond the largest, and
+    within ``UNRELIABLE_SPREAD``."""
     if N > PACE_MAX_RATIO * pts[-1].n:
         return None
-    span = ns[-1] / ns[0] if ns and ns[0] > 0 else math.inf
-    short = span if N / pts[-1].n > span ** 2 else None
+    short = short_span(ns, N)  # the sizes fitted
     if short is None and (reliable or (why is not None and why.kind not in NOISE_REFUSALS)):
         return None
     paced = noisy_pace(pts, N, float(sel.best.a), sigma, var, cpu, short)
@@ -377,10 +382,10 @@ def _memory_fit(pts: Sequence[Point], N: int, var: str) -> tuple[Any, Finding | 
         return None, None
     mem_sel = select([x for x, _ in mem_pts], [max(v, 0.0) for _, v in mem_pts], float(N), floor=MEM_FLOOR,
                      forms=("constant", "linear", "quadratic"))  # memory: no n log n in practice
-    span = top / pts[0].n if pts[0].n > 0 else math.inf  # the sizes measured, as for the time (_paced)
+    span = short_span([p.n for p in pts], N)  # the sizes measured (the time's rule, _paced)
     (x0, v0), (x1, v1) = mem_pts[0], mem_pts[-1]
     proportional = v0 > 0 and v1 / v0 >= 0.8 * x1 / x0  # grew in proportion to the size (an array per element)
-    if N / top > span ** 2 and mem_sel.best.name != "constant" and not proportional:
+    if span is not None and mem_sel.best.name != "constant" and not proportional:
         # sizes spanning 4× cannot tell a peak that grows from allocator noise 500× beyond them: a loop of
         # 1, 2 and 4 training steps (RSS 3, 6 and 6 MiB: its first run read low) was put at 3.8 GiB for 2000
         return None, Finding.of("estimate.memory-short", var=var, span=span, ratio=N / top)
@@ -522,6 +527,33 @@ def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float
                                            threads=par, cache=float(cache))
 
 
+def _time_prediction(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequence[Point], N: int, sigma: float,
+                     var: str, cpu: float, others: float | None, threads: int | None
+                     ) -> tuple[Any, float, float, float, bool, Finding | None, list[Finding], list[Finding]]:
+    """``(selection, predicted, low, high, reliable, why not, warnings, notes)`` of the time: the fit on the
+    sizes ``use`` with its interval (:func:`_time_interval`), widened for other processes' load
+    (:func:`.noise.load_widening`, :func:`_contended_floor`) and checked (:func:`_trust`); or, where
+    :func:`_paced` applies, the runs' pace instead, with its own note (the fit's interval notes then do not
+    hold)."""
+    ns = [float(p.n) for p in use]
+    sel, pred, lo, hi, settled = _time_interval(ns, [p.time for p in use], N, sigma, var, cpu)
+    notes = [settled] if settled is not None else []
+    lo, hi = load_widening(pred, lo, hi, others, raw_pts, threads)
+    contended = _contended_floor(use, sel, N, sigma, others, raw_pts, threads)
+    if contended is not None and contended[0] < lo:
+        lo = contended[0]
+        notes.append(contended[1])
+    reliable = (all(math.isfinite(x) for x in (pred, lo, hi)) and pred > 0 and lo > 0
+                and hi / lo <= UNRELIABLE_SPREAD and hi <= PLAUSIBLE_MAX_S)
+    reliable, why, checked = _trust(pts, raw_pts, use, sel, sigma, N, var, reliable)
+    paced = _paced(raw_pts, ns, N, sel, sigma, var, cpu, reliable, why)
+    if paced is not None:
+        pred, lo, hi = paced[:3]
+        lo, hi = load_widening(pred, lo, hi, others, raw_pts, threads)
+        return sel, pred, lo, hi, True, None, checked, [paced[3]]
+    return sel, pred, lo, hi, reliable, why, checked, notes
+
+
 def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: str = "", device: str = "cpu",
                     spent_s: float = 0.0, budget_s: float = DEFAULT_BUDGET_S,
                     max_fraction: float = DEFAULT_MAX_FRACTION, failures: Sequence[tuple[int, str]] = (),
@@ -593,30 +625,16 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     # the CPU share of the full run: the largest of the sizes fitted (a constant wait behind a growing CPU
     # cost weighs less at the full size than at the small sizes)
     shares = [p.cpu_share for p in use if p.cpu_share is not None]
-    sel, pred, lo, hi, settled = _time_interval(ns, [p.time for p in use], N, sigma, var,
-                                                max(shares) if shares else 1.0)
-    if settled is not None:
-        base["notes"] = (*base["notes"], settled)
-    lo, hi = load_widening(pred, lo, hi, others_cores, raw_pts, threads)
-    contended = _contended_floor(use, sel, N, sigma, others_cores, raw_pts, threads)
-    if contended is not None and contended[0] < lo:
-        lo, base["notes"] = contended[0], (*base["notes"], contended[1])
-    reliable = (all(math.isfinite(x) for x in (pred, lo, hi)) and pred > 0 and lo > 0
-                and hi / lo <= UNRELIABLE_SPREAD and hi <= PLAUSIBLE_MAX_S)
-    reliable, why, checked = _trust(pts, raw_pts, use, sel, sigma, N, var, reliable)
-    paced = _paced(raw_pts, ns, N, sel, sigma, var, max(shares) if shares else 1.0, reliable, why)
-    if paced is not None:
-        pred, lo, hi = paced[:3]
-        lo, hi = load_widening(pred, lo, hi, others_cores, raw_pts, threads)
-        kept = tuple(n for n in base["notes"]  # (the fit's own interval notes do not hold for the pace)
-                     if getattr(n, "kind", "") not in ("estimate.settled", "estimate.settled-up", "estimate.contended"))
-        reliable, why, base["notes"] = True, None, (*kept, paced[3])
+    cpu = max(shares) if shares else 1.0
+    sel, pred, lo, hi, reliable, why, checked, fit_notes = _time_prediction(pts, raw_pts, use, N, sigma, var, cpu,
+                                                                             others_cores, threads)
+    base["notes"] = (*base["notes"], *fit_notes)
     mem_sel, mem_warning = _memory_fit(pts, N, var)
     peak, plo, phi = (mem_sel.predicted, mem_sel.low, mem_sel.high) if mem_sel is not None else (None, None, None)
     beyond = _fresh_memory(pts, peak, N, var) if reclaiming else None
     if beyond is not None and cold:
         add, add_lo, add_hi, beyond = cold_memory(beyond["seen"] + beyond["more"], fresh, var, N,  # type: ignore
-                                                  max(shares) if shares else 1.0, beyond["cache"], beyond["seen"])
+                                                  cpu, beyond["cache"], beyond["seen"])
         pred, lo, hi = pred + add, lo + add_lo, hi + add_hi
     warnings += checked + [w for w in (mem_warning, beyond) if w is not None]
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,
