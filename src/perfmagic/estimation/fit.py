@@ -474,6 +474,16 @@ def fresh_every_run(pts: Sequence[Point]) -> bool:
     return fresh_bytes(top[-1]) >= FRESH_SHARE * footprint(top[-1]) > 0
 
 
+def cold_able(p: Point, fresh: FreshTouch) -> float:
+    """The fresh memory of a run of ``p`` that can have been cold: its huge pages, and its 4 KiB pages (its
+    own and the page cache) beyond the free blocks the host never took back (``fresh.small_warm``); all of
+    its fresh memory where the page sizes were not counted."""
+    if p.huge_bytes is None or p.small_bytes is None:
+        return float(fresh_bytes(p))
+    small = p.small_bytes + cache_bytes(p)
+    return float(p.huge_bytes + max(small - (fresh.small_warm or 0), 0))
+
+
 def warm_runs(pts: Sequence[Point], fresh: FreshTouch) -> list[Point]:
     """Each size's runs with the part a first touch of cold memory explains taken out: a run is counted at
     most ``fresh bytes × (dearest cold − warm rate)`` above its size's fastest run. On a VM whose host takes
@@ -485,7 +495,7 @@ def warm_runs(pts: Sequence[Point], fresh: FreshTouch) -> list[Point]:
     out = []
     for p in pts:
         runs = list(p.times) + list(p.later)
-        f = fresh_bytes(p)
+        f = cold_able(p, fresh)
         if not runs or not f:
             out.append(p)
             continue
@@ -495,8 +505,18 @@ def warm_runs(pts: Sequence[Point], fresh: FreshTouch) -> list[Point]:
     return out
 
 
+def small_pages(pts: Sequence[Point], peak: float, cache: float) -> float:
+    """The part of the full run's fresh memory ``peak`` in 4 KiB pages: the page cache ``cache`` of the files
+    it writes, and of the rest the share the largest size counted took in 4 KiB pages (not in transparent
+    huge pages); none of the rest where that was not counted."""
+    top = [p for p in pts if p.huge_bytes is not None and p.small_bytes is not None and p.huge_bytes + p.small_bytes]
+    own = max(peak - cache, 0.0)
+    share = top[-1].small_bytes / (top[-1].huge_bytes + top[-1].small_bytes) if top else 0.0  # type: ignore
+    return min(cache + own * share, peak)
+
+
 def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float = 1.0, cache: float = 0.0,
-                recent: float = 0.0) -> tuple[float, float, float, Finding]:
+                recent: float = 0.0, small: float = 0.0) -> tuple[float, float, float, Finding]:
     """The cost of the full run's fresh memory from the probe (:func:`perfmagic.core.memory.probe_fresh_memory`):
     ``(added to the prediction, to the low end, to the high end, the finding)`` in seconds.
 
@@ -513,18 +533,27 @@ def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float
     interval 1.5-2× wider: docs/methodology.md.) Rates are above the warm one, which the fit carries (the
     host's part per byte, measured in huge pages: it was the same for 4 KiB pages here). ``threads``: the
     CPU time over the wall time of the largest sizes (at least 1): code that touches its memory on several
-    threads takes the faults in parallel (torch's two threads here paid about half the probe's rate)."""
+    threads takes the faults in parallel (torch's two threads here paid about half the probe's rate).
+    ``small``: the part of ``peak`` in 4 KiB pages (:func:`small_pages`). The kernel hands those out from its
+    smallest free blocks first, and the host never took back the free blocks below the reporting order
+    (``fresh.small_warm``, :func:`perfmagic.core.memory.unreported_free_bytes`): that much of them is warm,
+    now and later; the probe, which walks huge pages, says nothing about them."""
     warm = fresh.warm_ns
     par = min(max(threads, 1.0), float(cores()))  # (no more faults at once than there are cores to take them)
     rates = sorted(max(x - warm, 0.0) / par for x in fresh.cold_ns)
-    now = max(peak - fresh.touched_bytes, 0.0)
+    small = min(max(small, 0.0), peak)
+    pool = float(fresh.small_warm or 0) if small > 0 else 0.0
+    small_cold = max(small - pool, 0.0)  # 4 KiB pages beyond the unreported blocks: split off reported ones
+    huge = peak - small
+    now = max(huge - fresh.touched_bytes, 0.0) + small_cold
     mean = sum(rates) / len(rates)  # over gigabytes, the chunks' rates add up: their mean is the rate
     maybe_warm = max(recent - fresh.warm_bytes, 0.0)
-    add, add_lo, add_hi = now * mean * 1e-9, max(now - maybe_warm, 0.0) * rates[0] * 1e-9, peak * mean * 1e-9
+    add, add_lo = now * mean * 1e-9, max(now - maybe_warm, 0.0) * rates[0] * 1e-9
+    add_hi = (huge + small_cold) * mean * 1e-9
     return add, add_lo, add_hi, Finding.of("estimate.cold-memory", peak=float(peak), warm_bytes=float(fresh.warm_bytes),
                                            cold_now=float(now), warm_ns=warm, cold_lo=min(fresh.cold_ns),
                                            cold_hi=max(fresh.cold_ns), add=add, add_hi=add_hi, var=var, n=N,
-                                           threads=par, cache=float(cache))
+                                           threads=par, cache=float(cache), small=float(small), pool=pool)
 
 
 def _time_prediction(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequence[Point], N: int, sigma: float,
@@ -633,8 +662,9 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     peak, plo, phi = (mem_sel.predicted, mem_sel.low, mem_sel.high) if mem_sel is not None else (None, None, None)
     beyond = _fresh_memory(pts, peak, N, var) if reclaiming else None
     if beyond is not None and cold:
-        add, add_lo, add_hi, beyond = cold_memory(beyond["seen"] + beyond["more"], fresh, var, N,  # type: ignore
-                                                  cpu, beyond["cache"], beyond["seen"])
+        full = beyond["seen"] + beyond["more"]
+        add, add_lo, add_hi, beyond = cold_memory(full, fresh, var, N, cpu, beyond["cache"],  # type: ignore
+                                                  beyond["seen"], small_pages(pts, full, beyond["cache"]))
         pred, lo, hi = pred + add, lo + add_lo, hi + add_hi
     warnings += checked + [w for w in (mem_warning, beyond) if w is not None]
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,

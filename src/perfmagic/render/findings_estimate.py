@@ -81,6 +81,15 @@ def _cache(f: Any) -> str:
             if total and cache >= 0.25 * total else "")
 
 
+def _small_pages(f: Any) -> str:
+    """'; of the X in 4 KiB pages, Y come warm from ...' where a quarter or more of the memory is in 4 KiB pages."""
+    small, pool, total = f.get("small") or 0.0, f.get("pool") or 0.0, f.get("peak") or 0.0
+    if not total or small < 0.25 * total:
+        return ""
+    return (f"; of the {fmt_bytes(small)} in 4 KiB pages, {fmt_bytes(min(small, pool))} come warm from free blocks "
+            "too small for the host to take back (the kernel hands those out first)")
+
+
 def _container(f: Any) -> str:
     where = f.get("where")
     return f" ({where})" if where and where.startswith("memory the container") else ""
@@ -145,6 +154,7 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                        "host's page faults"
                                        + (f" (taken on {f['threads']:.1f} threads at once, as the code's CPU time "
                                           "says)" if f.get("threads", 1.0) > 1.05 else "")
+                                       + _small_pages(f)
                                        + "; started now, the full run pays about "
                                        f"{fmt_time(f['add'])} for {fmt_bytes(f['cold_now'])} of it (in the "
                                        "prediction); started once the host has taken back what is free now "
