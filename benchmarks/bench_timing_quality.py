@@ -335,6 +335,9 @@ def measure(args: argparse.Namespace, n_rounds: int, budgets: list[float]) -> di
             _timeit_mod.Timer(stmt, globals=ns).timeit(100)
             n, t = 100, time.perf_counter() - t0
         else:
+            # one untimed call first: autorange's first try is one call, and a cold first matmul (torch's
+            # lazy start-up) over 0.3 s had sized every %timeit -n to 1 (the 2d7aea5 run's torch_mm rows)
+            _timeit_mod.Timer(stmt, globals=ns).timeit(1)
             n, t = _timeit_mod.Timer(stmt, globals=ns).autorange()
         per_call[stmt] = t / n
     timeit_n = {stmt: {b: max(1, round(b / 7 / pc)) for b in budgets} for stmt, pc in per_call.items()}
