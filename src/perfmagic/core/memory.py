@@ -131,6 +131,11 @@ class FreshTouch:
     warm_ref: float | None = None  # ns/byte of a chunk touched right after the same chunk was freed: warm
     small_warm: int | None = None  # free memory in blocks below the reporting order (:func:`unreported_free_bytes`)
 
+    def small_cold(self, small: float) -> float:
+        """The part of ``small`` bytes in 4 KiB pages beyond the free blocks the host never took back
+        (``small_warm``): the kernel hands 4 KiB pages out of those first (all of it where they were not read)."""
+        return max(small - (self.small_warm or 0), 0.0)
+
     @property
     def warm_ns(self) -> float:
         """The warm rate (:func:`warm_rate`)."""

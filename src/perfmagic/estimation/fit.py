@@ -480,8 +480,7 @@ def cold_able(p: Point, fresh: FreshTouch) -> float:
     its fresh memory where the page sizes were not counted."""
     if p.huge_bytes is None or p.small_bytes is None:
         return float(fresh_bytes(p))
-    small = p.small_bytes + cache_bytes(p)
-    return float(p.huge_bytes + max(small - (fresh.small_warm or 0), 0))
+    return float(p.huge_bytes + fresh.small_cold(p.small_bytes + cache_bytes(p)))
 
 
 def warm_runs(pts: Sequence[Point], fresh: FreshTouch) -> list[Point]:
@@ -542,8 +541,8 @@ def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float
     par = min(max(threads, 1.0), float(cores()))  # (no more faults at once than there are cores to take them)
     rates = sorted(max(x - warm, 0.0) / par for x in fresh.cold_ns)
     small = min(max(small, 0.0), peak)
-    pool = float(fresh.small_warm or 0) if small > 0 else 0.0
-    small_cold = max(small - pool, 0.0)  # 4 KiB pages beyond the unreported blocks: split off reported ones
+    small_cold = fresh.small_cold(small)  # 4 KiB pages beyond the unreported blocks: split off reported ones
+    pool = float(fresh.small_warm or 0) if small > 0 else 0.0  # (for the finding)
     huge = peak - small
     now = max(huge - fresh.touched_bytes, 0.0) + small_cold
     mean = sum(rates) / len(rates)  # over gigabytes, the chunks' rates add up: their mean is the rate
