@@ -26,7 +26,7 @@ torch uses ``len(os.sched_getaffinity(0))`` threads for every tool. For every wo
 len(tools)/rounds places (interleaved, same process), so drift of the machine hits every tool alike.
 One untimed warm-up pass of the default tools runs first (imports, first compilations).
 
-    .venv/bin/python benchmarks/bench_timing_quality.py           # 7 rounds (~7–9 min on 2 cores)
+    .venv/bin/python benchmarks/bench_timing_quality.py           # 10 rounds (~8–12 min on 2 cores)
     .venv/bin/python benchmarks/bench_timing_quality.py --quick   # smoke test: 2 rounds of tiny settings, seconds
     .venv/bin/python benchmarks/bench_timing_quality.py --from-json benchmarks/results/timing_quality.json  # re-render only
 """
@@ -469,7 +469,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     C.add_args(ap, "2 rounds (spread needs 2), budget 0.02, every tool with tiny settings, the py_call workload "
                "only; with --neighbours, the neighbour starts and stops once, for 0.3 s (smoke test; never written to the docs)")
-    ap.add_argument("--rounds", type=int, default=None, help="rounds per workload (default 7, --quick 2; >= 2)")
+    ap.add_argument("--rounds", type=int, default=None, help="rounds per workload (default 10, --quick 2; >= 2)")
     ap.add_argument("--budgets", default=None, help="perfmagic budgets in s, comma-separated (default 0.1,0.3,1,3)")
     ap.add_argument("--no-anchor-sweep", action="store_true",
                     help="anchors only at their defaults (no sized %%timeit, no blocked_autorange(min_run_time=B))")
@@ -483,7 +483,7 @@ def main() -> int:
     ap.add_argument("--json", default=str(C.RESULTS / "timing_quality.json"), help="where to write per-round data")
     ap.add_argument("--from-json", metavar="PATH", help="measure nothing: render the tables again from a saved --json file")
     args = ap.parse_args()
-    n_rounds = args.rounds or (2 if args.quick else 7)
+    n_rounds = args.rounds or (2 if args.quick else 10)  # issue 28: at least 10 interleaved rounds
     global WORKLOADS
     if args.quick:  # every tool and path on one workload: the anchors' defaults alone take ~10 s per answer
         WORKLOADS = [w for w in WORKLOADS if w[0] == "py_call"]

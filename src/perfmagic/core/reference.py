@@ -12,14 +12,22 @@ A slow reading is a *machine speed state*, not other processes' load, and it mat
 when the result's own samples show it: :func:`speed_state` takes the readings before and after a run and
 its samples, and says whether a contiguous stretch of samples at the slow end ran slower (within the run),
 or the whole run ran slower than the same code did in this process while the machine was fast.
+
+:class:`SpeedGate` acts on it during the samples: where the slow state is this machine's exception (most
+recent readings fast), a short probe every ``GATE_EVERY_S`` of sampling finds it, the samples since the last
+fast probe are set aside, and sampling waits (at most a share of the budget) for the usual speed to return.
+On the 2-core VM the slow state comes and goes in stretches of 50–300 ms (1.65× slower); a ~0.1 s answer
+that fell wholly inside one read 64–69% slow (``bench_timing_quality``, 2026-11-27, 687b96b).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from . import stats as _stats
 
@@ -27,6 +35,12 @@ from . import stats as _stats
 _best_seen: list[float] = []  # the fastest reference time measured in this process
 _fast_runs: dict[str, float] = {}  # code key -> its fastest median measured while the machine was fast
 SLOW = 0.30  # a reading this much above the fastest is the slow state
+_recent: deque[float] = deque(maxlen=24)  # the latest readings and gate probes (seconds per call)
+_held_off = [False]  # a gate's wait ran out: gates stay inactive until a reading is fast again
+GATE_EVERY_S = 0.012  # a gate probe after this much sampling (each costs ~0.3 ms: ~3% of the sampling)
+GATE_SHARE, GATE_MAX_S = 0.25, 0.25  # the most a run waits for the fast state: this share of its budget, at most this
+PENDING_SLOWER = 0.10  # samples since the last fast probe are set aside when this much slower than those kept
+GATE_MIN_READINGS = 4  # the gate acts once this many readings say the fast state is the usual one
 
 
 def _workload() -> int:
@@ -51,7 +65,111 @@ def reference_time(duration: float = 0.008, calls_per_block: int = 20) -> float:
     t = samples[len(samples) // 2]
     if not _best_seen or t < _best_seen[0]:
         _best_seen[:] = [t]
+    _recent.append(t)
+    if t / _best_seen[0] - 1 <= SLOW:
+        _held_off[0] = False
     return t
+
+
+def probe(blocks: int = 3, calls: int = 4) -> float:
+    """A short reading (~0.3 ms): the fastest per-call time of the fixed workload over ``blocks`` blocks of
+    ``calls`` calls. On the 2-core VM it agreed with the 4 ms reading's fast/slow in 324 of 341 pairs
+    (5 s, 2026-11-27); it never updates :func:`best_seen`."""
+    clock = time.perf_counter
+    best = math.inf
+    for _ in range(blocks):
+        t0 = clock()
+        for _ in range(calls):
+            _workload()
+        best = min(best, (clock() - t0) / calls)
+    return best
+
+
+def fast_is_usual() -> bool:
+    """Whether the fast state is this machine's usual one now: at least ``GATE_MIN_READINGS`` recent readings,
+    half or more of them fast against the fastest seen now, and no gate's wait ran out since the last fast
+    reading. Where the slow state is the rule, it is the machine's speed, not an episode."""
+    best = best_seen()
+    if not best or len(_recent) < GATE_MIN_READINGS or _held_off[0]:
+        return False
+    return sum(t / best - 1 <= SLOW for t in _recent) >= 0.5 * len(_recent)
+
+
+class SpeedGate:
+    """Samples taken only in the machine's usual fast state (see the module docstring).
+
+    :meth:`check` after each sample: every ``every_s`` a :func:`probe`; a fast one marks the samples so far
+    as kept; a slow one (over ``SLOW`` above :func:`best_seen`) sets aside the samples since the last fast
+    probe and probes until the fast state returns or ``cap_s`` of waiting is spent (then the gate stays open:
+    the rest is measured as it runs, and the slow-state warning judges it). ``final=True`` (a stop is due)
+    probes at once. ``probe``: the reading (planted in tests). Inactive (never probes) unless
+    :func:`fast_is_usual` at its start."""
+
+    def __init__(self, clock: Callable[[], float], cap_s: float, every_s: float = GATE_EVERY_S,
+                 probe: Callable[[], float] | None = None) -> None:
+        self.clock, self.cap_s, self.every_s = clock, cap_s, every_s
+        self._probe = probe or globals()["probe"]  # (looked up now: a planted probe replaces the module's)
+        best = best_seen()
+        self.best = best
+        self.on = bool(best) and cap_s > 0 and fast_is_usual()
+        self.kept = 0  # samples up to here were followed by a fast probe
+        self.last = clock()
+        self.set_aside: list[float] = []
+        self.waited_s = 0.0
+        self.waits = 0
+        self.probes = 0
+        self.gave_up = False
+        self.slow_ref_s: float | None = None
+
+    def _fast(self, record: bool = False) -> bool:
+        t = self._probe()
+        self.probes += 1
+        if record:
+            _recent.append(t)
+        fast = t / self.best - 1 <= SLOW if self.best else True
+        if not fast:
+            self.slow_ref_s = max(self.slow_ref_s or 0.0, t)
+        return fast
+
+    def check(self, raw: list[float], final: bool = False) -> bool:
+        """Probe when due; returns True when samples were set aside from ``raw`` (a stop is not due then)."""
+        if not self.on or self.gave_up or (not final and self.clock() - self.last < self.every_s):
+            return False
+        if final and self.kept >= len(raw):
+            return False
+        fast = self._fast(record=True)
+        if fast or not self._pending_slower(raw):
+            self.kept, self.last = len(raw), self.clock()
+            return False
+        self.set_aside += raw[self.kept:]
+        del raw[self.kept:]
+        self.waits += 1
+        t0 = self.clock()
+        while not self._fast():
+            if self.waited_s + (self.clock() - t0) >= self.cap_s:
+                self.gave_up = True
+                _held_off[0] = True  # it stayed slow that long: no gate acts until a reading is fast again
+                break
+        self.waited_s += self.clock() - t0
+        self.last = self.clock()
+        return True
+
+    def _pending_slower(self, raw: list[float]) -> bool:
+        """Whether the samples since the last fast probe show the slow state: their median at least
+        ``PENDING_SLOWER`` above the kept samples' (True with no kept samples yet to compare with). Code the
+        state does not slow (a device's, a sleep's) keeps its samples and does not wait."""
+        if self.kept < 3:
+            return True
+        pending = raw[self.kept:]
+        return bool(pending) and _stats.median(pending) > (1 + PENDING_SLOWER) * _stats.median(raw[:self.kept])
+
+    def summary(self) -> dict[str, Any] | None:
+        """What the gate did, for ``env["speed_gate"]`` (None when it never probed)."""
+        if not self.on or not self.probes:
+            return None
+        return {"probes": self.probes, "waits": self.waits, "waited_s": round(self.waited_s, 6),
+                "set_aside_s": [float(x) for x in self.set_aside[:1000]], "n_set_aside": len(self.set_aside),
+                "gave_up": self.gave_up, "cap_s": self.cap_s, "best_ref_s": self.best, "slow_ref_s": self.slow_ref_s}
 
 
 def best_seen() -> float | None:

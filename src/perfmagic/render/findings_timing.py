@@ -54,6 +54,20 @@ def _slow_state(f: Any) -> str:
             "cancels it; this single number does not")
 
 
+def _speed_gate(f: Any) -> str:
+    """``bench.speed-gate``: the samples the gate set aside and the time it waited (core/reference.py SpeedGate)."""
+    ref = (f" (a fixed reference loop took {fmt_time(f['slow_ref_s'])} vs {fmt_time(f['best_ref_s'])} at its fastest)"
+           if f.get("slow_ref_s") and f.get("best_ref_s") else "")
+    n = f["n"]
+    aside = f"{n} sample{'s' if n != 1 else ''} set aside" if n else "no sample set aside"
+    head = (f"this machine ran in its slow state during part of this run{ref}: {aside}, "
+            f"{fmt_time(f['waited_s'])} spent waiting for its usual speed ({f['waits']}×)")
+    if f.get("gave_up"):
+        return head + (f"; it stayed slow past the {fmt_time(f['cap_s'])} this run may wait, so the samples after "
+                       "that ran in the slow state")
+    return head + "; every sample kept ran in the usual state"
+
+
 def _throttled(f: Any) -> str:
     n, q = f["threads"], f.get("quota")
     quota = f" ({q:g} CPUs)" if q else ""
@@ -77,6 +91,7 @@ _BENCH: dict[str, Callable[[Any], str]] = {
     "bench.short-sample": lambda f: (f"a sample ({fmt_time(f['block_s'])}) is so short that the timer's own cost "
                                      f"({fmt_time(f['timer_s'])}) is {f['timer_s'] / f['block_s']:.0%} of it"),
     "bench.slow-state": _slow_state,
+    "bench.speed-gate": _speed_gate,
     "bench.old-row": lambda f: ("rebuilt from a ledger row written before perfmagic stored its device, policy, "
                                 "warnings and notes: those are not shown"),
 }

@@ -27,7 +27,9 @@ The algorithm, in order (every step is visible in the result):
    about 0.1 s, as ``%timeit``'s first loops do; ``budget=`` (``-b``) buys the stricter target. On CUDA the samples run back to back (``CudaSync.pace = "sustained"``: the
    next block is launched before the last is awaited), as a training loop's kernels do. A budget the user gives is a
    hard limit; the default (1 s) may stretch, up to 10 s, only until ``min_samples`` are in.
-   The GC is disabled during timed blocks unless ``gc=True`` (as ``timeit`` does).
+   The GC is disabled during timed blocks unless ``gc=True`` (as ``timeit`` does). On the host, the
+   speed gate (:class:`perfmagic.core.reference.SpeedGate`) sets aside samples taken in the machine's
+   slow state, where that state is the exception, and waits for the usual speed (at most 25% of the budget).
 8. **Memory**, in one extra untimed call (:mod:`perfmagic._memory`).
 9. **Environment and doubts**: the environment is captured (:mod:`perfmagic._env`), the CPU load of
    other processes during the run (and, apart, during the cold call) is measured, a fixed reference
@@ -200,8 +202,7 @@ def bench(
 
     from ..core.load import LoadProbe
 
-    probe = LoadProbe()
-    probe.start()
+    probe = LoadProbe().start()
     gc_was_enabled = _gc.isenabled()
     stop = "precision"
     warnings: list[str] = []
@@ -210,6 +211,7 @@ def bench(
         return clock() - t_start
 
     interrupted = False
+    gate = None
     try:
         if not gc:
             _gc.disable()
@@ -219,8 +221,9 @@ def bench(
         subj.measure_overhead()
         subj.number = subj.calls_for(subj.cold or 0.0, 1)
         _warm_up(subj, warmup, soft_budget, hard, clock, spent, warnings)
+        gate = _speed_gate(subj, soft_budget, capture_env)
         stop = _sample(subj, spent, soft_budget=soft_budget, hard=hard, precision=precision, confidence=confidence,
-                       min_samples=min_samples, max_samples=max_samples, memory=memory)
+                       min_samples=min_samples, max_samples=max_samples, memory=memory, gate=gate)
     except KeyboardInterrupt:
         interrupted = True
         stop = "interrupted"
@@ -233,6 +236,7 @@ def bench(
     if cut:
         interrupted, stop = True, "interrupted"
     env = _run_environment(subj, probe, cold_probe, ref_before, warnings, capture_env, clock)
+    _gate_record(gate, subj, env, notes)
     work = {k: float(v) for k, v in (("items", items), ("flops", flops), ("bytes", bytes_moved)) if v is not None}
     policy = _policy(subj, soft_budget, hard, precision, confidence, warmup, min_samples, gc, flush)
     result = BenchResult(
@@ -295,15 +299,47 @@ def _warm_up(subj: Subject, warmup: int | str, soft_budget: float, hard: bool, c
                 break
 
 
+def _speed_gate(subj: Subject, soft_budget: float, capture_env: bool) -> Any:
+    """The gate that keeps the machine's slow-state stretches out of the samples
+    (:class:`perfmagic.core.reference.SpeedGate`): host-timed runs with the drift guard on only (a device's
+    time does not follow the host's speed state); it may wait ``GATE_SHARE`` of the budget, at most ``GATE_MAX_S``."""
+    if not capture_env or subj.sync.device_timed:
+        return None
+    from ..core.reference import GATE_MAX_S, GATE_SHARE, SpeedGate
+
+    return SpeedGate(subj.clock, min(GATE_SHARE * soft_budget, GATE_MAX_S))
+
+
+def _gate_record(gate: Any, subj: Subject, env: dict[str, Any], notes: list[Any]) -> None:
+    """What the speed gate did, into the result: ``env["speed_gate"]`` and its note (``bench.speed-gate``).
+    Where the budget ran out with every sample set aside, those samples are the answer (the slow-state
+    warning then says what they are)."""
+    if gate is None:
+        return
+    if not subj.raw and gate.set_aside:
+        subj.raw[:], gate.set_aside = gate.set_aside, []
+    g = gate.summary()
+    if not g:
+        return
+    env["speed_gate"] = g
+    if g["n_set_aside"] or g["waited_s"]:
+        notes.append(Finding.of("bench.speed-gate", n=g["n_set_aside"], waited_s=g["waited_s"], waits=g["waits"],
+                                gave_up=g["gave_up"], cap_s=g["cap_s"], slow_ref_s=g["slow_ref_s"],
+                                best_ref_s=g["best_ref_s"]))
+
+
 def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, hard: bool, precision: float,
-            confidence: float, min_samples: int, max_samples: int, memory: bool) -> str:
+            confidence: float, min_samples: int, max_samples: int, memory: bool, gate: Any = None) -> str:
     """The sampling loop and its stop rule (module docstring); returns why it stopped: ``"precision"``,
-    ``"time"`` (the default budget's answer after ``ANSWER_S``), ``"max_samples"`` or ``"budget"``."""
+    ``"time"`` (the default budget's answer after ``ANSWER_S``), ``"max_samples"`` or ``"budget"``.
+    ``gate``: a :class:`~perfmagic.core.reference.SpeedGate`, checked after each sample and before a stop."""
     next_check = min_samples
     limit = soft_budget
     min_span = min(DEVICE_MIN_SPAN_S if subj.sync.device_timed else MIN_SPAN_S, 0.3 * soft_budget)
     while True:
         subj.sample()
+        if gate is not None:
+            gate.check(subj.raw)
         n = len(subj.raw)
         if n >= next_check:
             next_check = max(n + 1, int(n * 1.1))
@@ -313,14 +349,14 @@ def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, ha
             # states that last longer: the samples must also span min_span of sampled time
             half = (hi - lo) / 2 / max(_stats.median(pcs), 1e-300)
             if cov >= confidence and sum(subj.raw) >= min_span:
-                if half <= precision:
-                    return "precision"
                 # the default budget: past ANSWER_S, an interval within ANSWER_PRECISION is the answer
-                if not hard and half <= ANSWER_PRECISION and spent() + _TAIL_S[0] + REFERENCE_S >= ANSWER_S:
-                    return "time"
+                due = ("precision" if half <= precision else "time" if not hard and half <= ANSWER_PRECISION
+                       and spent() + _TAIL_S[0] + REFERENCE_S >= ANSWER_S else None)
+                if due and not (gate is not None and gate.check(subj.raw, final=True)):
+                    return due
         if n >= max_samples:
             return "max_samples"
-        recent = subj.raw[-5:]
+        recent = subj.raw[-5:] or gate.set_aside[-5:]  # (a gate may have set every sample aside)
         # a hard budget also covers what follows the samples: the untimed memory call and the
         # environment capture (their cost last time in this process), and a block that runs long
         nxt = max(recent) + _TAIL_S[0] + (recent[-1] / subj.number if memory else 0.0) if hard else _stats.median(recent)
