@@ -107,11 +107,25 @@ def test_a_machine_that_stays_slow_is_waited_for_at_most_the_cap_and_said(plante
     assert took < 0.4 + 0.25, took  # the wait is inside the hard budget (plus the untimed tail)
     assert r.median > 1.4 * FAST_CALL  # it measured the slow state, as it runs
     note = [str(n) for n in r.notes if "set aside" in str(n)]
-    assert note and "stayed slow past the 100 ms this run may wait" in note[0], r.notes
+    assert note and "stayed slow past the 100 ms this run may wait, with too few samples from the usual state: " \
+        "the answer is the slow state's" in note[0], r.notes
+    assert not r.env["speed_gate"]["kept_answer"]
     # and the next run does not wait: the slow state is now what recent readings say is usual
     assert not ref.fast_is_usual()
     r2 = _bench(m, budget=0.4)
     assert "speed_gate" not in r2.env, r2.env.get("speed_gate")
+
+
+def test_a_slow_state_that_outlasts_the_wait_after_enough_fast_samples_ends_the_run_there(planted) -> None:
+    # fast for the first 30 ms (well over 10 samples of 200 µs), then slow for good: one state, not a mix
+    m = planted([(0.03, 60.0)])
+    r = _bench(m, budget=0.4)
+    g = r.env["speed_gate"]
+    assert g["gave_up"] and g["kept_answer"], g
+    assert r.n_samples >= 10 and r.median < 1.15 * FAST_CALL, (r.n_samples, r.median)
+    assert r.stop_reason == "budget"
+    note = [str(n) for n in r.notes if "set aside" in str(n)]
+    assert note and "the run stopped there: the answer is the samples kept from the usual state" in note[0], note
 
 
 def test_where_slow_is_the_usual_state_the_gate_never_probes(planted) -> None:

@@ -100,8 +100,8 @@ class SpeedGate:
 
     :meth:`check` after each sample: every ``every_s`` a :func:`probe`; a fast one marks the samples so far
     as kept; a slow one (over ``SLOW`` above :func:`best_seen`) sets aside the samples since the last fast
-    probe and probes until the fast state returns or ``cap_s`` of waiting is spent (then the gate stays open:
-    the rest is measured as it runs, and the slow-state warning judges it). ``final=True`` (a stop is due)
+    probe and probes until the fast state returns or ``cap_s`` of waiting is spent (then :meth:`settle` picks one
+    state for the answer: the fast samples kept, where there are enough, else the slow state as it runs). ``final=True`` (a stop is due)
     probes at once. ``probe``: the reading (planted in tests). Inactive (never probes) unless
     :func:`fast_is_usual` at its start."""
 
@@ -119,6 +119,8 @@ class SpeedGate:
         self.waits = 0
         self.probes = 0
         self.gave_up = False
+        self.settled = False  # after the wait ran out: settle() chose the state of the answer
+        self.kept_answer = False  # ...the fast samples kept so far (the run stopped there)
         self.slow_ref_s: float | None = None
 
     def _fast(self, record: bool = False) -> bool:
@@ -154,6 +156,21 @@ class SpeedGate:
         self.last = self.clock()
         return True
 
+    def settle(self, raw: list[float], enough: int) -> bool:
+        """Once, after a wait ran out: one state is the answer, never a mix of both. True (stop now) where
+        the samples kept from the fast state are ``enough``; else they are set aside too and the run goes on
+        in the slow state (the slow-state warning then judges it)."""
+        if not self.gave_up or self.settled:
+            return False
+        self.settled = True
+        if len(raw) >= enough:
+            self.kept_answer = True
+            return True
+        self.set_aside += raw
+        raw.clear()
+        self.kept = 0
+        return False
+
     def _pending_slower(self, raw: list[float]) -> bool:
         """Whether the samples since the last fast probe show the slow state: their median at least
         ``PENDING_SLOWER`` above the kept samples' (True with no kept samples yet to compare with). Code the
@@ -169,7 +186,7 @@ class SpeedGate:
             return None
         return {"probes": self.probes, "waits": self.waits, "waited_s": round(self.waited_s, 6),
                 "set_aside_s": [float(x) for x in self.set_aside[:1000]], "n_set_aside": len(self.set_aside),
-                "gave_up": self.gave_up, "cap_s": self.cap_s, "best_ref_s": self.best, "slow_ref_s": self.slow_ref_s}
+                "gave_up": self.gave_up, "kept_answer": self.kept_answer, "cap_s": self.cap_s, "best_ref_s": self.best, "slow_ref_s": self.slow_ref_s}
 
 
 def best_seen() -> float | None:

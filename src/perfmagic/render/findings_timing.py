@@ -62,9 +62,12 @@ def _speed_gate(f: Any) -> str:
     aside = f"{n} sample{'s' if n != 1 else ''} set aside" if n else "no sample set aside"
     head = (f"this machine ran in its slow state during part of this run{ref}: {aside}, "
             f"{fmt_time(f['waited_s'])} spent waiting for its usual speed ({f['waits']}×)")
+    if f.get("gave_up") and f.get("kept_answer"):
+        return head + (f"; it stayed slow past the {fmt_time(f['cap_s'])} this run may wait, so the run stopped "
+                       "there: the answer is the samples kept from the usual state")
     if f.get("gave_up"):
-        return head + (f"; it stayed slow past the {fmt_time(f['cap_s'])} this run may wait, so the samples after "
-                       "that ran in the slow state")
+        return head + (f"; it stayed slow past the {fmt_time(f['cap_s'])} this run may wait, with too few samples "
+                       "from the usual state: the answer is the slow state's")
     return head + "; every sample kept ran in the usual state"
 
 

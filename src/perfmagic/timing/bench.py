@@ -324,7 +324,7 @@ def _gate_record(gate: Any, subj: Subject, env: dict[str, Any], notes: list[Any]
     env["speed_gate"] = g
     if g["n_set_aside"] or g["waited_s"]:
         notes.append(Finding.of("bench.speed-gate", n=g["n_set_aside"], waited_s=g["waited_s"], waits=g["waits"],
-                                gave_up=g["gave_up"], cap_s=g["cap_s"], slow_ref_s=g["slow_ref_s"],
+                                gave_up=g["gave_up"], kept_answer=g["kept_answer"], cap_s=g["cap_s"], slow_ref_s=g["slow_ref_s"],
                                 best_ref_s=g["best_ref_s"]))
 
 
@@ -340,6 +340,8 @@ def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, ha
         subj.sample()
         if gate is not None:
             gate.check(subj.raw)
+            if gate.settle(subj.raw, min_samples):  # the machine stayed slow: the fast samples are the answer
+                return "budget" if hard else "time"
         n = len(subj.raw)
         if n >= next_check:
             next_check = max(n + 1, int(n * 1.1))
@@ -354,6 +356,8 @@ def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, ha
                        and spent() + _TAIL_S[0] + REFERENCE_S >= ANSWER_S else None)
                 if due and not (gate is not None and gate.check(subj.raw, final=True)):
                     return due
+                if gate is not None and gate.settle(subj.raw, min_samples):
+                    return "budget" if hard else "time"
         if n >= max_samples:
             return "max_samples"
         recent = subj.raw[-5:] or gate.set_aside[-5:]  # (a gate may have set every sample aside)
