@@ -66,6 +66,9 @@ MIN_SPAN_S = 0.05   # a precision stop needs this much sampled time (at most 30%
 DEVICE_MIN_SPAN_S = 0.25
 REFERENCE_S = 0.004  # the drift guard's reference workload, timed before and after the samples
 MAX_SOFT_BUDGET = 10.0
+# the speed gate only where its wait can pay: with b=0.1 s (a 25 ms wait) it left np.sort 1 sample of its 9,
+# and b=0.3 s ended as slow as without it (bench_timing_quality, 64bfe86)
+GATE_MIN_BUDGET_S = 0.5
 ANSWER_S = 0.1  # the default budget: an answer is due after this much time (before-phase and tail included) ...
 ANSWER_PRECISION = 0.025  # ... where its interval is within this by then (a budget given is a hard limit instead)
 _TAIL_S = [0.02]  # what the environment capture after the samples cost last time in this process
@@ -302,8 +305,9 @@ def _warm_up(subj: Subject, warmup: int | str, soft_budget: float, hard: bool, c
 def _speed_gate(subj: Subject, soft_budget: float, capture_env: bool) -> Any:
     """The gate that keeps the machine's slow-state stretches out of the samples
     (:class:`perfmagic.core.reference.SpeedGate`): host-timed runs with the drift guard on only (a device's
-    time does not follow the host's speed state); it may wait ``GATE_SHARE`` of the budget, at most ``GATE_MAX_S``."""
-    if not capture_env or subj.sync.device_timed:
+    time does not follow the host's speed state), with a budget of ``GATE_MIN_BUDGET_S`` or more; it may wait
+    ``GATE_SHARE`` of the budget, at most ``GATE_MAX_S``."""
+    if not capture_env or subj.sync.device_timed or soft_budget < GATE_MIN_BUDGET_S:
         return None
     from ..core.reference import GATE_MAX_S, GATE_SHARE, SpeedGate
 
