@@ -534,3 +534,34 @@ def test_where_with_a_budget_given_goes_on_to_the_budget() -> None:
     pr = bench_pair("parse(0.5e-3)", "parse(1e-3)", globals=dict(NS), budget=0.6, watch=watch, capture_env=False)
     assert pr.comparison.verdict == "slower"  # clear long before the budget ...
     assert pr.a.stop_reason == "budget"       # ... and the pairs went on to it for the samples
+
+
+def test_the_pair_sampler_steps_at_random_so_its_phase_cannot_lock_to_a_block() -> None:
+    # a fixed grid kept the samples' phase in A's and in B's blocks alike for a whole comparison (the
+    # pairs' bootstrap cannot see that); the pair sampler's steps are the interval × U(0.5, 1.5)
+    import threading
+    import time as _time
+
+    from perfmagic.profile.flame import PacedSampler
+    from perfmagic.profile.where import PairSampler
+
+    def weights(cls: type, jitter: float) -> list[float]:
+        class Probe(cls):  # every sample kept, as %%flame's sampler keeps them
+            def _take(self, last: float) -> float:
+                now = _time.perf_counter()
+                self.samples.append(((), now - last))
+                return now
+
+        s = Probe(threading.get_ident(), 500.0)
+        s.jitter = jitter
+        s.start()
+        _time.sleep(0.4)  # the measured thread sleeps: nothing holds the GIL, the steps are the sampler's own
+        return [w / s.interval for _, w in s.stop()][1:]
+
+    assert PairSampler.jitter == 0.5 and PacedSampler.jitter == 0.0
+    jittered = weights(PairSampler, PairSampler.jitter)
+    grid = weights(PacedSampler, 0.0)
+    assert len(jittered) > 100 and len(grid) > 100
+    short = lambda ws: sum(w < 0.75 for w in ws) / len(ws)  # noqa: E731
+    assert short(jittered) > 0.12, short(jittered)  # U(0.5, 1.5): a quarter under 0.75
+    assert short(grid) < 0.05, short(grid)

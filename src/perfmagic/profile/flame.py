@@ -45,6 +45,7 @@ cuts every stack to the cell (:func:`cut_to_cell`, :func:`parse_speedscope`) and
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
 import sys
@@ -97,7 +98,11 @@ class PacedSampler(InProcessSampler):
     interval (``Event.wait`` overshoots, which lost 10-15% of the samples at 1 kHz), never shorter than
     half an interval (no burst of samples of one frame after a late one); while it runs the cell's
     thread is asked to hand over the GIL every half interval (``sys.setswitchinterval``, restored by
-    :meth:`stop`): at the default 5 ms a pure-Python cell let it take 8 samples in 50 ms at 1 kHz."""
+    :meth:`stop`): at the default 5 ms a pure-Python cell let it take 8 samples in 50 ms at 1 kHz.
+    ``jitter``: each step is the interval times a uniform factor in [1 − jitter, 1 + jitter] (0: a fixed
+    grid), so the samples' phase is not locked to a loop of the same period."""
+
+    jitter = 0.0
 
     def start(self) -> None:
         self._switch = sys.getswitchinterval()
@@ -107,9 +112,11 @@ class PacedSampler(InProcessSampler):
     def _run(self) -> None:
         last = self._t_last
         due = last + self.interval
+        rnd = random.Random(self.tid ^ int(last * 1e9)).random if self.jitter else None
         while not self._stop.wait(max(due - time.perf_counter(), 0.0)):
             last = self._take(last)
-            due = max(due + self.interval, last + self.interval / 2)
+            step = self.interval * (1 + self.jitter * (2 * rnd() - 1)) if rnd else self.interval
+            due = max(due + step, last + self.interval / 2)
 
     def _take(self, last: float) -> float:
         """One sample of the thread's stack, weighted by the time since the one before; returns its time.
