@@ -803,12 +803,19 @@ def test_a_cell_timed_in_another_speed_state_than_its_roof_is_a_doubt_and_the_ro
 def test_roofline_says_when_a_real_matmul_ran_in_another_state_and_keeps_the_roof() -> None:
     from perfmagic.core.reference import reference_time
 
-    # planted: roofs whose calibration read the drift guard at half this machine's reading now
-    half = reference_time(0.004) / 2
+    # planted: roofs whose calibration read the drift guard at half this machine's fastest reading now (the
+    # fastest of three: this VM reads 1.65× slower in its slow state, which a single reading may catch, and
+    # a planted half of a slow reading was then only 1.37× below the run's fast readings: a fresh-clone CI run)
+    half = min(reference_time(0.004) for _ in range(3)) / 2
     c = _fake(details={"speed": {"fastest_reference_s": half}}, compute={"float32": 400e9, "float64": 200e9})
     a, b = torch.randn(256, 256), torch.randn(256, 256)
     r = roofline("a @ b", globals={"a": a, "b": b}, ceilings=c, budget=0.3)
     w = next(x for x in r.warnings if getattr(x, "kind", "") == "roofline.other-state")
-    assert 1.5 < w["ratio"] < 3.0, w  # about 2 (the guard's own noise aside)
+    env = r.bench.env  # the ratio is the run's own readings against the planted one: about 2, or 3.3 slow
+    assert w["ratio"] == pytest.approx((env["reference_before_s"] * env["reference_s"]) ** 0.5 / half, rel=1e-6), w
+    assert 1.5 < w["ratio"] < 4.0, w
     assert r.peak_flops_per_s == 400e9 and r.fraction_of_roof == pytest.approx(r.flops_per_s / 400e9)
-    assert "the host ran in another speed state" in r.text()
+    # shown in the text: whole, or folded into "(+k more: …)" when other processes' load lines came first
+    text = r.text()
+    assert "the host ran in another speed state" in text or ("more: " in text and "see .warnings" in text), text
+    assert "the host ran in another speed state" in str(w)
