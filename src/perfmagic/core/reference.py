@@ -100,18 +100,17 @@ class SpeedGate:
 
     :meth:`check` after each sample: every ``every_s`` a :func:`probe`; a fast one marks the samples so far
     as kept; a slow one (over ``SLOW`` above :func:`best_seen`) sets aside the samples since the last fast
-    probe and probes until the fast state returns or ``cap_s`` of waiting is spent (then :meth:`settle` picks one
-    state for the answer: the fast samples kept, where there are enough, else the slow state as it runs). ``final=True`` (a stop is due)
-    probes at once. ``probe``: the reading (planted in tests). Inactive (never probes) unless
-    :func:`fast_is_usual` at its start."""
+    probe and probes until the fast state returns or ``cap_s`` of waiting is spent. A wait that runs out
+    makes one state the answer, never a mix: the fast samples kept, where there are ``enough``, else the slow
+    state as it runs. ``final=True`` (a stop is due) probes at once. ``probe``: the reading (planted in
+    tests). Inactive (never probes) unless :func:`fast_is_usual` at its start."""
 
     def __init__(self, clock: Callable[[], float], cap_s: float, every_s: float = GATE_EVERY_S,
-                 probe: Callable[[], float] | None = None) -> None:
-        self.clock, self.cap_s, self.every_s = clock, cap_s, every_s
+                 probe: Callable[[], float] | None = None, enough: int = 10) -> None:
+        self.clock, self.cap_s, self.every_s, self.enough = clock, cap_s, every_s, enough
         self._probe = probe or globals()["probe"]  # (looked up now: a planted probe replaces the module's)
-        best = best_seen()
-        self.best = best
-        self.on = bool(best) and cap_s > 0 and fast_is_usual()
+        self.best = best_seen()
+        self.on = bool(self.best) and cap_s > 0 and fast_is_usual()
         self.kept = 0  # samples up to here were followed by a fast probe
         self.last = clock()
         self.set_aside: list[float] = []
@@ -119,8 +118,7 @@ class SpeedGate:
         self.waits = 0
         self.probes = 0
         self.gave_up = False
-        self.settled = False  # after the wait ran out: settle() chose the state of the answer
-        self.kept_answer = False  # ...the fast samples kept so far (the run stopped there)
+        self.kept_answer = False  # the wait ran out and the fast samples kept were the answer
         self.slow_ref_s: float | None = None
 
     def _fast(self, record: bool = False) -> bool:
@@ -133,16 +131,18 @@ class SpeedGate:
             self.slow_ref_s = max(self.slow_ref_s or 0.0, t)
         return fast
 
-    def check(self, raw: list[float], final: bool = False) -> bool:
-        """Probe when due; returns True when samples were set aside from ``raw`` (a stop is not due then)."""
+    def check(self, raw: list[float], final: bool = False) -> str | None:
+        """Probe when due. Returns ``"aside"`` when samples were set aside from ``raw`` (a stop is not due
+        then), ``"stop"`` when the wait ran out and the ``enough`` fast samples left in ``raw`` are the
+        answer, else None."""
         if not self.on or self.gave_up or (not final and self.clock() - self.last < self.every_s):
-            return False
+            return None
         if final and self.kept >= len(raw):
-            return False
+            return None
         fast = self._fast(record=True)
         if fast or not self._pending_slower(raw):
             self.kept, self.last = len(raw), self.clock()
-            return False
+            return None
         self.set_aside += raw[self.kept:]
         del raw[self.kept:]
         self.waits += 1
@@ -154,22 +154,14 @@ class SpeedGate:
                 break
         self.waited_s += self.clock() - t0
         self.last = self.clock()
-        return True
-
-    def settle(self, raw: list[float], enough: int) -> bool:
-        """Once, after a wait ran out: one state is the answer, never a mix of both. True (stop now) where
-        the samples kept from the fast state are ``enough``; else they are set aside too and the run goes on
-        in the slow state (the slow-state warning then judges it)."""
-        if not self.gave_up or self.settled:
-            return False
-        self.settled = True
-        if len(raw) >= enough:
-            self.kept_answer = True
-            return True
-        self.set_aside += raw
-        raw.clear()
-        self.kept = 0
-        return False
+        if self.gave_up:  # one state is the answer: the fast samples kept, or (too few) the slow state's
+            if len(raw) >= self.enough:
+                self.kept_answer = True
+                return "stop"
+            self.set_aside += raw  # ... the slow-state warning then judges the run
+            raw.clear()
+            self.kept = 0
+        return "aside"
 
     def _pending_slower(self, raw: list[float]) -> bool:
         """Whether the samples since the last fast probe show the slow state: their median at least
@@ -186,7 +178,8 @@ class SpeedGate:
             return None
         return {"probes": self.probes, "waits": self.waits, "waited_s": round(self.waited_s, 6),
                 "set_aside_s": [float(x) for x in self.set_aside[:1000]], "n_set_aside": len(self.set_aside),
-                "gave_up": self.gave_up, "kept_answer": self.kept_answer, "cap_s": self.cap_s, "best_ref_s": self.best, "slow_ref_s": self.slow_ref_s}
+                "gave_up": self.gave_up, "kept_answer": self.kept_answer, "cap_s": self.cap_s,
+                "best_ref_s": self.best, "slow_ref_s": self.slow_ref_s}
 
 
 def best_seen() -> float | None:

@@ -224,7 +224,7 @@ def bench(
         subj.measure_overhead()
         subj.number = subj.calls_for(subj.cold or 0.0, 1)
         _warm_up(subj, warmup, soft_budget, hard, clock, spent, warnings)
-        gate = _speed_gate(subj, soft_budget, capture_env)
+        gate = _speed_gate(subj, soft_budget, capture_env, min_samples)
         stop = _sample(subj, spent, soft_budget=soft_budget, hard=hard, precision=precision, confidence=confidence,
                        min_samples=min_samples, max_samples=max_samples, memory=memory, gate=gate)
     except KeyboardInterrupt:
@@ -302,7 +302,7 @@ def _warm_up(subj: Subject, warmup: int | str, soft_budget: float, hard: bool, c
                 break
 
 
-def _speed_gate(subj: Subject, soft_budget: float, capture_env: bool) -> Any:
+def _speed_gate(subj: Subject, soft_budget: float, capture_env: bool, min_samples: int) -> Any:
     """The gate that keeps the machine's slow-state stretches out of the samples
     (:class:`perfmagic.core.reference.SpeedGate`): host-timed runs with the drift guard on only (a device's
     time does not follow the host's speed state), with a budget of ``GATE_MIN_BUDGET_S`` or more; it may wait
@@ -311,7 +311,7 @@ def _speed_gate(subj: Subject, soft_budget: float, capture_env: bool) -> Any:
         return None
     from ..core.reference import GATE_MAX_S, GATE_SHARE, SpeedGate
 
-    return SpeedGate(subj.clock, min(GATE_SHARE * soft_budget, GATE_MAX_S))
+    return SpeedGate(subj.clock, min(GATE_SHARE * soft_budget, GATE_MAX_S), enough=min_samples)
 
 
 def _gate_record(gate: Any, subj: Subject, env: dict[str, Any], notes: list[Any]) -> None:
@@ -327,9 +327,8 @@ def _gate_record(gate: Any, subj: Subject, env: dict[str, Any], notes: list[Any]
         return
     env["speed_gate"] = g
     if g["n_set_aside"] or g["waited_s"]:
-        notes.append(Finding.of("bench.speed-gate", n=g["n_set_aside"], waited_s=g["waited_s"], waits=g["waits"],
-                                gave_up=g["gave_up"], kept_answer=g["kept_answer"], cap_s=g["cap_s"], slow_ref_s=g["slow_ref_s"],
-                                best_ref_s=g["best_ref_s"]))
+        keys = ("waited_s", "waits", "gave_up", "kept_answer", "cap_s", "slow_ref_s", "best_ref_s")
+        notes.append(Finding.of("bench.speed-gate", n=g["n_set_aside"], **{k: g[k] for k in keys}))
 
 
 def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, hard: bool, precision: float,
@@ -342,10 +341,8 @@ def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, ha
     min_span = min(DEVICE_MIN_SPAN_S if subj.sync.device_timed else MIN_SPAN_S, 0.3 * soft_budget)
     while True:
         subj.sample()
-        if gate is not None:
-            gate.check(subj.raw)
-            if gate.settle(subj.raw, min_samples):  # the machine stayed slow: the fast samples are the answer
-                return "budget" if hard else "time"
+        if gate is not None and gate.check(subj.raw) == "stop":  # it stayed slow: the fast samples are the answer
+            return "budget" if hard else "time"
         n = len(subj.raw)
         if n >= next_check:
             next_check = max(n + 1, int(n * 1.1))
@@ -358,9 +355,10 @@ def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, ha
                 # the default budget: past ANSWER_S, an interval within ANSWER_PRECISION is the answer
                 due = ("precision" if half <= precision else "time" if not hard and half <= ANSWER_PRECISION
                        and spent() + _TAIL_S[0] + REFERENCE_S >= ANSWER_S else None)
-                if due and not (gate is not None and gate.check(subj.raw, final=True)):
+                gated = gate.check(subj.raw, final=True) if due and gate is not None else None
+                if due and gated is None:
                     return due
-                if gate is not None and gate.settle(subj.raw, min_samples):
+                if gated == "stop":
                     return "budget" if hard else "time"
         if n >= max_samples:
             return "max_samples"
