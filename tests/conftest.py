@@ -65,6 +65,17 @@ def _no_working_folder_ledger(tmp_path_factory: Any, monkeypatch: Any) -> Any:
     _session.forget_ledgers()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_speed_readings(monkeypatch: Any) -> None:
+    """Every test starts with no drift-guard readings in its history: the machine's speed states an estimate
+    reads (core.reference.recent_readings) are those of its own test, not of the tests before it."""
+    from collections import deque
+
+    from perfmagic.core import reference
+
+    monkeypatch.setattr(reference, "_readings", deque(maxlen=64))
+
+
 @pytest.fixture
 def ledger_dir(tmp_path: Any, monkeypatch: Any) -> Any:
     d = tmp_path / ".perfmagic"

@@ -198,3 +198,16 @@ def test_ctrl_c_while_the_gate_waits_keeps_the_partial_result(planted) -> None:
     part = ei.value.result
     assert part is not None and part.status == "interrupted"
     assert part.raw  # the samples set aside before the interrupt came back as the answer (said slow)
+
+
+def test_the_readings_of_the_last_minutes_say_the_machines_speeds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every reading of the drift guard is kept with its time (not the gate's probes); the ones older than the
+    window are not the machine's speed now."""
+    monkeypatch.setattr(ref, "_readings", deque(maxlen=64))
+    now = time.monotonic()
+    ref._readings.extend([(now - 3600, 99e-6), (now - 10, 20e-6)])
+    t = ref.reference_time(0.002)
+    assert ref.recent_readings() == [20e-6, t]
+    ref.probe()
+    assert len(ref.recent_readings()) == 2
+    assert ref.recent_readings(window_s=5) == [t]

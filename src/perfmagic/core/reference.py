@@ -36,6 +36,8 @@ _best_seen: list[float] = []  # the fastest reference time measured in this proc
 _fast_runs: dict[str, float] = {}  # code key -> its fastest median measured while the machine was fast
 SLOW = 0.30  # a reading this much above the fastest is the slow state
 _recent: deque[float] = deque(maxlen=24)  # the latest readings and gate probes (seconds per call)
+_readings: deque[tuple[float, float]] = deque(maxlen=64)  # (time.monotonic(), seconds per call) of every reading
+READINGS_WINDOW_S = 600.0  # readings older than this say nothing of the machine's speed states now
 _held_off = [False]  # a gate's wait ran out: gates stay inactive until a reading is fast again
 GATE_EVERY_S = 0.012  # a gate probe after this much sampling (each costs ~0.3 ms: ~3% of the sampling)
 GATE_SHARE, GATE_MAX_S = 0.25, 0.25  # the most a run waits for the fast state: this share of its budget, at most this
@@ -66,9 +68,18 @@ def reference_time(duration: float = 0.008, calls_per_block: int = 20) -> float:
     if not _best_seen or t < _best_seen[0]:
         _best_seen[:] = [t]
     _recent.append(t)
+    _readings.append((time.monotonic(), t))
     if t / _best_seen[0] - 1 <= SLOW:
         _held_off[0] = False
     return t
+
+
+def recent_readings(window_s: float = READINGS_WINDOW_S) -> list[float]:
+    """The reference readings (seconds per call, oldest first) taken in this process in the last ``window_s``
+    seconds, at most the latest 64; the gate's short probes are not among them. What the machine's speed
+    states are now (:func:`perfmagic.estimation.noise.machine_speed`) is read from them."""
+    now = time.monotonic()
+    return [t for at, t in _readings if now - at <= window_s]
 
 
 def probe(blocks: int = 3, calls: int = 4) -> float:

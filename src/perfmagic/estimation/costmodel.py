@@ -308,7 +308,9 @@ def select(n: Sequence[float], y: Sequence[float], target: float, *, floor: floa
         if f.name in plausible:
             v = float(f.predict(target))
             lo, hi = min(lo, v), max(hi, v)
-    lo, hi = min(lo, pred), max(hi, pred)
+    # a time is not negative: refits through noisy points that fall below zero at the target say only that the
+    # low end is unknown (a memory-bound add's interval printed 'anywhere from -1.776 ms to 4.06 s')
+    lo, hi = max(min(lo, pred), 0.0), max(hi, pred)
     return Selection(tuple(fits), best, float(target), pred, lo, hi, plausible)
 
 

@@ -23,8 +23,9 @@ from ..core import stats as _stats
 from ..core.memory import FreshTouch
 from ..findings import Finding
 from .costmodel import local_slopes, select
-from .noise import (LOAD_WARN, NOISE_FLOOR, PACE_SPAN, Z90, cores, load_finding, load_widening, oversubscribed,
-                    phases, pooled_pace, run_noise, settled_power, slope_range, top_trend, widen)
+from .noise import (LOAD_WARN, NOISE_FLOOR, PACE_SPAN, Z90, MachineSpeed, cores, load_finding, load_widening,
+                    machine_speed, oversubscribed, phases, pooled_pace, run_noise, settled_power, slope_range,
+                    speed_sides, top_trend, widen, widen_sides)
 from .result import MEM_FLOOR, EstimateResult, Point, suggest_sizes
 
 DEFAULT_BUDGET_S = 3.0  # the measuring budget (``budget=``, ``-b``)
@@ -37,7 +38,6 @@ SPEED_WARN = 0.15  # without the correction, a speed change beyond ±15% while m
 TOP_SPAN = 3.0   # the top of the curve: the largest sizes, at least 3 of them, spanning at least this factor
 TOP_SLOPE_MISMATCH = 0.5  # the model's slope there differs from the points' by more: a regime change
 LAST_STEP_MISMATCH = 1.0  # the model's slope over the last step exceeds the points' by more, just past a jump
-DRIFT_PER_DECADE = 0.10  # relative sd added per tenfold of the full run's length over the largest run measured
 NOISY_RUNS = 0.25  # measured run-to-run variation beyond which an unreliable fit says so as its reason
 FRESH_WARN_BYTES = 256 * 2**20  # a full run mapping this much more than any size measured, on a VM whose host
 # takes freed memory back, gets the fresh-memory warning (docs/methodology.md, "Cost models and estimates")
@@ -187,10 +187,12 @@ def _flat(pts: Sequence[Point], var: str) -> Finding | None:
 
 
 def _time_interval(ns: Sequence[float], ts: Sequence[float], N: int, sigma: float,
-                   var: str, cpu: float = 1.0) -> tuple[Any, float, float, float, Finding | None]:
+                   var: str, cpu: float = 1.0, speed: MachineSpeed | None = None,
+                   measured_ref: float | None = None) -> tuple[Any, float, float, float, Finding | None]:
     """``(selection, predicted, low, high, note)``: the cost model chosen on the sizes used, its interval
-    widened by the top sizes' own trend, the run-to-run variation and the full run's drift; the note says
-    where the low end reaches a cache change's continuation."""
+    widened by the top sizes' own trend, the run-to-run variation and the full run's drift (the machine's
+    speed states, :func:`.noise.speed_sides`); the note says where the prediction is a cache change's
+    continuation (or the high end reaches a thread pool's)."""
     sel = select(ns, ts, float(N), noise=sigma)
     pred, lo, hi = sel.predicted, sel.low, sel.high
     # the top sizes' own trend (the cost above the fitted overhead, continued at their local slope) is
@@ -201,18 +203,26 @@ def _time_interval(ns: Sequence[float], ts: Sequence[float], N: int, sigma: floa
     # ... and a top growing at a power between whole ones is usually a change in progress (data leaving a
     # cache), after which the cost grows at the whole power below: the interval reaches that continuation
     settle = settled_power(ns, ts, sel.best.a, float(N), TOP_SPAN)
-    # the full run lasts far longer than any run measured: this machine's speed over seconds varies
-    # more than between two runs of tens of ms (calibrated on benchmarks/bench_estimate.py); only the
-    # CPU part of the time (``cpu``, the share of the wall time the process spent on a CPU) follows the
-    # machine's speed: a sleep or a wait for I/O does not drift with it
+    # the full run lasts longer than any run measured, at whatever speed the machine runs then: the speeds
+    # its drift guard read (two states: anywhere between them); only the CPU part of the time (``cpu``, the
+    # share of the wall time the process spent on a CPU) follows the machine's speed: a sleep or a wait for
+    # I/O does not
     span = max(math.log10(max(pred, 1e-12) / max(ts[-1], 1e-12)), 0.0) if pred > 0 else 0.0
-    sigma_full = math.sqrt(sigma * sigma + (DRIFT_PER_DECADE * min(max(cpu, 0.0), 1.0) * span) ** 2)
-    lo, hi = widen(pred, lo, hi, sigma_full)
+    down, up = speed_sides(speed, measured_ref, cpu, span)
+    sigma_full = math.hypot(sigma, max(down, up) / Z90)
+    lo, hi = widen(pred, lo, hi, sigma)
+    lo, hi = widen_sides(pred, lo, hi, down, up)
     # (that continuation carries the full run's own variation too: it is a forecast of its own)
     note = None
-    if settle is not None and settle[2] < settle[1] and settle[0] * math.exp(-Z90 * sigma_full) < lo:
-        lo = settle[0] * math.exp(-Z90 * sigma_full)
-        note = Finding.of("estimate.settled", var=var, power=settle[1], whole=settle[2], low_s=settle[0])
+    if settle is not None and settle[2] < settle[1] and 0 < settle[0] < pred:
+        # the prediction is that continuation, and the high end keeps the fit across the change: a numpy add
+        # over pre-touched arrays whose top (3 … 12 M elements) grew as n^1.2 ran its 100 M in 0.33-0.52× the
+        # fit's prediction, 8 of 8 trials (benchmarks/bench_estimate.py, 2026-11-27), within 1% of this one
+        fit_s, pred = pred, settle[0]
+        lo = min(lo, pred * math.exp(-math.hypot(Z90 * sigma, down)))
+        hi = min(hi, fit_s * math.exp(math.hypot(Z90 * sigma, up)))  # the fit's own, not its steepest form
+        note = Finding.of("estimate.settled", var=var, power=settle[1], whole=settle[2], low_s=settle[0],
+                          fit_s=fit_s)
     elif settle is not None and settle[2] > settle[1] and settle[0] * math.exp(Z90 * sigma_full) > hi:
         hi = settle[0] * math.exp(Z90 * sigma_full)  # growing slower than the size: the high end reaches n^1
         note = Finding.of("estimate.settled-up", var=var, power=settle[1], high_s=settle[0])
@@ -289,7 +299,8 @@ def _trust(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequence[Point],
 
 
 def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var: str, cpu: float = 1.0,
-               short: float | None = None) -> tuple[float, float, float, Finding] | None:
+               short: float | None = None, speed: MachineSpeed | None = None,
+               measured_ref: float | None = None) -> tuple[float, float, float, Finding] | None:
     """``(predicted, low, high, note)`` from the pooled pace of the largest sizes' runs, for a fit refused
     where the runs are noisy (runs of one size, or the paces of the largest sizes' runs, differ by more than
     ``NOISY_RUNS``: the noise bent the curve, or widened it past use), or for any fit where the sizes span
@@ -302,7 +313,7 @@ def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var:
     a second, while the full runs of 4,500 steps (7-10 s) took 1.5 to 2.2 ms a step: a run many times
     longer averages the scheduler's episodes out. So the full run is predicted at the runs' pooled pace,
     its variation is one run's (``spread``) scaled by the square root of the runs' length over its own,
-    with the drift of a long run (``DRIFT_PER_DECADE``) and ``NOISE_FLOOR`` beside it; and the high end
+    with the machine's speed (:func:`.noise.speed_sides`) and ``NOISE_FLOOR`` beside it; and the high end
     reaches the slowest pace of the largest size (the steady share a long run gets once the credit of its
     pauses is spent: the longest runs are the slowest there)."""
     top = pts[-1].n
@@ -321,10 +332,11 @@ def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var:
         return None
     pred = a + pace.pooled * N
     span = max(math.log10(pred / max(longest, 1e-12)), 0.0)
-    drift = DRIFT_PER_DECADE * min(max(cpu, 0.0), 1.0) * span
-    full = math.sqrt(pace.spread ** 2 * min(pace.duration / pred, 1.0) + drift ** 2 + NOISE_FLOOR ** 2)
-    lo, hi = pred * math.exp(-Z90 * full), pred * math.exp(Z90 * full)
-    hi = max(hi, (a + pace.last * N) * math.exp(Z90 * math.hypot(drift, NOISE_FLOOR)))
+    down, up = speed_sides(speed, measured_ref, cpu, span)
+    own = math.sqrt(pace.spread ** 2 * min(pace.duration / pred, 1.0) + NOISE_FLOOR ** 2)
+    lo, hi = widen_sides(pred, pred * math.exp(-Z90 * own), pred * math.exp(Z90 * own), down, up)
+    hi = max(hi, (a + pace.last * N) * math.exp(math.hypot(up, Z90 * NOISE_FLOOR)))
+    full = math.hypot(own, max(down, up) / Z90)
     return pred, lo, hi, Finding.of("estimate.pace", var=var, sigma=sigma, short=short, ratio=N / top,
                                     runs=pace.runs, lo_n=pace.lo_n,
                                     hi_n=pace.hi_n, lowest=pace.lowest, highest=pace.highest, pooled=pace.pooled,
@@ -356,7 +368,8 @@ def short_span(sizes: Sequence[float], N: float) -> float | None:
 
 
 def _paced(pts: Sequence[Point], ns: Sequence[float], N: int, sel: Any, sigma: float, var: str, cpu: float,
-           reliable: bool, why: Finding | None) -> tuple[float, float, float, Finding] | None:
+           reliable: bool, why: Finding | None, machine: tuple[MachineSpeed | None, float | None] = (None, None)
+           ) -> tuple[float, float, float, Finding] | None:
     """:func:`noisy_pace` where it applies: a fit refused (or too wide) for noise, or sizes that span too little
     for the distance to the full size (:func:`short_span`); at most ``PACE_MAX_RATIO`` beyond the largest, and
     within ``UNRELIABLE_SPREAD``."""
@@ -365,7 +378,7 @@ def _paced(pts: Sequence[Point], ns: Sequence[float], N: int, sel: Any, sigma: f
     short = short_span(ns, N)  # the sizes fitted
     if short is None and (reliable or (why is not None and why.kind not in NOISE_REFUSALS)):
         return None
-    paced = noisy_pace(pts, N, float(sel.best.a), sigma, var, cpu, short)
+    paced = noisy_pace(pts, N, float(sel.best.a), sigma, var, cpu, short, *machine)
     return paced if paced is not None and paced[2] / paced[1] <= UNRELIABLE_SPREAD else None
 
 
@@ -414,6 +427,10 @@ def _memory_fit(pts: Sequence[Point], N: int, var: str) -> tuple[Any, Finding | 
     first = mem_sel.best.describe()
     tx = [(x, v) for x, v in zip(xs, vs) if x >= mcheck[2]]
     mem_sel = select([x for x, _ in tx], [v for _, v in tx], float(N), floor=MEM_FLOOR, forms=(follow[0].name,))
+    if span is not None and mem_sel.best.name != "constant" and not proportional:
+        # the same rule for the refit: steps whose RSS read 4, 7.5, 10 and 8 MiB at 1-4 of them (the top
+        # 'growing' as n^0.56) were refitted as linear and put at 3.4 GiB for 2000 steps
+        return None, Finding.of("estimate.memory-short", var=var, span=span, ratio=N / top)
     return mem_sel, Finding.of("estimate.memory-refit", var=var, power=mcheck[0], first=first,
                                chosen=mem_sel.best.describe())
 
@@ -556,7 +573,8 @@ def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float
 
 
 def _time_prediction(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequence[Point], N: int, sigma: float,
-                     var: str, cpu: float, others: float | None, threads: int | None
+                     var: str, cpu: float, others: float | None, threads: int | None,
+                     machine: tuple[MachineSpeed | None, float | None] = (None, None)
                      ) -> tuple[Any, float, float, float, bool, Finding | None, list[Finding], list[Finding]]:
     """``(selection, predicted, low, high, reliable, why not, warnings, notes)`` of the time: the fit on the
     sizes ``use`` with its interval (:func:`_time_interval`), widened for other processes' load
@@ -564,7 +582,7 @@ def _time_prediction(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequen
     :func:`_paced` applies, the runs' pace instead, with its own note (the fit's interval notes then do not
     hold)."""
     ns = [float(p.n) for p in use]
-    sel, pred, lo, hi, settled = _time_interval(ns, [p.time for p in use], N, sigma, var, cpu)
+    sel, pred, lo, hi, settled = _time_interval(ns, [p.time for p in use], N, sigma, var, cpu, *machine)
     notes = [settled] if settled is not None else []
     lo, hi = load_widening(pred, lo, hi, others, raw_pts, threads)
     contended = _contended_floor(use, sel, N, sigma, others, raw_pts, threads)
@@ -574,12 +592,30 @@ def _time_prediction(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequen
     reliable = (all(math.isfinite(x) for x in (pred, lo, hi)) and pred > 0 and lo > 0
                 and hi / lo <= UNRELIABLE_SPREAD and hi <= PLAUSIBLE_MAX_S)
     reliable, why, checked = _trust(pts, raw_pts, use, sel, sigma, N, var, reliable)
-    paced = _paced(raw_pts, ns, N, sel, sigma, var, cpu, reliable, why)
+    paced = _paced(raw_pts, ns, N, sel, sigma, var, cpu, reliable, why, machine)
     if paced is not None:
         pred, lo, hi = paced[:3]
         lo, hi = load_widening(pred, lo, hi, others, raw_pts, threads)
         return sel, pred, lo, hi, True, None, checked, [paced[3]]
     return sel, pred, lo, hi, reliable, why, checked, notes
+
+
+def _machine(use: Sequence[Point], readings: Sequence[float] | None, others: float | None, device: str
+             ) -> tuple[tuple[MachineSpeed | None, float | None], Finding | None]:
+    """``((speed, measured reference), note)``: the speeds the machine runs at (:func:`.noise.machine_speed`, from
+    ``readings``, else the points' own drift-guard readings) and the reading of the runs the fit leans on (the
+    largest sizes' median); the note where two states were seen. None for the speed (the prior) on a GPU (the
+    host's speed is not the device's), and beside other processes' load (their preemptions read as a slow
+    state: :func:`.noise.load_widening` handles that load)."""
+    refs = [p.ref_s for p in use if p.ref_s]
+    measured = _stats.median(refs[-3:]) if refs else None
+    if device.startswith("cuda") or (others is not None and others > LOAD_WARN):
+        return (None, measured), None
+    speed = machine_speed(list(readings) if readings is not None else refs)
+    if speed is None or speed.slow_s is None:
+        return (speed, measured), None
+    return (speed, measured), Finding.of("estimate.speed-states", fast_s=speed.fast_s, slow_s=speed.slow_s,
+                                         share=speed.slow_share, readings=speed.readings, measured_s=measured)
 
 
 def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: str = "", device: str = "cpu",
@@ -588,7 +624,8 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
                     notes: Sequence[Finding] = (), memory_source: str = "rss",
                     correct_speed: bool = False, others_cores: float | None = None,
                     load: tuple[float | None, int | None] | None = None,
-                    host_reclaims: bool = False, fresh: FreshTouch | None = None) -> EstimateResult:
+                    host_reclaims: bool = False, fresh: FreshTouch | None = None,
+                    speed_readings: Sequence[float] | None = None) -> EstimateResult:
     """Fit the measured points and predict size ``N`` (public so that saved points can be re-analysed).
 
     ``correct_speed=True`` scales each time to the machine's typical speed while measuring (see
@@ -611,6 +648,8 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     prediction and the interval instead (:func:`cold_memory`, ``estimate.cold-memory``); whether the fit
     is reliable is judged before it is added. Notes, warnings and the reason of an unreliable fit are
     :class:`~perfmagic.findings.Finding` s (worded by :mod:`perfmagic.render.findings_estimate`).
+    ``speed_readings``: the drift guard's recent readings in this process (the speeds the machine runs at,
+    :func:`_machine`); without them, the points' own.
     """
     others_cores, threads = load if load is not None else (others_cores, None)
     pts = sorted(points, key=lambda p: p.n)
@@ -654,8 +693,11 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     # cost weighs less at the full size than at the small sizes)
     shares = [p.cpu_share for p in use if p.cpu_share is not None]
     cpu = max(shares) if shares else 1.0
+    machine, states = _machine(use, speed_readings, others_cores, device)
     sel, pred, lo, hi, reliable, why, checked, fit_notes = _time_prediction(pts, raw_pts, use, N, sigma, var, cpu,
-                                                                             others_cores, threads)
+                                                                             others_cores, threads, machine)
+    if states is not None and pred and pred > use[-1].time and min(max(cpu, 0.0), 1.0) > 0:
+        fit_notes.append(states)
     base["notes"] = (*base["notes"], *fit_notes)
     mem_sel, mem_warning = _memory_fit(pts, N, var)
     peak, plo, phi = (mem_sel.predicted, mem_sel.low, mem_sel.high) if mem_sel is not None else (None, None, None)

@@ -24,7 +24,7 @@ from ..core import stats as _stats
 from ..core.load import LoadProbe
 from ..core import memory as _core_memory
 from ..core.memory import FreshTouch
-from ..core.reference import reference_time
+from ..core.reference import recent_readings, reference_time
 from ..errors import BenchInterrupted
 from ..findings import Finding
 from ..render.units import fmt_time
@@ -349,7 +349,7 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
                                budget_s=budget_s, max_fraction=max_fraction, failures=failures,
                                notes=notes + _measured_on(runner),
                                memory_source="cuda" if dev.startswith("cuda") else "rss", load=_others(probe),
-                               host_reclaims=host, fresh=fresh)
+                               host_reclaims=host, fresh=fresh, speed_readings=recent_readings())
 
     plan = list(sizes) if sizes is not None else None
     s = plan[0] if plan else max(1, N // 2**16)

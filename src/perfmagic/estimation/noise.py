@@ -67,6 +67,75 @@ def widen(pred: float, lo: float, hi: float, sigma: float, z: float = Z90) -> tu
     return pred * math.exp(-math.sqrt(dl * dl + extra * extra)), pred * math.exp(math.sqrt(dh * dh + extra * extra))
 
 
+DRIFT_PRIOR_PER_DECADE = 0.10  # relative sd per tenfold of the full run's length over the largest run measured,
+# used only where the machine's speed could not be read (fewer than STATE_MIN_READINGS drift-guard readings):
+# the drift measured on the 2-core VM this was built on (benchmarks/bench_estimate.py, before the readings)
+STATE_MIN_READINGS = 4  # drift-guard readings needed to say what speeds the machine runs at
+STATE_SLOW = 0.30  # a reading this much above the fastest is the slow state (core.reference.SLOW)
+STATE_MIN_SHARE = 0.10  # ... and two states are the machine's own when this share of readings (and 2) are slow
+
+
+@dataclass(frozen=True)
+class MachineSpeed:
+    """The machine's speed as its drift guard read it (seconds per call of the fixed workload): the fast
+    state's median, the slow state's (None: one state seen), how many readings, the slow share, and the
+    spread of the fast readings (relative sd, log scale)."""
+
+    fast_s: float
+    slow_s: float | None
+    readings: int
+    slow_share: float
+    spread: float
+
+
+def machine_speed(readings: Sequence[float]) -> MachineSpeed | None:
+    """What speeds the machine runs at, from drift-guard readings (this process's recent ones, or the points'):
+    None below ``STATE_MIN_READINGS``. A reading more than ``STATE_SLOW`` above the fastest is the slow state;
+    two states are reported where at least 2 readings and ``STATE_MIN_SHARE`` of them are slow (one slow
+    reading is a preemption). The 2-core VM switches each vCPU between ~15.5 and ~25 µs per call every
+    50-300 ms, and some minutes are mostly slow: a run of seconds measured in one state can run in the other."""
+    xs = sorted(r for r in readings if r and r > 0 and math.isfinite(r))
+    if len(xs) < STATE_MIN_READINGS:
+        return None
+    cut = xs[0] * (1 + STATE_SLOW)
+    fast = [x for x in xs if x <= cut]
+    slow = [x for x in xs if x > cut]
+    two = len(slow) >= 2 and len(slow) >= STATE_MIN_SHARE * len(xs)
+    logs = [math.log(x) for x in fast]
+    m = sum(logs) / len(logs)
+    spread = math.sqrt(sum((x - m) ** 2 for x in logs) / max(len(logs) - 1, 1))
+    return MachineSpeed(_median(fast), _median(slow) if two else None, len(xs), len(slow) / len(xs), spread)
+
+
+def speed_sides(speed: MachineSpeed | None, measured_ref: float | None, cpu: float, span: float
+                ) -> tuple[float, float]:
+    """``(down, up)``: the log half-widths (90%) the machine's own speed adds to a full run lasting ``span``
+    decades longer than the runs measured, whose CPU share is ``cpu``. Two states seen: from the state the
+    runs measured read (``measured_ref``, their drift-guard reading) down to all fast and up to all slow, a
+    long run can land anywhere between. One state: its readings' spread. Too few readings: the prior,
+    ``DRIFT_PRIOR_PER_DECADE`` per decade."""
+    c = min(max(cpu, 0.0), 1.0)
+    if span <= 0 or c <= 0:
+        return 0.0, 0.0
+    if speed is None:
+        d = Z90 * DRIFT_PRIOR_PER_DECADE * c * span
+        return d, d
+    if speed.slow_s is None:
+        d = Z90 * speed.spread * c * min(span, 1.0)
+        return d, d
+    ref = min(max(measured_ref or speed.fast_s, speed.fast_s), speed.slow_s)
+    return -math.log(1 + c * (speed.fast_s / ref - 1)), math.log(1 + c * (speed.slow_s / ref - 1))
+
+
+def widen_sides(pred: float, lo: float, hi: float, down: float, up: float) -> tuple[float, float]:
+    """:func:`widen` with log half-widths of its own on each side (``down``, ``up``), in quadrature."""
+    if not (pred > 0 and lo > 0 and hi > 0):
+        return lo, hi
+    dl = math.log(pred / min(lo, pred))
+    dh = math.log(max(hi, pred) / pred)
+    return pred * math.exp(-math.hypot(dl, down)), pred * math.exp(math.hypot(dh, up))
+
+
 @dataclass(frozen=True)
 class Phases:
     """The units cut into consecutive segments: their paces, and a step between two phases if there is one."""

@@ -104,6 +104,11 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                          f"workload, timed around each size, ran {_where(f)} than typical): the "
                                          "times are as measured, so the prediction carries that noise; measure "
                                          "again to see how much it moves"),
+    "estimate.speed-states": lambda f: (
+        f"this machine runs at two speeds: its drift guard's fixed workload took {fmt_time(f['fast_s'])} or "
+        f"{fmt_time(f['slow_s'])} per call ({f['share']:.0%} of its last {f['readings']} readings slow)"
+        + (f"; the largest sizes ran beside {fmt_time(f['measured_s'])}" if f.get('measured_s') else "")
+        + ": a longer run can go at either, so the interval reaches from all fast to all slow"),
     "estimate.flat": lambda f: (f"the time does not change with {f['var']} ({fmt_time(f['t_min'])} – "
                                 f"{fmt_time(f['t_max'])} over sizes {f['n_lo']:,} – {f['n_hi']:,}): does the cell "
                                 f"use {f['var']}?"),
@@ -127,8 +132,10 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                       f"reaches that continuation ({fmt_time(f['high_s'])})"),
     "estimate.settled": lambda f: (f"the largest sizes grow as {f['var']}^{f['power']:.2f}, between whole powers: "
                                    "usually a change in progress (data leaving a cache), after which the cost grows "
-                                   f"as {f['var']}^{f['whole']} again; the interval's low end reaches that "
-                                   f"continuation ({fmt_time(f['low_s'])})"),
+                                   f"as {f['var']}^{f['whole']} again; the prediction is that continuation ("
+                                   f"{fmt_time(f['low_s'])})"
+                                   + (f", and the interval's high end reaches the fit across the change "
+                                      f"({fmt_time(f['fit_s'])})" if f.get('fit_s') else "")),
     "estimate.noisy": _noisy,
     "estimate.too-far": lambda f: (f"the full size is {f['ratio']:,.0f}× the largest measured: no model can be "
                                    "trusted that far; give a longer measuring budget"),
@@ -179,8 +186,9 @@ _FIT: dict[str, Callable[[Any], str]] = {
     "estimate.memory-growth": lambda f: (f"memory grows {fmt_bytes(f['growth'])} per unit (r={f['r']:.2f}): over "
                                          f"{f['units']:,.0f} units that is +{fmt_bytes(f['growth'] * f['units'])}"),
     "estimate.no-unit": lambda f: "no unit was measured",
-    "estimate.unreliable": lambda f: (f"the fit is unreliable: it puts the full run anywhere from "
-                                      f"{fmt_time(f['low_s'])} to {fmt_time(f['high_s'])}"
+    "estimate.unreliable": lambda f: ("the fit is unreliable: it puts the full run anywhere "
+                                      + (f"from {fmt_time(f['low_s'])} to " if (f.get('low_s') or 0) > 0 else
+                                         "below ") + fmt_time(f['high_s'])
                                       + (f"; {_suggest(f)}" if f.get("suggest_n") else "")),
 }
 
