@@ -764,10 +764,9 @@ def test_a_top_still_leaving_a_cache_reaches_the_settled_power() -> None:
     r = analyse_scaling([Point(n, (_cache_exit(n),)) for n in sizes], N=100_000_000)
     truth = _cache_exit(100_000_000)
     assert r.predicted_s is not None and r.low_s <= truth <= r.high_s, (truth, r.text())
-    # the fit itself continues the change (1.5× and more); the prediction is the continuation at n^1, and the
-    # high end the fit's
-    assert abs(r.predicted_s / truth - 1) < 0.1 and r.high_s > 1.5 * truth, r.text()
-    assert r.reliable and r.high_s / r.low_s < 6, r.text()
+    # the fit itself continues the change (1.5× and more): the prediction is the continuation at n^1, and the
+    # high end still the fit's
+    assert r.reliable and abs(r.predicted_s / truth - 1) < 0.1 and r.high_s > 1.5 * truth, r.text()
     assert any("between whole powers" in x and "n^1 again; the prediction is that continuation" in x
                and "high end reaches the fit across the change" in x for x in r.notes), r.notes
     # whole powers and n log n are left alone

@@ -132,10 +132,11 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                       f"reaches that continuation ({fmt_time(f['high_s'])})"),
     "estimate.settled": lambda f: (f"the largest sizes grow as {f['var']}^{f['power']:.2f}, between whole powers: "
                                    "usually a change in progress (data leaving a cache), after which the cost grows "
-                                   f"as {f['var']}^{f['whole']} again; the prediction is that continuation ("
-                                   f"{fmt_time(f['low_s'])})"
-                                   + (f", and the interval's high end reaches the fit across the change "
-                                      f"({fmt_time(f['fit_s'])})" if f.get('fit_s') else "")),
+                                   f"as {f['var']}^{f['whole']} again; "
+                                   + (f"the prediction is that continuation ("
+                                      f"{fmt_time(f['low_s'])}), and the interval's high end reaches the fit across "
+                                      f"the change ({fmt_time(f['fit_s'])})" if f.get('fit_s') else
+                                      f"the interval's low end reaches that continuation ({fmt_time(f['low_s'])})")),
     "estimate.noisy": _noisy,
     "estimate.too-far": lambda f: (f"the full size is {f['ratio']:,.0f}× the largest measured: no model can be "
                                    "trusted that far; give a longer measuring budget"),
