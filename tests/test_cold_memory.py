@@ -176,7 +176,9 @@ def test_an_estimate_probes_when_the_full_run_maps_far_more_fresh_memory(monkeyp
     code = "b = bytearray(n)\nb[::4096] = b'x' * len(range(0, n, 4096))\ndel b"
     r = estimate(code, n=4 * 10**9, budget=1.0)  # sizes up to tens of MB; the full run maps 4 GB
     assert r.points[-1].huge_bytes == 1000 * 2 * MiB
-    assert calls["probe"] == 1 and calls["max_bytes"] <= (r.peak_bytes or 0) + 1, (calls, r.peak_bytes)
+    # at most the full run's peak as known when it ran (the sizes measured after it move the fit by RSS noise:
+    # 0.8 MB of 4 GB in one run)
+    assert calls["probe"] == 1 and calls["max_bytes"] <= 1.01 * (r.peak_bytes or 0) + 1, (calls, r.peak_bytes)
     assert r.fresh_touch == PROBE
     assert "estimate.cold-memory" in [getattr(w, "kind", "") for w in r.warnings], r.text()
     # a small full run (within 256 MiB of the sizes measured) is not probed

@@ -494,6 +494,23 @@ def _virtual_scaling(monkeypatch, f, N, seed=0):
     return _measure._scaling(_VirtualRunner(f, clock, seed), N, "n", "x", "cpu", 3.0, 0.10, None, False, None, [])
 
 
+def test_a_step_whose_first_runs_were_preempted_is_not_leapt_over(monkeypatch) -> None:
+    """40 ms steps whose two runs at n=1 were preempted (80 ms, as long as n=2): the time looks flat, an
+    overhead regime the plan leaps out of ×8 (it went 1, 2, 16, 32 beside a busy process, and the fit was
+    refused). A run that already takes a share of the budget is not an overhead: the sizes double."""
+    calls = {"n1": 0}
+
+    def step(n):
+        if n == 1 and calls["n1"] < 2:
+            calls["n1"] += 1
+            return 0.08
+        return 0.04 * n
+    r = _virtual_scaling(monkeypatch, step, 2000)
+    sizes = sorted(p.n for p in r.points)
+    assert sizes[:4] == [1, 2, 4, 8], sizes
+    assert r.reliable and abs(r.predicted_s / 80 - 1) < 0.15, r.text()
+
+
 @pytest.mark.parametrize("name, f, N, form", [
     ("n² behind 50 ms", lambda n: 0.05 + 15 * (n / 20766) ** 2, 20766, "quadratic"),
     ("n³", lambda n: 2e-4 + 11.5 * (n / 19829) ** 3, 19829, "cubic"),

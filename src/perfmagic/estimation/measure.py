@@ -42,6 +42,8 @@ UNCERTAIN_HIGH = 1.3  # an interval reaching this far above the prediction keeps
 UNCERTAIN_FRACTION = 0.35  # ... up to this fraction of the predicted full run (within the budget)
 PHASE_CONFIRM = 10  # units timed after a step in pace before the measuring may stop
 MEASURE_MEMORY_SHARE = 0.5  # no size is measured whose peak memory would pass this share of the memory available
+FAST_GROWTH_SHARE = 0.03  # the fast growth of the overhead regime (×4, ×8) only while it keeps a run within this share
+# of the budget
 NOISE_PAIRS = 3  # pairs of runs of one size the run-to-run variation is read from, where the budget allows
 
 
@@ -277,6 +279,11 @@ def _next_size(points: list[Point], p: Point, s: int, N: int, budget_s: float, m
     slopes = local_slopes([q.n for q in points], [q.time for q in points])
     # while the time is flat (a per-run overhead dominates) grow fast to get out of that regime
     growth = GROWTH if not slopes or slopes[-1] > 0.25 else (4.0 if slopes[-1] > 0.1 else 8.0)
+    # ... but a run that already takes a share of the budget is no overhead to leap out of: beside a busy
+    # process, 40 ms training steps whose first run was preempted read flat and leapt ×8 (sizes 1, 2, 16, 32;
+    # 1, 2, 4, 8, 64), and the fit through those points was refused in 4 of 4 trials
+    while growth > GROWTH and p.time * growth > FAST_GROWTH_SHARE * budget_s:
+        growth /= 2
     nxt = int(min(N, max(s + 1, round(s * growth))))
     if nxt > N / 1.5:
         nxt = N  # close enough: measure the full size itself
