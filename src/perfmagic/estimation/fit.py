@@ -696,7 +696,7 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     machine, states = _machine(use, speed_readings, others_cores, device)
     sel, pred, lo, hi, reliable, why, checked, fit_notes = _time_prediction(pts, raw_pts, use, N, sigma, var, cpu,
                                                                              others_cores, threads, machine)
-    if states is not None and pred and pred > use[-1].time and min(max(cpu, 0.0), 1.0) > 0:
+    if states is not None and pred and pred > use[-1].time and cpu > 0:  # the note where the states widened it
         fit_notes.append(states)
     base["notes"] = (*base["notes"], *fit_notes)
     mem_sel, mem_warning = _memory_fit(pts, N, var)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.reference import SLOW
 from ..findings import Finding
 
 Z90 = 1.645  # two-sided 90%
@@ -59,19 +60,13 @@ def widen(pred: float, lo: float, hi: float, sigma: float, z: float = Z90) -> tu
     Each side's log half-width is combined in quadrature with ``z·sigma``: the fit's uncertainty and
     the full run's own variation are independent.
     """
-    if not (pred > 0 and lo > 0 and hi > 0):
-        return lo, hi
-    dl = math.log(pred / min(lo, pred))
-    dh = math.log(max(hi, pred) / pred)
-    extra = z * sigma
-    return pred * math.exp(-math.sqrt(dl * dl + extra * extra)), pred * math.exp(math.sqrt(dh * dh + extra * extra))
+    return widen_sides(pred, lo, hi, z * sigma, z * sigma)
 
 
 DRIFT_PRIOR_PER_DECADE = 0.10  # relative sd per tenfold of the full run's length over the largest run measured,
 # used only where the machine's speed could not be read (fewer than STATE_MIN_READINGS drift-guard readings):
 # the drift measured on the 2-core VM this was built on (benchmarks/bench_estimate.py, before the readings)
 STATE_MIN_READINGS = 4  # drift-guard readings needed to say what speeds the machine runs at
-STATE_SLOW = 0.30  # a reading this much above the fastest is the slow state (core.reference.SLOW)
 STATE_MIN_SHARE = 0.10  # ... and two states are the machine's own when this share of readings (and 2) are slow
 
 
@@ -90,14 +85,14 @@ class MachineSpeed:
 
 def machine_speed(readings: Sequence[float]) -> MachineSpeed | None:
     """What speeds the machine runs at, from drift-guard readings (this process's recent ones, or the points'):
-    None below ``STATE_MIN_READINGS``. A reading more than ``STATE_SLOW`` above the fastest is the slow state;
+    None below ``STATE_MIN_READINGS``. A reading more than ``SLOW`` (the drift guard's own rule) above the fastest is the slow state;
     two states are reported where at least 2 readings and ``STATE_MIN_SHARE`` of them are slow (one slow
     reading is a preemption). The 2-core VM switches each vCPU between ~15.5 and ~25 µs per call every
     50-300 ms, and some minutes are mostly slow: a run of seconds measured in one state can run in the other."""
     xs = sorted(r for r in readings if r and r > 0 and math.isfinite(r))
     if len(xs) < STATE_MIN_READINGS:
         return None
-    cut = xs[0] * (1 + STATE_SLOW)
+    cut = xs[0] * (1 + SLOW)
     fast = [x for x in xs if x <= cut]
     slow = [x for x in xs if x > cut]
     two = len(slow) >= 2 and len(slow) >= STATE_MIN_SHARE * len(xs)
