@@ -26,7 +26,8 @@ A trial is :func:`perfmagic.bench_pair` of A's and B's step with a :class:`~perf
 as ``%perf compare --where`` makes it (measured again with the thread pools limited to the free cores
 when they were oversubscribed, as ``%perf compare`` does) (budget 1 s; a clear verdict stops the pairs once each side has
 300 samples), then :func:`~perfmagic.profile.where.attribute`. *Top Δ right*: the
-first row is the changed function and named (its 99% interval excludes 0). *Untouched named*: over every
+first row is the changed function and named (its 99% interval excludes 0; torch code: or the change in the
+ops it called, profiled after the pairs, is named), with the right sign. *Untouched named*: over every
 (trial, untouched function), the share named; in the A/A, every function is untouched. *Both moves*:
 the net-zero trials whose two moved functions are both named with the right signs. *Δs add up*: the
 trials whose measured B − A (the pair's medians) lies in the interval of the attributed total. *Cost*:
@@ -168,6 +169,7 @@ def one_trial(shape: str) -> dict[str, Any]:
             "total_delta_s": w.total_delta_s, "total_low_s": iv[0] if iv else None,
             "total_high_s": iv[1] if iv else None,
             "first": first.name if first else None, "first_named": bool(first and first.named),
+            "first_delta_s": first.evidence_s if first else None, "first_by_ops": bool(first and first.by_ops),
             "changed": {n: _row(rows.get(n)) for n in changed}, "signs": changed,
             "untouched": {n: _row(rows.get(n)) for n in untouched},
             "ops": _ops(w.ops, OP_CHANGES[shape]) if shape in OP_CHANGES else None}
@@ -196,7 +198,7 @@ def _follow_hint(w: Any, shape: str, ns_a: dict[str, Any], ns_b: dict[str, Any],
     rows = attribute(watch).rows()
     changed = SHAPES[shape][2]
     right = bool(rows) and rows[0].named and rows[0].name in changed \
-        and (rows[0].delta_s > 0) == (changed[rows[0].name] > 0)
+        and (rows[0].evidence_s > 0) == (changed[rows[0].name] > 0)
     return {"budget_s": budget, "right": right, "said": True, "untold": u[0].name, "factor": u[1]}
 
 
@@ -219,7 +221,10 @@ def _ops(ops: Any, changed: dict[str, int]) -> dict[str, Any] | None:
 def _row(r: Any) -> dict[str, Any] | None:
     if r is None:
         return None
-    return {"delta_s": r.delta_s, "low_s": r.low_s, "high_s": r.high_s, "named": r.named, "share": r.share}
+    o = r.ops
+    return {"delta_s": r.delta_s, "low_s": r.low_s, "high_s": r.high_s, "named": r.named, "share": r.share,
+            "by_ops": r.by_ops, "ops_delta_s": o.delta_s if o else None, "ops_low_s": o.low_s if o else None,
+            "ops_high_s": o.high_s if o else None, "ops_named": o.named if o else None}
 
 
 #: the sampler's cost is measured on steps of fixed work (a deadline spin, as the planted shapes use,
@@ -321,7 +326,8 @@ def _top_right(t: dict[str, Any]) -> bool:
     if t["shape"] == "netzero":  # both moves named, with the right signs
         return all(r is not None and r["named"] and (r["delta_s"] > 0) == (t["signs"][n] > 0)
                    for n, r in t["changed"].items())
-    return bool(t["signs"]) and t["first_named"] and t["first"] in t["signs"]
+    return bool(t["signs"]) and t["first_named"] and t["first"] in t["signs"] \
+        and (t.get("first_delta_s", t["signs"][t["first"]]) > 0) == (t["signs"][t["first"]] > 0)
 
 
 def _missed(ts: list[dict[str, Any]]) -> str:
@@ -352,14 +358,17 @@ def report(data: dict[str, Any]) -> str:
             others = [t["others_cores"] for t in ts if t.get("others_cores") is not None]
             rows.append([load, shape, len(ts),
                          "—" if not SHAPES[shape][2] else rate(sum(map(_top_right, ts)), len(ts)),
+                         "—" if not SHAPES[shape][2] else sum(_top_right(t) and t.get("first_by_ops", False) for t in ts),
                          rate(sum(bool(r and r["named"]) for r in un), len(un)),
+                         sum(bool(r and r["named"] and r.get("by_ops")) for r in un),
                          rate(sum(map(_adds_up, ts)), len(ts)), _missed(ts), sum(t["refused"] for t in ts),
                          sum(t.get("thread_limit") is not None for t in ts),
                          f"{statistics.median(t['pairs'] for t in ts):.0f}",
                          f"{statistics.median(t['samples'] for t in ts):.0f}",
                          f"{statistics.median(t['wall_s'] for t in ts):.2f}",
                          f"{statistics.median(others):.2f}" if others else "n/a"])
-    table = C.md_table(["busy neighbours", "shape", "trials", "top Δ right (named)", "untouched named",
+    table = C.md_table(["busy neighbours", "shape", "trials", "top Δ right (named)", "of which by its ops",
+                        "untouched named", "of which by their ops",
                         "Δs add up", "missed: said cannot tell; named at its -b", "cannot tell", "thread limit", "pairs (median)", "samples (median)", "s per comparison (median)",
                         "others' cores"], rows)
     c_rows = []
@@ -384,9 +393,12 @@ def report(data: dict[str, Any]) -> str:
             "sampled by `PairSampler` as `--where` makes it (1000 Hz, in-process; a clear verdict stops the "
             "pairs once each side has 300 samples), then `attribute()` (99% "
             "intervals, 2000 bootstrap resamples of the pairs). Rates are k/n with Wilson 95% intervals. "
-            "*Top Δ right*: the changed function is the first row and named; for `netzero`, both moved "
-            "functions named with the right signs. *Untouched named*: the share of (trial, untouched function) "
-            "named. *Δs add up*: the pair's measured B − A (medians) lies in the attributed total's interval. "
+            "*Top Δ right*: the changed function is the first row and named, with the right sign (by its samples; "
+            "torch code also by the change in the ops it called, profiled after the pairs: the ops table below, "
+            "filed by calling function); for `netzero`, both moved "
+            "functions named with the right signs. *Of which by its ops*: the right first rows named by their ops' "
+            "change where their sampled interval alone included 0. *Untouched named*: the share of (trial, "
+            "untouched function) named (*of which by their ops*: as before). *Δs add up*: the pair's measured B − A (medians) lies in the attributed total's interval. "
             "*Missed*: the trials whose changed function was not the first named row (not `netzero`): how many "
             "said \"cannot tell, because … too few samples\" with the budget that would tell a move of that size "
             "(`WhereResult.untold()`; the output's `%perf compare --where -b N`), and how many named the changed "

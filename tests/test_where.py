@@ -451,7 +451,7 @@ def _planted_ops(monkeypatch: Any, b_x: list[float]) -> Any:
     def run_b() -> None:
         pass
 
-    def planted(_prof: Any, _clock: str, labels: tuple[str, ...] = ()) -> dict[str, dict[str, float]]:
+    def planted(_prof: Any, _clock: str, labels: tuple[str, ...] = (), funcs: Any = None) -> dict[str, dict[str, float]]:
         out = {}
         for name in labels:  # perfmagic.ops:<pair>:<side>; pair -1 is the warm-up, B's call 0
             _, i, side = name.split(":")
@@ -565,3 +565,98 @@ def test_the_pair_sampler_steps_at_random_so_its_phase_cannot_lock_to_a_block() 
     short = lambda ws: sum(w < 0.75 for w in ws) / len(ws)  # noqa: E731
     assert short(jittered) > 0.12, short(jittered)  # U(0.5, 1.5): a quarter under 0.75
     assert short(grid) < 0.05, short(grid)
+
+
+# ---- a function named by its torch ops --------------------------------------------------------------------
+
+def test_profiler_events_file_ops_under_the_rows_the_sampler_would_give() -> None:
+    from perfmagic.core.cells import CELL_FUNCTION
+    from perfmagic.profile.where import CELL
+    from perfmagic.profile.where_ops import event_function, joins
+
+    head = event_function("<cell B>(12): head", None)
+    assert head == ("head", "<cell B>", "")
+    # a library's Python function below it is folded into it, named after the first library (as fold does)
+    assert event_function("json/__init__.py(183): dumps", head) == ("head", "<cell B>", "json")
+    assert event_function("json/encoder.py(183): encode", ("head", "<cell B>", "json")) == ("head", "<cell B>", "json")
+    assert event_function("<built-in method softmax of type object at 0x1>", head) == head  # a built-in: no change
+    assert event_function(f"<perfmagic-cell>(1): {CELL_FUNCTION}", None) == (CELL, CELL, "")
+    assert event_function("json/__init__.py(183): dumps", None) is None  # a library called from no user code
+    # the sampler names a method by its qualified name and the file in full; the profiler by its name and the
+    # file as imported
+    assert joins(("Model.forward", "/home/u/proj/model.py", ""), ("forward", "model.py", ""))
+    assert not joins(("Model.forward", "/home/u/proj/model.py", "torch"), ("forward", "model.py", ""))
+    assert not joins(("Model.forward", "/home/u/proj/model.py", ""), ("forward", "other.py", ""))
+    assert joins(("head", "<cell B>", ""), ("head", "<cell A>", ""))  # a function redefined in another cell
+
+
+def _ops_result(head_b: list[float], embed_b: list[float]) -> Any:
+    """Planted profiled pairs: ``head`` calls aten::_softmax (20 µs in A), ``embed`` aten::mm (180 µs)."""
+    from perfmagic.profile.where_ops import OpsResult
+
+    a = tuple((20e-6, 180e-6) for _ in head_b)
+    b = tuple(zip(head_b, embed_b))
+    return OpsResult(clock="cpu", ops=("aten::_softmax", "aten::mm"), a=a, b=b, profiled_s=0.03,
+                     funcs=(("embed", "<cell B>", ""), ("head", "<cell B>", "")),
+                     fa=tuple((y, x) for x, y in a), fb=tuple((y, x) for x, y in b))
+
+
+def test_a_function_whose_samples_cannot_tell_is_named_by_its_torch_ops() -> None:
+    """head's sampled Δ (+10 µs in a 400 µs step, ±20 µs) cannot be told from 0; the softmax it calls,
+    profiled after the pairs, went from 20 µs to 45 µs in every pair: head is named by its ops, first,
+    with that evidence in the headline and on its own line; embed, whose ops did not move, is not."""
+    import random
+
+    from perfmagic.render.where import headline
+
+    rng = random.Random(3)
+    keys = (("embed", "<cell B>", ""), ("head", "<cell B>", ""))
+    a = tuple((max(300e-6 + rng.gauss(0, 60e-6), 0.0), max(40e-6 + rng.gauss(0, 60e-6), 0.0)) for _ in range(40))
+    b = tuple((max(300e-6 + rng.gauss(0, 60e-6), 0.0), max(50e-6 + rng.gauss(0, 60e-6), 0.0)) for _ in range(40))
+    base = dict(labels=("A", "B"), keys=keys, a=a, b=b, a_call_s=tuple(map(sum, a)), b_call_s=tuple(map(sum, b)),
+                n_samples=800, sampled_s=0.8, rate_hz=1000.0)
+    alone = WhereResult(**base)
+    assert not _row(alone, "head").named, alone.text()
+    w = WhereResult(**base, ops=_ops_result([45e-6 + i * 1e-7 for i in range(16)],
+                                            [180e-6 + (-1) ** i * 5e-6 for i in range(16)]))
+    head, embed = _row(w, "head"), _row(w, "embed")
+    assert head.named and head.by_ops and w.rows()[0] is not None and w.rows()[0].name == "head", w.text()
+    assert head.ops.delta_s == pytest.approx(25.75e-6, rel=0.01) and head.ops.low_s > 0
+    assert not embed.named and embed.ops is not None and not embed.ops.named
+    assert "head (by its torch ops: +25.8 µs per profiled call)" in " ".join(headline(w).split())
+    text = w.text()
+    assert re.search(r"\* +its torch ops \(profiled\) +20 µs +45\.8 µs +\+25\.8 µs", text), text
+    assert "also named when the change in the torch ops it called" in " ".join(text.split())
+    assert all(len(line) <= 100 for line in text.splitlines()), text
+    assert w.untold() is None  # the named function's evidence explains the change
+    back = WhereResult.from_record(w.to_record(magic="where"))  # the ledger keeps the functions' op times
+    assert _row(back, "head").by_ops and back.text() == text
+    assert "its torch ops: Δ (profiled)" in w._repr_mimebundle_()["text/html"]
+    # ops that moved the other way from no sampled change: named by them, with their sign
+    w2 = WhereResult(**base, ops=_ops_result([10e-6] * 16, [180e-6] * 16))
+    assert _row(w2, "head").by_ops and _row(w2, "head").evidence_s < 0
+
+
+def test_a_torch_op_made_slower_is_filed_under_the_function_that_called_it() -> None:
+    """Real profiler: B's ``head`` takes the softmax of 4× the rows; the op time of each function, read
+    from the profiler's Python events, puts the change in ``head`` (A's and B's head, two cells, one
+    function) and none of it in ``embed``."""
+    torch = pytest.importorskip("torch")
+    from perfmagic.profile.where_ops import profile_ops
+
+    src = ("import torch\nx, w = torch.randn(256, 256), torch.randn(256, 256)\nx4 = torch.randn(1024, 256)\n"
+           "def embed():\n    return x @ w\n")
+    ns_a, ns_b = {"torch": torch}, {"torch": torch}
+    exec(compile(src + "def head():\n    return torch.softmax(x, dim=1)\ndef step():\n    embed(); head()\n",
+                 "<cell A>", "exec"), ns_a)
+    exec(compile(src + "def head():\n    return torch.softmax(x4, dim=1)\ndef step():\n    embed(); head()\n",
+                 "<cell B>", "exec"), ns_b)
+    o = profile_ops(ns_a["step"], ns_b["step"], max_s=5.0)
+    assert o is not None and o.ok
+    assert set(o.funcs) == {("embed", "<cell B>", ""), ("head", "<cell B>", "")}, o.funcs
+    head, embed = o.function(("head", "<cell B>", "")), o.function(("embed", "<cell B>", ""))
+    assert head.named and head.delta_s > 0, (head, o.rows())
+    soft = next(r for r in o.rows() if r.name == "aten::_softmax")
+    assert head.delta_s == pytest.approx(soft.delta_s, rel=0.2, abs=2e-6)  # the op's change, in its function
+    assert abs(embed.delta_s) < head.delta_s, (embed, head)
+    assert o.function(("step", "<cell B>", "")) is None  # step calls no op itself

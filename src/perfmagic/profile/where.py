@@ -20,7 +20,12 @@ machine's drift, and resampling pairs carries the run-to-run and the sampling no
 self times of a side add up to its median time per call, so the Δs add up to the measured B − A.
 
 **Naming.** A function is *named* (the change went there) only when its 99% interval excludes 0 and |Δ|
-is at least :data:`FLOOR` of A's time per call. With twenty functions in an A/A comparison, 95%
+is at least :data:`FLOOR` of A's time per call. Torch code on the CPU has a second instrument: the ops
+profiled after the pairs (:mod:`.where_ops`) are filed under the function that called them, and a function
+is also named when the change in its ops is named under the ops' rule (:attr:`FunctionDelta.by_ops`). A
+1000 Hz sampler gives a 1 s comparison about 300 samples a side, too few to tell a 25 µs softmax in a
+400 µs step from 0 (sd of head's Δ over ten trials 8 µs, its interval ±20 µs); the profiled op's change
+is read from every call. With twenty functions in an A/A comparison, 95%
 intervals would name one about every other time; 99% and the floor keep untouched functions named in
 under 5% of comparisons (``benchmarks/bench_where.py`` measures it).
 
@@ -32,7 +37,6 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import sysconfig
 import threading
 import time
 from dataclasses import dataclass
@@ -44,6 +48,7 @@ from ..result import Displayed
 from .flame import PacedSampler
 from .flameresult import _INPUT_NAME, Frame
 from .rule import CONFIDENCE, FLOOR, RESAMPLES
+from .rows import _PERFMAGIC_DIR, CELL, HARNESS, library_of
 from .samplers import frame_stack
 
 DEFAULT_RATE = 1000.0     # samples a second: ≥ 20 in a pair of 10 ms blocks
@@ -54,12 +59,9 @@ WHERE_MIN_SAMPLES = 300
 # a change not told from 0: the chance the hint's larger sample would tell a change of its size from 0
 TELL_POWER = 0.9
 TELL_MAX = 25.0  # more times the samples than this: sampling cannot tell it at any sensible budget
-HARNESS = "(timing loop)"  # samples between two calls of the code: the measuring loop's own time
-CELL = "<cell>"
 
 Key = tuple[str, str, str]  # (function, file, library folded into it, or "")
 
-_PERFMAGIC_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _CELLS_FILE = os.path.join(_PERFMAGIC_DIR, "core", "cells.py")
 
 
@@ -132,44 +134,6 @@ class PairSampler(PacedSampler):
 
 # ---- folding a stack to its row ----------------------------------------------------------------------
 
-def _library_roots() -> tuple[tuple[str, str], ...]:
-    """(directory, kind) of installed packages ("site") and of the standard library ("stdlib")."""
-    paths = sysconfig.get_paths()
-    roots = [(os.path.abspath(paths[k]) + os.sep, "site") for k in ("purelib", "platlib") if paths.get(k)]
-    roots += [(os.path.abspath(paths[k]) + os.sep, "stdlib") for k in ("stdlib", "platstdlib") if paths.get(k)]
-    return tuple(sorted(set(roots), key=lambda r: -len(r[0])))
-
-
-_ROOTS = _library_roots()
-_LIB_CACHE: dict[str, str] = {}
-
-
-def library_of(file: str) -> str:
-    """The library a file belongs to (``numpy``, ``torch``, ``json``; ``perfmagic`` for the harness), or
-    ``""`` for the user's own code (a notebook cell, a script, a package outside site-packages)."""
-    lib = _LIB_CACHE.get(file)
-    if lib is not None:
-        return lib
-    lib = ""
-    if file.startswith("<frozen "):
-        lib = file[len("<frozen "):].rstrip(">").split(".")[0]
-    elif file.startswith(_PERFMAGIC_DIR + os.sep):
-        lib = "perfmagic"
-    elif not file.startswith("<"):
-        path = os.path.abspath(file)
-        for root, _kind in _ROOTS:
-            if path.startswith(root):
-                lib = path[len(root):].split(os.sep)[0].removesuffix(".py") or "?"
-                break
-        else:
-            for marker in (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep):
-                if marker in path:
-                    lib = path.split(marker, 1)[1].split(os.sep)[0].removesuffix(".py")
-                    break
-    _LIB_CACHE[file] = lib
-    return lib
-
-
 def cut(stack: tuple[Frame, ...]) -> tuple[Frame, ...] | None:
     """The frames of the measured code, its outermost first: from the compiled cell's frame (``<cell>``),
     or below the loop that calls a callable; None for a sample in the measuring loop itself."""
@@ -223,7 +187,18 @@ class FunctionDelta:
     low_s: float        # the CONFIDENCE interval of delta_s (bootstrap over pairs)
     high_s: float
     share: float | None  # delta_s / the total Δ (None when the total is 0)
-    named: bool          # interval excludes 0 and |Δ| ≥ FLOOR of A's time
+    named: bool          # interval excludes 0 and |Δ| ≥ FLOOR of A's time; or its ops' change is named
+    ops: Any = None      # torch code on the CPU: the change in the ops it called (a where_ops.OpDelta), or None
+
+    @property
+    def by_ops(self) -> bool:
+        """Named by its ops' change (profiled), where its sampled interval alone does not exclude 0."""
+        return self.ops is not None and self.ops.named and not (self.low_s > 0 or self.high_s < 0)
+
+    @property
+    def evidence_s(self) -> float:
+        """The Δ that names it: its ops' where they name it and the samples do not, else the sampled Δ."""
+        return self.ops.delta_s if self.by_ops else self.delta_s
 
 
 @dataclass(frozen=True, repr=False)
@@ -346,13 +321,16 @@ class WhereResult(Displayed):
         sa, sb, d, lo, hi, tot, _tlo, _thi = self._estimates()
         floor = self.floor * self.a_total_s
         out = []
+        ops = self.ops if self.ops is not None and self.ops.ok and self.ops.funcs else None
         for k, key in enumerate(self.keys):
             dk, lk, hk = float(d[k]), float(lo[k]), float(hi[k])
+            od = ops.function(key) if ops is not None else None
             out.append(FunctionDelta(name=key[0], where=self.location(key), library=key[2], a_s=float(sa[k]),
                                      b_s=float(sb[k]), delta_s=dk, low_s=lk, high_s=hk,
                                      share=dk / tot if tot else None,
-                                     named=(lk > 0 or hk < 0) and abs(dk) >= floor))
-        out.sort(key=lambda r: (not r.named, -abs(r.delta_s)))
+                                     named=((lk > 0 or hk < 0) and abs(dk) >= floor) or bool(od and od.named),
+                                     ops=od))
+        out.sort(key=lambda r: (not r.named, -abs(r.evidence_s)))
         return out
 
     def named(self) -> list[FunctionDelta]:
@@ -368,7 +346,7 @@ class WhereResult(Displayed):
         if not tot:
             return None
         rows = self.rows()
-        if sum(r.delta_s for r in rows if r.named) / tot >= 0.5:
+        if sum(r.evidence_s for r in rows if r.named) / tot >= 0.5:
             return None
         floor = self.floor * self.a_total_s
         cands = [r for r in rows if not r.named and r.delta_s * tot > 0 and abs(r.delta_s) >= floor]
@@ -408,11 +386,13 @@ class WhereResult(Displayed):
                "a_call_s": list(self.a_call_s), "b_call_s": list(self.b_call_s)}
         if self.ops is not None:
             out["ops"] = {"clock": self.ops.clock, "ops": list(self.ops.ops), "a": [list(x) for x in self.ops.a],
-                          "b": [list(x) for x in self.ops.b]}
+                          "b": [list(x) for x in self.ops.b], "funcs": [list(f) for f in self.ops.funcs],
+                          "fa": [list(x) for x in self.ops.fa], "fb": [list(x) for x in self.ops.fb]}
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.metrics(), "rows": [r.__dict__ for r in self.rows()],
+        return {**self.metrics(), "rows": [{**r.__dict__, "ops": r.ops.__dict__ if r.ops else None}
+                                           for r in self.rows()],
                 "ops": self.ops.to_dict() if self.ops is not None else None}
 
 

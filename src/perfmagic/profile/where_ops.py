@@ -13,6 +13,11 @@ short, 13 of 16, and then 19 of 24 suffice; calls too slow for 16 pairs in the t
 ``FLOOR`` of A's op time per call. On the CPU the pairs of a batch run in one profiler session, each call
 in its own ``record_function`` window (a session's start and stop cost more than a small call).
 
+On the CPU the profiler also runs its Python tracer (``with_stack``): each op is filed under the user's
+function that called it (the innermost function of the user's code around it, a library's functions below
+folded into it, as the sampler's rows are), and :meth:`OpsResult.function` gives a function's change in
+its ops, under the same rule, for the function table.
+
 Code that reaches no torch object by name (:func:`mentions_torch`: no profiler is started) or runs no
 ``aten::`` op in the first profiled pair gives no result (``None``): the table would be empty. Ctrl-C while profiling ends the profiling only; the timed pairs are kept. The first
 profiled call of a process pays the profiler's start-up once (about 2 s on this project's VM); after it,
@@ -22,6 +27,7 @@ one profiled call costs a few ms beside the call itself.
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -40,6 +46,8 @@ OPS_MORE_PAIRS = 24  # when an op's 16 pairs are one short of naming it (13 of 1
 OPS_SHARE = 0.10    # the pairs past the first 8 only where all fit in this share of the timed pairs' time;
 OPS_MIN_S = 0.5     # the first 8 within this much or that share, whichever is more; a spell of slow calls (this VM's torch thread
                     # pool runs a small bmm at 80 µs or at 7 ms) may take it to twice that before it stops
+
+Func = tuple[str, str, str]  # (function, file as the profiler names it, library folded into it): fold's row
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,14 @@ class OpsResult:
     confidence: float = CONFIDENCE
     floor: float = FLOOR
     refused: Finding | None = None
+    # the op time of each user function (:data:`Func`: the rows of the sampler's table) per pair, on the
+    # CPU: ``fa[i][k]`` is the ops' self seconds that function ``funcs[k]`` called in A's call of pair i
+    funcs: tuple[Func, ...] = ()
+    fa: tuple[tuple[float, ...], ...] = ()
+    fb: tuple[tuple[float, ...], ...] = ()
+
+    def __post_init__(self) -> None:  # read back from the ledger, the functions are lists
+        object.__setattr__(self, "funcs", tuple(tuple(f) for f in self.funcs))
 
     @property
     def n_pairs(self) -> int:
@@ -92,19 +108,33 @@ class OpsResult:
         up (a GC pass, a preemption) moves a mean of a few pairs by its whole delay (one 330 ms call put a
         1.6 ms change at −82 ms), and a bootstrap of a median of 8 pairs is far narrower than 99%."""
         cached = self.__dict__.get("_cache")
-        if cached is not None:
-            return cached
-        from ..core.stats import median, median_ci
+        if cached is None:
+            cached = _medians(self.a, self.b, self.confidence)
+            object.__setattr__(self, "_cache", cached)
+        return cached
 
-        cols = range(len(self.ops))
-        d = [[b - a for a, b in zip(ra, rb)] for ra, rb in zip(self.a, self.b)]  # per pair, per op
-        ci = [median_ci([row[k] for row in d], self.confidence) for k in cols]
-        tot = median_ci([sum(row) for row in d], self.confidence)
-        out = ([median([r[k] for r in self.a]) for k in cols], [median([r[k] for r in self.b]) for k in cols],
-               [median([row[k] for row in d]) for k in cols], [c[0] for c in ci], [c[1] for c in ci],
-               [c[2] >= self.confidence for c in ci], float(median([sum(row) for row in d])), tot[0], tot[1])
-        object.__setattr__(self, "_cache", out)
-        return out
+    def function(self, row: tuple[str, str, str]) -> OpDelta | None:
+        """The change in the ops a sampler's row (function, file, library) called, under the ops' rule: the
+        median over the profiled pairs, its distribution-free interval, named when it excludes 0 and |Δ| ≥
+        ``FLOOR`` of A's op time per call. None where no op of this result ran in that function."""
+        if not self.ok:
+            return None
+        ks = [k for k, f in enumerate(self.funcs) if joins(row, f)]
+        if not ks:
+            return None
+        cached = self.__dict__.get("_fcache")
+        if cached is None:
+            cached = _medians(self.fa, self.fb, self.confidence)
+            object.__setattr__(self, "_fcache", cached)
+        if len(ks) > 1:  # one row, two profiler functions (a method of two classes in one file): summed
+            sums = _medians(tuple((sum(r[k] for k in ks),) for r in self.fa),
+                            tuple((sum(r[k] for k in ks),) for r in self.fb), self.confidence)
+            cached, ks = sums, [0]
+        sa, sb, d, lo, hi, covered, *_ = cached
+        k = ks[0]
+        return OpDelta(name=row[0], a_s=float(sa[k]), b_s=float(sb[k]), delta_s=float(d[k]), low_s=float(lo[k]),
+                       high_s=float(hi[k]), share=None,
+                       named=covered[k] and (lo[k] > 0 or hi[k] < 0) and abs(float(d[k])) >= self.floor * self.a_total_s)
 
     @property
     def total_delta_s(self) -> float | None:
@@ -139,12 +169,31 @@ class OpsResult:
                 "named": [r.name for r in self.named()], "rows": [r.__dict__ for r in self.rows()]}
 
 
-def _self_times(prof: Any, clock: str, labels: tuple[str, ...] = ()) -> dict[str, dict[str, float]]:
+def _medians(a: tuple[tuple[float, ...], ...], b: tuple[tuple[float, ...], ...], confidence: float) -> Any:
+    """Per column: A's and B's medians, the Δs' median with its distribution-free interval and whether that
+    reached ``confidence``; then the total's median Δ and interval (the columns summed per pair)."""
+    from ..core.stats import median, median_ci
+
+    cols = range(len(a[0]) if a else 0)
+    d = [[y - x for x, y in zip(ra, rb)] for ra, rb in zip(a, b)]  # per pair, per column
+    ci = [median_ci([row[k] for row in d], confidence) for k in cols]
+    tot = median_ci([sum(row) for row in d], confidence)
+    return ([median([r[k] for r in a]) for k in cols], [median([r[k] for r in b]) for k in cols],
+            [median([row[k] for row in d]) for k in cols], [c[0] for c in ci], [c[1] for c in ci],
+            [c[2] >= confidence for c in ci], float(median([sum(row) for row in d])), tot[0], tot[1])
+
+
+def _self_times(prof: Any, clock: str, labels: tuple[str, ...] = (),
+                funcs: dict[str, dict[Func, float]] | None = None) -> dict[str, dict[str, float]]:
     """Each profiled call's op self seconds (events of 0 s left out), by the call's label: on the CPU, an
     op's time less the ops it called (nested on its thread), filed under the call (its
     ``record_function`` annotation, ``labels``) in whose time the op started; on CUDA, each kernel's own
     time on the device, the session's one call (``labels[0]``). Read from the profiler's raw events
-    (about 2 ms for 600 events; ``key_averages()`` took ~70 ms)."""
+    (about 2 ms for 600 events; ``key_averages()`` took ~70 ms).
+
+    ``funcs`` (CPU, a session profiled ``with_stack``): filled with each call's op self seconds by the
+    row of the user's function that called the op (:func:`event_function`), so that a function's change
+    in its ops is read on the same pairs."""
     import bisect
 
     try:
@@ -161,8 +210,8 @@ def _self_times(prof: Any, clock: str, labels: tuple[str, ...] = ()) -> dict[str
     import torch
 
     cpu = torch.autograd.DeviceType.CPU
-    rows = []  # (thread, start, -duration, duration, name): each event's accessors called once (they cost)
-    windows = []  # (start, end, label) of each call
+    rows = []  # (thread, start, -duration, duration, name, user function or None for an op): each event's
+    windows = []  # (start, end, label) of each call                    accessors called once (they cost)
     wanted = set(labels)
     for e in events:
         if e.device_type() != cpu or e.is_async():
@@ -172,32 +221,99 @@ def _self_times(prof: Any, clock: str, labels: tuple[str, ...] = ()) -> dict[str
                 windows.append((e.start_ns(), e.start_ns() + e.duration_ns(), e.name()))
             continue
         d = e.duration_ns()
-        rows.append((e.start_thread_id(), e.start_ns(), -d, d, e.name()))
-    rows.sort()  # by thread, then start; a parent (longer) before a child that starts with it
+        py = getattr(e, "is_python_function", None)
+        rows.append((e.start_thread_id(), e.start_ns(), -d, d, e.name(), py is not None and py()))
+    rows.sort(key=lambda r: r[:3])  # by thread, then start; a parent (longer) before a child that starts with it
     windows.sort()
     starts = [w[0] for w in windows]
+    if funcs is not None:
+        funcs.update({k: {} for k in labels})
 
     def close(top: list[Any]) -> None:  # an op's self time: its duration less its children's
         ns = top[2] - top[3]
         k = bisect.bisect_right(starts, top[4]) - 1
-        if ns > 0 and k >= 0 and top[4] < windows[k][1]:
-            one = out[windows[k][2]]
-            one[top[1]] = one.get(top[1], 0.0) + ns * 1e-9
-    stack: list[list[Any]] = []  # [end_ns, name, duration_ns, children's ns, start_ns], on one thread
+        if top[6] or ns <= 0 or k < 0 or top[4] >= windows[k][1]:
+            return  # a Python function's event: its ops are filed under it, its own time is not an op's
+        one = out[windows[k][2]]
+        one[top[1]] = one.get(top[1], 0.0) + ns * 1e-9
+        if funcs is not None and top[5] is not None:
+            fn = funcs[windows[k][2]]
+            fn[top[5]] = fn.get(top[5], 0.0) + ns * 1e-9
+    # [end_ns, name, duration_ns, children's ns, start_ns, the row it runs in (Func), a Python event]
+    stack: list[list[Any]] = []
     thread = None
-    for tid, start, _, dur, name in rows:
+    for tid, start, _, dur, name, py in rows:
         if tid != thread:
             while stack:
                 close(stack.pop())
             thread = tid
         while stack and start >= stack[-1][0]:
             close(stack.pop())
+        outer = stack[-1][5] if stack else None
         if stack:
             stack[-1][3] += dur
-        stack.append([start + dur, name, dur, 0, start])
+        stack.append([start + dur, name, dur, 0, start, event_function(name, outer) if py else outer, py])
     while stack:
         close(stack.pop())
     return out
+
+
+_PY_EVENT = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<name>.+)$")
+_LIB_OF: dict[str, str] = {}
+
+
+def _library(file: str) -> str:
+    """:func:`perfmagic.profile.rows.library_of` for a file as the profiler names it: relative to the
+    ``sys.path`` entry it was imported from (``torch/nn/functional.py``, ``json/__init__.py``)."""
+    lib = _LIB_OF.get(file)
+    if lib is None:
+        import os
+        import sys
+
+        from .rows import library_of
+
+        full = file
+        if not file.startswith("<") and not os.path.isabs(file):
+            full = next((os.path.join(d, file) for d in sys.path if d and os.path.isfile(os.path.join(d, file))),
+                        file)
+        lib = _LIB_OF[file] = library_of(full) if os.path.isabs(full) or full.startswith("<") else ""
+    return lib
+
+
+def event_function(event: str, outer: Func | None) -> Func | None:
+    """The row a profiler Python event's ops are filed under, as :func:`perfmagic.profile.where.fold` files
+    a sample: the innermost function of the user's code (``<cell B>(12): head`` → ``head``; the compiled
+    cell's own frame → ``<cell>``), with the first library called below it (``forward`` · ``torch``);
+    ``outer``, the row around the event. A built-in's event changes nothing."""
+    from ..core.cells import CELL_FUNCTION
+    from .rows import CELL
+
+    m = _PY_EVENT.match(event)
+    if m is None:  # <built-in method softmax ...>, nn.Module: Linear_0
+        return outer
+    name, file = m.group("name"), m.group("file")
+    if name == CELL_FUNCTION:
+        return (CELL, CELL, "")
+    if name.startswith(CELL_FUNCTION + ".<locals>."):
+        return (CELL + "." + name[len(CELL_FUNCTION + ".<locals>."):], CELL, "")
+    lib = _library(file)
+    if not lib:
+        return (name, file, "")
+    if outer is None or lib == "perfmagic":
+        return None if lib == "perfmagic" else outer
+    return outer if outer[2] else (outer[0], outer[1], lib)
+
+
+def joins(row: tuple[str, str, str], func: Func) -> bool:
+    """Whether a sampler's row (qualified name, full file, library) is the profiler's function ``func``
+    (name, file as the profiler names it, library)."""
+    import os
+
+    name, file, lib = row
+    fname, ffile, flib = func
+    if lib != flib or name.rsplit(".", 1)[-1] != fname.rsplit(".", 1)[-1]:
+        return False
+    return file == ffile or file.endswith(os.sep + ffile) or (file.startswith("<") and ffile.startswith("<"))
 
 
 def _averaged(prof: Any, clock: str) -> dict[str, float]:
@@ -281,11 +397,11 @@ def _borderline(got: list[tuple[dict[str, float], dict[str, float]]], floor: flo
     the floor of A's op time per call: not named with these pairs, and possibly with more."""
     from ..core.stats import median
 
-    ops = {k for pa, pb in got for k in (*pa, *pb)}
-    a_total = median([sum(pa.values()) for pa, _ in got])
+    ops = {k for pa, pb, *_ in got for k in (*pa, *pb)}
+    a_total = median([sum(pa.values()) for pa, *_ in got])
     need = _needed(len(got))
     for k in ops:
-        d = [pb.get(k, 0.0) - pa.get(k, 0.0) for pa, pb in got]
+        d = [pb.get(k, 0.0) - pa.get(k, 0.0) for pa, pb, *_ in got]
         up, down = sum(x > 0 for x in d), sum(x < 0 for x in d)
         if max(up, down) == need - 1 and abs(median(d)) >= floor * a_total:
             return True
@@ -313,17 +429,20 @@ def _profiled_pairs(run_a: Callable[[], Any], run_b: Callable[[], Any], acts: li
     several ms: for the 1.2 ms torch loop of ``bench_where.py``, a session per call took 7.4 ms a call,
     one session for 18 calls 4.3 ms), on CUDA one session per call (a kernel's device time is read per
     session). ``guard`` (start, max_s, more_s, pairs wanted, pairs profiled before these): :func:`_time_up`.
-    Returns the complete pairs' (A's ops, B's ops), and whether Ctrl-C stopped them."""
+    Returns the complete pairs' (A's ops, B's ops, A's op time by function, B's), and whether Ctrl-C
+    stopped them."""
     from torch.profiler import profile, record_function
 
     labels: list[tuple[str, str]] = []
     results: dict[str, dict[str, float]] = {}
+    funcs: dict[str, dict[Func, float]] = {}
     stopped = False
     prof: Any = None
 
     def start() -> None:
         nonlocal prof
-        prof = profile(activities=acts)
+        # on the CPU with the Python tracer: each op's calling function (the function table's ops column)
+        prof = profile(activities=acts, with_stack=clock == "cpu")
         with _quiet_stderr():  # kineto logs each start and stop on the process's stderr
             prof.__enter__()
 
@@ -333,7 +452,7 @@ def _profiled_pairs(run_a: Callable[[], Any], run_b: Callable[[], Any], acts: li
             return
         with _quiet_stderr():
             prof.__exit__(None, None, None)
-        results.update(_self_times(prof, clock, names))
+        results.update(_self_times(prof, clock, names, funcs=funcs if clock == "cpu" else None))
         prof = None
 
     try:
@@ -355,7 +474,8 @@ def _profiled_pairs(run_a: Callable[[], Any], run_b: Callable[[], Any], acts: li
         stopped = True  # the profiled pairs end; the timed ones were done before
     finally:
         stop(tuple(x for pr in labels for x in pr))
-    return [(results.get(la, {}), results.get(lb, {})) for la, lb in labels], stopped
+    return [(results.get(la, {}), results.get(lb, {}), funcs.get(la, {}), funcs.get(lb, {}))
+            for la, lb in labels], stopped
 
 
 def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: str = "cpu",
@@ -379,7 +499,7 @@ def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: s
     # pair -1 is a warm-up, dropped: the first profiled calls of a process run many times slower (48 ms
     # for a 7 ms bmm here), which would set the medians and the time guard's projection
     warm, stopped = _profiled_pairs(run_a, run_b, acts, clock, [-1], None)
-    if stopped or not any(k.startswith("aten::") for pr in warm for d in pr for k in d):
+    if stopped or not any(k.startswith("aten::") for pr in warm for d in pr[:2] for k in d):
         return None  # no torch op ran (nothing to attribute per op), or Ctrl-C in the warm-up
     t0 = time.perf_counter()
     more_s = max_s if more_s is None else more_s
@@ -401,12 +521,30 @@ def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: s
     spent = time.perf_counter() - t0
     if not got:
         return None
-    ops = tuple(sorted({k for pa, pb in got for k in (*pa, *pb)}))
-    a = tuple(tuple(pa.get(k, 0.0) for k in ops) for pa, _ in got)
-    b = tuple(tuple(pb.get(k, 0.0) for k in ops) for _, pb in got)
+    ops = tuple(sorted({k for pa, pb, *_ in got for k in (*pa, *pb)}))
+    a = tuple(tuple(pa.get(k, 0.0) for k in ops) for pa, *_ in got)
+    b = tuple(tuple(pb.get(k, 0.0) for k in ops) for _, pb, *_ in got)
+    fa, fb = _merge_redefined([g[2] for g in got], [g[3] for g in got])
+    funcs = tuple(sorted({k for d in (*fa, *fb) for k in d}))
     refused = (Finding.of("where.ops-few-pairs", pairs=len(got), need=MIN_OP_PAIRS) if len(got) < MIN_OP_PAIRS
                else None)
-    return OpsResult(clock=clock, ops=ops, a=a, b=b, profiled_s=spent, refused=refused)
+    return OpsResult(clock=clock, ops=ops, a=a, b=b, profiled_s=spent, refused=refused, funcs=funcs,
+                     fa=tuple(tuple(d.get(k, 0.0) for k in funcs) for d in fa),
+                     fb=tuple(tuple(d.get(k, 0.0) for k in funcs) for d in fb))
+
+
+def _merge_redefined(fa: list[dict[Func, float]], fb: list[dict[Func, float]]) -> tuple[list[dict[Func, float]],
+                                                                                      list[dict[Func, float]]]:
+    """A function redefined between A and B (same name and library, another cell) is one function, B's: as
+    :func:`perfmagic.profile.where._merge_redefined` makes one row of it."""
+    in_a = {k for d in fa for k in d}
+    in_b = {k for d in fb for k in d}
+    rename = {}
+    for old in in_a - in_b:
+        new = [k for k in in_b - in_a if (k[0], k[2]) == (old[0], old[2])]
+        if len(new) == 1 and sum((k[0], k[2]) == (old[0], old[2]) for k in in_a) == 1:
+            rename[old] = new[0]
+    return [{rename.get(k, k): v for k, v in d.items()} for d in fa], fb
 
 
 __all__ = ["OPS_MORE_PAIRS", "OPS_PAIRS", "OpDelta", "OpsResult", "mentions_torch", "profile_ops"]

@@ -40,7 +40,8 @@ def headline(r: Any) -> str:
             f"{_interval(lo, hi)})")
     if not named:
         return head + f"; no function's change can be told from 0 over {plural(r.n_pairs, 'pair')}"
-    parts = [f"{_name(x)} {signed_time(x.delta_s)}" + (f" ({pct(x.share, 0)} of it)" if x.share and x.share > 0 else "")
+    parts = [f"{_name(x)} (by its torch ops: {signed_time(x.ops.delta_s)} per profiled call)" if x.by_ops else
+             f"{_name(x)} {signed_time(x.delta_s)}" + (f" ({pct(x.share, 0)} of it)" if x.share and x.share > 0 else "")
              for x in named[:3]]
     more = f" and {len(named) - 3} more" if len(named) > 3 else ""
     return head + "; it went to " + ", ".join(parts) + more
@@ -57,6 +58,9 @@ def _table_lines(r: Any, top: int) -> list[str]:
         out.append(f"  {'*' if x.named else ' '} {clip(_name(x), 26):<26} {clip(x.where, 10):<10} "
                    f"{fmt_time(x.a_s, 3):>8} {fmt_time(x.b_s, 3):>8} {signed_time(x.delta_s):>9}  "
                    f"{_interval(x.low_s, x.high_s):<21} {sign}{share}")
+        if x.ops is not None and x.ops.named:
+            out.append(f"  {'*' if x.by_ops else ' '} {'  its torch ops (profiled)':<37} {fmt_time(x.ops.a_s, 3):>8} "
+                       f"{fmt_time(x.ops.b_s, 3):>8} {signed_time(x.ops.delta_s):>9}  {_interval(x.ops.low_s, x.ops.high_s)}")
     if len(rows) > len(shown):
         out.append(f"    … {plural(len(rows) - len(shown), 'more function')}, none named (the HTML lists them all)")
     return out
@@ -72,7 +76,10 @@ def text(r: Any, *, top: int = TOP) -> str:
         lines += _table_lines(r, top)
         lines += wrap(f"* named: its {_level(r)} interval (a bootstrap over the pairs) excludes 0 and |Δ| ≥ "
                       f"{pct(r.floor, 0)} of A's time per call ({fmt_time(r.floor * r.a_total_s, 2)}); a function's "
-                      "self time includes the libraries it calls, named after it (· numpy).", first="  ", rest="  ")
+                      "self time includes the libraries it calls, named after it (· numpy)." + (
+                          " Torch code: a function is also named when the change in the torch ops it called, "
+                          "profiled after the pairs, is named under the ops' rule (its line below it)."
+                          if r.ops is not None and r.ops.funcs else ""), first="  ", rest="  ")
         lines += wrap(untold_line(r), first="  ", rest="  ") if r.untold() else []
     if r.ops is not None:
         lines += ops_lines(r.ops, top)
@@ -138,12 +145,16 @@ def html_sections(r: Any) -> list[tuple[str, str]]:
     rows = r.rows()
     out = []
     if rows:
+        cols = ("", "function", "where", "A self", "B self", "Δ", f"{_level(r)} interval", "share")
+        with_ops = any(x.ops is not None for x in rows)
+        if with_ops:
+            cols += ("its torch ops: Δ (profiled)", "interval", "ops named")
         body = [("*" if x.named else "", _name(x), x.where, fmt_time(x.a_s, 3), fmt_time(x.b_s, 3),
                  signed_time(x.delta_s), _interval(x.low_s, x.high_s),
-                 pct(x.share, 0) if x.share is not None else "—") for x in rows]
-        out.append((f"All {len(rows)} functions by Δ",
-                    table_html(body, ("", "function", "where", "A self", "B self", "Δ", f"{_level(r)} interval",
-                                      "share"), scroll=True)))
+                 pct(x.share, 0) if x.share is not None else "—")
+                + (((signed_time(x.ops.delta_s), _interval(x.ops.low_s, x.ops.high_s), "*" if x.ops.named else "")
+                    if x.ops is not None else ("—", "", "")) if with_ops else ()) for x in rows]
+        out.append((f"All {len(rows)} functions by Δ", table_html(body, cols, scroll=True)))
     ops = r.ops.rows() if r.ops is not None else []
     if ops:
         body = [("*" if x.named else "", x.name, fmt_time(x.a_s, 3), fmt_time(x.b_s, 3), signed_time(x.delta_s),
