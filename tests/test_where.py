@@ -660,3 +660,27 @@ def test_a_torch_op_made_slower_is_filed_under_the_function_that_called_it() -> 
     assert head.delta_s == pytest.approx(soft.delta_s, rel=0.2, abs=2e-6)  # the op's change, in its function
     assert abs(embed.delta_s) < head.delta_s, (embed, head)
     assert o.function(("step", "<cell B>", "")) is None  # step calls no op itself
+
+
+def test_named_rows_are_ranked_by_the_change_their_evidence_is_sure_of() -> None:
+    """Two named functions: ``embed`` +45 µs whose samples' interval only just leaves 0 (+2 … +88), and
+    ``head``, named by its ops at +25.8 µs (+25 … +27): head heads the table and the headline, since its
+    evidence is sure of a larger change; among unnamed rows, |Δ| still orders."""
+    import numpy as np
+
+    from perfmagic.render.where import headline
+
+    keys = (("attn", "<cell B>", ""), ("embed", "<cell B>", ""), ("head", "<cell B>", ""))
+    a = tuple((40e-6, 300e-6, 40e-6) for _ in range(40))
+    w = WhereResult(labels=("A", "B"), keys=keys, a=a, b=a, a_call_s=tuple(map(sum, a)), b_call_s=tuple(map(sum, a)),
+                    n_samples=800, sampled_s=0.8, rate_hz=1000.0,
+                    ops=_ops_result([45e-6 + i * 1e-7 for i in range(16)], [180e-6] * 16))
+    planted = (np.array([40e-6, 300e-6, 40e-6]), np.array([45e-6, 345e-6, 50e-6]), np.array([5e-6, 45e-6, 10e-6]),
+               np.array([-20e-6, 2e-6, -10e-6]), np.array([30e-6, 88e-6, 30e-6]), 60e-6, 20e-6, 100e-6)
+    object.__setattr__(w, "_cache", planted)  # the sampled estimates, planted
+    rows = w.rows()
+    assert [r.name for r in rows] == ["head", "embed", "attn"], rows
+    assert rows[0].sure_s == pytest.approx(rows[0].ops.low_s) and rows[1].sure_s == pytest.approx(2e-6)
+    assert rows[2].sure_s == 0.0 and not rows[2].named
+    assert " ".join(headline(w).split()).endswith("it went to head (by its torch ops: +25.8 µs per profiled call), "
+                                                  "embed +45 µs (75% of it)"), headline(w)

@@ -196,6 +196,16 @@ class FunctionDelta:
         return self.ops is not None and self.ops.named and not (self.low_s > 0 or self.high_s < 0)
 
     @property
+    def sure_s(self) -> float:
+        """The least |Δ| the evidence that names it allows (the end of its interval nearer 0: of the samples',
+        of its ops', whichever is more); 0 when not named. Named rows are ranked by it: a change whose
+        interval only just leaves 0 does not head the table above one that is sure."""
+        ends = [(lo, hi) for lo, hi, ok in ((self.low_s, self.high_s, self.named),
+                                            (getattr(self.ops, "low_s", 0.0), getattr(self.ops, "high_s", 0.0),
+                                             self.ops is not None and self.ops.named)) if ok and (lo > 0 or hi < 0)]
+        return max((min(abs(lo), abs(hi)) for lo, hi in ends), default=0.0)
+
+    @property
     def evidence_s(self) -> float:
         """The Δ that names it: its ops' where they name it and the samples do not, else the sampled Δ."""
         return self.ops.delta_s if self.by_ops else self.delta_s
@@ -315,7 +325,8 @@ class WhereResult(Displayed):
         return lab
 
     def rows(self) -> list[FunctionDelta]:
-        """Every function, named ones first, then by |Δ|."""
+        """Every function: the named ones first, by the change their evidence is sure of
+        (:attr:`FunctionDelta.sure_s`), then the others by |Δ|."""
         if not self.ok:
             return []
         sa, sb, d, lo, hi, tot, _tlo, _thi = self._estimates()
@@ -330,7 +341,7 @@ class WhereResult(Displayed):
                                      share=dk / tot if tot else None,
                                      named=((lk > 0 or hk < 0) and abs(dk) >= floor) or bool(od and od.named),
                                      ops=od))
-        out.sort(key=lambda r: (not r.named, -abs(r.evidence_s)))
+        out.sort(key=lambda r: (not r.named, -r.sure_s, -abs(r.evidence_s)))
         return out
 
     def named(self) -> list[FunctionDelta]:

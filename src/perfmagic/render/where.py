@@ -76,7 +76,8 @@ def text(r: Any, *, top: int = TOP) -> str:
         lines += _table_lines(r, top)
         lines += wrap(f"* named: its {_level(r)} interval (a bootstrap over the pairs) excludes 0 and |Δ| ≥ "
                       f"{pct(r.floor, 0)} of A's time per call ({fmt_time(r.floor * r.a_total_s, 2)}); a function's "
-                      "self time includes the libraries it calls, named after it (· numpy)." + (
+                      "self time includes the libraries it calls, named after it (· numpy). Named rows come "
+                      "first, by the end of their interval nearer 0." + (
                           " Torch code: a function is also named when the change in the torch ops it called, "
                           "profiled after the pairs, is named under the ops' rule (its line below it)."
                           if r.ops is not None and r.ops.funcs else ""), first="  ", rest="  ")
