@@ -139,3 +139,22 @@ def test_cpu_cells_after_cuda_are_cpu_measurements(tmp_path, monkeypatch) -> Non
     mixed = perfmagic.bench("(a @ a).sum().item() + float(b.sum())",
                             globals={"a": torch.randn(512, 512, device="cuda"), "b": torch.randn(512)})
     assert mixed.sync == "cuda" and any("mixed cell" in n for n in mixed.notes), mixed.notes
+
+
+def test_where_ops_on_cuda_read_the_kernels_time_on_the_device() -> None:
+    """``%perf compare --where`` on CUDA code: the ops' table reads each kernel's own time on the device
+    (the CUDA timeline, one profiler session per call), and a matmul made 8× the work is named there."""
+    from perfmagic.profile.where_ops import profile_ops
+
+    a, b = torch.randn(512, 512, device="cuda"), torch.randn(1024, 1024, device="cuda")
+
+    def run(x: object) -> object:
+        def one() -> None:
+            x @ x
+            torch.cuda.synchronize()
+        return one
+    o = profile_ops(run(a), run(b), device="cuda", max_s=5.0)
+    assert o is not None and o.ok and o.clock == "cuda", o
+    named = o.named()
+    assert named and named[0].delta_s > 0 and named[0].b_s > 4 * named[0].a_s, o.rows()
+    assert not o.funcs  # the device's kernels are not filed by Python function
