@@ -209,6 +209,37 @@ def reference_matmul(dtype: str, n: int = MM_N) -> dict[str, float]:
     return {"median": 2 * n ** 3 / m.median, "best": 2 * n ** 3 / min(m.times)}
 
 
+def reference_compute(dtype: str) -> dict[str, Any]:
+    """Best-of compute reference: ``torch.mm`` (``blocked_autorange``, best block) and ``np.matmul`` (best call)
+    at each of the calibration's sizes (:data:`perfmagic.roofs.kernels.CPU_MATMUL_SIZES`), ``REF_S`` / 2 of
+    repetitions each; ``best`` is the highest rate of any size and library (the roof is a best-of too)."""
+    import numpy as np
+    import torch
+    import torch.utils.benchmark as tb
+
+    from perfmagic.roofs.kernels import CPU_MATMUL_SIZES
+
+    dt = getattr(torch, dtype)
+    out: dict[str, Any] = {"torch": {}, "numpy": {}}
+    for n in ((64, 128) if C.QUICK else CPU_MATMUL_SIZES):
+        a, b = torch.randn(n, n, dtype=dt), torch.randn(n, n, dtype=dt)
+        m = tb.Timer("torch.mm(a, b)", globals={"torch": torch, "a": a, "b": b},
+                     num_threads=torch.get_num_threads()).blocked_autorange(min_run_time=REF_S / 2)
+        out["torch"][n] = 2 * n ** 3 / min(m.times)
+        an, bn = a.numpy(), b.numpy()
+        res = np.empty_like(an)
+        np.matmul(an, bn, out=res)
+        best, t_end, reps = float("inf"), time.perf_counter() + REF_S / 2, 0
+        while reps < 3 or time.perf_counter() < t_end:
+            t = time.perf_counter()
+            np.matmul(an, bn, out=res)
+            best = min(best, time.perf_counter() - t)
+            reps += 1
+        out["numpy"][n] = 2 * n ** 3 / best
+    out["best"] = max(max(v.values()) for v in (out["torch"], out["numpy"]))
+    return out
+
+
 def flagged(c: Any) -> str:
     """'loaded' when the calibration said it was taken on a loaded machine, else ''."""
     if getattr(c, "loaded", False) or any("loaded" in w or "other processes" in w for w in c.warnings):
@@ -235,7 +266,7 @@ def one(tmp: str, budget: float | None) -> dict[str, Any]:
             "load_during": (c.details or {}).get("load_during")}
 
 
-def run(pairs: int, loads: list[int], budget: float | None) -> dict[str, Any]:
+def run(pairs: int, loads: list[int], budget: float | None, quiet_pairs: int = 0) -> dict[str, Any]:
     import perfmagic.roofs.ceilings  # noqa: F401
     from perfmagic.core.env import cache_sizes
     from perfmagic.core.neighbours import busy_neighbours
@@ -248,7 +279,9 @@ def run(pairs: int, loads: list[int], budget: float | None) -> dict[str, Any]:
         cals = []
         with busy_neighbours(load) as nb:
             triads = [reference_triad(elems)]  # before each pair and after the last: memory bandwidth drifts
-            for p in range(pairs):
+            # best-of compute references before the first pair and after the last (the machine's speed drifts)
+            compute = [{d: reference_compute(d) for d in ("float32", "float64")}]
+            for p in range(pairs if load else max(pairs, quiet_pairs)):
                 with tempfile.TemporaryDirectory() as tmp:
                     pair = [one(tmp, budget), one(tmp, budget)]
                 cals.append(pair)
@@ -258,7 +291,8 @@ def run(pairs: int, loads: list[int], budget: float | None) -> dict[str, Any]:
                           f"{c['wall_s']:.1f} s, flag {c['flag'] or '-'}, cached {c['cached']}, "
                           f"dropped {list(c['dropped'])}", flush=True)
                 triads.append(reference_triad(elems))
-            refs = {"triads": triads, "triad": max(triads, key=lambda t: max(t.values())),
+            compute.append({d: reference_compute(d) for d in ("float32", "float64")})
+            refs = {"triads": triads, "triad": max(triads, key=lambda t: max(t.values())), "compute": compute,
                     "mm_float32": reference_matmul("float32"),
                     "mm_float64": reference_matmul("float64"),
                     "np_wide_float32": reference_numpy_wide("float32"),
@@ -287,17 +321,28 @@ def _triads(refs: dict[str, Any], pairs: int) -> list[dict[str, float]]:
     return refs.get("triads") or [refs["triad"]] * (pairs + 1)
 
 
+def _best_refs(refs: dict[str, Any]) -> dict[str, float]:
+    """The best reference of each roof in one load's run: compute, the best of torch.mm 2048³, numpy's wide
+    kernels and (newer runs) torch.mm / np.matmul at every calibration size before and after the pairs;
+    bandwidth, the best triad."""
+    out = {d: max([refs[f"mm_{d}"]["best"], (refs.get(f"np_wide_{d}") or {}).get("best") or 0.0]
+                  + [c[d]["best"] for c in refs.get("compute") or []]) for d in ("float32", "float64")}
+    out["bandwidth"] = max(max(t.values()) for t in _triads(refs, 1))
+    return out
+
+
+def _spread(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x]
+    return max(xs) / min(xs) if len(xs) >= 2 else None
+
+
 def analyse(res: dict[str, Any], fma_peak: dict[str, Any] | None = None) -> dict[str, Any]:
     """Per-load rows and the count of confidently wrong roofs; the fp32 roof is divided by ``fma_peak``
     (the measured FMA peak; older results without one use it from the newest run) else the nominal one."""
     quiet = res["loads"].get("0", {}).get("refs")
     # compute references: the best of torch.mm and (where numpy's OpenBLAS runs narrow kernels on this CPU)
     # numpy's matmul in a child process with its wide kernels
-    qref = None if quiet is None else {
-        d: max(quiet[f"mm_{d}"]["best"], (quiet.get(f"np_wide_{d}") or {}).get("best") or 0.0)
-        for d in ("float32", "float64")}
-    if qref is not None:
-        qref["bandwidth"] = max(max(t.values()) for t in _triads(quiet, 1))
+    qref = None if quiet is None else _best_refs(quiet)
     peak = (fma_peak or {}).get("peak") or res["fma"].get("peak")
     rows = []
     total = wrong = wrong_near = 0
@@ -329,7 +374,14 @@ def analyse(res: dict[str, Any], fma_peak: dict[str, Any] | None = None) -> dict
                         near = max(tr[i], tr[i + 1]) if r == "bandwidth" else qref[r]
                         if abs(c[r] / near - 1) > 0.25:
                             wrong_near += 1
+        best = _best_refs(d["refs"])
+        vs_best = {r: [c[r] / best[r] for c in cals if c[r]] for r in ROOFS}
         rows.append({"load": load, "others": d["refs"].get("others_cores"), "n": len(cals), "worst": worst,
+                     "best_ref": best, "vs_best": vs_best,
+                     "within": {r: sum(0.9 <= x <= 1.1 for x in v) for r, v in vs_best.items()},
+                     "spread": {r: _spread([c[r] for c in cals]) for r in ROOFS},
+                     "spread_unmarked": {r: _spread([c[r] for c in cals if not marked(c, r)]) for r in ROOFS},
+                     "n_unmarked": {r: sum(not marked(c, r) for c in cals) for r in ROOFS},
                      "pairs_ok": sum(pair_ok), "pairs": len(pair_ok), "tol": tol,
                      "bw_ratio": (min(bw_ratio), max(bw_ratio)),
                      "fp32_peak": (min(fp32_peak), max(fp32_peak)) if fp32_peak else None,
@@ -353,7 +405,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
              "within tolerance (or the second marked) | marked loaded / roofs marked unreliable / cached | bw roof ÷ triad (same run) | "
              "fp32 roof ÷ measured FMA peak (÷ nominal) | dtypes dropped | median calibration s |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    notes = []
+    notes: list[str] = []
+    both: list[str] = []
     measured = next((r["fma_measured"] for r in reversed(list(results.values()))
                      if (r.get("fma_measured") or {}).get("peak")), None)
     for tag, res in results.items():
@@ -367,10 +420,25 @@ def table(results: dict[str, dict[str, Any]]) -> str:
                 f"{w['float32']:.0%} / {w['float64']:.0%} / {w['bandwidth']:.0%} | {r['pairs_ok']}/{r['pairs']} "
                 f"(≤{r['tol']:.0%}) | {r['flagged']} / {r['unreliable']} / {r['cached']} | {r['bw_ratio'][0]:.0%}–{r['bw_ratio'][1]:.0%} | "
                 f"{fp} | {', '.join(r['dropped']) or '—'} | {r['wall']:.1f} |")
+        for r in a["rows"]:
+            cells = []
+            for roof in ROOFS:
+                v = r["vs_best"][roof]
+                sp, su = r["spread"][roof], r["spread_unmarked"][roof]
+                cells.append(f"{min(v):.0%}–{max(v):.0%}, {r['within'][roof]}/{len(v)} in 90–110%; "
+                             f"{'×' + format(sp, '.2f') if sp else 'n/a'} (unmarked {r['n_unmarked'][roof]}: "
+                             f"{'×' + format(su, '.2f') if su else 'n/a'})" if v else "n/a")
+            refs = " / ".join(f"{r['best_ref'][k] / 1e9:.0f}" for k in ROOFS)
+            both.append(f"| {tag} | {r['load']} | {r['n']} | {refs} | " + " | ".join(cells) + " |")
         notes.append(f"- {tag}: confidently wrong roofs (off > 25% from the quiet references, not marked): "
                      f"**{a['wrong']}/{a['total']}** ({a['wrong'] / max(1, a['total']):.1%}); of those, also off > 25% "
                      f"from the triad measured around their pair: {a['wrong_near']}")
-    return "\n".join(lines + [""] + notes)
+    both_head = ["", "Roofs from both sides (issue 29): each calibration's roof ÷ the best reference of the same run "
+                 "and load, how many within 90–110%; then the spread of the load's calibrations, max ÷ min, all of "
+                 "them and those not marked (loaded, slow state or unreliable).", "",
+                 "| code | load | calibrations | best reference fp32 / fp64 GFLOP/s / bw GB/s | fp32 roof ÷ best; "
+                 "spread | fp64 | bandwidth |", "|---|---|---|---|---|---|---|"]
+    return "\n".join(lines + [""] + notes + (both_head + both if both else []))
 
 
 def render(results: dict[str, dict[str, Any]]) -> str:
@@ -387,7 +455,10 @@ def render(results: dict[str, dict[str, Any]]) -> str:
         f"{any_res['elems'] / 2**20:.0f} Mi float32 elements per array) and `torch.mm` 2048³ fp32/fp64 "
         "(`blocked_autorange` ≥ 1 s, best block), and where numpy's OpenBLAS runs narrow kernels on this CPU, "
         "numpy's matmul 2048³ in a child process with `OPENBLAS_CORETYPE=SkylakeX` (best call over ≥ 1 s); the "
-        "compute reference is the higher. FMA peak, **measured**: "
+        "compute reference is the higher; and (the roofs-from-both-sides table) before the first pair and after "
+        "the last, `torch.mm` (best block) and `np.matmul` (best call) at each calibration size (256–2048, 0.5 s "
+        "each): a roof is a best-of over those sizes, so its reference is the best of all of them. Quiet: 5 pairs "
+        "(10 calibrations back to back, a triad between pairs); one neighbour: 3 pairs. FMA peak, **measured**: "
         + (measured["how"] + f" = {measured['peak'] / 1e9:.0f} GFLOP/s (compiled here with the system's C "
            "compiler, by the bench only)" if measured else "no C compiler: n/a")
         + "; in brackets the **nominal** one: "
@@ -408,14 +479,17 @@ def render(results: dict[str, dict[str, Any]]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tag", default="after", help="name of this code version in the table (before/after)")
-    ap.add_argument("--pairs", type=int, default=3, help="back-to-back pairs per load")
+    ap.add_argument("--pairs", type=int, default=3, help="back-to-back pairs per load (with a neighbour)")
+    ap.add_argument("--quiet-pairs", type=int, default=5,
+                    help="back-to-back pairs on the quiet machine (issue 29: 10 calibrations within 1.10x)")
     C.add_args(ap, "one pair at 0 neighbours, 0.3 s calibrations, tiny references, results not saved (smoke test; "
                "never written to the docs)")
     ap.add_argument("--report-only", action="store_true", help="re-render the docs table from the saved JSON")
     args = ap.parse_args()
     RESULTS.mkdir(exist_ok=True)
     if not args.report_only:
-        res = run(1 if args.quick else args.pairs, [0] if args.quick else [0, 1], 0.3 if args.quick else None)
+        res = run(1 if args.quick else args.pairs, [0] if args.quick else [0, 1], 0.3 if args.quick else None,
+                  quiet_pairs=1 if args.quick else args.quiet_pairs)
         res["tag"] = args.tag
         res["command"] = C.command()
         (RESULTS / f"ceilings_{args.tag}.json").write_text(json.dumps(res, indent=1, default=str))
