@@ -144,7 +144,9 @@ cells = [
        "recorded samples instead (*historical*, with a wider interval). Beside a *faster* or *slower* verdict it "
        "also says **where the change went**: the stacks of both sides were sampled while they ran, so each "
        "function's time in A and in B, and their difference Δ with a 99% interval over the pairs, come from the "
-       "same pairs as the verdict. A function is named (`*`) only when its interval excludes 0; the HTML adds a "
+       "same pairs as the verdict. A function is named (`*`) only when its interval excludes 0 (with torch code, "
+       "also when the change in the torch ops it called, profiled after the pairs, excludes 0: its line under "
+       "it); the HTML adds a "
        "differential flame graph (red: B spends more, blue: less). `--where` shows it for any verdict. A move "
        "too small for the samples is not named: the text says *cannot tell, because …* and the budget that "
        "would tell a move of that size (`%perf compare --where -b 3` samples for the whole 3 s):"),
