@@ -186,26 +186,30 @@ def reference_triad(elems: int) -> dict[str, float]:
     out = {}
     for name, fn in (("torch_triad", lambda: torch.add(b, c, alpha=3.0, out=a)),
                      ("numpy_add", lambda: np.add(bn, cn, out=an))):
-        fn()
-        best, t_end = float("inf"), time.perf_counter() + REF_S
-        reps = 0
-        while reps < 10 or time.perf_counter() < t_end:
-            t = time.perf_counter()
-            fn()
-            best = min(best, time.perf_counter() - t)
-            reps += 1
-        out[name] = 12 * elems / best
+        out[name] = 12 * elems / best_call(fn, REF_S, min_reps=10)
     return out
 
 
-def reference_matmul(dtype: str, n: int = MM_N) -> dict[str, float]:
+def best_call(fn: Any, seconds: float, min_reps: int) -> float:
+    """The fastest of ``fn``'s calls over ``seconds`` (at least ``min_reps`` calls, after one untimed)."""
+    fn()
+    best, t_end, reps = float("inf"), time.perf_counter() + seconds, 0
+    while reps < min_reps or time.perf_counter() < t_end:
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+        reps += 1
+    return best
+
+
+def reference_matmul(dtype: str, n: int = MM_N, seconds: float = REF_S) -> dict[str, float]:
     import torch
     import torch.utils.benchmark as tb
 
     dt = getattr(torch, dtype)
     a, b = torch.randn(n, n, dtype=dt), torch.randn(n, n, dtype=dt)
     m = tb.Timer("torch.mm(a, b)", globals={"torch": torch, "a": a, "b": b},
-                 num_threads=torch.get_num_threads()).blocked_autorange(min_run_time=REF_S)
+                 num_threads=torch.get_num_threads()).blocked_autorange(min_run_time=seconds)
     return {"median": 2 * n ** 3 / m.median, "best": 2 * n ** 3 / min(m.times)}
 
 
@@ -214,28 +218,16 @@ def reference_compute(dtype: str) -> dict[str, Any]:
     at each of the calibration's sizes (:data:`perfmagic.roofs.kernels.CPU_MATMUL_SIZES`), ``REF_S`` / 2 of
     repetitions each; ``best`` is the highest rate of any size and library (the roof is a best-of too)."""
     import numpy as np
-    import torch
-    import torch.utils.benchmark as tb
 
     from perfmagic.roofs.kernels import CPU_MATMUL_SIZES
 
-    dt = getattr(torch, dtype)
+    rng = np.random.default_rng(0)
     out: dict[str, Any] = {"torch": {}, "numpy": {}}
     for n in ((64, 128) if C.QUICK else CPU_MATMUL_SIZES):
-        a, b = torch.randn(n, n, dtype=dt), torch.randn(n, n, dtype=dt)
-        m = tb.Timer("torch.mm(a, b)", globals={"torch": torch, "a": a, "b": b},
-                     num_threads=torch.get_num_threads()).blocked_autorange(min_run_time=REF_S / 2)
-        out["torch"][n] = 2 * n ** 3 / min(m.times)
-        an, bn = a.numpy(), b.numpy()
-        res = np.empty_like(an)
-        np.matmul(an, bn, out=res)
-        best, t_end, reps = float("inf"), time.perf_counter() + REF_S / 2, 0
-        while reps < 3 or time.perf_counter() < t_end:
-            t = time.perf_counter()
-            np.matmul(an, bn, out=res)
-            best = min(best, time.perf_counter() - t)
-            reps += 1
-        out["numpy"][n] = 2 * n ** 3 / best
+        out["torch"][n] = reference_matmul(dtype, n, REF_S / 2)["best"]
+        a, b = rng.standard_normal((n, n)).astype(dtype), rng.standard_normal((n, n)).astype(dtype)
+        res = np.empty_like(a)
+        out["numpy"][n] = 2 * n ** 3 / best_call(lambda: np.matmul(a, b, out=res), REF_S / 2, min_reps=3)
     out["best"] = max(max(v.values()) for v in (out["torch"], out["numpy"]))
     return out
 

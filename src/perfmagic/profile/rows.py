@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sysconfig
+from typing import Any
 
 HARNESS = "(timing loop)"  # samples between two calls of the code: the measuring loop's own time
 CELL = "<cell>"            # the measured cell's own code (its compiled function's frame)
@@ -52,4 +53,20 @@ def library_of(file: str) -> str:
     return lib
 
 
-__all__ = ["CELL", "HARNESS", "library_of"]
+def redefined(in_a: set[Any], in_b: set[Any]) -> dict[Any, Any]:
+    """A function redefined between A and B (same name and library, another cell) is one row, B's: ``{A's key:
+    B's key}`` for each (name, library) with exactly two keys (name, file, library), one seen in A alone and
+    the other in B alone, so two different functions of one name (``forward`` of two modules) stay apart."""
+    by_name: dict[tuple[str, str], list[Any]] = {}
+    for k in in_a | in_b:
+        by_name.setdefault((k[0], k[2]), []).append(k)
+    out = {}
+    for ks in by_name.values():
+        only_a = [k for k in ks if k in in_a and k not in in_b]
+        only_b = [k for k in ks if k in in_b and k not in in_a]
+        if len(ks) == 2 and len(only_a) == 1 and len(only_b) == 1:
+            out[only_a[0]] = only_b[0]
+    return out
+
+
+__all__ = ["CELL", "HARNESS", "library_of", "redefined"]

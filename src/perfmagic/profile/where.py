@@ -48,7 +48,7 @@ from ..result import Displayed
 from .flame import PacedSampler
 from .flameresult import _INPUT_NAME, Frame
 from .rule import CONFIDENCE, FLOOR, RESAMPLES
-from .rows import _PERFMAGIC_DIR, CELL, HARNESS, library_of
+from .rows import _PERFMAGIC_DIR, CELL, HARNESS, library_of, redefined
 from .samplers import frame_stack
 
 DEFAULT_RATE = 1000.0     # samples a second: ≥ 20 in a pair of 10 ms blocks
@@ -200,10 +200,10 @@ class FunctionDelta:
         """The least |Δ| the evidence that names it allows (the end of its interval nearer 0: of the samples',
         of its ops', whichever is more); 0 when not named. Named rows are ranked by it: a change whose
         interval only just leaves 0 does not head the table above one that is sure."""
-        ends = [(lo, hi) for lo, hi, ok in ((self.low_s, self.high_s, self.named),
-                                            (getattr(self.ops, "low_s", 0.0), getattr(self.ops, "high_s", 0.0),
-                                             self.ops is not None and self.ops.named)) if ok and (lo > 0 or hi < 0)]
-        return max((min(abs(lo), abs(hi)) for lo, hi in ends), default=0.0)
+        ends = [(self.low_s, self.high_s)] if self.named else []
+        if self.ops is not None and self.ops.named:
+            ends.append((self.ops.low_s, self.ops.high_s))
+        return max((min(abs(lo), abs(hi)) for lo, hi in ends if lo > 0 or hi < 0), default=0.0)
 
     @property
     def evidence_s(self) -> float:
@@ -426,24 +426,13 @@ def _filed(sampler: PairSampler) -> tuple[dict[tuple[int, int], dict[Key, float]
 
 
 def _merge_redefined(blocks: dict[tuple[int, int], dict[Key, float]]) -> None:
-    """A function redefined between A and B (same name and library, another cell) is one row: the
-    change is in it. Merged only where one definition ran in A alone and the other in B alone, so two
-    different functions of one name (``forward`` of two modules) stay apart."""
-    sides: dict[Key, set[int]] = {}
+    """A function redefined between A and B is one row: the change is in it (:func:`.rows.redefined`)."""
+    rename = redefined({k for (_p, s), blk in blocks.items() if s == 0 for k in blk},
+                       {k for (_p, s), blk in blocks.items() if s == 1 for k in blk})
     for (_p, s), blk in blocks.items():
-        for k in blk:
-            sides.setdefault(k, set()).add(s)
-    by_name: dict[tuple[str, str], list[Key]] = {}
-    for k in sides:
-        by_name.setdefault((k[0], k[2]), []).append(k)
-    for ks in by_name.values():
-        only_a = [k for k in ks if sides[k] == {0}]
-        only_b = [k for k in ks if sides[k] == {1}]
-        if len(ks) == 2 and len(only_a) == 1 and len(only_b) == 1:
-            old, new = only_a[0], only_b[0]
-            for (_p, s), blk in blocks.items():
-                if s == 0 and old in blk:
-                    blk[new] = blk.pop(old)
+        if s == 0:
+            for old in rename.keys() & blk.keys():
+                blk[rename[old]] = blk.pop(old)
 
 
 def attribute(sampler: PairSampler, *, labels: tuple[str, str] = ("A", "B"), confidence: float = CONFIDENCE,

@@ -122,19 +122,12 @@ class OpsResult:
         ks = [k for k, f in enumerate(self.funcs) if joins(row, f)]
         if not ks:
             return None
-        cached = self.__dict__.get("_fcache")
-        if cached is None:
-            cached = _medians(self.fa, self.fb, self.confidence)
-            object.__setattr__(self, "_fcache", cached)
-        if len(ks) > 1:  # one row, two profiler functions (a method of two classes in one file): summed
-            sums = _medians(tuple((sum(r[k] for k in ks),) for r in self.fa),
-                            tuple((sum(r[k] for k in ks),) for r in self.fb), self.confidence)
-            cached, ks = sums, [0]
-        sa, sb, d, lo, hi, covered, *_ = cached
-        k = ks[0]
-        return OpDelta(name=row[0], a_s=float(sa[k]), b_s=float(sb[k]), delta_s=float(d[k]), low_s=float(lo[k]),
-                       high_s=float(hi[k]), share=None,
-                       named=covered[k] and (lo[k] > 0 or hi[k] < 0) and abs(float(d[k])) >= self.floor * self.a_total_s)
+        # (one row, two profiler functions, a method of two classes in one file: their op times summed)
+        sa, sb, d, lo, hi, covered, *_ = _medians(tuple((sum(r[k] for k in ks),) for r in self.fa),
+                                                  tuple((sum(r[k] for k in ks),) for r in self.fb), self.confidence)
+        return OpDelta(name=row[0], a_s=float(sa[0]), b_s=float(sb[0]), delta_s=float(d[0]), low_s=float(lo[0]),
+                       high_s=float(hi[0]), share=None,
+                       named=covered[0] and (lo[0] > 0 or hi[0] < 0) and abs(float(d[0])) >= self.floor * self.a_total_s)
 
     @property
     def total_delta_s(self) -> float | None:
@@ -535,15 +528,11 @@ def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: s
 
 def _merge_redefined(fa: list[dict[Func, float]], fb: list[dict[Func, float]]) -> tuple[list[dict[Func, float]],
                                                                                       list[dict[Func, float]]]:
-    """A function redefined between A and B (same name and library, another cell) is one function, B's: as
-    :func:`perfmagic.profile.where._merge_redefined` makes one row of it."""
-    in_a = {k for d in fa for k in d}
-    in_b = {k for d in fb for k in d}
-    rename = {}
-    for old in in_a - in_b:
-        new = [k for k in in_b - in_a if (k[0], k[2]) == (old[0], old[2])]
-        if len(new) == 1 and sum((k[0], k[2]) == (old[0], old[2]) for k in in_a) == 1:
-            rename[old] = new[0]
+    """A function redefined between A and B is one function, B's, as the sampler's table makes one row of it
+    (:func:`.rows.redefined`)."""
+    from .rows import redefined
+
+    rename = redefined({k for d in fa for k in d}, {k for d in fb for k in d})
     return [{rename.get(k, k): v for k, v in d.items()} for d in fa], fb
 
 
