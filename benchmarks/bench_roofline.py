@@ -104,6 +104,7 @@ def main() -> None:
         npmm = reference_numpy_matmul(MM_SIZES[-1])
         add, triad = reference_fused_add(elems), reference_numpy_triad(elems)
         placed = place_matmul(perfmagic, c, MM_SIZES[-1], 0.05 if args.quick else 0.5)
+        placed.update(place_triad(perfmagic, c, elems, 0.05 if args.quick else 0.5))
         load = lm.stop()["others_cores"]
         rows.append(dict(run=i + 1, cal=cal, f32=c.compute["float32"], mm=max(mms.values()), mm_n=max(mms, key=mms.get),
                          npmm=npmm, bw=c.bandwidth_Bps, add=add, triad=triad, warnings=[str(w) for w in c.warnings],
@@ -136,6 +137,23 @@ def place_matmul(perfmagic: Any, c: Any, n: int, budget: float) -> dict:
     flagged = any(getattr(w, "kind", "") == "roofline.other-state" for w in r.warnings)
     return {"placed_frac": r.fraction_of_roof, "placed_ratio": ratio, "placed_flagged": flagged,
             "placed_scaled_frac": r.fraction_of_roof * ratio, "placed_gflops": r.flops_per_s / 1e9}
+
+
+def place_triad(perfmagic: Any, c: Any, elems: int, budget: float) -> dict:
+    """The roof's own kernel as a cell: ``torch.add(x, y, alpha=3.0, out=z)`` on ``elems`` float32 elements,
+    placed by ``roofline()`` right after the references. Whatever memory phase the host is in, this cell
+    reaches about 100% of the bandwidth roof *of that phase*: its fraction as measured, and against the roof
+    of the phase its memory probes read (``fraction_of_phase_roof``, where perfmagic says another phase)."""
+    import torch
+
+    x, y, z = torch.rand(elems), torch.rand(elems), torch.empty(elems)
+    r = perfmagic.roofline("torch.add(x, y, alpha=3.0, out=z)", globals={"torch": torch, "x": x, "y": y, "z": z},
+                           ceilings=c, budget=budget)
+    ph = r.memory_phase or {}
+    return {"triad_gbps": r.bytes_per_s / 1e9, "triad_frac": r.fraction_of_roof,
+            "triad_phase_frac": r.fraction_of_phase_roof or r.fraction_of_roof, "triad_kind": ph.get("kind", "same"),
+            "triad_ratio": ph.get("ratio", 1.0), "triad_probes": [p / 1e9 for p in r.memory_probes or ()],
+            "roof_probe": ((c.details or {}).get("bandwidth") or {}).get("probe_Bps")}
 
 
 def _spread(xs: list[float]) -> float:
@@ -200,9 +218,29 @@ def render(rows: list[dict], elems: int) -> str:
                  f"{len(moved)} as measured and in {scaled}/{len(moved)} if the roof were divided by the guard's ratio "
                  "(issue 29's \"roof of its own state\"; perfmagic does not divide, and says the doubt instead)")
     lines.append(line)
+    lines.append(_triad_line(rows))
     warns = sorted({w for r in rows for w in r["warnings"]})
     lines += [f"- calibration warning: {w}" for w in warns]
     return "\n".join(lines)
+
+
+def _triad_line(rows: list[dict]) -> str:
+    """The roof's own kernel placed as a cell: as measured and against the roof of its memory phase."""
+    def near(xs: list[float]) -> int:
+        return sum(0.9 <= x <= 1.1 for x in xs)
+
+    frac, phase = [r["triad_frac"] for r in rows], [r["triad_phase_frac"] for r in rows]
+    other = sum(r["triad_kind"] == "other" for r in rows)
+    changed = sum(r["triad_kind"] == "changed" for r in rows)
+    return (f"- the roof's own kernel as a cell (`roofline()` on the fused triad, right after the references; issue 29's "
+            f"\"place the cell against the roof of its own state\", roofs/phase.py): as measured {min(frac):.0%}–"
+            f"{max(frac):.0%} of the bandwidth roof, {near(frac)}/{len(rows)} within 90–110%; the memory probes "
+            f"around it read another phase than the roof's in **{other}/{len(rows)}** runs and a change during the "
+            f"timing in {changed}; against the roof of its own phase {min(phase):.0%}–{max(phase):.0%}, "
+            f"**{near(phase)}/{len(rows)}** within 90–110% (per run, the cell's probes then the roof's, GB/s: "
+            + "; ".join(f"{r['run']}: " + "/".join(f"{p:.0f}" for p in r["triad_probes"])
+                        + (f" vs {r['roof_probe'] / 1e9:.0f}" if r.get("roof_probe") else "") + f" → {r['triad_frac']:.0%}"
+                        + (f" ({r['triad_phase_frac']:.0%})" if r["triad_kind"] == "other" else "") for r in rows) + ")")
 
 
 if __name__ == "__main__":

@@ -819,3 +819,127 @@ def test_roofline_says_when_a_real_matmul_ran_in_another_state_and_keeps_the_roo
     text = r.text()
     assert "the host ran in another speed state" in text or ("more: " in text and "see .warnings" in text), text
     assert "the host ran in another speed state" in str(w)
+
+
+# ---- the host's memory phase (roofs/phase.py) -------------------------------------------------------
+def test_phase_of_reads_another_phase_a_change_or_nothing() -> None:
+    from perfmagic.roofs.phase import phase_of
+
+    other = phase_of((20e9, 22e9), 35e9)  # both probes ~0.6x the roof's, agreeing: another phase all along
+    assert other["kind"] == "other" and other["ratio"] == pytest.approx((20 * 22) ** 0.5 / 35)
+    assert phase_of((56e9, 60e9), 35e9)["kind"] == "other"  # a faster phase than the roof's
+    assert phase_of((20e9, 34e9), 35e9)["kind"] == "changed"  # one side moved: the phase changed
+    assert phase_of((20e9, 56e9), 35e9)["kind"] == "changed"  # both away, on two sides
+    assert phase_of((20e9, 27.4e9), 35e9)["kind"] == "changed"  # both slow, but not one reading (27% apart)
+    assert phase_of((30e9, 40e9), 35e9) is None  # within 25% of the roof's on both sides: its phase
+    assert phase_of((None, 20e9), 35e9) is None and phase_of((20e9, 21e9), None) is None
+
+
+def _phase_roofs(probe: float = 35e9) -> Ceilings:
+    return _fake(bandwidth_Bps=35e9, details={"bandwidth": {"methods": {"torch_triad": {"bytes_per_s": 35e9}},
+                                                            "probes": [probe, probe], "probe_Bps": probe}})
+
+
+def test_a_memory_bound_cell_in_a_slower_memory_phase_is_placed_against_that_phases_roof() -> None:
+    c = _phase_roofs()
+    r = replace(_planted_result(c, flops=1e6, nbytes=12e6, t=12e6 / 20e9), memory_probes=(21e9, 21e9))
+    assert r.bound == "memory" and r.fraction_of_roof == pytest.approx(20 / 35)
+    assert r.memory_phase["kind"] == "other" and r.fraction_of_phase_roof == pytest.approx(20 / 21)
+    assert r.metrics()["fraction_of_phase_roof"] == pytest.approx(20 / 21)
+    assert r.metrics()["memory_phase_ratio"] == pytest.approx(0.6)
+    from perfmagic.roofs.roofline import memory_phase_finding
+
+    w = memory_phase_finding(r)
+    assert w.kind == "roofline.memory-phase" and w["phase_roof"] == pytest.approx(21e9)
+    text = str(w)
+    assert "ran slower around this cell" in text and "it reaches 95%, against the roof as measured 57%" in text
+    assert "recalibrate" not in text  # the roof was measured in the fast phase: it is right as it is
+    from perfmagic.render.warnings import rank
+
+    assert rank(text) == 2  # the machine's state, as the drift guard's lines
+    # a faster phase than the roof's: the roof was measured in a slow phase; recalibrate
+    fast = memory_phase_finding(replace(r, memory_probes=(56e9, 58e9)))
+    assert "ran faster" in str(fast) and "recalibrate" in str(fast)
+    # compute-bound: the bandwidth roof of the phase is said, the fraction stays the compute roof's
+    mm = replace(_planted_result(c, flops=2e9, nbytes=1e6, t=0.02), memory_probes=(21e9, 21e9))
+    assert mm.bound == "compute" and mm.fraction_of_phase_roof is None
+    assert "this cell is not memory-bound" in str(memory_phase_finding(mm))
+    # the phase changed during the timing: a doubt, no placement against a phase roof
+    moved = replace(r, memory_probes=(21e9, 34e9))
+    assert moved.fraction_of_phase_roof is None
+    assert "changed phase during the timing" in str(memory_phase_finding(moved))
+    # roofs calibrated before the probe existed, a cell on CUDA, no probes: nothing to say
+    assert memory_phase_finding(replace(r, ceilings=_fake(bandwidth_Bps=35e9))) is None
+    assert replace(r, memory_probes=None).memory_phase is None
+
+
+def test_roofline_reads_the_memory_phase_around_a_real_cell(monkeypatch: pytest.MonkeyPatch) -> None:
+    import perfmagic.roofs.phase as phase
+    from perfmagic.record import RunRecord
+
+    readings = iter([20e9, 22e9])
+    monkeypatch.setattr(phase, "memory_probe", lambda array_bytes=None: next(readings))
+    x, y = torch.ones(1 << 16), torch.ones(1 << 16)
+    r = roofline("x + y", globals={"x": x, "y": y}, ceilings=_phase_roofs(), budget=0.2)
+    assert r.memory_probes == (20e9, 22e9) and r.memory_phase["kind"] == "other"
+    assert any(getattr(w, "kind", "") == "roofline.memory-phase" for w in r.warnings)
+    assert all(len(line) <= 100 for line in r.text().splitlines())
+    rec = r.to_record(magic="roofline")
+    assert isinstance(rec, RunRecord)
+    back = RooflineResult.from_record(replace(rec, payload=json.loads(json.dumps(rec.payload))))  # as stored
+    assert back.memory_probes == (20e9, 22e9) and back.memory_phase == r.memory_phase
+    assert back.fraction_of_phase_roof == pytest.approx(r.fraction_of_phase_roof)
+
+
+def test_the_memory_probe_is_skipped_for_compute_bound_cells_and_ctrl_c_after_it_keeps_the_timing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import perfmagic.roofs.phase as phase
+    from perfmagic.errors import BenchInterrupted
+
+    def never(array_bytes: Any = None) -> float:
+        raise AssertionError("probed a compute-bound cell")
+
+    monkeypatch.setattr(phase, "memory_probe", never)
+    a, b = torch.randn(128, 128), torch.randn(128, 128)
+    r = roofline("a @ b", globals={"a": a, "b": b}, ceilings=_phase_roofs(), budget=0.2)  # I = 21 > 2 × ridge 7
+    assert r.memory_probes is None and r.memory_phase is None
+    calls = []
+
+    def interrupted_after(array_bytes: Any = None) -> float:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return 30e9
+
+    monkeypatch.setattr(phase, "memory_probe", interrupted_after)
+    x, y = torch.ones(1 << 16), torch.ones(1 << 16)
+    with pytest.raises(BenchInterrupted) as exc:
+        roofline("x + y", globals={"x": x, "y": y}, ceilings=_phase_roofs(), budget=0.2)
+    assert exc.value.result is not None and exc.value.result.bench.n_samples > 0  # the timing is kept, placed
+    calls.clear()
+    monkeypatch.setattr(phase, "memory_probe", lambda array_bytes=None: 30e9)
+    with pytest.raises(ZeroDivisionError):  # the cell's own exception, unchanged, with the probes on
+        roofline("x + y + 1 / 0", globals={"x": x, "y": y}, ceilings=_phase_roofs(), flops=1, bytes=8, budget=0.2)
+
+
+def test_the_memory_probe_reads_a_rate_and_none_without_the_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    import perfmagic.core.container as container
+    from perfmagic.roofs.phase import memory_probe, probe_array_bytes
+
+    rate = memory_probe(16 << 20)
+    assert rate is not None and 1e9 < rate < 5e12  # a copy of 16 MiB: between 1 GB/s and 5 TB/s
+    monkeypatch.setattr(container, "available_memory", lambda proc="/proc": (64 << 20, "the pod's limit"))
+    assert probe_array_bytes() is None and memory_probe() is None  # 8 MiB per array would sit in a cache
+
+
+def test_the_calibration_keeps_the_memory_probe_of_the_phase_it_kept() -> None:
+    from perfmagic.roofs.kernels import combine_bandwidth
+
+    def phase_(rates: list[float], probe: float) -> dict[str, Any]:
+        return {"methods": {"torch_triad": {"bytes_per_s": max(rates), "trials": rates, "agreed": True}},
+                "best": "torch_triad", "agreed": True, "probe_Bps": probe}
+
+    _, d, _ = combine_bandwidth(phase_([80e9, 81e9], 30e9), phase_([79e9, 82e9], 40e9))  # pooled: both
+    assert d["probes"] == [30e9, 40e9] and d["probe_Bps"] == pytest.approx((30e9 * 40e9) ** 0.5)
+    _, d, note = combine_bandwidth(phase_([50e9, 50.5e9], 20e9), phase_([82e9, 81.5e9], 33e9))  # the second kept
+    assert note is not None and d["probe_Bps"] == 33e9

@@ -34,7 +34,7 @@ _RANKS: tuple[tuple[int, str], ...] = (
         r"|but the roofs are of|undercounted|above the dram roof|not fitted|roof is unreliable|emulation"
         r"|counted tensors live on"),
     (4, r"^the first call"),  # reported apart from the samples, whatever the load during it
-    (2, r"slow state|speed state|machine ran .* slower|machine's own speed"),
+    (2, r"slow state|speed state|machine ran .* slower|machine's own speed|host's memory (ran|changed phase)"),
     (1, r"other processes|others kept|busy neighbour"),
     (3, r"precision target|only \d+ samples|spread is high|still drifting|noisy"),
 )

@@ -19,13 +19,19 @@ The method (docs/method.md §1):
 6. **The host's speed state** (CPU): a cell whose drift-guard readings, before and after its samples, differ
    by more than 30% from those its roof was measured at is a doubt (:func:`speed_state`); the roof is not
    rescaled by that ratio, because the measurement does not support it (the function's docstring).
+7. **The host's memory phase** (CPU): a copy probe before and after the timing, against the one the
+   calibration read right after its bandwidth trials (:mod:`perfmagic.roofs.phase`). Both beyond 25% of the
+   roof's on one side: the cell ran in another phase, and a memory-bound cell is also placed against the roof of
+   its own phase (:attr:`RooflineResult.fraction_of_phase_roof`, the roof × the probes' ratio); readings on
+   two sides: the phase moved during the timing. A clearly compute-bound cell (intensity over twice every cached
+   ridge) is not probed.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 from .ceilings import Ceilings, normalize_dtype
@@ -75,6 +81,7 @@ class RooflineResult(Displayed):
     label: str | None = None
     warnings: tuple[Finding, ...] = ()  # worded by render/findings_roofs.py (a row's older text stays a str)
     notes: tuple[Finding, ...] = ()
+    memory_probes: tuple[float | None, float | None] | None = None  # bytes/s before, after the timing (roofs/phase.py)
 
     # ---- derived --------------------------------------------------------------------------------
     @property
@@ -148,6 +155,25 @@ class RooflineResult(Displayed):
         return self.flops_per_s / self.peak_flops_per_s
 
     @property
+    def memory_phase(self) -> dict[str, Any] | None:
+        """The host's memory phase around the timing against the bandwidth roof's
+        (:func:`perfmagic.roofs.phase.phase_of`); None where it cannot tell or it is the roof's."""
+        from .phase import phase_of, probes_of
+
+        if not self.memory_probes or not self.device.startswith("cpu"):
+            return None
+        return phase_of(self.memory_probes, probes_of(self.ceilings.details)[0])
+
+    @property
+    def fraction_of_phase_roof(self) -> float | None:
+        """A memory-bound cell that ran in another memory phase all along: achieved bytes/s ÷ the roof of that
+        phase (the bandwidth roof × the probes' ratio); None otherwise."""
+        ph = self.memory_phase
+        if ph is None or ph["kind"] != "other" or self.bound != "memory" or self.at_ridge:
+            return None
+        return self.fraction_of_roof / ph["ratio"]
+
+    @property
     def advice(self) -> tuple[str, ...]:
         """What to try next, in order: the sentences of :func:`perfmagic.roofs.advice._advice`'s findings."""
         return tuple(str(a) for a in _advice(self))
@@ -162,6 +188,8 @@ class RooflineResult(Displayed):
             "attainable_flops_per_s": self.attainable_flops_per_s, "fraction_of_roof": self.fraction_of_roof,
             "bound": self.bound, "at_ridge": self.at_ridge, "dtype": self.dtype, "flops_source": self.flops_source,
             "bytes_source": self.bytes_source, "ceilings_fingerprint": self.ceilings.fingerprint,
+            "fraction_of_phase_roof": self.fraction_of_phase_roof,
+            "memory_phase_ratio": (self.memory_phase or {}).get("ratio"),
             "ceilings_measured_utc": self.ceilings.measured_utc,
         }
 
@@ -237,19 +265,22 @@ def roofline(code: str | Callable[[], Any], setup: str = "", *, globals: Mapping
     if B <= 0:
         raise BadOptionError("bytes", B, "a positive number of bytes per call",
                              "the counted ops moved no tensor data; give bytes= (e.g. --bytes 12*n)")
-    def place(r: Any, roofs: Ceilings, first: list[Finding]) -> RooflineResult:
+    def place(r: Any, roofs: Ceilings, first: list[Finding], probes: Any = None) -> RooflineResult:
         d, dnotes = _resolve_dtype(dtype, counts, roofs)
         more = [Finding.of("roofline.zero-flops")] if F == 0 else []
         first = first + [w for w in (speed_state(r, roofs, d),) if w is not None]
-        return RooflineResult(code=r.code, flops=F, bytes=B, flops_source="given" if flops_v is not None else "counted",
-                              bytes_source="given" if bytes_v is not None else "counted", dtype=d, bench=r,
-                              ceilings=roofs, counts=counts, label=label,
-                              warnings=tuple(first + _warnings(r, roofs, counts, F, B, r.median, d)),
-                              notes=tuple(notes + dnotes + more))
+        res = RooflineResult(code=r.code, flops=F, bytes=B, flops_source="given" if flops_v is not None else "counted",
+                             bytes_source="given" if bytes_v is not None else "counted", dtype=d, bench=r,
+                             ceilings=roofs, counts=counts, label=label,
+                             warnings=tuple(first + _warnings(r, roofs, counts, F, B, r.median, d)),
+                             notes=tuple(notes + dnotes + more), memory_probes=probes)
+        phase = memory_phase_finding(res)
+        return res if phase is None else replace(res, warnings=res.warnings + (phase,))
 
     try:
-        r = bench(code, setup, globals=globals, budget=budget, device=device, flops=F, bytes_moved=B,
-                  label=label, filename=filename)
+        r, probes = _timed(lambda: bench(code, setup, globals=globals, budget=budget, device=device, flops=F,
+                                         bytes_moved=B, label=label, filename=filename),
+                           _wants_probe(F, B, device, ceilings))
     except BenchInterrupted as exc:  # Ctrl-C: place what was timed, when anything was and the roofs are known
         part = exc.result
         if ceilings is None and part is not None and part.raw:  # the cached roofs of the device it ran on
@@ -266,7 +297,52 @@ def roofline(code: str | Callable[[], Any], setup: str = "", *, globals: Mapping
         from .ceilings import ceilings as get_ceilings
 
         ceilings = get_ceilings(r.device if r.device.startswith(("cpu", "cuda")) else "cpu", progress=progress)
-    return place(r, ceilings, [])
+    return place(r, ceilings, [], probes)
+
+
+def _wants_probe(F: float, B: float, device: str, ceilings: Ceilings | None) -> bool:
+    """Whether to read the host's memory phase around the timing: not for a cell sent to CUDA, nor for one
+    whose intensity is over twice every ridge of the roofs at hand (given, else cached): clearly compute-bound."""
+    if str(device).startswith("cuda"):
+        return False
+    roofs = ceilings if ceilings is not None else _cached_roofs("cpu")
+    if roofs is None or not str(roofs.device).startswith("cpu") or not roofs.compute or not roofs.bandwidth_Bps > 0:
+        return True
+    return F / B <= 2.0 * max(roofs.ridge(d) for d in roofs.compute)
+
+
+def _timed(run: Callable[[], BenchResult], probe_on: bool) -> tuple[BenchResult, Any]:
+    """``run()`` between two memory probes (:func:`perfmagic.roofs.phase.memory_probe`) where ``probe_on``
+    and it ran on the CPU: ``(result, (before, after) or None)``. Ctrl-C in the probe after the timing keeps
+    the timing (``BenchInterrupted`` carrying it)."""
+    from .phase import memory_probe
+
+    before = memory_probe() if probe_on else None
+    r = run()
+    if before is None or not str(r.device).startswith("cpu"):
+        return r, None
+    try:
+        return r, (before, memory_probe())
+    except KeyboardInterrupt:
+        raise BenchInterrupted(r) from None
+
+
+def memory_phase_finding(x: RooflineResult) -> Finding | None:
+    """The memory phase the cell ran in, as a doubt: ``roofline.memory-phase`` (another phase all along, with
+    the roof of that phase and the fraction against it) or ``roofline.memory-phase-changed``; None where
+    :attr:`RooflineResult.memory_phase` is."""
+    from .phase import probes_of
+
+    ph = x.memory_phase
+    if ph is None:
+        return None
+    at = probes_of(x.ceilings.details)[0] or 0.0
+    before, after = x.memory_probes or (None, None)
+    if ph["kind"] == "changed":
+        return Finding.of("roofline.memory-phase-changed", before=before, after=after, roof_probe=at)
+    return Finding.of("roofline.memory-phase", ratio=ph["ratio"], before=before, after=after, roof_probe=at,
+                      phase_roof=x.bandwidth_Bps * ph["ratio"], fraction=x.fraction_of_roof,
+                      phase_fraction=x.fraction_of_phase_roof)
 
 
 def speed_state(r: Any, c: Ceilings, dtype: str) -> Finding | None:
