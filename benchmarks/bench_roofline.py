@@ -152,8 +152,7 @@ def place_triad(perfmagic: Any, c: Any, elems: int, budget: float) -> dict:
     ph = r.memory_phase or {}
     return {"triad_gbps": r.bytes_per_s / 1e9, "triad_frac": r.fraction_of_roof,
             "triad_phase_frac": r.fraction_of_phase_roof or r.fraction_of_roof, "triad_kind": ph.get("kind", "same"),
-            "triad_ratio": ph.get("ratio", 1.0), "triad_probes": [p / 1e9 for p in r.memory_probes or ()],
-            "roof_probe": ((c.details or {}).get("bandwidth") or {}).get("probe_Bps")}
+            "triad_ratio": ph.get("ratio", 1.0), "triad_probes": [p / 1e9 for p in r.memory_probes or ()]}
 
 
 def _spread(xs: list[float]) -> float:
@@ -236,10 +235,10 @@ def _triad_line(rows: list[dict]) -> str:
             f"\"place the cell against the roof of its own state\", roofs/phase.py): as measured {min(frac):.0%}–"
             f"{max(frac):.0%} of the bandwidth roof, {near(frac)}/{len(rows)} within 90–110%; the memory probes "
             f"around it read another phase than the roof's in **{other}/{len(rows)}** runs and a change during the "
-            f"timing in {changed}; against the roof of its own phase {min(phase):.0%}–{max(phase):.0%}, "
-            f"**{near(phase)}/{len(rows)}** within 90–110% (per run, the cell's probes then the roof's, GB/s: "
+            f"timing in {changed}; against the roof of its own phase (where another was read; else as measured) {min(phase):.0%}–{max(phase):.0%}, "
+            f"**{near(phase)}/{len(rows)}** within 90–110% (per run, the cell's two probes, GB/s, then the roof: "
             + "; ".join(f"{r['run']}: " + "/".join(f"{p:.0f}" for p in r["triad_probes"])
-                        + (f" vs {r['roof_probe'] / 1e9:.0f}" if r.get("roof_probe") else "") + f" → {r['triad_frac']:.0%}"
+                        + f" vs roof {r['bw'] / 1e9:.0f} → {r['triad_frac']:.0%}"
                         + (f" ({r['triad_phase_frac']:.0%})" if r["triad_kind"] == "other" else "") for r in rows) + ")")
 
 

@@ -822,6 +822,12 @@ def test_roofline_says_when_a_real_matmul_ran_in_another_state_and_keeps_the_roo
 
 
 # ---- the host's memory phase (roofs/phase.py) -------------------------------------------------------
+def replace_ns(ns: Any, **kw: Any) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**{**vars(ns), **kw})
+
+
 def test_phase_of_reads_another_phase_a_change_or_nothing() -> None:
     from perfmagic.roofs.phase import phase_of
 
@@ -833,11 +839,11 @@ def test_phase_of_reads_another_phase_a_change_or_nothing() -> None:
     assert phase_of((20e9, 27.4e9), 35e9)["kind"] == "changed"  # both slow, but not one reading (27% apart)
     assert phase_of((30e9, 40e9), 35e9) is None  # within 25% of the roof's on both sides: its phase
     assert phase_of((None, 20e9), 35e9) is None and phase_of((20e9, 21e9), None) is None
+    assert phase_of((30e9, 31e9), 1e9) is None  # 30x the roof: not a phase of the host, a roof of something else
 
 
-def _phase_roofs(probe: float = 35e9) -> Ceilings:
-    return _fake(bandwidth_Bps=35e9, details={"bandwidth": {"methods": {"torch_triad": {"bytes_per_s": 35e9}},
-                                                            "probes": [probe, probe], "probe_Bps": probe}})
+def _phase_roofs() -> Ceilings:
+    return _fake(bandwidth_Bps=35e9, details={"bandwidth": {"methods": {"torch_triad": {"bytes_per_s": 35e9}}}})
 
 
 def test_a_memory_bound_cell_in_a_slower_memory_phase_is_placed_against_that_phases_roof() -> None:
@@ -853,6 +859,7 @@ def test_a_memory_bound_cell_in_a_slower_memory_phase_is_placed_against_that_pha
     assert w.kind == "roofline.memory-phase" and w["phase_roof"] == pytest.approx(21e9)
     text = str(w)
     assert "ran slower around this cell" in text and "it reaches 95%, against the roof as measured 57%" in text
+    assert "a triad probe read 21 GB/s before and 21 GB/s after the timing, against the 35 GB/s roof (×0.60)" in text
     assert "recalibrate" not in text  # the roof was measured in the fast phase: it is right as it is
     from perfmagic.render.warnings import rank
 
@@ -868,9 +875,11 @@ def test_a_memory_bound_cell_in_a_slower_memory_phase_is_placed_against_that_pha
     moved = replace(r, memory_probes=(21e9, 34e9))
     assert moved.fraction_of_phase_roof is None
     assert "changed phase during the timing" in str(memory_phase_finding(moved))
-    # roofs calibrated before the probe existed, a cell on CUDA, no probes: nothing to say
-    assert memory_phase_finding(replace(r, ceilings=_fake(bandwidth_Bps=35e9))) is None
+    # probes within 25% of the roof, a cell on CUDA, no probes: nothing to say
+    assert memory_phase_finding(replace(r, memory_probes=(30e9, 40e9))) is None
     assert replace(r, memory_probes=None).memory_phase is None
+    on_cuda = replace(r, bench=replace_ns(r.bench, device="cuda:0"))
+    assert on_cuda.memory_phase is None
 
 
 def test_roofline_reads_the_memory_phase_around_a_real_cell(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -927,19 +936,6 @@ def test_the_memory_probe_reads_a_rate_and_none_without_the_memory(monkeypatch: 
     from perfmagic.roofs.phase import memory_probe, probe_array_bytes
 
     rate = memory_probe(16 << 20)
-    assert rate is not None and 1e9 < rate < 5e12  # a copy of 16 MiB: between 1 GB/s and 5 TB/s
-    monkeypatch.setattr(container, "available_memory", lambda proc="/proc": (64 << 20, "the pod's limit"))
+    assert rate is not None and 1e9 < rate < 5e12  # a triad over 16 MiB arrays: between 1 GB/s and 5 TB/s
+    monkeypatch.setattr(container, "available_memory", lambda proc="/proc": (96 << 20, "the pod's limit"))
     assert probe_array_bytes() is None and memory_probe() is None  # 8 MiB per array would sit in a cache
-
-
-def test_the_calibration_keeps_the_memory_probe_of_the_phase_it_kept() -> None:
-    from perfmagic.roofs.kernels import combine_bandwidth
-
-    def phase_(rates: list[float], probe: float) -> dict[str, Any]:
-        return {"methods": {"torch_triad": {"bytes_per_s": max(rates), "trials": rates, "agreed": True}},
-                "best": "torch_triad", "agreed": True, "probe_Bps": probe}
-
-    _, d, _ = combine_bandwidth(phase_([80e9, 81e9], 30e9), phase_([79e9, 82e9], 40e9))  # pooled: both
-    assert d["probes"] == [30e9, 40e9] and d["probe_Bps"] == pytest.approx((30e9 * 40e9) ** 0.5)
-    _, d, note = combine_bandwidth(phase_([50e9, 50.5e9], 20e9), phase_([82e9, 81.5e9], 33e9))  # the second kept
-    assert note is not None and d["probe_Bps"] == 33e9

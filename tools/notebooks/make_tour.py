@@ -39,6 +39,11 @@ cells = [
     code("%%roofline -l matmul-512\nx @ y"),
     md("For code without torch ops, give the work per call. A NumPy add of two large arrays reads two and writes one:"),
     code("%%roofline -l numpy-add --flops n --bytes 3*a.nbytes\na + b"),
+    md("On a shared host the memory bandwidth can change phase with nothing on this machine to show for it "
+       "(on our test VM a triad reads ~35 GB/s for minutes, then ~60). So a CPU cell that is not clearly "
+       "compute-bound is bracketed by a ~0.1 s triad probe (the roof's own kernel), compared with the bandwidth "
+       "roof: a cell timed in another phase gets a `!` line, and its fraction against the roof of *its own* "
+       "phase beside the fraction of the roof as measured."),
     md("## `%%amdahl`: how many workers are worth it?\n\n"
        "The cell runs at each worker count (interleaved rounds, each point timed by the engine); the sweep reports "
        "speedup, efficiency and the Karp–Flatt serial fraction per point, and fits Amdahl's law (serial fraction S, "

@@ -146,9 +146,9 @@ _ROOFLINE: dict[str, Callable[[Any], str]] = {
         f"{f['after']:.2f}× its reading when the {f['dtype']} roof was measured): time the cell again"),
     "roofline.memory-phase": lambda f: _memory_phase(f),
     "roofline.memory-phase-changed": lambda f: (
-        f"the host's memory changed phase during the timing: a copy probe read {fmt_rate(f['before'], 'B')} before "
-        f"and {fmt_rate(f['after'], 'B')} after it, against {fmt_rate(f['roof_probe'], 'B')} when the bandwidth roof "
-        "was measured; the point mixes both phases — time the cell again"),
+        f"the host's memory changed phase during the timing: a triad probe read {fmt_rate(f['before'], 'B')} before "
+        f"and {fmt_rate(f['after'], 'B')} after it, against the {fmt_rate(f['roof'], 'B')} bandwidth roof; the point "
+        "mixes both phases — time the cell again"),
     "roofline.tensors-elsewhere": lambda f: (f"the counted tensors live on {', '.join(f['devices'])}, the timing ran "
                                              f"on {f['device']}"),
 }
@@ -157,8 +157,8 @@ def _memory_phase(f: Any) -> str:
     """A cell timed in another memory phase than its bandwidth roof was measured in (roofs/phase.py)."""
     slower = f["ratio"] < 1
     head = (f"the host's memory ran {'slower' if slower else 'faster'} around this cell than when the bandwidth "
-            f"roof was measured: a copy probe read {fmt_rate(f['before'], 'B')} before and "
-            f"{fmt_rate(f['after'], 'B')} after the timing, against {fmt_rate(f['roof_probe'], 'B')} then "
+            f"roof was measured: a triad probe read {fmt_rate(f['before'], 'B')} before and "
+            f"{fmt_rate(f['after'], 'B')} after the timing, against the {fmt_rate(f['roof'], 'B')} roof "
             f"(×{f['ratio']:.2f}); ")
     if f.get("phase_fraction") is None:
         tail = (f"the bandwidth roof of this phase is about {fmt_rate(f['phase_roof'], 'B')} (this cell is not "

@@ -8,7 +8,6 @@ torch and numpy are imported inside functions only.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -297,13 +296,10 @@ def _cpu_bandwidth(clock: _Clock, budget_s: float, share: float = 0.3, min_trial
         clock.step(Finding.of("roofs.step-bandwidth", method=name, rate=value))
     best_name = max(methods, key=lambda k: methods[k]["bytes_per_s"])
     del x, y, z, xn, yn, zn
-    from .phase import memory_probe
-
-    probe_Bps = memory_probe()  # this phase as the cells' probe reads it (roofs/phase.py)
     return methods[best_name]["bytes_per_s"], {
         "methods": methods, "best": best_name, "agreed": methods[best_name]["agreed"], "array_bytes": n * elt,
         "arrays": 3, "llc_bytes": llc, "working_set_over_cache": 3 * n * elt / llc, "counting": COUNTING,
-        "dtype": "float32", "sized_by_memory": sized, "probe_Bps": probe_Bps}
+        "dtype": "float32", "sized_by_memory": sized}
 
 
 PHASES_AGREE = 0.10  # the two bandwidth phases of a CPU calibration are pooled when this close
@@ -313,8 +309,7 @@ def combine_bandwidth(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, dict
     """The bandwidth roof from two phases of trials (before and after the compute sweep). Phases within
     :data:`PHASES_AGREE`: every kernel's trials pooled. Otherwise the machine went through a slow phase
     that the load probe cannot see (on a shared VM host memory bandwidth halved for tens of seconds with
-    no process to show for it): the higher phase is kept, with a note. ``probe_Bps``: the memory probe of
-    the phase kept (pooled: of both, their geometric mean); ``probes``: both. Returns ``(roof, details, note)``."""
+    no process to show for it): the higher phase is kept, with a note. Returns ``(roof, details, note)``."""
     def best(d: dict[str, Any]) -> float:
         return max((m["bytes_per_s"] for m in d["methods"].values()), default=0.0)
 
@@ -327,16 +322,13 @@ def combine_bandwidth(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, dict
             value, agreed = settled(rates)
             methods[name] = {**m, "bytes_per_s": value, "reps": len(rates), "trials": rates, "agreed": agreed}
         base = a
-        pa, pb = a.get("probe_Bps"), b.get("probe_Bps")
-        probe = math.sqrt(pa * pb) if pa and pb else pa or pb
     else:
         base = a if va >= vb else b
         methods = dict(base["methods"])
         note = Finding.of("roofs.phases-moved", first=va, second=vb)
-        probe = base.get("probe_Bps")
     best_name = max(methods, key=lambda k: methods[k]["bytes_per_s"])
     out = {**base, "methods": methods, "best": best_name, "agreed": methods[best_name]["agreed"],
-           "phases": [va, vb], "probes": [a.get("probe_Bps"), b.get("probe_Bps")], "probe_Bps": probe}
+           "phases": [va, vb]}
     return methods[best_name]["bytes_per_s"], out, note
 
 

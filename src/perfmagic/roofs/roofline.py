@@ -19,11 +19,11 @@ The method (docs/method.md §1):
 6. **The host's speed state** (CPU): a cell whose drift-guard readings, before and after its samples, differ
    by more than 30% from those its roof was measured at is a doubt (:func:`speed_state`); the roof is not
    rescaled by that ratio, because the measurement does not support it (the function's docstring).
-7. **The host's memory phase** (CPU): a copy probe before and after the timing, against the one the
-   calibration read right after its bandwidth trials (:mod:`perfmagic.roofs.phase`). Both beyond 25% of the
-   roof's on one side: the cell ran in another phase, and a memory-bound cell is also placed against the roof of
-   its own phase (:attr:`RooflineResult.fraction_of_phase_roof`, the roof × the probes' ratio); readings on
-   two sides: the phase moved during the timing. A clearly compute-bound cell (intensity over twice every cached
+7. **The host's memory phase** (CPU): a short triad probe before and after the timing, against the
+   bandwidth roof (:mod:`perfmagic.roofs.phase`). Both beyond 25% of the roof on one side: the cell ran in
+   another phase, and a memory-bound cell is also placed against the roof of its own phase
+   (:attr:`RooflineResult.fraction_of_phase_roof`: against what the probes read); readings on two sides: the
+   phase moved during the timing. A clearly compute-bound cell (intensity over twice every cached
    ridge) is not probed.
 """
 
@@ -158,16 +158,16 @@ class RooflineResult(Displayed):
     def memory_phase(self) -> dict[str, Any] | None:
         """The host's memory phase around the timing against the bandwidth roof's
         (:func:`perfmagic.roofs.phase.phase_of`); None where it cannot tell or it is the roof's."""
-        from .phase import phase_of, probes_of
+        from .phase import phase_of
 
         if not self.memory_probes or not self.device.startswith("cpu"):
             return None
-        return phase_of(self.memory_probes, probes_of(self.ceilings.details)[0])
+        return phase_of(self.memory_probes, self.bandwidth_Bps)
 
     @property
     def fraction_of_phase_roof(self) -> float | None:
         """A memory-bound cell that ran in another memory phase all along: achieved bytes/s ÷ the roof of that
-        phase (the bandwidth roof × the probes' ratio); None otherwise."""
+        phase (the bandwidth roof × the probes' ratio: what the probes read); None otherwise."""
         ph = self.memory_phase
         if ph is None or ph["kind"] != "other" or self.bound != "memory" or self.at_ridge:
             return None
@@ -331,16 +331,13 @@ def memory_phase_finding(x: RooflineResult) -> Finding | None:
     """The memory phase the cell ran in, as a doubt: ``roofline.memory-phase`` (another phase all along, with
     the roof of that phase and the fraction against it) or ``roofline.memory-phase-changed``; None where
     :attr:`RooflineResult.memory_phase` is."""
-    from .phase import probes_of
-
     ph = x.memory_phase
     if ph is None:
         return None
-    at = probes_of(x.ceilings.details)[0] or 0.0
     before, after = x.memory_probes or (None, None)
     if ph["kind"] == "changed":
-        return Finding.of("roofline.memory-phase-changed", before=before, after=after, roof_probe=at)
-    return Finding.of("roofline.memory-phase", ratio=ph["ratio"], before=before, after=after, roof_probe=at,
+        return Finding.of("roofline.memory-phase-changed", before=before, after=after, roof=x.bandwidth_Bps)
+    return Finding.of("roofline.memory-phase", ratio=ph["ratio"], before=before, after=after, roof=x.bandwidth_Bps,
                       phase_roof=x.bandwidth_Bps * ph["ratio"], fraction=x.fraction_of_roof,
                       phase_fraction=x.fraction_of_phase_roof)
 
