@@ -875,6 +875,12 @@ def test_a_memory_bound_cell_in_a_slower_memory_phase_is_placed_against_that_pha
     moved = replace(r, memory_probes=(21e9, 34e9))
     assert moved.fraction_of_phase_roof is None
     assert "changed phase during the timing" in str(memory_phase_finding(moved))
+    # probes reading a slower phase than the cell itself reached: the phase moved between them and the timing
+    fast_cell = replace(_planted_result(c, flops=1e6, nbytes=12e6, t=12e6 / 34e9), memory_probes=(21e9, 21e9))
+    assert fast_cell.memory_phase["kind"] == "changed" and fast_cell.fraction_of_phase_roof is None
+    # a cell in cache: the DRAM's phase does not limit it
+    assert replace(_planted_result(c, flops=1e6, nbytes=12e6, t=12e6 / 400e9), memory_probes=(21e9, 21e9)
+                   ).memory_phase is None
     # probes within 25% of the roof, a cell on CUDA, no probes: nothing to say
     assert memory_phase_finding(replace(r, memory_probes=(30e9, 40e9))) is None
     assert replace(r, memory_probes=None).memory_phase is None
@@ -889,8 +895,9 @@ def test_roofline_reads_the_memory_phase_around_a_real_cell(monkeypatch: pytest.
     readings = iter([20e9, 22e9])
     monkeypatch.setattr(phase, "memory_probe", lambda array_bytes=None: next(readings))
     x, y = torch.ones(1 << 16), torch.ones(1 << 16)
-    r = roofline("x + y", globals={"x": x, "y": y}, ceilings=_phase_roofs(), budget=0.2)
-    assert r.memory_probes == (20e9, 22e9) and r.memory_phase["kind"] == "other"
+    # work given so that the cell's rate stays under both roofs (a counted x + y this small sits in cache)
+    r = roofline("x + y", globals={"x": x, "y": y}, ceilings=_phase_roofs(), budget=0.2, flops=1, bytes=50_000)
+    assert r.memory_probes == (20e9, 22e9) and r.memory_phase["kind"] == "other", (r.bytes_per_s, r.memory_phase)
     assert any(getattr(w, "kind", "") == "roofline.memory-phase" for w in r.warnings)
     assert all(len(line) <= 100 for line in r.text().splitlines())
     rec = r.to_record(magic="roofline")

@@ -157,12 +157,20 @@ class RooflineResult(Displayed):
     @property
     def memory_phase(self) -> dict[str, Any] | None:
         """The host's memory phase around the timing against the bandwidth roof's
-        (:func:`perfmagic.roofs.phase.phase_of`); None where it cannot tell or it is the roof's."""
-        from .phase import phase_of
+        (:func:`perfmagic.roofs.phase.phase_of`); None where it cannot tell, it is the roof's, or the cell ran
+        in cache. Probes that read a slower phase than a memory-bound cell itself reached (by more than
+        :data:`~perfmagic.roofs.phase.PHASE_MOVED`) are a phase that moved between them and the timing:
+        ``"changed"``."""
+        from .phase import PHASE_MOVED, phase_of
 
-        if not self.memory_probes or not self.device.startswith("cpu"):
+        if not self.memory_probes or not self.device.startswith("cpu") or self.bytes_per_s > (
+                CACHE_BW_TOLERANCE * self.bandwidth_Bps):  # in cache: the DRAM's phase does not limit it
             return None
-        return phase_of(self.memory_probes, self.bandwidth_Bps)
+        ph = phase_of(self.memory_probes, self.bandwidth_Bps)
+        if ph is not None and ph["kind"] == "other" and self.bound == "memory" and self.bytes_per_s > (
+                1.0 + PHASE_MOVED) * self.bandwidth_Bps * ph["ratio"]:
+            return {**ph, "kind": "changed"}  # the cell ran faster than the phase its probes read allows
+        return ph
 
     @property
     def fraction_of_phase_roof(self) -> float | None:
