@@ -152,7 +152,11 @@ def place_triad(perfmagic: Any, c: Any, elems: int, budget: float) -> dict:
     ph = r.memory_phase or {}
     return {"triad_gbps": r.bytes_per_s / 1e9, "triad_frac": r.fraction_of_roof,
             "triad_phase_frac": r.fraction_of_phase_roof or r.fraction_of_roof, "triad_kind": ph.get("kind", "same"),
-            "triad_ratio": ph.get("ratio", 1.0), "triad_probes": [p / 1e9 for p in r.memory_probes or ()]}
+            "triad_ratio": ph.get("ratio", 1.0), "triad_probes": [p / 1e9 for p in r.memory_probes or ()],
+            "triad_said": sorted({w.kind for w in r.warnings if getattr(w, "kind", "") in SAYS_WHY})}
+
+
+SAYS_WHY = ("roofline.memory-phase", "roofline.memory-phase-changed", "roofline.above-roof")  # a cell off its roof
 
 
 def _spread(xs: list[float]) -> float:
@@ -230,16 +234,20 @@ def _triad_line(rows: list[dict]) -> str:
 
     frac, phase = [r["triad_frac"] for r in rows], [r["triad_phase_frac"] for r in rows]
     other = sum(r["triad_kind"] == "other" for r in rows)
+    unsaid = sum(not 0.9 <= p <= 1.1 and not r["triad_said"] for r, p in zip(rows, phase))
     changed = sum(r["triad_kind"] == "changed" for r in rows)
     return (f"- the roof's own kernel as a cell (`roofline()` on the fused triad, right after the references; issue 29's "
             f"\"place the cell against the roof of its own state\", roofs/phase.py): as measured {min(frac):.0%}–"
             f"{max(frac):.0%} of the bandwidth roof, {near(frac)}/{len(rows)} within 90–110%; the memory probes "
             f"around it read another phase than the roof's in **{other}/{len(rows)}** runs and a change during the "
             f"timing in {changed}; against the roof of its own phase (where another was read; else as measured) {min(phase):.0%}–{max(phase):.0%}, "
-            f"**{near(phase)}/{len(rows)}** within 90–110% (per run, the cell's two probes, GB/s, then the roof: "
+            f"**{near(phase)}/{len(rows)}** within 90–110%; outside it with no `!` line saying why (another phase, "
+            f"a phase change, above the DRAM roof beyond any cache): **{unsaid}/{len(rows)}** (per run, the cell's two probes, GB/s, then the roof: "
             + "; ".join(f"{r['run']}: " + "/".join(f"{p:.0f}" for p in r["triad_probes"])
                         + f" vs roof {r['bw'] / 1e9:.0f} → {r['triad_frac']:.0%}"
-                        + (f" ({r['triad_phase_frac']:.0%})" if r["triad_kind"] == "other" else "") for r in rows) + ")")
+                        + (f" ({r['triad_phase_frac']:.0%})" if r["triad_kind"] == "other" else "")
+                        + (" [" + ", ".join(k.split(".")[1] for k in r["triad_said"]) + "]" if r["triad_said"] else "")
+                        for r in rows) + ")")
 
 
 if __name__ == "__main__":

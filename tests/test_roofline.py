@@ -946,3 +946,26 @@ def test_the_memory_probe_reads_a_rate_and_none_without_the_memory(monkeypatch: 
     assert rate is not None and 1e9 < rate < 5e12  # a triad over 16 MiB arrays: between 1 GB/s and 5 TB/s
     monkeypatch.setattr(container, "available_memory", lambda proc="/proc": (96 << 20, "the pod's limit"))
     assert probe_array_bytes() is None and memory_probe() is None  # 8 MiB per array would sit in a cache
+
+
+def test_a_rate_above_the_dram_roof_with_a_working_set_no_cache_holds_is_not_called_cache() -> None:
+    from types import SimpleNamespace
+
+    from perfmagic.roofs.roofline import _warnings
+
+    llc = 32 << 20
+    c = _fake(bandwidth_Bps=35e9, details={"bandwidth": {"methods": {"torch_triad": {"bytes_per_s": 35e9}},
+                                                         "llc_bytes": llc}})
+    timing = SimpleNamespace(warnings=(), device="cpu")
+    big = 384 << 20  # a triad over 3 × 128 MiB: 47 GB/s against a 35 GB/s roof (a fast memory episode)
+    w = _warnings(timing, c, None, 1e6, big, big / 47e9)
+    assert [x.kind for x in w] == ["roofline.above-roof"]
+    assert "not cache bandwidth" in str(w[0]) and "recalibrate" in str(w[0]) and "32.0 MiB" in str(w[0])
+    r = _planted_result(c, flops=1e6, nbytes=big, t=big / 47e9)
+    assert not r.in_cache and not any("stays in cache" in a for a in r.advice)
+    small = 12 << 20  # 12 MiB per call: a cache holds it; the old sentence stands
+    assert [x.kind for x in _warnings(timing, c, None, 1e6, small, small / 200e9)] == ["roofline.in-cache"]
+    assert _planted_result(c, flops=1e6, nbytes=small, t=small / 200e9).in_cache
+    # roofs that do not know the cache (older caches, GPUs): as before
+    assert [x.kind for x in _warnings(timing, _fake(bandwidth_Bps=35e9), None, 1e6, big, big / 47e9)] == [
+        "roofline.in-cache"]

@@ -127,6 +127,11 @@ _ROOFLINE: dict[str, Callable[[Any], str]] = {
                                     f"{fmt_rate(f['roof'], 'B')}: the working set (~{fmt_bytes(f['per_call'])} per "
                                     "call) stays in cache, so this is cache bandwidth; the verdict against the DRAM "
                                     "roof does not apply — use data larger than the last-level cache to judge DRAM"),
+    "roofline.above-roof": lambda f: (
+        f"apparent bandwidth {fmt_rate(f['bps'], 'B')} is above the DRAM roof {fmt_rate(f['roof'], 'B')} with "
+        f"~{fmt_bytes(f['per_call'])} per call, more than twice the last-level cache ({fmt_bytes(f['llc'])}): not "
+        "cache bandwidth — the host's memory ran faster during the timing than when the roof was measured, or the "
+        "bytes are overcounted; recalibrate (perfmagic.ceilings(recalibrate=True)) and time the cell again"),
     "roofline.undercounted": lambda f: ("FLOPs undercounted: these ops compute but count zero FLOPs (no formula): "
                                         + ", ".join(f["ops"]) + "; give flops= for an exact count"),
     "roofline.loaded-roofs": lambda f: (f"the roofs were measured while other processes kept {f['others']:.1f} cores "

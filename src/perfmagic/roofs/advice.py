@@ -73,7 +73,7 @@ def _advice(r: RooflineResult) -> list[Finding]:
     out: list[Finding] = []
     frac = r.fraction_of_roof
     c = r.ceilings
-    if r.bytes_per_s > CACHE_BW_TOLERANCE * r.bandwidth_Bps:
+    if r.in_cache:
         out.append(Finding.of("advice.in-cache"))
     if frac < LOW_FRACTION:
         out.append(Finding.of("advice.far-from-roof", fraction=frac))

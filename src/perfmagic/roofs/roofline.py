@@ -155,6 +155,11 @@ class RooflineResult(Displayed):
         return self.flops_per_s / self.peak_flops_per_s
 
     @property
+    def in_cache(self) -> bool:
+        """Above the DRAM roof with a working set a cache can hold (:func:`beyond_cache` not)."""
+        return self.bytes_per_s > CACHE_BW_TOLERANCE * self.bandwidth_Bps and not beyond_cache(self.ceilings, self.bytes)
+
+    @property
     def memory_phase(self) -> dict[str, Any] | None:
         """The host's memory phase around the timing against the bandwidth roof's
         (:func:`perfmagic.roofs.phase.phase_of`); None where it cannot tell, it is the roof's, or the cell ran
@@ -163,9 +168,8 @@ class RooflineResult(Displayed):
         ``"changed"``."""
         from .phase import PHASE_MOVED, phase_of
 
-        if not self.memory_probes or not self.device.startswith("cpu") or self.bytes_per_s > (
-                CACHE_BW_TOLERANCE * self.bandwidth_Bps):  # in cache: the DRAM's phase does not limit it
-            return None
+        if not self.memory_probes or not self.device.startswith("cpu") or self.in_cache:
+            return None  # in cache: the DRAM's phase does not limit it
         ph = phase_of(self.memory_probes, self.bandwidth_Bps)
         if ph is not None and ph["kind"] == "other" and self.bound == "memory" and self.bytes_per_s > (
                 1.0 + PHASE_MOVED) * self.bandwidth_Bps * ph["ratio"]:
@@ -393,13 +397,23 @@ def _cached_roofs(device: str) -> Ceilings | None:
         return None
 
 
+def beyond_cache(c: Ceilings, per_call: float) -> int | None:
+    """The last-level cache's bytes where the roofs know it and ``per_call`` bytes are more than twice it: a
+    working set no cache holds (a rate above the DRAM roof is then not cache bandwidth); else None."""
+    d = c.details or {}
+    llc = (d.get("bandwidth") or {}).get("llc_bytes") or (d.get("env") or {}).get("llc_bytes")
+    return int(llc) if isinstance(llc, (int, float)) and llc > 0 and per_call > 2 * llc else None
+
+
 def _warnings(r: Any, c: Ceilings, counts: Any, F: float, B: float, t: float, dtype: str = "") -> list[Any]:
     """The doubts about a placed point (:class:`~perfmagic.findings.Finding` s, ``roofline.*``), then the
     timing's load, oversubscription and machine-state lines as the timing gave them."""
     w: list[Any] = []
     bps = B / t
     if bps > CACHE_BW_TOLERANCE * c.bandwidth_Bps:
-        w.append(Finding.of("roofline.in-cache", bps=bps, roof=c.bandwidth_Bps, per_call=B))
+        llc = beyond_cache(c, B)
+        w.append(Finding.of("roofline.above-roof", bps=bps, roof=c.bandwidth_Bps, per_call=B, llc=llc) if llc
+                 else Finding.of("roofline.in-cache", bps=bps, roof=c.bandwidth_Bps, per_call=B))
     if counts is not None and counts.zero_flop_compute_ops:
         w.append(Finding.of("roofline.undercounted", ops=tuple(counts.zero_flop_compute_ops)))
     if c.loaded:
