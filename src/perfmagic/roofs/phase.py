@@ -19,7 +19,6 @@ timing.
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 PHASE_MOVED = 0.25  # a probe this much above or below the roof reads another memory phase
@@ -70,24 +69,24 @@ def memory_probe(array_bytes: int | None = None) -> float | None:
 
         def triad() -> None:
             np.add(x, y, out=z)
+    from .kernels import _wall, trial
+
     triad()  # first touch of the output: its page faults are not a triad's time
-    best, calls, end = math.inf, 0, time.perf_counter() + PROBE_MIN_S
-    while calls < PROBE_MIN_CALLS or time.perf_counter() < end:
-        t0 = time.perf_counter()
-        triad()
-        best = min(best, time.perf_counter() - t0)
-        calls += 1
-    return 12.0 * n / best if best > 0 else None
+    best, _calls = trial(triad, _wall, min_s=PROBE_MIN_S, min_calls=PROBE_MIN_CALLS)  # the calibration's trial
+    return 12.0 * n / best if 0 < best < math.inf else None
 
 
-def phase_of(around: tuple[float | None, float | None], roof_Bps: float | None) -> dict[str, Any] | None:
+def phase_of(around: tuple[float | None, float | None], roof_Bps: float | None,
+             cell_Bps: float | None = None) -> dict[str, Any] | None:
     """The memory phase a cell ran in against its bandwidth roof: ``None`` where it cannot tell (a probe
     missing, or a reading :data:`PHASE_MAX` times away from the roof: no phase of the host moves that far, the
     roof and the probe are of different machines or settings) or both readings are within :data:`PHASE_MOVED`
     of the roof; else ``{"kind": "other" | "changed",
     "ratio": geometric mean of the two probes ÷ the roof, "before", "after" (each ÷ the roof)}``.
     ``"other"``: both beyond it on one side and within :data:`PROBES_AGREE` of each other (the cell ran in
-    another phase all along); ``"changed"``: any other reading beyond it (the phase moved during the timing)."""
+    another phase all along); ``"changed"``: any other reading beyond it (the phase moved during the timing),
+    or ``cell_Bps`` (a memory-bound cell's own rate) more than :data:`PHASE_MOVED` above the phase its probes
+    read (it moved between them and the timing)."""
     a, b = around
     if not (roof_Bps and a and b and roof_Bps > 0 and a > 0 and b > 0):
         return None
@@ -99,5 +98,7 @@ def phase_of(around: tuple[float | None, float | None], roof_Bps: float | None) 
         return None
     one_side = (qa > 1) == (qb > 1)
     agree = min(a, b) >= (1.0 - PROBES_AGREE) * max(a, b)
-    kind = "other" if all(away) and one_side and agree else "changed"
-    return {"kind": kind, "ratio": math.sqrt(qa * qb), "before": qa, "after": qb}
+    ratio = math.sqrt(qa * qb)
+    faster_cell = cell_Bps is not None and cell_Bps > (1.0 + PHASE_MOVED) * roof_Bps * ratio
+    kind = "other" if all(away) and one_side and agree and not faster_cell else "changed"
+    return {"kind": kind, "ratio": ratio, "before": qa, "after": qb}

@@ -156,8 +156,8 @@ class RooflineResult(Displayed):
 
     @property
     def in_cache(self) -> bool:
-        """Above the DRAM roof with a working set a cache can hold (:func:`beyond_cache` not)."""
-        return self.bytes_per_s > CACHE_BW_TOLERANCE * self.bandwidth_Bps and not beyond_cache(self.ceilings, self.bytes)
+        """Above the DRAM roof with a working set a cache can hold (:func:`above_roof`)."""
+        return above_roof(self.ceilings, self.bytes, self.bytes_per_s) == "roofline.in-cache"
 
     @property
     def memory_phase(self) -> dict[str, Any] | None:
@@ -166,15 +166,12 @@ class RooflineResult(Displayed):
         in cache. Probes that read a slower phase than a memory-bound cell itself reached (by more than
         :data:`~perfmagic.roofs.phase.PHASE_MOVED`) are a phase that moved between them and the timing:
         ``"changed"``."""
-        from .phase import PHASE_MOVED, phase_of
+        from .phase import phase_of
 
         if not self.memory_probes or not self.device.startswith("cpu") or self.in_cache:
             return None  # in cache: the DRAM's phase does not limit it
-        ph = phase_of(self.memory_probes, self.bandwidth_Bps)
-        if ph is not None and ph["kind"] == "other" and self.bound == "memory" and self.bytes_per_s > (
-                1.0 + PHASE_MOVED) * self.bandwidth_Bps * ph["ratio"]:
-            return {**ph, "kind": "changed"}  # the cell ran faster than the phase its probes read allows
-        return ph
+        return phase_of(self.memory_probes, self.bandwidth_Bps,
+                        self.bytes_per_s if self.bound == "memory" else None)
 
     @property
     def fraction_of_phase_roof(self) -> float | None:
@@ -405,15 +402,23 @@ def beyond_cache(c: Ceilings, per_call: float) -> int | None:
     return int(llc) if isinstance(llc, (int, float)) and llc > 0 and per_call > 2 * llc else None
 
 
+def above_roof(c: Ceilings, per_call: float, bps: float) -> str | None:
+    """What a rate above the DRAM roof is: ``"roofline.in-cache"`` (a working set a cache can hold),
+    ``"roofline.above-roof"`` (:func:`beyond_cache`: not cache); None at or under the roof."""
+    if not bps > CACHE_BW_TOLERANCE * c.bandwidth_Bps:
+        return None
+    return "roofline.above-roof" if beyond_cache(c, per_call) else "roofline.in-cache"
+
+
 def _warnings(r: Any, c: Ceilings, counts: Any, F: float, B: float, t: float, dtype: str = "") -> list[Any]:
     """The doubts about a placed point (:class:`~perfmagic.findings.Finding` s, ``roofline.*``), then the
     timing's load, oversubscription and machine-state lines as the timing gave them."""
     w: list[Any] = []
     bps = B / t
-    if bps > CACHE_BW_TOLERANCE * c.bandwidth_Bps:
-        llc = beyond_cache(c, B)
-        w.append(Finding.of("roofline.above-roof", bps=bps, roof=c.bandwidth_Bps, per_call=B, llc=llc) if llc
-                 else Finding.of("roofline.in-cache", bps=bps, roof=c.bandwidth_Bps, per_call=B))
+    above = above_roof(c, B, bps)
+    if above:
+        more = {"llc": beyond_cache(c, B)} if above == "roofline.above-roof" else {}
+        w.append(Finding.of(above, bps=bps, roof=c.bandwidth_Bps, per_call=B, **more))
     if counts is not None and counts.zero_flop_compute_ops:
         w.append(Finding.of("roofline.undercounted", ops=tuple(counts.zero_flop_compute_ops)))
     if c.loaded:
