@@ -796,6 +796,34 @@ def test_a_top_still_leaving_a_cache_reaches_the_settled_power() -> None:
     assert abs(got[0] - (3e-4 + (_cache_exit(ns[-1]) - 3e-4) * 1e8 / ns[-1])) < 1e-9
 
 
+def _sort_of_objects(n: float) -> float:
+    """A planted sort of Python objects: n·ln n whose cost per n·ln n keeps rising as the data outgrows the
+    caches (by n^0.1: 12% per doubling at 250 k, as ``sorted(data[:n])`` of Python floats did on the 2-core VM
+    at 100 k-1.6 M elements), + 50 µs."""
+    import math as m
+
+    return 5e-5 + 6e-9 * n * m.log(n) * (n / 1000) ** 0.1
+
+
+def test_a_sort_whose_cost_per_item_keeps_rising_is_not_settled_at_n() -> None:
+    from perfmagic.estimation.noise import settled_power
+
+    sizes = [1920 * 2 ** k for k in range(8)]                       # 1.9 k … 246 k, as the benchmark measures
+    ns = [float(n) for n in sizes]
+    N = 2_000_000
+    truth = _sort_of_objects(N)
+    # the top grows as n^1.18, 0.1 above n log n's own local slope there (1 + 1/ln n = 1.08): not a change
+    # in progress between whole powers, so no continuation at n^1 (which would say 30% less)
+    assert settled_power(ns, [_sort_of_objects(n) for n in ns], 0.0, N) is None
+    r = analyse_scaling([Point(n, (_sort_of_objects(n),)) for n in sizes], N=N)
+    assert r.reliable and r.low_s <= truth <= r.high_s and abs(r.predicted_s / truth - 1) < 0.10, (truth, r.text())
+    assert not any(getattr(x, "kind", "") == "estimate.settled" for x in r.notes), r.notes
+    # the same top 0.2 steeper (n^1.38) is a change in progress again
+    steeper = [_sort_of_objects(n) * (n / 1000) ** 0.2 for n in ns]
+    got = settled_power(ns, steeper, 0.0, N)
+    assert got is not None and got[2] == 1 and got[1] > 1.3
+
+
 # ---- a refused estimate records no predicted time, and says why ---------------------------------------------
 def test_a_refused_estimate_records_no_predicted_time_and_says_why() -> None:
     sizes = (3_000, 6_000, 12_000, 24_000, 48_000, 96_000, 192_000, 384_000)
