@@ -687,3 +687,51 @@ def test_named_rows_are_ranked_by_the_change_their_evidence_is_sure_of() -> None
     assert rows[2].sure_s == 0.0 and not rows[2].named
     assert " ".join(headline(w).split()).endswith("it went to head (by its torch ops: +25.8 µs per profiled call), "
                                                   "embed +45 µs (75% of it)"), headline(w)
+
+
+def test_a_profiler_event_whose_name_is_not_utf8_is_kept_and_read_past() -> None:
+    """torch's Python tracer can leave a freed code object's name behind an event (pytorch#64345): reading it
+    raised UnicodeDecodeError inside bench_where's profile. The op's time is kept, and a Python event so
+    named files its ops under the user's function around it."""
+    import torch
+
+    from perfmagic.profile import where_ops as W
+
+    class Ev:
+        def __init__(self, name, start, dur, py=False, note=False):
+            self._n, self._s, self._d, self._py, self._note = name, start, dur, py, note
+
+        def name(self):
+            if self._n is None:
+                raise UnicodeDecodeError("utf-8", b"\xae", 0, 1, "invalid start byte")
+            return self._n
+
+        def device_type(self):
+            return torch.autograd.DeviceType.CPU
+
+        def is_async(self):
+            return False
+
+        def is_user_annotation(self):
+            return self._note
+
+        def start_ns(self):
+            return self._s
+
+        def duration_ns(self):
+            return self._d
+
+        def start_thread_id(self):
+            return 1
+
+        def is_python_function(self):
+            return self._py
+
+    events = [Ev("A", 0, 1000, note=True), Ev("<cell B>(3): head", 50, 900, py=True),
+              Ev(None, 100, 800, py=True), Ev("aten::mm", 200, 300), Ev(None, 600, 100)]
+    results = type("R", (), {"events": lambda self: events})()
+    prof = type("P", (), {"profiler": type("K", (), {"kineto_results": results})()})()
+    funcs: dict = {}
+    out = W._self_times(prof, "cpu", ("A",), funcs=funcs)
+    assert out["A"] == {"aten::mm": pytest.approx(300e-9), W.UNREADABLE: pytest.approx(100e-9)}, out
+    assert funcs["A"] == {("head", "<cell B>", ""): pytest.approx(400e-9)}, funcs

@@ -176,6 +176,22 @@ def _medians(a: tuple[tuple[float, ...], ...], b: tuple[tuple[float, ...], ...],
             [c[2] >= confidence for c in ci], float(median([sum(row) for row in d])), tot[0], tot[1])
 
 
+UNREADABLE = "<name unreadable>"
+
+
+def event_name(e: Any) -> str:
+    """A profiler event's name, or ``UNREADABLE``. With ``with_stack``, torch's Python tracer keeps a pointer
+    to each code object's name, and a code object freed while profiling (a function redefined, a compiled
+    cell run and dropped) leaves bytes that are not UTF-8 behind it: ``name()`` raised UnicodeDecodeError in
+    benchmarks/bench_where.py once in a fresh-clone CI run (pytorch/pytorch#64345, #113564). No pattern
+    matches that name: a Python event so named files its ops under the row around it, as a built-in's does,
+    and an op's time is kept under that name."""
+    try:
+        return e.name()
+    except UnicodeDecodeError:
+        return UNREADABLE
+
+
 def _self_times(prof: Any, clock: str, labels: tuple[str, ...] = (),
                 funcs: dict[str, dict[Func, float]] | None = None) -> dict[str, dict[str, float]]:
     """Each profiled call's op self seconds (events of 0 s left out), by the call's label: on the CPU, an
@@ -198,7 +214,8 @@ def _self_times(prof: Any, clock: str, labels: tuple[str, ...] = (),
         one = out.setdefault(labels[0] if labels else "", {})
         for e in events:
             if str(e.device_type()).endswith("CUDA") and e.duration_ns() > 0:
-                one[e.name()] = one.get(e.name(), 0.0) + e.duration_ns() * 1e-9
+                name = event_name(e)
+                one[name] = one.get(name, 0.0) + e.duration_ns() * 1e-9
         return out
     import torch
 
@@ -210,12 +227,13 @@ def _self_times(prof: Any, clock: str, labels: tuple[str, ...] = (),
         if e.device_type() != cpu or e.is_async():
             continue
         if e.is_user_annotation():
-            if e.name() in wanted:
-                windows.append((e.start_ns(), e.start_ns() + e.duration_ns(), e.name()))
+            name = event_name(e)
+            if name in wanted:
+                windows.append((e.start_ns(), e.start_ns() + e.duration_ns(), name))
             continue
         d = e.duration_ns()
         py = getattr(e, "is_python_function", None)
-        rows.append((e.start_thread_id(), e.start_ns(), -d, d, e.name(), py is not None and py()))
+        rows.append((e.start_thread_id(), e.start_ns(), -d, d, event_name(e), py is not None and py()))
     rows.sort(key=lambda r: r[:3])  # by thread, then start; a parent (longer) before a child that starts with it
     windows.sort()
     starts = [w[0] for w in windows]
