@@ -516,6 +516,20 @@ def summarise(rows: list[dict]) -> dict:
             "median_score": statistics.median(scores) if scores else None}
 
 
+TRIALS = 5  # trials (so full runs) per workload and load: issue 29 measures a workload's own spread over five
+WIDTH_TARGET = {0: 1.5, 1: 2.0}  # median high/low, quiet and beside one busy neighbour (issue 29) ...
+WIDTH_OF_RANGE = 1.5  # ... or at most this multiple of the max/min of the workload's own full runs
+
+
+def width_verdict(hl: float | None, runs: float | None, load: int) -> bool | None:
+    """Whether a workload's median high/low meets issue 29's width target at ``load``: at most
+    ``WIDTH_TARGET[load]``, or, for a workload whose own full runs vary more, at most ``WIDTH_OF_RANGE`` × their
+    max/min (the limit any predictor faces). None where there is no interval to judge."""
+    if hl is None:
+        return None
+    return hl <= WIDTH_TARGET[load] or (runs is not None and hl <= WIDTH_OF_RANGE * runs)
+
+
 def run_range(rows: list[dict]) -> float | None:
     """max/min of the actual full runs of one workload at one load (the spread any predictor faces)."""
     xs = [r["actual_s"] for r in rows if r.get("actual_s")]
@@ -607,8 +621,9 @@ def render(runs: list[dict]) -> str:
     lines += ["Per workload (covered trials of those run at 0 / 1 busy neighbour, median signed error "
               "(predicted − actual) / actual):", "", C.md_table(head2, rows2)]
     head3 = ["workload", "set", "median high/low, 0 / 1 busy", "full runs' max/min, 0 / 1 busy",
-             "high/low ÷ runs' max/min (quiet)", "median interval score, 0 / 1 busy"]
+             "high/low ÷ runs' max/min (quiet)", "width target met, 0 / 1 busy", "median interval score, 0 / 1 busy"]
     rows3 = []
+    met: dict = {}  # (set, load) -> [verdicts]
     for w in WORK:
         rs = [r for r in after["trials"] if r["workload"] == w]
         if not rs:
@@ -617,14 +632,24 @@ def render(runs: list[dict]) -> str:
         sm = {load: summarise(x) if x else None for load, x in by.items()}
         rr = {load: run_range(x) for load, x in by.items()}
         hl0 = sm[0]["median_high_low"] if sm[0] else None
-        rows3.append([w, "held-out" if w in HELDOUT else "tuning",
+        wset = "held-out" if w in HELDOUT else "tuning"
+        ok = {k: width_verdict(sm[k]["median_high_low"] if sm[k] else None, rr[k], k) for k in (0, 1)}
+        for k, v in ok.items():
+            if v is not None:
+                met.setdefault((wset, k), []).append(v)
+        rows3.append([w, wset,
                       " / ".join(_x(sm[k]["median_high_low"] if sm[k] else None) for k in (0, 1)),
                       " / ".join(_x(rr[k]) for k in (0, 1)),
                       _x(hl0 / rr[0] if hl0 and rr[0] else None),
+                      " / ".join("—" if ok[k] is None else "yes" if ok[k] else "**no**" for k in (0, 1)),
                       " / ".join(_x(sm[k]["median_score"] if sm[k] else None, ".3f") for k in (0, 1))])
+    k_runs = max((len(x) for x in ([r for r in after["trials"] if r["workload"] == w and r["load"] == ld]
+                                      for w in WORK for ld in (0, 1))), default=0)
     lines += ["", f"Sharpness per workload ({after['label']}): the interval's width against the spread of the "
-              "workload's own full runs in the same trials (the limit any predictor faces):", "",
-              C.md_table(head3, rows3)]
+              f"workload's own {k_runs} full runs at each load in the same trials (the limit any predictor faces). "
+              f"*Width target met* (issue 29): median high/low ≤ {WIDTH_TARGET[0]} quiet and ≤ {WIDTH_TARGET[1]} "
+              f"with a neighbour, or at most {WIDTH_OF_RANGE}× the max/min of the workload's own full runs at that "
+              "load:", "", C.md_table(head3, rows3)]
     allr = after["trials"]
     said = []
     for wset in ("tuning", "held-out"):
@@ -634,7 +659,9 @@ def render(runs: list[dict]) -> str:
         s0 = summarise([r for r in rs if r["load"] == 0])
         s1 = summarise([r for r in rs if r["load"] == 1])
         cw = sum(r["outcome"] == "confidently wrong" for r in rs) / len(rs)
-        hl = f", median high/low {_x(s0['median_high_low'])} quiet / {_x(s1['median_high_low'])} busy"
+        wm = [met.get((wset, ld), []) for ld in (0, 1)]
+        hl = (f", median high/low {_x(s0['median_high_low'])} quiet / {_x(s1['median_high_low'])} busy, "
+              f"**width target met by {sum(wm[0])}/{len(wm[0])} workloads quiet, {sum(wm[1])}/{len(wm[1])} busy**")
         said.append(f"**{wset}: coverage {s0['coverage']:.0%} quiet, {s1['coverage']:.0%} with one busy "
                     f"neighbour** (target ≥ 85%); **median |error| {s0['median_abs_error']:.1%} quiet** (target "
                     f"≤ 10%){hl}; **confidently wrong {cw:.1%}** of {len(rs)} trials (target ≤ 1%)")
@@ -672,7 +699,9 @@ def main() -> None:
     ap.add_argument("--only", help="run the workloads whose name contains this")
     ap.add_argument("--set", choices=("all", "tuning", "held-out"), default="all",
                     help="which workloads: the nine the constants were tuned on, the six held out, or all (default)")
-    ap.add_argument("--trials", type=int, default=4, help="trials per workload and load (default 4)")
+    ap.add_argument("--trials", type=int, default=TRIALS,
+                    help=f"trials per workload and load (default {TRIALS}: issue 29 judges a width against the range "
+                         "of five full runs)")
     ap.add_argument("--label", default="after", help="'before' (old code) or 'after' (default): the JSON it saves")
     ap.add_argument("--report-only", action="store_true", help="re-render the docs table from the saved JSON")
     ap.add_argument("--accuracy", action="store_true", help="the issue-6 table instead (15 s runs, big_O; prints only)")
