@@ -300,7 +300,7 @@ def _trust(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequence[Point],
 
 def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var: str, cpu: float = 1.0,
                short: float | None = None, speed: MachineSpeed | None = None,
-               measured_ref: float | None = None) -> tuple[float, float, float, Finding] | None:
+               measured_ref: float | None = None, refused: bool = False) -> tuple[float, float, float, Finding] | None:
     """``(predicted, low, high, note)`` from the pooled pace of the largest sizes' runs, for a fit refused
     where the runs are noisy (runs of one size, or the paces of the largest sizes' runs, differ by more than
     ``NOISY_RUNS``: the noise bent the curve, or widened it past use), or for any fit where the sizes span
@@ -315,7 +315,14 @@ def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var:
     its variation is one run's (``spread``) scaled by the square root of the runs' length over its own,
     with the machine's speed (:func:`.noise.speed_sides`) and ``NOISE_FLOOR`` beside it; and the high end
     reaches the slowest pace of the largest size (the steady share a long run gets once the credit of its
-    pauses is spent: the longest runs are the slowest there)."""
+    pauses is spent: the longest runs are the slowest there).
+
+    ``refused``: the fit was refused (its interval too wide, or its checks failed). Its runs need not be noisy
+    overall for the pace to answer then: where the runs of one size differ in pace at least as much as the
+    pace moves with the size (:meth:`.noise.Pace.states`), the curve was bent by the machine changing pace.
+    SGD steps of ~40 ms (2000 of them asked for) ran at 39-42 ms each over 1-8 steps and then at 57-58 ms from
+    the third run of 8 steps on: a fit through that said 4 min (1.4 min - 21 min) and was refused; the pace
+    said 97 s (90 s - 2.1 min), and 40 steps timed right after took 120 s / 2000 steps."""
     top = pts[-1].n
     longest = max((max((*p.times, *p.later), default=0.0) for p in pts), default=0.0)
     runs = [(float(p.n), t) for p in pts if p.n * PACE_SPAN >= top for t in (*p.times, *p.later) if t >= PACE_MIN_SHARE * longest]
@@ -328,7 +335,9 @@ def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var:
         pace = pooled_pace(runs, a)
         if pace is not None:
             break
-    if pace is None or (short is None and max(sigma, pace.spread) <= NOISY_RUNS):  # the fit stands
+    states = pace is not None and refused and short is None and max(sigma, pace.spread) <= NOISY_RUNS \
+        and pace.states()
+    if pace is None or (short is None and max(sigma, pace.spread) <= NOISY_RUNS and not states):  # the fit stands
         return None
     pred = a + pace.pooled * N
     span = max(math.log10(pred / max(longest, 1e-12)), 0.0)
@@ -340,7 +349,8 @@ def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var:
     return pred, lo, hi, Finding.of("estimate.pace", var=var, sigma=sigma, short=short, ratio=N / top,
                                     runs=pace.runs, lo_n=pace.lo_n,
                                     hi_n=pace.hi_n, lowest=pace.lowest, highest=pace.highest, pooled=pace.pooled,
-                                    duration=pace.duration, full_s=pred, full_sd=full)
+                                    duration=pace.duration, full_s=pred, full_sd=full,
+                                    states=(pace.within, pace.within_n, pace.trend()) if states else None)
 
 
 def _contended_floor(use: Sequence[Point], sel: Any, N: int, sigma: float, others: float | None,
@@ -378,7 +388,7 @@ def _paced(pts: Sequence[Point], ns: Sequence[float], N: int, sel: Any, sigma: f
     short = short_span(ns, N)  # the sizes fitted
     if short is None and (reliable or (why is not None and why.kind not in NOISE_REFUSALS)):
         return None
-    paced = noisy_pace(pts, N, float(sel.best.a), sigma, var, cpu, short, *machine)
+    paced = noisy_pace(pts, N, float(sel.best.a), sigma, var, cpu, short, *machine, refused=not reliable)
     return paced if paced is not None and paced[2] / paced[1] <= UNRELIABLE_SPREAD else None
 
 
@@ -596,6 +606,8 @@ def _time_prediction(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequen
     if paced is not None:
         pred, lo, hi = paced[:3]
         lo, hi = load_widening(pred, lo, hi, others, raw_pts, threads)
+        if paced[3].get("states") is not None:  # the slope that rose at the top is the pace change the note shows
+            checked = [w for w in checked if w.kind != "estimate.slope-rising"]
         return sel, pred, lo, hi, True, None, checked, [paced[3]]
     return sel, pred, lo, hi, reliable, why, checked, notes
 

@@ -215,6 +215,18 @@ class Pace:
     highest: float
     last: float  # the slowest pace at the largest size
     duration: float  # the median time of those runs
+    within: float = 0.0  # the widest range of one size's own paces (log of slowest / fastest), 0 below 2 runs
+    within_n: int = 0  # ... that size
+
+    def trend(self) -> float:
+        """How far the pace moves with the size over the sizes pooled (log scale, the Theil-Sen slope)."""
+        return abs(self.slope) * math.log(self.hi_n / self.lo_n) if self.lo_n > 0 else 0.0
+
+    def states(self) -> bool:
+        """Whether the runs of one size differ in pace at least as much as the pace moves with the size:
+        then what bent a curve through them is the machine changing pace (a speed state lasting seconds),
+        not a cost growing faster than the size."""
+        return self.within > 0 and self.trend() <= self.within
 
 
 def pooled_pace(runs: Sequence[tuple[float, float]], overhead: float = 0.0) -> Pace | None:
@@ -232,10 +244,15 @@ def pooled_pace(runs: Sequence[tuple[float, float]], overhead: float = 0.0) -> P
     logs = [math.log(t / n) for n, t in rs]
     mu = sum(logs) / len(logs)
     top = max(n for n, _ in rs)
+    by: dict[float, list[float]] = {}
+    for n, t in rs:
+        by.setdefault(n, []).append(t / n)
+    within, within_n = max(((math.log(max(v) / min(v)), n) for n, v in by.items() if len(v) >= 2), default=(0.0, 0))
     return Pace(pooled=sum(t for _, t in rs) / sum(n for n, _ in rs),
                 spread=math.sqrt(sum((x - mu) ** 2 for x in logs) / (len(logs) - 1)), slope=slope, runs=len(rs),
                 lo_n=int(min(n for n, _ in rs)), hi_n=int(top), lowest=math.exp(min(logs)), highest=math.exp(max(logs)),
-                last=max(t / n for n, t in rs if n == top), duration=_median([t for _, t in rs]))
+                last=max(t / n for n, t in rs if n == top), duration=_median([t for _, t in rs]), within=within,
+                within_n=int(within_n))
 
 
 def _median(xs: Sequence[float]) -> float:

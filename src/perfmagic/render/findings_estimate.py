@@ -7,6 +7,7 @@ into its table, so ``str(finding)`` gives these sentences. Imports no analysis m
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -50,9 +51,17 @@ def _noisy(f: Any) -> str:
 
 
 def _pace_why(f: Any) -> str:
+    """Why a pace answers instead of a curve (``estimate.pace``), up to the runs it pooled."""
+    if f.get("states") is not None:
+        within, n, trend = f["states"]
+        return (f"the fit was refused; runs of {f['var']}={n:,} differ in pace by {math.exp(within):.2f}×, at least "
+                f"as much as the pace moves with the size ({math.exp(trend):.2f}× over {f['var']}={f['lo_n']:,} – "
+                f"{f['hi_n']:,}): the machine changed pace while measuring, which bends a curve but not a pace")
     if f.get("short") is not None:
-        return f"the sizes measured span {f['short']:,.0f}× and the full one lies {f['ratio']:,.0f}× beyond them"
-    return f"runs of the same size differ by ±{f['sigma']:.0%} here"
+        why = f"the sizes measured span {f['short']:,.0f}× and the full one lies {f['ratio']:,.0f}× beyond them"
+    else:
+        why = f"runs of the same size differ by ±{f['sigma']:.0%} here"
+    return why + ", too much for a curve, but not for a pace"
 
 
 def _growth_changed(f: Any) -> str:
@@ -114,8 +123,7 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                 f"use {f['var']}?"),
     "estimate.few-sizes": lambda f: (f"only {f['k']} size{'s' if f['k'] != 1 else ''} measured; at least 3 are "
                                      "needed"),
-    "estimate.pace": lambda f: (f"{_pace_why(f)}, too much for a curve, but "
-                                f"not for a pace: the {f['runs']} runs of {f['var']}={f['lo_n']:,} – {f['hi_n']:,} took "
+    "estimate.pace": lambda f: (f"{_pace_why(f)}: the {f['runs']} runs of {f['var']}={f['lo_n']:,} – {f['hi_n']:,} took "
                                 f"{fmt_time(f['lowest'])} – {fmt_time(f['highest'])} per unit of {f['var']}, "
                                 f"{fmt_time(f['pooled'])} pooled; a run of {fmt_time(f['full_s'])} lasts "
                                 f"{f['full_s'] / f['duration']:,.0f}× theirs and averages most of that out (±"
