@@ -1274,3 +1274,35 @@ def test_runs_that_share_cores_with_others_reach_n_with_their_low_end(monkeypatc
     assert quiet.low_s > linear
     one = analyse_scaling([replace(p, cpu_share=1.0) for p in pts], N=N, load=(0.9, 1))
     assert not any(getattr(n, "kind", "") == "estimate.contended" for n in one.notes)
+
+
+def test_a_cell_that_raises_below_the_full_size_gets_no_time_and_one_line_saying_why() -> None:
+    """Issue 29's bad input: a cell that raises at some sizes. The sizes that ran are fitted (the figure and the
+    gate's largest size use them), but a time for the full size would be a time for a run that may raise too:
+    the headline says where it raised, after what, and the fix; the ledger row stores no predicted time."""
+    code = "if n > 5000:\n    raise ValueError('too big: %d' % n)\nspin(n)"
+    r = estimate(code, n=2_000_000, globals=NS, budget=0.5)
+    head = r.text().splitlines()[0]
+    n_f = r.failures[0][0]
+    ran = max(p.n for p in r.points if p.n < n_f)
+    assert head.startswith(f"estimate for n=2,000,000: no estimate: the code raised at n={n_f:,} (ValueError: "
+                           f"too big: {n_f}) after running at every size up to {ran:,}"), head
+    assert f"fix the error, or ask for n below {n_f:,}" in head and head.endswith("→ WILL NOT FIT"), head
+    assert "of the predicted full run" not in r.text() and r.measured_fraction is None
+    m = r.metrics()
+    assert m["predicted_s"] is None and m["low_s"] is None and "raised at" in m["refused"], m
+
+
+def test_a_full_size_beyond_memory_starts_small_and_stops_before_the_memory_runs_out() -> None:
+    """Issue 29's bad input: ``n=`` larger than memory allows. The first size was N / 65536: for n=10**15 bytes a
+    first run of 15 GB (39 s of page faults here; a 2 GiB pod's kernel killed). Now at most FIRST_MAX units, the
+    memory stop acts from the second size, and the gate says it will not fit, in seconds."""
+    from perfmagic.estimation.measure import FIRST_MAX, first_size
+
+    assert first_size(10**15) == FIRST_MAX and first_size(2**30) == 2**14 and first_size(1000) == 1
+    assert first_size(10**9) == 10**9 // 2**16
+    t0 = time.perf_counter()
+    r = estimate("x = bytearray(n)\ndel x", n=10**15, globals={}, budget=1.0)
+    assert time.perf_counter() - t0 < 30
+    assert r.points[0].n == FIRST_MAX and r.verdict == "will not fit", r.text()
+    assert max(p.memory() or 0 for p in r.points) < 0.6 * r.available_bytes, r.text()

@@ -169,6 +169,18 @@ def _more_pairs(points: list[Point], budget_s: float, elapsed: Any, runner: _Run
         _retime(points, i, runner, progress, elapsed, budget_s, var)
 
 
+FIRST_SHARE = 2**-16  # the first size measured: this share of the full one ...
+FIRST_MAX = 2**14  # ... at most this many units: its memory is unknown until it has run, and a first size of
+# 1.5e10 bytes (``bytearray(n)`` asked for n=10**15) took 39 s of page faults here and would have run a 2 GiB pod
+# out of memory before the memory stop (which needs a size measured) could act
+
+
+def first_size(N: int) -> int:
+    """The first size the sweep measures for a full size ``N``: ``FIRST_SHARE`` of it, between 1 and ``FIRST_MAX``
+    (up to N = 2^30 the share alone; beyond, the sweep's fast growth through cheap sizes climbs from there)."""
+    return max(1, min(int(N * FIRST_SHARE), FIRST_MAX))
+
+
 def _memory_stop(points: list[Point], s: int, device: str) -> Finding | None:
     """The note that stops the measuring before size ``s`` where its peak memory, at the growth the two
     largest sizes showed (at least in proportion to the size), would pass ``MEASURE_MEMORY_SHARE`` of the
@@ -359,7 +371,7 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
                                host_reclaims=host, fresh=fresh, speed_readings=recent_readings())
 
     plan = list(sizes) if sizes is not None else None
-    s = plan[0] if plan else max(1, N // 2**16)
+    s = plan[0] if plan else first_size(N)
     retried = False
     est = 0.0
     try:

@@ -166,7 +166,7 @@ class EstimateResult(Displayed):
     @property
     def measured_fraction(self) -> float | None:
         """Measuring cost as a fraction of the predicted full run (None where no prediction is trusted)."""
-        if not self.predicted_s or not self.reliable:
+        if not self.predicted_s or not self.reliable or self.refused is not None:
             return None
         return self.spent_s / self.predicted_s
 
@@ -178,6 +178,13 @@ class EstimateResult(Displayed):
     def refused(self) -> Finding | str | None:
         """Why no prediction is given (the headline says it; ``str()`` of it is the sentence), or None when
         one is."""
+        if self.mode == "scaling" and self.failures and self.failures[0][0] <= self.full:
+            # the code raised at a size up to the full one: a time for the full run would be a time for a run
+            # that may raise too (a fit through the sizes that ran is still in ``time_fit`` for the figure)
+            n_f, err = self.failures[0]
+            ran = [p.n for p in self.points if p.n < n_f]
+            return Finding.of("estimate.failed", var=self.var, n=n_f, error=err, ran=max(ran) if ran else None,
+                              full=float(self.full))
         if self.predicted_s is None:
             return self.verdict_reasons[0] if self.verdict_reasons else "nothing measured"
         if not self.reliable:
@@ -221,7 +228,8 @@ class EstimateResult(Displayed):
 
     def metrics(self) -> dict[str, Any]:
         refused = self.refused  # a refused estimate records no predicted time, and why
-        shown = not refused or (self.predicted_s is not None and not self.unreliable_why)  # the text's interval
+        shown = not refused or (self.predicted_s is not None and not self.unreliable_why  # the text's interval
+                                and getattr(refused, "kind", None) != "estimate.failed")
         m: dict[str, Any] = {
             "mode": self.mode, "full": float(self.full), "predicted_s": None if refused else self.predicted_s,
             "low_s": self.low_s if shown else None, "high_s": self.high_s if shown else None,

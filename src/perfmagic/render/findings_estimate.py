@@ -50,6 +50,12 @@ def _noisy(f: Any) -> str:
             f"{f['ratio']:,.0f}× in size; {_suggest(f)}")
 
 
+def _first_line(text: Any, width: int = 80) -> str:
+    """An exception's ``Type: message`` on one line, cut at ``width`` characters."""
+    line = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
 def _pace_why(f: Any) -> str:
     """Why a pace answers instead of a curve (``estimate.pace``), up to the runs it pooled."""
     if f.get("states") is not None:
@@ -221,6 +227,10 @@ _RUN: dict[str, Callable[[Any], str]] = {
     "estimate.memory-stop": lambda f: (f"measuring stopped before {f.get('var', 'n')}={f['n']:,}: at the growth "
                                        f"measured it would need about +{fmt_bytes(f['need'])}, over half of the "
                                        f"{fmt_bytes(f['available'])} available{_container(f)}"),
+    "estimate.failed": lambda f: (f"the code raised at {f['var']}={f['n']:,} ({_first_line(f['error'])})"
+                                  + (f" after running at every size up to {f['ran']:,}" if f.get("ran") else "")
+                                  + f": {f['var']}={f['full']:,.0f} may raise too, so no time is given for it; "
+                                  f"fix the error, or ask for {f['var']} below {f['n']:,}"),
     "estimate.gate-failed": lambda f: f"the code failed at {f['var']}={f['n']:,} ({str(f['error']).split(':')[0]})",
     "estimate.not-started": lambda f: (f"the full run was not started: the gate says {f['verdict']!r} (force it "
                                        "with --force)"),
