@@ -1032,9 +1032,12 @@ def test_a_stall_in_one_run_of_a_tiny_size_is_not_the_run_to_run_variation() -> 
     assert measured_noise(pts) < 0.05
 
 
-def test_a_refusal_after_the_repeats_buys_the_larger_sizes_it_asks_for() -> None:
+@pytest.mark.parametrize("refusal", ["noisy", "too wide"])
+def test_a_refusal_after_the_repeats_buys_the_larger_sizes_it_asks_for(refusal: str) -> None:
     # a file-writing job refused at 1 s of its 3 s budget ("runs of the same size differ by ±66% … measure
-    # up to n=49,152 (≈ 380 ms)"): the measuring goes on at larger sizes while the budget allows
+    # up to n=49,152 (≈ 380 ms)"): the measuring goes on at larger sizes while the budget allows. The same
+    # for an interval too wide to use (no reason beyond its width): a numpy chain beside a busy neighbour was
+    # refused as "anywhere from 1.2 s to 5.1 s; measure up to n=24,215,552 (≈ 183 ms)" after 0.87 s of its 3 s
     import types
 
     from perfmagic.estimation import measure as _measure
@@ -1048,8 +1051,9 @@ def test_a_refusal_after_the_repeats_buys_the_larger_sizes_it_asks_for() -> None
         top = max(p.n for p in points)
         # planted: narrow until the repeats show the noise; then the sizes the refusal asks for settle it
         ok = top >= 4 * first_top or not any(p.later for p in points)
-        why = None if ok else Finding.of("estimate.noisy", sigma=0.6, ratio=50.0, rep_n=None, rep_first=None,
-                                         rep_second=None, pairs=3, var="n", suggest_n=4 * top, suggest_s=4e-5 * top)
+        why = None if ok or refusal == "too wide" else Finding.of(
+            "estimate.noisy", sigma=0.6, ratio=50.0, rep_n=None, rep_first=None, rep_second=None, pairs=3, var="n",
+            suggest_n=4 * top, suggest_s=4e-5 * top)
         return types.SimpleNamespace(predicted_s=2.0, measured_full=False, reliable=ok, high_s=2.2 if ok else 9.0,
                                      time_fit=None, unreliable_why=why)
 
