@@ -335,9 +335,11 @@ def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var:
         pace = pooled_pace(runs, a)
         if pace is not None:
             break
-    states = pace is not None and refused and short is None and max(sigma, pace.spread) <= NOISY_RUNS \
-        and pace.states()
-    if pace is None or (short is None and max(sigma, pace.spread) <= NOISY_RUNS and not states):  # the fit stands
+    if pace is None:
+        return None
+    quiet = short is None and max(sigma, pace.spread) <= NOISY_RUNS  # neither noisy runs nor too short a span
+    states = quiet and refused and pace.states()
+    if quiet and not states:  # the fit stands
         return None
     pred = a + pace.pooled * N
     span = max(math.log10(pred / max(longest, 1e-12)), 0.0)

@@ -73,8 +73,7 @@ def _largest_fit(r: EstimateResult, limit: float | None, available: int | None
             lm = invert(r.mem_fit.best, MEM_HEADROOM * available, 1.0, hi_n)
             lm = 0.0 if lm is None else lm
         if r.failures:  # it ran at the sizes measured below the failure; between them and the failure, unknown
-            ran = [p.n for p in r.points if p.n < r.failures[0][0]]
-            ok = float(max(ran)) if ran else 0.0
+            ok = float(r.ran_below_failure or 0)
             lm = min(lm, ok) if lm is not None else ok
     cands = [x for x in (lt, lm) if x is not None]
     if cands:

@@ -175,6 +175,13 @@ class EstimateResult(Displayed):
         return max((p.n for p in self.points), default=None) if self.mode == "scaling" else None
 
     @property
+    def ran_below_failure(self) -> int | None:
+        """The largest size that ran below the first size that raised (None: nothing raised, or nothing ran)."""
+        if not self.failures:
+            return None
+        return max((p.n for p in self.points if p.n < self.failures[0][0]), default=None)
+
+    @property
     def refused(self) -> Finding | str | None:
         """Why no prediction is given (the headline says it; ``str()`` of it is the sentence), or None when
         one is."""
@@ -182,8 +189,7 @@ class EstimateResult(Displayed):
             # the code raised at a size up to the full one: a time for the full run would be a time for a run
             # that may raise too (a fit through the sizes that ran is still in ``time_fit`` for the figure)
             n_f, err = self.failures[0]
-            ran = [p.n for p in self.points if p.n < n_f]
-            return Finding.of("estimate.failed", var=self.var, n=n_f, error=err, ran=max(ran) if ran else None,
+            return Finding.of("estimate.failed", var=self.var, n=n_f, error=err, ran=self.ran_below_failure,
                               full=float(self.full))
         if self.predicted_s is None:
             return self.verdict_reasons[0] if self.verdict_reasons else "nothing measured"

@@ -66,11 +66,12 @@ def headline(r: Any) -> str:
     what = f"estimate for {_full_text(r)}: "
     # no time to print, but the gate may still rule the run out (the memory the sizes measured used)
     out = "  → WILL NOT FIT" if r.verdict == "will not fit" else ""
-    if getattr(r.refused, "kind", None) == "estimate.failed":  # the code raised below the full size
-        return what + f"no estimate: {r.refused}" + out
+    refused = r.refused
+    if getattr(refused, "kind", None) == "estimate.failed":  # the code raised below the full size
+        return what + f"no estimate: {refused}" + out
     floor = next((x for x in r.verdict_reasons if getattr(x, "kind", None) == "estimate.gate-memory-floor"), None)
-    if floor is not None and r.refused is not None:  # no time, but the memory measured rules the run out: first
-        return what + f"will not fit: {floor}; no time estimate: {r.refused}" + out
+    if floor is not None and refused is not None:  # no time, but the memory measured rules the run out: first
+        return what + f"will not fit: {floor}; no time estimate: {refused}" + out
     if r.predicted_s is None:
         return what + "no estimate (" + (str(r.verdict_reasons[0]) if r.verdict_reasons else "nothing measured") + ")" + out
     if not r.reliable and r.unreliable_why:

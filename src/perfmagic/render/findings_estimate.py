@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from .text import clip
 from .units import fmt_bytes, fmt_time
 
 # ---- the estimate's fit (estimation/fit.py) ------------------------------------------------------------
@@ -48,12 +49,6 @@ def _noisy(f: Any) -> str:
                 f"{fmt_time(f['rep_later'])})")
     return (f"runs of the same size differ by ±{f['sigma']:.0%} here{seen}, too much to extrapolate "
             f"{f['ratio']:,.0f}× in size; {_suggest(f)}")
-
-
-def _first_line(text: Any, width: int = 80) -> str:
-    """An exception's ``Type: message`` on one line, cut at ``width`` characters."""
-    line = str(text).strip().splitlines()[0] if str(text).strip() else ""
-    return line if len(line) <= width else line[:width - 1] + "…"
 
 
 def _pace_why(f: Any) -> str:
@@ -227,7 +222,7 @@ _RUN: dict[str, Callable[[Any], str]] = {
     "estimate.memory-stop": lambda f: (f"measuring stopped before {f.get('var', 'n')}={f['n']:,}: at the growth "
                                        f"measured it would need about +{fmt_bytes(f['need'])}, over half of the "
                                        f"{fmt_bytes(f['available'])} available{_container(f)}"),
-    "estimate.failed": lambda f: (f"the code raised at {f['var']}={f['n']:,} ({_first_line(f['error'])})"
+    "estimate.failed": lambda f: (f"the code raised at {f['var']}={f['n']:,} ({clip((str(f['error']).strip().splitlines() or [''])[0], 80)})"
                                   + (f" after running at every size up to {f['ran']:,}" if f.get("ran") else "")
                                   + f": {f['var']}={f['full']:,.0f} may raise too, so no time is given for it; "
                                   f"fix the error, or ask for {f['var']} below {f['n']:,}"),
