@@ -1310,3 +1310,19 @@ def test_a_full_size_beyond_memory_starts_small_and_stops_before_the_memory_runs
     assert time.perf_counter() - t0 < 30
     assert r.points[0].n == FIRST_MAX and r.verdict == "will not fit", r.text()
     assert max(p.memory() or 0 for p in r.points) < 0.6 * r.available_bytes, r.text()
+
+
+def test_a_larger_size_that_raises_after_the_sweep_is_a_failure_not_the_estimates_exception(monkeypatch) -> None:
+    """After the sweep, a refused prediction buys larger sizes (``_after_sweep``); one of those can raise. It was
+    the estimate's own exception (the cell's ValueError out of ``estimate()``, seen once as a flaky failure of the
+    raising-cell test above when the sweep had stopped below the size that raises); now it is a failure at that
+    size, reported as one raised in the sweep."""
+    from perfmagic.estimation import measure as _measure
+
+    def grow_once(points, N, budget_s, cap, elapsed, measure_at, *rest):
+        measure_at(points[-1].n * 2, points[-1].time * 2)  # what _grow does for a refused prediction
+    monkeypatch.setattr(_measure, "_after_sweep", grow_once)
+    code = "if n > 2000:\n    raise ValueError('too big: %d' % n)\nspin(n)"
+    r = estimate(code, n=2_000_000, globals=NS, sizes=[250, 500, 1000, 2000])
+    assert r.failures and r.failures[0][0] == 4000 and "ValueError: too big: 4000" in r.failures[0][1], r.text()
+    assert r.text().splitlines()[0].startswith("estimate for n=2,000,000: no estimate: the code raised at n=4,000")

@@ -91,6 +91,18 @@ def _after_sweep(points: list[Point], N: int, budget_s: float, cap: float, elaps
             return
 
 
+def _sweep_further(failures: list[tuple[int, str]], points: list[Point], N: int, budget_s: float, cap: float,
+                   elapsed: Any, measure_at: Any, runner: _Runner, *rest: Any) -> None:
+    """:func:`_after_sweep`, where a size that raises (a larger one, or a repeat) is a failure at that size, as
+    in the sweep, and not the estimate's own exception."""
+    try:
+        _after_sweep(points, N, budget_s, cap, elapsed, measure_at, runner, *rest)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        failures.append((int(runner.last_n or points[-1].n), f"{type(exc).__name__}: {exc}"))
+
+
 def _grow(points: list[Point], N: int, budget_s: float, elapsed: Any, measure_at: Any, runner: _Runner,
           progress: Any, var: str, analyse: Any) -> bool:
     """Step 1 of :func:`_after_sweep`: larger sizes (×2, ×1.41 or ×1.19 of the largest: the largest that the
@@ -415,8 +427,8 @@ def _scaling(runner: _Runner, N: int, var: str, fn_or_code: Any, dev: str, budge
             fresh = _cold_probe(analyse(points), points, budget_s - elapsed())
         if points and not failures and points[-1].n < N and first_exc is None and \
                 not any(getattr(x, "kind", None) == "estimate.memory-stop" for x in notes):
-            _after_sweep(points, N, budget_s, budget_now[0], elapsed, measure_at, runner, memory, progress, var,
-                         analyse)
+            _sweep_further(failures, points, N, budget_s, budget_now[0], elapsed, measure_at, runner, memory,
+                           progress, var, analyse)
     except KeyboardInterrupt:
         interrupted = True
     if first_exc is not None:

@@ -37,6 +37,7 @@ class _Runner:
         # the fresh memory the last run (with memory) had handed out, bytes: (huge pages, 4 KiB pages of its
         # own, all pages the kernel handed out meanwhile, the page cache too); None where not counted
         self.last_fresh: tuple[int | None, int | None, int | None] = (None, None, None)
+        self.last_n: int | None = None  # the size of the run started last (once)
         if isinstance(fn_or_code, str):
             self.ns: dict[str, Any] = dict(namespace) if namespace is not None else {"__name__": "__perfmagic__"}
             cell = compile_cell(fn_or_code, self.ns, filename)
@@ -70,7 +71,9 @@ class _Runner:
 
     def once(self, n: int | None, *, memory: bool = True, trace: bool = False, clean: bool = True,
              ) -> tuple[float, int | None, int | None, int | None]:
-        """One run: (seconds, RSS peak increase, traced peak, CUDA peak); the cell's exceptions propagate."""
+        """One run: (seconds, RSS peak increase, traced peak, CUDA peak); the cell's exceptions propagate
+        (``last_n``: the size of the run started last, which the caller names when it raised)."""
+        self.last_n = n
         from ..core.memory import reset_hwm, status_kib, current_rss, malloc_trim
 
         if clean:  # freed heap back to the system: this run's RSS peak is its own (~1 ms; gc.collect is not
