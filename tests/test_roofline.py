@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -805,8 +806,14 @@ def test_roofline_says_when_a_real_matmul_ran_in_another_state_and_keeps_the_roo
 
     # planted: roofs whose calibration read the drift guard at half this machine's fastest reading now (the
     # fastest of three: this VM reads 1.65× slower in its slow state, which a single reading may catch, and
-    # a planted half of a slow reading was then only 1.37× below the run's fast readings: a fresh-clone CI run)
-    half = min(reference_time(0.004) for _ in range(3)) / 2
+    # a planted half of a slow reading was then only 1.37× below the run's fast readings: a fresh-clone CI run;
+    # three back-to-back readings can all fall in one slow episode, 50-300 ms long: another fresh-clone run
+    # read 'state-changed' there, so ten readings spaced over half a second)
+    readings = []
+    for _ in range(10):
+        readings.append(reference_time(0.004))
+        time.sleep(0.05)
+    half = min(readings) / 2
     c = _fake(details={"speed": {"fastest_reference_s": half}}, compute={"float32": 400e9, "float64": 200e9})
     a, b = torch.randn(256, 256), torch.randn(256, 256)
     r = roofline("a @ b", globals={"a": a, "b": b}, ceilings=c, budget=0.3)
