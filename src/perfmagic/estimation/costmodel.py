@@ -117,6 +117,18 @@ class ModelFit:
         return {"constant": 0.0, "linear": 1.0, "n log n": 1.0, "quadratic": 2.0, "cubic": 3.0}.get(
             self.name, self.k if self.k is not None else float("nan"))
 
+    def slope_at(self, n: float) -> float:
+        """The log-log slope of the growing part (cost - a) at ``n``: the growth the fit extrapolates with there.
+
+        For a one-term form it is the form's exponent (plus 1/ln n for a log factor); for a two-term form it
+        lies between its terms' exponents, by their shares at n (``n² + n³`` with a cubic share of 10% at n
+        grows as n^2.1 there, where ``exponent()`` names the form's asymptote, 3)."""
+        grow0 = float(self.predict(n)) - self.a
+        grow1 = float(self.predict(n * 1.001)) - self.a
+        if not (grow0 > 0 and grow1 > 0):
+            return 0.0
+        return math.log(grow1 / grow0) / math.log(1.001)
+
     def describe(self) -> str:
         """The fitted form as a formula (``a + b·n^1.52``), written by render/estimate.py."""
         from ..render.estimate import formula

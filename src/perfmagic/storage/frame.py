@@ -46,7 +46,7 @@ _UNITS = {
     "flops_per_s": "FLOP/s", "peak_flops_per_s": "FLOP/s", "attainable_flops_per_s": "FLOP/s",
     "bytes_per_s": "B/s", "loader_batches_per_s": "batch/s", "units_per_s": "unit/s",
     "best_throughput": "batch/s", "rate_hz": "Hz",
-    "S": "fraction", "S_stderr": "fraction", "sigma": "1", "kappa": "1", "exponent": "1",
+    "S": "fraction", "S_stderr": "fraction", "sigma": "1", "kappa": "1", "exponent": "1", "exponent_at_full": "1",
     "ceiling": "×", "max_speedup": "×", "speedup_if_data_free": "×",
     "fraction_of_roof": "fraction", "actual_completed": "fraction", "time_error": "fraction",
     "memory_error": "fraction",
