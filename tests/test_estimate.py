@@ -345,6 +345,29 @@ def test_flat_time_says_the_variable_is_unused() -> None:
     assert any("does not mention 'n'" in x for x in r.notes)
 
 
+def test_a_full_run_no_longer_than_the_measuring_is_measured_rather_than_predicted() -> None:
+    # 30 ms + 0.1 µs·n, n = 10^6: a 130 ms job; each size costs 30 ms, so the sweep spends ~1 s to find the
+    # growth, and used to stop below the full size with an interval (123 – 144 ms) for a run it could have made
+    r = estimate("time.sleep(0.03 + 1e-7 * n)", n=10**6, globals=NS)
+    assert r.measured_full and r.points[-1].n == 10**6, r.text()
+    assert r.predicted_s == pytest.approx(0.13, rel=0.15) and r.spent_s <= 3.0 + 0.5, r.text()
+    assert "measured at the full size" in r.text()
+    # a full run longer than the measuring (1 s, after ~0.3-0.5 s) is predicted, not run
+    long = estimate("time.sleep(1e-6 * n)", n=10**6, globals=NS)
+    assert not long.measured_full and long.largest_measured < 10**6, long.text()
+
+
+def test_a_time_that_rises_only_at_the_top_sizes_is_not_called_flat() -> None:
+    # 100 ms of overhead + 1 ns per unit, the sizes a default estimate measured: flat to the eye up to 10^7
+    # units, then 125, 150 and 200 ms at the top (it said "the time does not change with n (100.3 ms – 200.3 ms)")
+    ns = [1525 * 2**i for i in range(16)] + [10**8]
+    grows = analyse_scaling([Point(n, (0.1 + 1e-9 * n,) * 2) for n in ns], N=10**8)
+    assert not any(getattr(w, "kind", "") == "estimate.flat" for w in grows.warnings), grows.text()
+    # the same sizes with no growth at all: the warning stands
+    flat = analyse_scaling([Point(n, (0.1,) * 2) for n in ns], N=10**8)
+    assert any(getattr(w, "kind", "") == "estimate.flat" for w in flat.warnings), flat.text()
+
+
 def test_failure_at_a_larger_size_is_reported_and_the_rest_fitted() -> None:
     code = "if n > 20000:\n    raise MemoryError('planted')\nspin(n)"
     r = estimate(code, n=10**6, globals=NS, budget=1.0)
