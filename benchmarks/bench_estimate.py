@@ -393,7 +393,8 @@ def one_trial(name: str, form: str, code: str, N: int, ns: dict) -> dict:
     # (an interval's high/low and score are derived from low_s, high_s and actual_s where they are shown)
     return {"workload": name, "set": "held-out" if name in HELDOUT else "tuning", "full": N,
             "predicted_s": r.predicted_s, "low_s": r.low_s, "high_s": r.high_s,
-            "reliable": r.reliable, "actual_s": actual, "outcome": outcome, "error": err,
+            "reliable": r.reliable, "measured_full": r.measured_full, "actual_s": actual, "outcome": outcome,
+            "error": err,
             "spent_s": r.spent_s, "warnings": [str(w) for w in r.warnings], "unreliable_why": str(r.unreliable_why or ""),
             "model": r.time_fit.best.describe() if r.time_fit is not None else "mean × units",
             "sizes": [p.n for p in r.points] if form == "n" else len(r.points), "others_cores": load,
@@ -612,8 +613,10 @@ def render(runs: list[dict]) -> str:
             errs = [r["error"] for r in rs if r["error"] is not None]
             bad = sum(r["outcome"] == "confidently wrong" for r in rs)
             inc = sum(r["outcome"] == "inconclusive" for r in rs)
+            whole = sum(bool(r.get("measured_full")) for r in rs)  # the full run no longer than the measuring
             cells.append(" / ".join(part) + (f", {statistics.median(errs):+.0%}" if errs else "")
-                         + (f", {bad} confidently wrong" if bad else "") + (f", {inc} inconclusive" if inc else ""))
+                         + (f", {bad} confidently wrong" if bad else "") + (f", {inc} inconclusive" if inc else "")
+                         + (f", {whole} measured at the full size" if whole else ""))
         if not any(c != "—" for c in cells):
             continue
         full = next((run["fulls"].get(w) for run in reversed(runs) if w in run.get("fulls", {})), None)
