@@ -357,6 +357,22 @@ def test_a_full_run_no_longer_than_the_measuring_is_measured_rather_than_predict
     assert not long.measured_full and long.largest_measured < 10**6, long.text()
 
 
+def test_another_run_of_a_measured_full_size_carries_two_runs_variation_and_the_speed_states() -> None:
+    """The full size measured: another run differs by the difference of two runs (√2 × the repeats' run-to-run
+    variation), and on a machine with two speed states (18 and 27 µs readings) it may run all slow."""
+    from perfmagic.estimation.noise import Z90
+
+    def pts(ref: float | None) -> list[Point]:
+        return [Point(n, (1e-4 * n, 1e-4 * n * 1.06), cpu_share=1.0, ref_s=ref) for n in (64, 128, 256, 512, 1000)]
+    one = analyse_scaling(pts(18e-6), N=1000, speed_readings=[18e-6 * (1 + 0.01 * (i % 3 - 1)) for i in range(12)])
+    assert one.measured_full and one.predicted_s == pytest.approx(0.1030, rel=0.01), one.text()
+    half = math.log(one.high_s / one.predicted_s)
+    assert half >= 0.99 * Z90 * math.sqrt(2) * one.run_noise, (half, one.run_noise)  # not Z90 × the noise alone
+    two = analyse_scaling(pts(18e-6), N=1000, speed_readings=[18e-6, 27e-6] * 6)
+    assert two.measured_full and two.high_s >= 0.99 * two.predicted_s * 27 / 18, two.text()
+    assert "runs at two speeds" in " ".join(two.text().split())
+
+
 def test_a_time_that_rises_only_at_the_top_sizes_is_not_called_flat() -> None:
     # 100 ms of overhead + 1 ns per unit, the sizes a default estimate measured: flat to the eye up to 10^7
     # units, then 125, 150 and 200 ms at the top (it said "the time does not change with n (100.3 ms – 200.3 ms)")

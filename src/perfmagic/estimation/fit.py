@@ -687,14 +687,7 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     pts = [replace(p, times=tuple(t * f for t in p.times)) for p, f in zip(pts, factors)] if factors else pts
     warnings += [w for w in (_flat(pts, var),) if w is not None]
     if pts and pts[-1].n >= N:  # the full size itself was measured: another run lands within its variation
-        p = raw_pts[-1]
-        mem = p.memory()
-        sigma = measured_noise(raw_pts)
-        lo, hi = widen(p.time, min(p.times), max(p.times), sigma)
-        return EstimateResult(predicted_s=p.time, low_s=lo, high_s=hi, peak_bytes=mem,
-                              peak_low=mem, peak_high=mem, reliable=True, measured_full=True, run_noise=sigma,
-                              others_cores=others_cores, fit_sizes=(p.n,), warnings=tuple(warnings),
-                              **base)  # type: ignore[arg-type]
+        return _measured_full(raw_pts, speed_readings, others_cores, device, warnings, base)
     if len(pts) < 3:
         return EstimateResult(predicted_s=None, low_s=None, high_s=None, peak_bytes=None, peak_low=None,
                               peak_high=None, reliable=False,
@@ -728,6 +721,27 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
                           reliable=reliable, time_fit=sel, mem_fit=mem_sel, fit_sizes=tuple(int(x) for x in ns),
                           warnings=tuple(warnings), unreliable_why=why, run_noise=sigma, others_cores=others_cores,
                           fresh_touch=fresh, **base)  # type: ignore[arg-type]
+
+
+def _measured_full(raw_pts: Sequence[Point], readings: Sequence[float] | None, others: float | None, device: str,
+                   warnings: list[Finding], base: dict[str, Any]) -> EstimateResult:
+    """The full size itself was measured: another run differs from this one by the difference of two runs
+    (√2 × the run-to-run variation the repeats show) and, on a machine with two speed states, may run in the
+    other one (from all fast to all slow, for the CPU share of its time). With the variation alone, 2 of 6
+    quiet sorts of 2 M floats measured at the full size fell outside (one full run at 514 ms, the next at
+    456 ms: +13%, where the repeats read ±4%; benchmarks/bench_estimate.py, 2026-11-28)."""
+    p = raw_pts[-1]
+    mem = p.memory()
+    sigma = measured_noise(raw_pts)
+    lo, hi = widen(p.time, min(p.times), max(p.times), math.sqrt(2) * sigma)
+    (speed, measured), states = _machine([p], readings, others, device)
+    if speed is not None and speed.slow_s is not None:
+        cpu = min(p.cpu_share, 1.0) if p.cpu_share is not None else 1.0
+        lo, hi = widen_sides(p.time, lo, hi, *speed_sides(speed, measured, cpu, 1.0))
+    base = {**base, "notes": (*base["notes"], states) if states is not None else base["notes"]}
+    return EstimateResult(predicted_s=p.time, low_s=lo, high_s=hi, peak_bytes=mem, peak_low=mem, peak_high=mem,
+                          reliable=True, measured_full=True, run_noise=sigma, others_cores=others,
+                          fit_sizes=(p.n,), warnings=tuple(warnings), **base)  # type: ignore[arg-type]
 
 
 def _stats_sd(xs: Sequence[float]) -> float:

@@ -40,6 +40,8 @@ SPEED_GUARD_MIN_S = 0.02  # points expected to take at least this long are timed
 REPEAT_ALLOWANCE = 1.6  # spaced repeats may take the measuring to this multiple of the fraction cap (within the budget)
 UNCERTAIN_HIGH = 1.3  # an interval reaching this far above the prediction keeps the measuring going at larger sizes
 UNCERTAIN_FRACTION = 0.35  # ... up to this fraction of the predicted full run (within the budget)
+CHEAP_FULL_SPAN = 10.0  # a full run as short as the measuring is measured, from a largest size at most this far below
+# (a file-writing job fitted on 64 and 128 writes said at most 0.4 s for 295,807 and ran 1.9 s when measured)
 PHASE_CONFIRM = 10  # units timed after a step in pace before the measuring may stop
 MEASURE_MEMORY_SHARE = 0.5  # no size is measured whose peak memory would pass this share of the memory available
 FAST_GROWTH_SHARE = 0.03  # the fast growth of the overhead regime (×4, ×8) only while it keeps a run within this share
@@ -160,13 +162,14 @@ def _grow(points: list[Point], N: int, budget_s: float, elapsed: Any, measure_at
 
 def _full_is_cheap(r: EstimateResult, points: list[Point], N: int, budget_s: float, elapsed: Any,
                    runner: _Runner) -> bool:
-    """Is the full size itself worth measuring rather than predicting? Where the full run, even at its
-    interval's high end, takes no longer than the measuring already did (the floor ``MIN_BUDGET_S``, the
-    overhead of each run and the repeats of the small sizes cost that much anyway), and fits what is left of
-    the budget: one more run at most doubles the measuring and turns an interval into a measurement (a
-    30 ms + 0.1 µs·n job, n = 10^6, was predicted at 130 ms, 123 – 144 ms, after 1.2 s of measuring that
-    never ran the full size)."""
-    if r.high_s is None or points[-1].n >= N:
+    """Is the full size itself worth measuring rather than predicting? Where a reliable prediction says the
+    full run, even at its interval's high end, takes no longer than the measuring already did (the floor
+    ``MIN_BUDGET_S``, the overhead of each run and the repeats of the small sizes cost that much anyway),
+    the full size is at most ``CHEAP_FULL_SPAN`` × the largest measured (a high end extrapolated further is
+    no bound on the run), and the run fits what is left of the budget: one more run at most doubles the
+    measuring and turns an interval into a measurement (a 30 ms + 0.1 µs·n job, n = 10^6, was predicted at
+    130 ms, 123 – 144 ms, after 1.2 s of measuring that never ran the full size)."""
+    if not r.reliable or r.high_s is None or points[-1].n >= N or N > CHEAP_FULL_SPAN * points[-1].n:
         return False
     spent = elapsed()
     high = max(r.high_s, r.predicted_s)
