@@ -613,7 +613,7 @@ def render(runs: list[dict]) -> str:
             errs = [r["error"] for r in rs if r["error"] is not None]
             bad = sum(r["outcome"] == "confidently wrong" for r in rs)
             inc = sum(r["outcome"] == "inconclusive" for r in rs)
-            whole = sum(bool(r.get("measured_full")) for r in rs)  # the full run no longer than the measuring
+            whole = sum(bool(r.get("measured_full")) for r in rs)  # the sweep reached the full size itself
             cells.append(" / ".join(part) + (f", {statistics.median(errs):+.0%}" if errs else "")
                          + (f", {bad} confidently wrong" if bad else "") + (f", {inc} inconclusive" if inc else "")
                          + (f", {whole} measured at the full size" if whole else ""))

@@ -345,18 +345,6 @@ def test_flat_time_says_the_variable_is_unused() -> None:
     assert any("does not mention 'n'" in x for x in r.notes)
 
 
-def test_a_full_run_no_longer_than_the_measuring_is_measured_rather_than_predicted() -> None:
-    # 30 ms + 0.1 µs·n, n = 10^6: a 130 ms job; each size costs 30 ms, so the sweep spends ~1 s to find the
-    # growth, and used to stop below the full size with an interval (123 – 144 ms) for a run it could have made
-    r = estimate("time.sleep(0.03 + 1e-7 * n)", n=10**6, globals=NS)
-    assert r.measured_full and r.points[-1].n == 10**6, r.text()
-    assert r.predicted_s == pytest.approx(0.13, rel=0.15) and r.spent_s <= 3.0 + 0.5, r.text()
-    assert "measured at the full size" in r.text()
-    # a full run longer than the measuring (1 s, after ~0.3-0.5 s) is predicted, not run
-    long = estimate("time.sleep(1e-6 * n)", n=10**6, globals=NS)
-    assert not long.measured_full and long.largest_measured < 10**6, long.text()
-
-
 def test_another_run_of_a_measured_full_size_carries_two_runs_variation_and_the_speed_states() -> None:
     """The full size measured: another run differs by the difference of two runs (√2 × the repeats' run-to-run
     variation), and on a machine with two speed states (18 and 27 µs readings) it may run all slow."""

@@ -729,7 +729,8 @@ def _measured_full(raw_pts: Sequence[Point], readings: Sequence[float] | None, o
     (√2 × the run-to-run variation the repeats show) and, on a machine with two speed states, may run in the
     other one (from all fast to all slow, for the CPU share of its time). With the variation alone, 2 of 6
     quiet sorts of 2 M floats measured at the full size fell outside (one full run at 514 ms, the next at
-    456 ms: +13%, where the repeats read ±4%; benchmarks/bench_estimate.py, 2026-11-28)."""
+    456 ms: +13%, where the repeats read ±4%; benchmarks/bench_estimate.py with a variant, not kept, that
+    measured every full run as short as the measuring, 2026-11-28)."""
     p = raw_pts[-1]
     mem = p.memory()
     sigma = measured_noise(raw_pts)

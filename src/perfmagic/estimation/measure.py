@@ -40,8 +40,6 @@ SPEED_GUARD_MIN_S = 0.02  # points expected to take at least this long are timed
 REPEAT_ALLOWANCE = 1.6  # spaced repeats may take the measuring to this multiple of the fraction cap (within the budget)
 UNCERTAIN_HIGH = 1.3  # an interval reaching this far above the prediction keeps the measuring going at larger sizes
 UNCERTAIN_FRACTION = 0.35  # ... up to this fraction of the predicted full run (within the budget)
-CHEAP_FULL_SPAN = 10.0  # a full run as short as the measuring is measured, from a largest size at most this far below
-# (a file-writing job fitted on 64 and 128 writes said at most 0.4 s for 295,807 and ran 1.9 s when measured)
 PHASE_CONFIRM = 10  # units timed after a step in pace before the measuring may stop
 MEASURE_MEMORY_SHARE = 0.5  # no size is measured whose peak memory would pass this share of the memory available
 FAST_GROWTH_SHARE = 0.03  # the fast growth of the overhead regime (×4, ×8) only while it keeps a run within this share
@@ -117,12 +115,6 @@ def _grow(points: list[Point], N: int, budget_s: float, elapsed: Any, measure_at
         r = analyse(points)
         if r.predicted_s is None or r.measured_full:
             return True
-        if _full_is_cheap(r, points, N, budget_s, elapsed, runner):
-            points.append(measure_at(N, r.predicted_s))
-            if progress is not None:
-                progress(min(elapsed() / budget_s, 1.0), str(Finding.of("estimate.progress", var=var, n=N,
-                                                                         t=points[-1].time)))
-            return True
         # the high side (the low side also carries the allowance for other processes' load, which more
         # sizes would not narrow)
         wide = not r.reliable or not r.high_s or r.high_s / r.predicted_s > UNCERTAIN_HIGH
@@ -158,22 +150,6 @@ def _grow(points: list[Point], N: int, budget_s: float, elapsed: Any, measure_at
         if step[0] >= N:
             return True
     return False
-
-
-def _full_is_cheap(r: EstimateResult, points: list[Point], N: int, budget_s: float, elapsed: Any,
-                   runner: _Runner) -> bool:
-    """Is the full size itself worth measuring rather than predicting? Where a reliable prediction says the
-    full run, even at its interval's high end, takes no longer than the measuring already did (the floor
-    ``MIN_BUDGET_S``, the overhead of each run and the repeats of the small sizes cost that much anyway),
-    the full size is at most ``CHEAP_FULL_SPAN`` × the largest measured (a high end extrapolated further is
-    no bound on the run), and the run fits what is left of the budget: one more run at most doubles the
-    measuring and turns an interval into a measurement (a 30 ms + 0.1 µs·n job, n = 10^6, was predicted at
-    130 ms, 123 – 144 ms, after 1.2 s of measuring that never ran the full size)."""
-    if not r.reliable or r.high_s is None or points[-1].n >= N or N > CHEAP_FULL_SPAN * points[-1].n:
-        return False
-    spent = elapsed()
-    high = max(r.high_s, r.predicted_s)
-    return high <= spent and spent + 1.3 * high <= budget_s and _memory_stop(points, N, runner.device) is None
 
 
 def _retime(points: list[Point], i: int, runner: _Runner, progress: Any, elapsed: Any, budget_s: float,
