@@ -183,7 +183,7 @@ NS = {"spin": count_loop, "time": time}
 def test_linear_planted_sleep() -> None:
     # 0.1 µs per unit: 1.5 s at the full size, with sleep's own ~0.1 ms overhead as the constant
     r = _predict_and_check("time.sleep(n * 1e-7)", NS, 15_000_000, tol=0.15)
-    assert r.time_fit is not None and 0.85 <= r.time_fit.best.exponent() <= 1.2, r.text()
+    assert r.time_fit is not None and 0.85 <= r.time_fit.best.slope_at(15_000_000) <= 1.2, r.text()
     assert r.largest_measured < 15_000_000
 
 
@@ -198,8 +198,9 @@ def test_linear_workload(spin_200us) -> None:
     # spin_200us iterations take ~200 µs: a full run of ~1.5 s
     N = int(spin_200us * 7500)
     r = _predict_and_check("spin(n)", NS, N, tol=0.3, attempts=3)
-    # n^0.85·ln n grows about as n over the measured range: the bound is loose for a CPU-bound loop
-    assert r.time_fit is not None and 0.8 <= r.time_fit.best.exponent() <= 1.2, r.text()
+    # n^0.85·ln n grows about as n over the measured range: the bound is loose for a CPU-bound loop (the growth
+    # at the full size, as for the quadratic below: a two-term form's asymptote may be a term that hardly counts)
+    assert r.time_fit is not None and 0.8 <= r.time_fit.best.slope_at(N) <= 1.2, r.text()
     assert r.largest_measured < N
 
 
@@ -212,7 +213,7 @@ def test_n_log_n_workload() -> None:
     # runs on this VM put the full run 32-48% above the point, inside the printed interval every time. The
     # point's accuracy is bench_estimate.py's target (issue 29); here the interval must cover, at most 3x wide
     r = _predict_and_check("sorted(data[:n])", ns, len(data), tol=0.3, attempts=3, interval_ok=True)
-    assert r.time_fit.best.exponent() >= 0.9, r.text()
+    assert r.time_fit.best.slope_at(len(data)) >= 0.9, r.text()
 
 
 def test_quadratic_with_constant_overhead(spin_200us) -> None:
