@@ -736,8 +736,8 @@ def _measured_full(raw_pts: Sequence[Point], readings: Sequence[float] | None, o
     sigma = measured_noise(raw_pts)
     lo, hi = widen(p.time, min(p.times), max(p.times), math.sqrt(2) * sigma)
     (speed, measured), states = _machine([p], readings, others, device)
-    if speed is not None and speed.slow_s is not None:
-        cpu = min(p.cpu_share, 1.0) if p.cpu_share is not None else 1.0
+    if speed is not None and speed.slow_s is not None:  # (speed_sides clamps the CPU share to [0, 1])
+        cpu = p.cpu_share if p.cpu_share is not None else 1.0
         lo, hi = widen_sides(p.time, lo, hi, *speed_sides(speed, measured, cpu, 1.0))
     base = {**base, "notes": (*base["notes"], states) if states is not None else base["notes"]}
     return EstimateResult(predicted_s=p.time, low_s=lo, high_s=hi, peak_bytes=mem, peak_low=mem, peak_high=mem,

@@ -247,7 +247,8 @@ class EstimateResult(Displayed):
         }
         if self.time_fit is not None:
             b = self.time_fit.best
-            m.update(model=b.describe(), exponent=b.exponent(), exponent_at_full=b.slope_at(float(self.full)), overhead_s=b.a)
+            m.update(model=b.describe(), exponent=b.exponent(), exponent_at_full=b.slope_at(float(self.full)),
+                     overhead_s=b.a)
         if self.mode == "iteration" and self.points:
             ut = self.unit_times
             m.update(unit_mean_s=sum(ut) / len(ut), unit_median_s=self.unit_median_s, units_per_s=len(ut) / sum(ut))
