@@ -446,9 +446,10 @@ def test_pyspy_native_samples_only_the_cell_thread() -> None:
 
 def test_pyspy_subprocesses_are_sampled() -> None:
     pyspy_or_skip()
-    # 1.5 s: py-spy attaches after its own start-up, which took over 0.6 s beside the rest of the suite
-    # on a loaded 2-core VM (it then sampled nothing at all)
-    code = "import time\ne = time.perf_counter() + 1.5\nwhile time.perf_counter() < e: pass\n"
+    # 3 s: py-spy looks for new child processes about once a second and then attaches to them; beside the rest
+    # of the suite on a loaded 2-core VM that took over 0.6 s, and once (a fresh-clone CI run, 2026-11-28) over
+    # the 1.5 s this child used to run: it then sampled nothing at all
+    code = "import time\ne = time.perf_counter() + 3.0\nwhile time.perf_counter() < e: pass\n"
 
     def parent() -> None:
         subprocess.run([sys.executable, "-c", code], check=True)
