@@ -154,9 +154,9 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                         f"{f['e0']:+.0%} and {f['e1']:+.0%} (this machine's run-to-run variation, "
                                         f"measured: ±{f['sigma']:.0%}); {_suggest(f)}"),
     "estimate.slope-rising": lambda f: (f"the local slope is still rising at the largest size ({f['prev']:.2f} → "
-                                        f"{f['last']:.2f}, the model says {f['model_k']:.2f}): the cost may grow "
-                                        "faster beyond the sizes measured, so take the prediction as a lower bound "
-                                        "or measure larger sizes"),
+                                        f"{f['last']:.2f}; the model's over the same sizes {f['model_k']:.2f}): the "
+                                        "cost may grow faster beyond the sizes measured, so take the prediction as a "
+                                        "lower bound or measure larger sizes"),
     "estimate.fresh-memory": lambda f: (f"the full run maps about {fmt_bytes(f['more'])} more memory than any size "
                                         f"measured (at most {fmt_bytes(f['seen'])}){_cache(f)}, on a VM that gives "
                                         "freed memory "
