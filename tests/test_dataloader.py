@@ -631,3 +631,69 @@ def test_oversubscribed_busy_workers_and_a_grown_step_get_no_check_mark() -> Non
     assert th.message.startswith("cannot tell whether the workers slow the step") and "1.15×" in th.message
     quiet = _planted_result(0.041, 0.040, workers_cores=1.27, others_cores=0.0).findings()  # 1.025×: ✓ stands
     assert [f.level for f in quiet if f.topic == "num_workers"] == ["ok"], [f.text() for f in quiet]
+
+
+class ColdAfterPause:
+    """A planted step that is slow after a pause (as a short step whose caches go cold while the loader
+    works): 3 ms when more than 4 ms passed since its last call, 0.3 ms back to back. ``memo``: a batch seen
+    before costs 0.3 ms whatever the pause (a step that caches per-batch work: the batches do not all do the
+    same work). ``stop_in_pause``: Ctrl-C at the first call after a pause that follows the back-to-back calls
+    of compute alone."""
+
+    def __init__(self, memo: bool = False, stop_in_pause: bool = False) -> None:
+        self.last, self.streak, self.alone_seen, self.seen = 0.0, 0, False, set()
+        self.memo, self.stop_in_pause = memo, stop_in_pause
+
+    def __call__(self, batch: Any) -> None:
+        now = time.perf_counter()
+        gap = now - self.last
+        self.streak = self.streak + 1 if gap < 0.002 else 0
+        self.alone_seen = self.alone_seen or self.streak >= 3
+        if self.stop_in_pause and self.alone_seen and gap > 0.004:
+            raise KeyboardInterrupt
+        key = float(batch[0][0])  # the first item's index (ids of freed batches are reused)
+        cheap = (key in self.seen) if self.memo else gap <= 0.004
+        self.seen.add(key)
+        time.sleep(0.0003 if cheap else 0.003)
+        self.last = time.perf_counter()
+
+
+def test_a_step_slower_after_a_pause_is_measured_so_and_compute_alone_stands() -> None:
+    """Planted: 8 ms of loading per batch in the main process, a step of 3 ms after a pause and 0.3 ms back
+    to back. The loop's compute (3 ms) is 10× compute alone (0.3 ms); the step timed after pauses as long as
+    the loop's wait reproduces it, so the gap has its cause measured and compute alone stands for infinitely
+    fast data (steps back to back)."""
+    dl = DataLoader(SleepDataset(200, 0.002), batch_size=4)
+    r = dataloader_check(dl, ColdAfterPause(), steps=8, loader_alone=False)
+    assert r.pause_s is not None and 0.006 <= r.pause_s <= 0.05 and len(r.compute_paused_s) == 5
+    assert r.pause_explains and r.compute_disagreement is None and r.compute_alone_usable
+    assert r.speedup_if_data_free == pytest.approx(r.step_s / r.compute_only_step_s)
+    t = " ".join(r.text().split())
+    assert "inconsistent" not in t and "a short step runs slower after a pause" in t, t
+    assert r.metrics()["compute_after_pause_s"] >= 0.0025 and r.metrics()["pause_s"] == r.pause_s
+
+
+def test_a_gap_a_pause_does_not_reproduce_is_still_named_with_the_pause_measured() -> None:
+    """Planted: the step caches per-batch work, so the cached batch of compute alone is cheap whatever the
+    pause: the gap stays unexplained, and the line says that a pause was tried and what it measured."""
+    dl = DataLoader(SleepDataset(200, 0.002), batch_size=4)
+    r = dataloader_check(dl, ColdAfterPause(memo=True), steps=8, loader_alone=False)
+    assert len(r.compute_paused_s) == 5 and not r.pause_explains and r.compute_disagreement is not None
+    t = " ".join(r.text().split())
+    assert "! inconsistent: the step's compute in the loop took" in t, t
+    assert "nor does a pause between steps (after a " in t and "check that every batch does the same work" in t, t
+
+
+def test_no_paused_calls_where_the_loop_and_compute_alone_agree_or_workers_ran() -> None:
+    dl = DataLoader(SleepDataset(200, 0.002), batch_size=4)
+    r = dataloader_check(dl, lambda b: time.sleep(0.001), steps=6, loader_alone=False)
+    assert r.compute_paused_s == () and r.pause_s is None and not r.pause_explains
+
+
+def test_ctrl_c_during_the_paused_calls_keeps_what_was_measured() -> None:
+    dl = DataLoader(SleepDataset(200, 0.002), batch_size=4)
+    with pytest.raises(BenchInterrupted) as ei:
+        dataloader_check(dl, ColdAfterPause(stop_in_pause=True), steps=8, loader_alone=False)
+    r = ei.value.result
+    assert r.status == "interrupted" and r.n_steps >= 1 and len(r.compute_only_s) >= 3
+    assert r.compute_paused_s == () and "[INTERRUPTED]" in r.text()

@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -357,3 +358,37 @@ def test_a_sweep_point_loaded_by_a_neighbour_is_measured_again() -> None:
     assert pts[2].others_cores is not None and pts[2].others_cores < 1.0, r.text()
     assert "note: num_workers=2 measured again" in " ".join(r.text().split()), r.text()
     _narrow(r.text())
+
+
+def test_a_gap_the_pause_reproduces_is_explained_with_its_measurement() -> None:
+    """Planted: the loop's compute 0.8 ms, the step back to back 0.2 ms, and after 17 ms pauses (the loop's
+    wait) 1.0 ms: the line gives the three medians and the cause, compute alone stands for infinitely fast
+    data, and the paused samples read back from the run record."""
+    r = _issue(wait_s=(0.017,) * 20, compute_s=(0.0008,) * 20, compute_only_s=(0.0002,) * 20,
+               loader_s=(0.017,) * 20, compute_paused_s=(0.001,) * 5, pause_s=0.017)
+    assert r.pause_explains and r.compute_disagreement is None and r.compute_alone_usable
+    t = " ".join(r.text().split())
+    assert ("compute alone (cached batch): 200 µs per step back to back; 1 ms after a 17 ms pause (the loop's "
+            "wait for data), against 800 µs in the loop (medians): a short step runs slower after a pause") in t, t
+    assert "inconsistent" not in t and r.speedup_if_data_free == pytest.approx(0.0178 / 0.0002)
+    _narrow(r.text())
+    back = DataLoaderResult.from_record(r.to_record(magic="dataloader_check"))
+    assert back.compute_paused_s == r.compute_paused_s and back.pause_s == 0.017 and back.pause_explains
+    # paused calls that stay fast do not explain it: named, with what the pause measured
+    r = replace(r, compute_paused_s=(0.00025,) * 5)
+    t = " ".join(r.text().split())
+    assert not r.pause_explains and "! inconsistent: the step's compute in the loop took 800 µs, 4.00× its " \
+        "time alone (200 µs, medians); load does not explain it (both passes quiet), nor does a pause between " \
+        "steps (after a 17 ms pause, as long as the loop's wait, the step took 250 µs)" in t, t
+
+
+def test_a_pause_that_makes_up_only_part_of_the_gap_does_not_explain_it() -> None:
+    """As in the workshop notebook: 3.8 ms back to back, 5.8 ms in the loop, 4.2 ms after a 17 ms pause (a
+    fifth of the gap). The gap stays named, with the share the pause made up."""
+    r = _issue(wait_s=(0.017,) * 20, compute_s=(0.0058,) * 20, compute_only_s=(0.0038,) * 20,
+               loader_s=(0.017,) * 20, compute_paused_s=(0.0042,) * 5, pause_s=0.017)
+    assert r.pause_share == pytest.approx(0.4 / 2.0) and not r.pause_explains
+    assert r.compute_disagreement is not None and not r.compute_alone_usable
+    t = " ".join(r.text().split())
+    assert "load does not explain it (both passes quiet), a pause between steps makes up 20% of it (after a 17 " \
+        "ms pause, as long as the loop's wait, the step took 4.2 ms): check that every batch" in t, t

@@ -72,7 +72,11 @@ CELLS = [
     - **Loader alone**: batches per second with no compute at all — the fastest this loader can feed any
       model.
     - **Compute alone**: the step on one cached batch, i.e. with infinitely fast data; the ratio says how
-      much faster the loop could be if loading cost nothing.
+      much faster the loop could be if loading cost nothing. A short step can run slower in the loop
+      than back to back, because its caches and the CPU go cold while the loader works. Where the
+      loop's compute is over 1.5× the step alone, the check times the step again after pauses as long
+      as the loop's wait for data, and says whether that accounts for the gap (above: the step back to
+      back, after a pause, and in the loop).
     - **Headroom**: which of the two sets the pace of a loop where loading overlaps compute.
     - **Configuration**: one line per setting checked, `!` for a problem with its expected effect, `·`
       for information, `✓` for fine: worker count against usable cores, pinned memory and non-blocking

@@ -18,6 +18,9 @@ happens). The method, in order:
    one warm call then up to 20 timed calls, after the workers have stopped: the step time with
    infinitely fast data. The step in the loop ≥ 1.25× slower than alone means the workers took cores
    from it (workers + torch's intra-op threads > usable cores): the audit then says so, never ✓.
+   Without workers, a loop's compute over 1.5× the step alone has the step timed again after pauses as
+   long as the loop's wait (:func:`_paused`): a short step runs slower after a pause, and where that makes
+   up half the gap or more the gap is explained, measured, and compute alone is used.
 5. **Audit** (DataLoader only): num_workers vs usable cores, pin_memory and non_blocking copies,
    persistent_workers, prefetch_factor, batch size, collate cost (timed on ``batch_size`` items of a
    map-style dataset), each with its expected effect computed from the numbers above.
@@ -29,8 +32,8 @@ happens). The method, in order:
    comparison between a loaded pass and a quiet one (compute alone vs the loop, the loader vs compute
    alone, sweep points, a prediction vs the sweep) says it cannot tell instead of concluding; a sweep point
    loaded while the others were quiet is first measured once more, and the quieter pass kept. Compute
-   alone more than 1.5× from the loop's own compute (either way, not explained by the workers) is named
-   as an inconsistency and not used.
+   alone more than 1.5× from the loop's own compute (either way, not explained by the workers or by the
+   pause between steps) is named as an inconsistency and not used.
 8. **One story.** The audit's predicted effects are set against the sweep of the same check
    (:func:`~perfmagic.dataloader.audit.reconcile`): a prediction the sweep measured otherwise is replaced
    by the measurement and what explains it.
@@ -57,13 +60,17 @@ from typing import Any
 from ..errors import BadOptionError, BenchInterrupted, PerfmagicError
 from .audit import (INPUT_BOUND, Finding, _config, _is_dataloader, _Proxy, _rebuild, check_picklable, load_gap,
                     parse_sweep, usable_cores)
+from ..core import stats as _stats
 from ..core.load import LoadProbe
 from .probe import (COPY, NON_BLOCKING, USES_CUDA, SteadyLoad, _collate_cost, _h2d, _Iters, _Loop, _split,
                     _step_source, _tensors, _watched)
 from .probe import note as say_note
-from .result import DEFAULT_STEPS, DataLoaderResult, SweepPoint
+from .result import DEFAULT_STEPS, DISAGREE, DataLoaderResult, SweepPoint
 
 COMPUTE_ALONE_MAX = 20
+PAUSED_CALLS = 5       # the step on the cached batch after a pause as long as the loop's wait: this many calls
+PAUSE_MAX_S = 0.05     # ... each pause at most this long
+PAUSE_MIN_S = 5e-4     # ... and only where the loop waited at least this long per step
 
 
 def _short(v: Any) -> str:
@@ -172,6 +179,8 @@ class _Passes:
     main: _Loop = field(default_factory=_Loop)
     alone: _Loop = field(default_factory=_Loop)
     co: list[float] = field(default_factory=list)
+    co_paused: list[float] = field(default_factory=list)
+    pause_s: list[float] = field(default_factory=list)  # (one value: the pause before each of co_paused)
     points: list[SweepPoint] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
     steady: SteadyLoad = field(default_factory=SteadyLoad)
@@ -217,6 +226,35 @@ def _compute_alone(plan: _Plan, got: _Passes) -> None:
             torch.cuda.synchronize()
         co.append(time.perf_counter() - a)
     co_probe.stop()
+    _paused(plan, got)
+
+
+def _paused(plan: _Plan, got: _Passes) -> None:
+    """Step 4b, only where the loop's compute ran :data:`~.result.DISAGREE` × slower than back to back and no
+    worker ran beside it: the step on the cached batch again, each call after a pause as long as the loop's
+    median wait for data (at most :data:`PAUSE_MAX_S`). A short step runs slower after a pause than back to
+    back (its caches and the CPU go cold while the loader works): a 150 µs SGD step of a small model ran
+    1.1 ms after an 18 ms sleep, and 1.0 ms after 18 ms of a busy Python loop. Where the paused calls
+    reproduce the loop's compute, the two passes agree and the gap has its cause measured
+    (:attr:`.result.DataLoaderResult.pause_explains`)."""
+    main, co = got.main, got.co
+    steady = main.comp[plan.warmup:] or main.comp
+    waits = main.wait[plan.warmup:] or main.wait
+    if not co or not steady or not waits or dict(plan.cfg).get("num_workers"):
+        return
+    loop_c, alone, wait = _stats.median(steady), _stats.median(co), _stats.median(waits)
+    if not (alone > 0 and loop_c > DISAGREE * alone and wait >= PAUSE_MIN_S):
+        return
+    pause = min(wait, PAUSE_MAX_S)
+    got.pause_s.append(pause)
+    torch = sys.modules.get("torch")
+    for _ in range(PAUSED_CALLS):
+        time.sleep(pause)
+        a = time.perf_counter()
+        plan.step_fn(main.last)
+        if main.cuda:
+            torch.cuda.synchronize()
+        got.co_paused.append(time.perf_counter() - a)
 
 
 def _sweep_passes(plan: _Plan, got: _Passes, sweep_steps: int | None, notes: list[Any]) -> None:
@@ -321,6 +359,7 @@ def _result(plan: _Plan, got: _Passes, *, status: str, notes: list[Any], step_so
         warmup_wait_s=tuple(main.wait[:w_main]), warmup_compute_s=tuple(main.comp[:w_main]),
         first_batch_s=main.first_batch_s, loader_s=tuple(alone.wait[w_alone:]),
         loader_first_batch_s=alone.first_batch_s, compute_only_s=tuple(got.co), gpu_busy_s=gpu,
+        compute_paused_s=tuple(got.co_paused), pause_s=got.pause_s[0] if got.pause_s else None,
         h2d_s=extras.get("h2d_s"), batch_pinned=extras.get("batch_pinned"), copies_non_blocking=nb,
         item_s=extras.get("item_s", ()), collate_s=extras.get("collate_s"), sweep=tuple(got.points),
         config=plan.cfg, is_dataloader=plan.is_dl, cuda=main.cuda, cores=usable_cores(),

@@ -22,6 +22,7 @@ from .probe import _fraction, _mean
 
 PLATEAU = 0.90             # a sweep setting within 10% of the best throughput is on the plateau
 DISAGREE = 1.5             # compute alone vs the loop's compute: further apart than this either way is named
+PAUSE_SHARE = 0.5          # the step after a pause made up this share of that gap (or more): the pause explains it
 DEFAULT_STEPS = 20
 
 
@@ -84,6 +85,8 @@ class DataLoaderResult(Displayed):
     loader_s: tuple[float, ...] = ()          # loader alone: per-batch fetch, steady state
     loader_first_batch_s: float | None = None  # second pass's start-up: re-spawn cost per epoch
     compute_only_s: tuple[float, ...] = ()    # the step on a cached batch
+    compute_paused_s: tuple[float, ...] = ()  # ... each call after a pause as long as the loop's wait (pause_s)
+    pause_s: float | None = None
     gpu_busy_s: tuple[float, ...] = ()        # CUDA event span of each measured step
     h2d_s: float | None = None                # host->device copy of one batch
     batch_pinned: bool | None = None
@@ -235,9 +238,33 @@ class DataLoaderResult(Displayed):
         if not co or not self.compute_s:
             return None
         x = co / _stats.median(self.compute_s)
-        if 1 / DISAGREE <= x <= DISAGREE or (x < 1 and self.cfg.get("num_workers")):
+        if 1 / DISAGREE <= x <= DISAGREE or (x < 1 and self.cfg.get("num_workers")) or self.pause_explains:
             return None
         return x
+
+    @property
+    def pause_explains(self) -> bool:
+        """The loop's compute ran more than :data:`DISAGREE` × slower than the step back to back, and the step
+        on the cached batch after a pause as long as the loop's wait for data (``compute_paused_s``) made up
+        at least :data:`PAUSE_SHARE` of the gap: the gap is the pause between steps (caches and the CPU gone
+        cold while the loader works), measured. With infinitely fast data the steps run back to back, so
+        compute alone stands for that (:meth:`perfmagic.dataloader.check.dataloader_check`, step 4b). (A
+        step of 3.8 ms back to back, 5.7 ms in the loop and 4.2 ms after the pause is not explained: the
+        pause made up a fifth of the gap.)"""
+        return (self.pause_share or 0.0) >= PAUSE_SHARE
+
+    @property
+    def pause_share(self) -> float | None:
+        """The share of the gap between the loop's compute and the step back to back that the step after a
+        pause made up (median paused − alone) ÷ (median loop − alone); None where the loop ran within
+        :data:`DISAGREE` × of the step alone or no paused call was made."""
+        co, paused = self.compute_only_step_s, self.compute_paused_s
+        if not co or not paused or not self.compute_s:
+            return None
+        loop_c = _stats.median(self.compute_s)
+        if not loop_c > DISAGREE * co:
+            return None
+        return (_stats.median(paused) - co) / (loop_c - co)
 
     @property
     def compute_alone_usable(self) -> bool:
@@ -275,6 +302,8 @@ class DataLoaderResult(Displayed):
             "step_s": self.step_s if n else None, "wait_s": _mean(self.wait_s) if n else None,
             "compute_s": _mean(self.compute_s) if n else None,
             "loader_batches_per_s": self.loader_batches_per_s, "compute_only_step_s": self.compute_only_step_s,
+            "compute_after_pause_s": _stats.median(self.compute_paused_s) if self.compute_paused_s else None,
+            "pause_s": self.pause_s,
             "speedup_if_data_free": self.speedup_if_data_free, "first_batch_s": self.first_batch_s,
             "respawn_s": self.respawn_s, "gpu_idle_fraction": self.gpu_idle_fraction, "h2d_s": self.h2d_s,
             "collate_s": self.collate_s, "steps_measured": n, "warmup_steps": self.warmup,
@@ -294,6 +323,7 @@ class DataLoaderResult(Displayed):
         return {"wait_s": list(self.wait_s), "compute_s": list(self.compute_s),
                 "warmup_wait_s": list(self.warmup_wait_s), "warmup_compute_s": list(self.warmup_compute_s),
                 "loader_s": list(self.loader_s), "compute_only_s": list(self.compute_only_s),
+                "compute_paused_s": list(self.compute_paused_s),
                 "gpu_busy_s": list(self.gpu_busy_s), "item_s": list(self.item_s),
                 "sweep": [{"setting": p.label, "wait_s": list(p.wait_s), "compute_s": list(p.compute_s),
                            "first_batch_s": p.first_batch_s, "error": p.error,

@@ -114,6 +114,13 @@ def _compute_alone(r: Any, co: float) -> list[str]:
     workers, or why neither can be told (the passes ran under different loads, or they disagree)."""
     sp, gap, dis = r.step_s / co, r.load_gap("loop", "compute"), r.compute_disagreement
     head = f"  compute alone (cached batch): {fmt_time(co)} per step vs {fmt_time(r.step_s)} in the loop → "
+    if r.pause_explains and not gap:
+        paused, lc = _median(r.compute_paused_s), _median(r.compute_s)
+        return [f"  compute alone (cached batch): {fmt_time(co)} per step back to back; {fmt_time(paused)} after "
+                f"a {fmt_time(r.pause_s)} pause (the loop's wait for data), against {fmt_time(lc)} in the loop "
+                "(medians): a short step runs slower after a pause (its caches and the CPU go cold while the "
+                "loader works) → with infinitely fast data the steps run back to back and the loop would be "
+                f"{speed_change(sp)}"]
     if gap or dis is not None:
         out = [head + "cannot tell the gain from infinitely fast data, because "
                + (gap or "the two disagree (below)")]
@@ -126,8 +133,8 @@ def _compute_alone(r: Any, co: float) -> list[str]:
             pair = [(n, r.phase_cores(n)) for n in ("loop", "compute")]
             why = ("other processes used " + " and ".join(f"{x:.1f} cores during {_PHASE[n]}" for n, x in pair)
                    if all(x is not None for _, x in pair) and max(x for _, x in pair) > r.LOADED
-                   else "load does not explain it (both passes quiet): check that every batch does the same "
-                        "work")
+                   else "load does not explain it (both passes quiet)" + _pause_tried(r)
+                        + ": check that every batch does the same work")
             out.append(f"  ! inconsistent: {said}; {why}"
                        + (". The audit uses the loop's own compute" if r.input_bound else ""))
         return out
@@ -148,6 +155,17 @@ def _compute_alone(r: Any, co: float) -> list[str]:
                 f"would be {speed_change(sp)}"]
     return [head + "no gain from infinitely fast data" + (f" (alone it ran {speed_change(sp)})"
                                                           if sp <= 1 / 1.05 else "")]
+
+
+def _pause_tried(r: Any) -> str:
+    """Where the step was also timed after pauses as long as the loop's wait and that did not reproduce the
+    loop's compute: the measurement that rules the pause out."""
+    share = r.pause_share
+    if share is None or r.pause_s is None:
+        return ""
+    said = "nor does a pause between steps" if share < 0.15 else f"a pause between steps makes up {share:.0%} of it"
+    return (f", {said} (after a {fmt_time(r.pause_s)} pause, as long as the loop's wait, the step took "
+            f"{fmt_time(_median(r.compute_paused_s))})")
 
 
 def _median(xs: Sequence[float]) -> float:
