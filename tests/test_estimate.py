@@ -175,6 +175,26 @@ def test_a_rising_slope_is_judged_against_the_models_own_slope_over_the_same_siz
     assert "the model's over the same sizes 1.09" in str(warned[0])
 
 
+def test_a_rising_slope_within_the_runs_own_noise_is_not_said() -> None:
+    """Planted n²: the largest size 25% above the curve (and the third-largest 5% below) reads as a slope
+    rising beyond the model's. With runs that repeat exactly, that is said; with the two runs of every size
+    ±15% apart, a slope between two sizes is that uncertain, and nothing is said (a close-pairs n² at ±22% run
+    to run was told to take its prediction as a lower bound)."""
+    sizes = [2**k for k in range(7, 14)]
+    ts = [1e-8 * n * n for n in sizes]
+    ts[-1] *= 1.25
+    ts[-3] *= 0.95
+
+    def rising(spread: float) -> list[Any]:
+        pts = [Point(n, (t * (1 - spread), t * (1 + spread))) for n, t in zip(sizes, ts)]
+        r = analyse_scaling(pts, N=40_000)
+        assert r.time_fit.best.name == "quadratic"
+        return [w for w in r.warnings if w.kind == "estimate.slope-rising"]
+
+    assert rising(0.0)
+    assert not rising(0.15)
+
+
 def test_the_contended_floor_reads_the_growth_a_fit_extrapolates_with_not_its_asymptote(monkeypatch: Any) -> None:
     """Beside a busy process on 2 cores, the low end reaches the largest size continued as n only where the
     model grows faster than the size up to the full one: a + b·n + c·n² whose n² is a sliver there grows
