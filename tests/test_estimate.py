@@ -153,6 +153,40 @@ def test_slope_at_is_the_growth_a_fit_extrapolates_with_there() -> None:
     assert ModelFit("constant", 1.0, 0.0, None, 0, 0, 5).slope_at(100) == 0.0
 
 
+def test_a_loop_of_steps_is_told_from_its_source() -> None:
+    from perfmagic.estimation.fit import loop_of_steps
+
+    assert loop_of_steps("for _ in range(n):\n    opt.zero_grad()\n    step()", "n")
+    assert loop_of_steps("for i in range(n):\n    step()\n", "n")  # the counter unread
+    assert loop_of_steps("for _ in range(steps):\n    step()", "steps")
+    for other in ("for i in range(n):\n    step(i)", "for _ in range(n):\n    step(n)", "for _ in range(2 * n):\n    f()",
+                  "for _ in range(0, n):\n    f()", "for _ in range(n):\n    f()\nprint(1)", "train(n)",
+                  "for _ in range(n):\n    f()\nelse:\n    g()", "for _ in range(m):\n    f()", "for _ in range(n:"):
+        assert not loop_of_steps(other, "n"), other
+
+
+def test_a_refused_fit_of_a_loop_of_steps_is_answered_by_the_pace_of_its_runs() -> None:
+    """The runs of a fresh-clone bench trial (issue 29's 2000 steps of ~40 ms): 1-16 steps at 34-46 ms a step,
+    the machine slower while the largest ran (a repeat of 8 steps 353 ms against 279 and 308). The fit through
+    them bent (n·ln n) and was refused (55 s – 20 min). The cell is a loop of steps whose body reads neither n
+    nor its counter, so its cost is n × a step's: the pace answers, 82 s (58 – 130 s), and 2000 × the steps'
+    own 34-46 ms is inside. The same runs of a cell that is not such a loop stay refused."""
+    pts = [Point(1, (0.034, 0.036)), Point(2, (0.067, 0.073)), Point(4, (0.142, 0.137)),
+           Point(8, (0.279, 0.308), later=(0.353,)), Point(16, (0.699, 0.736))]
+    r = analyse_scaling(pts, N=2000, code="for _ in range(n):\n    train_step()")
+    assert r.reliable and r.low_s <= 2000 * 0.034 and 2000 * 0.046 <= r.high_s <= 2000 * 0.08, r.text()
+    assert r.predicted_s == pytest.approx(2000 * 0.0411, rel=0.02)
+    text = " ".join(r.text().split())
+    assert "the cell runs one step n times (a loop whose body reads neither n nor its counter): its cost is n × " \
+        "a step's, so the pace of the runs answers" in text, text
+    other = analyse_scaling(pts, N=2000, code="train(n)")
+    assert not other.reliable and other.high_s / other.low_s > 10
+    # a loop of steps whose fit is not refused keeps its fit
+    steady = [Point(n, (0.04 * n, 0.04 * n)) for n in (1, 2, 4, 8, 16)]
+    kept = analyse_scaling(steady, N=2000, code="for _ in range(n):\n    train_step()")
+    assert kept.reliable and not any(getattr(x, "kind", "") == "estimate.pace" for x in kept.notes)
+
+
 def test_a_rising_slope_is_judged_against_the_models_own_slope_over_the_same_sizes() -> None:
     """A planted n·ln n: one run 12% low at the
     third-largest size reads as a local slope rising 1.01 → 1.18, which is the model's own slope there

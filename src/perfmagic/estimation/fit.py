@@ -317,7 +317,8 @@ def _trust(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequence[Point],
 
 def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var: str, cpu: float = 1.0,
                short: float | None = None, speed: MachineSpeed | None = None,
-               measured_ref: float | None = None, refused: bool = False) -> tuple[float, float, float, Finding] | None:
+               measured_ref: float | None = None, refused: bool = False,
+               steps: bool = False) -> tuple[float, float, float, Finding] | None:
     """``(predicted, low, high, note)`` from the pooled pace of the largest sizes' runs, for a fit refused
     where the runs are noisy (runs of one size, or the paces of the largest sizes' runs, differ by more than
     ``NOISY_RUNS``: the noise bent the curve, or widened it past use), or for any fit where the sizes span
@@ -356,7 +357,7 @@ def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var:
         return None
     quiet = short is None and max(sigma, pace.spread) <= NOISY_RUNS  # neither noisy runs nor too short a span
     states = quiet and refused and pace.states()
-    if quiet and not states:  # the fit stands
+    if quiet and not states and not steps:  # the fit stands
         return None
     pred = a + pace.pooled * N
     span = max(math.log10(pred / max(longest, 1e-12)), 0.0)
@@ -369,7 +370,8 @@ def noisy_pace(pts: Sequence[Point], N: int, overhead: float, sigma: float, var:
                                     runs=pace.runs, lo_n=pace.lo_n,
                                     hi_n=pace.hi_n, lowest=pace.lowest, highest=pace.highest, pooled=pace.pooled,
                                     duration=pace.duration, full_s=pred, full_sd=full,
-                                    states=(pace.within, pace.within_n, pace.trend()) if states else None)
+                                    states=(pace.within, pace.within_n, pace.trend()) if states else None,
+                                    steps=steps and quiet and not states)
 
 
 def _contended_floor(use: Sequence[Point], sel: Any, N: int, sigma: float, others: float | None,
@@ -400,6 +402,30 @@ def _growth_to(model: Any, n0: float, n1: float) -> float:
     return math.log(g1 / g0) / math.log(n1 / n0)
 
 
+def loop_of_steps(code: str, var: str) -> bool:
+    """Whether the cell is one loop ``for _ in range(var):`` (``range(var)`` alone) whose body reads neither
+    ``var`` nor the loop variable: n runs of the same step, whose cost is n × a step's as long as the steps
+    do not change as they go. The runs' pace then answers where the fit is refused (:func:`_paced`), and
+    :func:`.noise.pooled_pace` still refuses a pace that grows with the size (a body whose work grows with
+    state it keeps, a list it sorts after each append)."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return False
+    body = [st for st in tree.body if not isinstance(st, ast.Pass)]
+    if len(body) != 1 or not isinstance(body[0], ast.For) or body[0].orelse:
+        return False
+    loop = body[0]
+    it = loop.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+            and len(it.args) == 1 and not it.keywords and isinstance(it.args[0], ast.Name) and it.args[0].id == var):
+        return False
+    names = {t.id for t in ast.walk(loop.target) if isinstance(t, ast.Name)} | {var}
+    return not any(isinstance(x, ast.Name) and x.id in names for st in loop.body for x in ast.walk(st))
+
+
 def short_span(sizes: Sequence[float], N: float) -> float | None:
     """The span of ``sizes`` (ascending: largest / smallest) where the full size lies further beyond the largest
     than that span squared: too little to tell a curve (of the time, or of the peak) that far. None otherwise."""
@@ -408,17 +434,20 @@ def short_span(sizes: Sequence[float], N: float) -> float | None:
 
 
 def _paced(pts: Sequence[Point], ns: Sequence[float], N: int, sel: Any, sigma: float, var: str, cpu: float,
-           reliable: bool, why: Finding | None, machine: tuple[MachineSpeed | None, float | None] = (None, None)
-           ) -> tuple[float, float, float, Finding] | None:
-    """:func:`noisy_pace` where it applies: a fit refused (or too wide) for noise, or sizes that span too little
-    for the distance to the full size (:func:`short_span`); at most ``PACE_MAX_RATIO`` beyond the largest, and
+           reliable: bool, why: Finding | None, machine: tuple[MachineSpeed | None, float | None] = (None, None),
+           steps: bool = False) -> tuple[float, float, float, Finding] | None:
+    """:func:`noisy_pace` where it applies: a fit refused (or too wide) for noise, sizes that span too little
+    for the distance to the full size (:func:`short_span`), or a refused fit of a cell that is a loop of
+    ``var`` steps (``steps``, :func:`loop_of_steps`); at most ``PACE_MAX_RATIO`` beyond the largest, and
     within ``UNRELIABLE_SPREAD``."""
     if N > PACE_MAX_RATIO * pts[-1].n:
         return None
     short = short_span(ns, N)  # the sizes fitted
-    if short is None and (reliable or (why is not None and why.kind not in NOISE_REFUSALS)):
+    loop = steps and not reliable
+    if short is None and not loop and (reliable or (why is not None and why.kind not in NOISE_REFUSALS)):
         return None
-    paced = noisy_pace(pts, N, float(sel.best.a), sigma, var, cpu, short, *machine, refused=not reliable)
+    paced = noisy_pace(pts, N, float(sel.best.a), sigma, var, cpu, short, *machine, refused=not reliable,
+                       steps=loop)
     return paced if paced is not None and paced[2] / paced[1] <= UNRELIABLE_SPREAD else None
 
 
@@ -614,7 +643,7 @@ def cold_memory(peak: float, fresh: FreshTouch, var: str, N: int, threads: float
 
 def _time_prediction(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequence[Point], N: int, sigma: float,
                      var: str, cpu: float, others: float | None, threads: int | None,
-                     machine: tuple[MachineSpeed | None, float | None] = (None, None)
+                     machine: tuple[MachineSpeed | None, float | None] = (None, None), steps: bool = False
                      ) -> tuple[Any, float, float, float, bool, Finding | None, list[Finding], list[Finding]]:
     """``(selection, predicted, low, high, reliable, why not, warnings, notes)`` of the time: the fit on the
     sizes ``use`` with its interval (:func:`_time_interval`), widened for other processes' load
@@ -632,7 +661,7 @@ def _time_prediction(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequen
     reliable = (all(math.isfinite(x) for x in (pred, lo, hi)) and pred > 0 and lo > 0
                 and hi / lo <= UNRELIABLE_SPREAD and hi <= PLAUSIBLE_MAX_S)
     reliable, why, checked = _trust(pts, raw_pts, use, sel, sigma, N, var, reliable)
-    paced = _paced(raw_pts, ns, N, sel, sigma, var, cpu, reliable, why, machine)
+    paced = _paced(raw_pts, ns, N, sel, sigma, var, cpu, reliable, why, machine, steps)
     if paced is not None:
         pred, lo, hi = paced[:3]
         lo, hi = load_widening(pred, lo, hi, others, raw_pts, threads)
@@ -730,7 +759,8 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     cpu = max(shares) if shares else 1.0
     machine, states = _machine(use, speed_readings, others_cores, device)
     sel, pred, lo, hi, reliable, why, checked, fit_notes = _time_prediction(pts, raw_pts, use, N, sigma, var, cpu,
-                                                                             others_cores, threads, machine)
+                                                                             others_cores, threads, machine,
+                                                                             loop_of_steps(code, var))
     if states is not None and pred and pred > use[-1].time and cpu > 0:  # the note where the states widened it
         fit_notes.append(states)
     base["notes"] = (*base["notes"], *fit_notes)

@@ -58,6 +58,9 @@ def _pace_why(f: Any) -> str:
         return (f"the fit was refused; runs of {f['var']}={n:,} differ in pace by {math.exp(within):.2f}×, at least "
                 f"as much as the pace moves with the size ({math.exp(trend):.2f}× over {f['var']}={f['lo_n']:,} – "
                 f"{f['hi_n']:,}): the machine changed pace while measuring, which bends a curve but not a pace")
+    if f.get("steps"):
+        return (f"the fit was refused, and the cell runs one step {f['var']} times (a loop whose body reads neither "
+                f"{f['var']} nor its counter): its cost is {f['var']} × a step's, so the pace of the runs answers")
     if f.get("short") is not None:
         why = f"the sizes measured span {f['short']:,.0f}× and the full one lies {f['ratio']:,.0f}× beyond them"
     else:
