@@ -180,7 +180,7 @@ class _Passes:
     alone: _Loop = field(default_factory=_Loop)
     co: list[float] = field(default_factory=list)
     co_paused: list[float] = field(default_factory=list)
-    pause_s: list[float] = field(default_factory=list)  # (one value: the pause before each of co_paused)
+    pause_s: float | None = None  # the pause before each of co_paused
     points: list[SweepPoint] = field(default_factory=list)
     extras: dict[str, Any] = field(default_factory=dict)
     steady: SteadyLoad = field(default_factory=SteadyLoad)
@@ -214,19 +214,22 @@ def _compute_alone(plan: _Plan, got: _Passes) -> None:
     if plan.progress is not None:
         plan.progress(2 / plan.total_phases, "compute alone")
     got.iters.close()  # persistent workers left by the loop (no loader-alone pass) stop before it
-    step_fn, main, co, co_probe = plan.step_fn, got.main, got.co, got.co_probe
-    cached = main.last
-    step_fn(cached)  # warm call, untimed
-    torch = sys.modules.get("torch")
+    main, co_probe = got.main, got.co_probe
+    plan.step_fn(main.last)  # warm call, untimed
     co_probe.start()  # the workers are stopped: any busy core besides this process is another's
-    for i in range(max(3, min(plan.steps, COMPUTE_ALONE_MAX))):
-        a = time.perf_counter()
-        step_fn(cached)
-        if main.cuda:
-            torch.cuda.synchronize()
-        co.append(time.perf_counter() - a)
+    for _ in range(max(3, min(plan.steps, COMPUTE_ALONE_MAX))):
+        got.co.append(_timed_step(plan, main))
     co_probe.stop()
     _paused(plan, got)
+
+
+def _timed_step(plan: _Plan, main: _Loop) -> float:
+    """One call of the step on the last batch fetched, synchronized when the loop's steps used CUDA."""
+    a = time.perf_counter()
+    plan.step_fn(main.last)
+    if main.cuda:
+        sys.modules["torch"].cuda.synchronize()
+    return time.perf_counter() - a
 
 
 def _paused(plan: _Plan, got: _Passes) -> None:
@@ -245,16 +248,10 @@ def _paused(plan: _Plan, got: _Passes) -> None:
     loop_c, alone, wait = _stats.median(steady), _stats.median(co), _stats.median(waits)
     if not (alone > 0 and loop_c > DISAGREE * alone and wait >= PAUSE_MIN_S):
         return
-    pause = min(wait, PAUSE_MAX_S)
-    got.pause_s.append(pause)
-    torch = sys.modules.get("torch")
+    got.pause_s = min(wait, PAUSE_MAX_S)
     for _ in range(PAUSED_CALLS):
-        time.sleep(pause)
-        a = time.perf_counter()
-        plan.step_fn(main.last)
-        if main.cuda:
-            torch.cuda.synchronize()
-        got.co_paused.append(time.perf_counter() - a)
+        time.sleep(got.pause_s)
+        got.co_paused.append(_timed_step(plan, main))
 
 
 def _sweep_passes(plan: _Plan, got: _Passes, sweep_steps: int | None, notes: list[Any]) -> None:
@@ -359,7 +356,7 @@ def _result(plan: _Plan, got: _Passes, *, status: str, notes: list[Any], step_so
         warmup_wait_s=tuple(main.wait[:w_main]), warmup_compute_s=tuple(main.comp[:w_main]),
         first_batch_s=main.first_batch_s, loader_s=tuple(alone.wait[w_alone:]),
         loader_first_batch_s=alone.first_batch_s, compute_only_s=tuple(got.co), gpu_busy_s=gpu,
-        compute_paused_s=tuple(got.co_paused), pause_s=got.pause_s[0] if got.pause_s else None,
+        compute_paused_s=tuple(got.co_paused), pause_s=got.pause_s,
         h2d_s=extras.get("h2d_s"), batch_pinned=extras.get("batch_pinned"), copies_non_blocking=nb,
         item_s=extras.get("item_s", ()), collate_s=extras.get("collate_s"), sweep=tuple(got.points),
         config=plan.cfg, is_dataloader=plan.is_dl, cuda=main.cuda, cores=usable_cores(),

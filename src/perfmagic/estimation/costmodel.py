@@ -123,11 +123,16 @@ class ModelFit:
         For a one-term form it is the form's exponent (plus 1/ln n for a log factor); for a two-term form it
         lies between its terms' exponents, by their shares at n (``n² + n³`` with a cubic share of 10% at n
         grows as n^2.1 there, where ``exponent()`` names the form's asymptote, 3)."""
-        grow0 = float(self.predict(n)) - self.a
-        grow1 = float(self.predict(n * 1.001)) - self.a
-        if not (grow0 > 0 and grow1 > 0):
-            return 0.0
-        return math.log(grow1 / grow0) / math.log(1.001)
+        return self.growth_between(n, n * 1.001, default=0.0)
+
+    def growth_between(self, n0: float, n1: float, default: float | None = None) -> float:
+        """The average log-log slope of the growing part (cost - a) from ``n0`` to ``n1``: the growth the fit
+        extrapolates with over that span. ``default`` (the form's exponent if None) where it cannot be read:
+        no growth, or ``n1`` ≤ ``n0``."""
+        g0, g1 = float(self.predict(n0)) - self.a, float(self.predict(n1)) - self.a
+        if not (g0 > 0 and g1 > 0 and n1 > n0):
+            return self.exponent() if default is None else default
+        return math.log(g1 / g0) / math.log(n1 / n0)
 
     def describe(self) -> str:
         """The fitted form as a formula (``a + b·n^1.52``), written by render/estimate.py."""

@@ -265,14 +265,12 @@ def _slope_rising(pts: Sequence[Point], best: Any, sigma: float = 0.0) -> Findin
     2.00 and was told to take its prediction as a lower bound."""
     if len(pts) < 5:
         return None
-    allns, allts = [p.n for p in pts], [p.time for p in pts]
-    s_last = math.log(allts[-1] / allts[-3]) / math.log(allns[-1] / allns[-3]) if allts[-3] > 0 else None
-    s_prev = math.log(allts[-3] / allts[-5]) / math.log(allns[-3] / allns[-5]) if allts[-5] > 0 else None
-    m0, m1 = float(best.predict(allns[-3])), float(best.predict(allns[-1]))
-    said = math.log(m1 / m0) / math.log(allns[-1] / allns[-3]) if m0 > 0 and m1 > 0 else best.exponent()
-    beyond = max(0.1, Z90 * math.sqrt(2) * sigma / math.log(allns[-1] / allns[-3]))
-    if s_last is not None and s_prev is not None and s_last - s_prev > 0.15 and s_last > said + beyond:
-        return Finding.of("estimate.slope-rising", prev=s_prev, last=s_last, model_k=said)
+    ns = [pts[-5].n, pts[-3].n, pts[-1].n]
+    slopes = local_slopes(ns, [pts[-5].time, pts[-3].time, pts[-1].time])
+    said = local_slopes(ns[1:], [float(best.predict(x)) for x in ns[1:]]) or [best.exponent()]
+    beyond = max(0.1, Z90 * math.sqrt(2) * sigma / math.log(ns[2] / ns[1]))
+    if len(slopes) == 2 and slopes[1] - slopes[0] > 0.15 and slopes[1] > said[0] + beyond:
+        return Finding.of("estimate.slope-rising", prev=slopes[0], last=slopes[1], model_k=said[0])
     return None
 
 
@@ -385,21 +383,12 @@ def _contended_floor(use: Sequence[Point], sel: Any, N: int, sigma: float, other
     top = use[-1]
     # the growth the model extrapolates with from the largest size to the full one (its exponent names the
     # asymptote: a + b·n + c·n² whose n² is a sliver at N grows about as n there)
-    if not oversubscribed(others, pts, threads) or not _growth_to(sel.best, top.n, N) > 1 + FRACTIONAL_GROWTH:
+    if not oversubscribed(others, pts, threads) or not sel.best.growth_between(top.n, N) > 1 + FRACTIONAL_GROWTH:
         return None
     a = min(max(float(sel.best.a), 0.0), 0.5 * top.time)
     floor = (a + (top.time - a) * N / top.n) * math.exp(-Z90 * max(sigma, NOISE_FLOOR))
     return floor, Finding.of("estimate.contended", model=sel.best.describe(), others=others or 0.0,
                              threads=threads or 1, low_s=floor)
-
-
-def _growth_to(model: Any, n0: float, n1: float) -> float:
-    """The model's average log-log slope of its growing part (cost − a) from ``n0`` to ``n1`` (its exponent
-    where that cannot be read: no growth, or ``n1`` ≤ ``n0``)."""
-    g0, g1 = float(model.predict(n0)) - model.a, float(model.predict(n1)) - model.a
-    if not (g0 > 0 and g1 > 0 and n1 > n0):
-        return float(model.exponent())
-    return math.log(g1 / g0) / math.log(n1 / n0)
 
 
 def loop_of_steps(code: str, var: str) -> bool:
