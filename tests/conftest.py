@@ -105,6 +105,17 @@ def shell(ledger_dir: Any, monkeypatch: Any) -> Any:
 
 
 @pytest.fixture
+def gate_off(monkeypatch: Any) -> None:
+    """The speed gate kept from acting: a test that plants Ctrl-C at a cell's k-th call needs the run still
+    sampling then. With the gate on, a slow machine state longer than the gate's wait (0.25 s) ends the run
+    on the fast samples kept, before call k (fresh-clone CI at abe7280: a roofline run with -b 10 ended
+    before its 400th call)."""
+    from perfmagic.core import reference
+
+    monkeypatch.setattr(reference, "fast_is_usual", lambda: False)
+
+
+@pytest.fixture
 def roofs(tmp_path: Any, monkeypatch: Any) -> Any:
     """CPU roofs planted in a temporary cache, so %%roofline never calibrates in a test."""
     from perfmagic.roofs import ceilings as _ceilings

@@ -181,7 +181,7 @@ def _one_line_interrupt(res, capsys) -> str:
     return shown[0]
 
 
-def test_interrupted_roofline_shows_and_records_the_partial_point(shell, roofs, capsys) -> None:
+def test_interrupted_roofline_shows_and_records_the_partial_point(shell, roofs, capsys, gate_off) -> None:
     shell.run(PLANT)
     res = shell.run("%%roofline --flops 1 --bytes 8 -b 10 --no-plot\ntick(400)\n")
     line = _one_line_interrupt(res, capsys)
@@ -192,7 +192,7 @@ def test_interrupted_roofline_shows_and_records_the_partial_point(shell, roofs, 
     assert list(perfmagic.ledger()["status"]) == ["interrupted"]
 
 
-def test_interrupted_vs_shows_and_records_both_sides(shell, capsys, monkeypatch) -> None:
+def test_interrupted_vs_shows_and_records_both_sides(shell, capsys, monkeypatch, gate_off) -> None:
     # the planted Ctrl-C comes at B's 400th call: the pair must still be measuring then, so its early stop on
     # a clear verdict is off here (a fresh-clone run, fc13, decided "clear" before the 400th call)
     monkeypatch.setattr("perfmagic.timing.pair._decisive", lambda *a, **k: False)
@@ -209,7 +209,7 @@ def test_interrupted_vs_shows_and_records_both_sides(shell, capsys, monkeypatch)
     assert list(df["status"]) == ["ok", "interrupted", "interrupted"]
 
 
-def test_interrupted_gpubench_ends_with_one_line(shell, capsys) -> None:
+def test_interrupted_gpubench_ends_with_one_line(shell, capsys, gate_off) -> None:
     shell.run(PLANT)
     res = shell.run("%%gpubench -b 10 -p 0.0001 --no-plot\ntick(60)\n")
     line = _one_line_interrupt(res, capsys)
