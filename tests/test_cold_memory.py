@@ -304,3 +304,28 @@ def test_huge_pages_stay_cold_whatever_the_unreported_blocks() -> None:
     a = analyse_scaling(_points(True), N=N, host_reclaims=True, fresh=PROBE)
     b = analyse_scaling(_points(True), N=N, host_reclaims=True, fresh=replace(PROBE, small_warm=4 * 2**30))
     assert (a.predicted_s, a.low_s, a.high_s) == (b.predicted_s, b.low_s, b.high_s)
+
+
+def test_no_first_touch_is_priced_for_memory_the_machine_does_not_have(monkeypatch: Any) -> None:
+    """Notebook 05 (n=10**12 of a bytearray, 22 GiB available): the gate said WILL NOT FIT and "no time
+    estimate", and a warning below said the full run pays 35.7 min for the page faults of 930 GiB "in the
+    prediction". Where the gate finds more memory needed than there is, no first touch is probed or
+    priced; where the memory fits, the cold-memory warning stays."""
+    from perfmagic.estimation import gate as gate_mod
+    from perfmagic.estimation.gate import gate
+
+    r = analyse_scaling(_points(True), N=10**11, host_reclaims=True, fresh=PROBE)  # 800 GB at 8 B per element
+    assert "estimate.cold-memory" in [getattr(w, "kind", "") for w in r.warnings]
+    out = gate(r, None, available=256 * MiB)
+    kinds = [getattr(w, "kind", "") for w in out.warnings]
+    assert out.verdict == "will not fit" and not {"estimate.cold-memory", "estimate.fresh-memory"} & set(kinds)
+    assert "fresh memory" not in out.text() and "WILL NOT FIT" in out.headline()
+    room = gate(r, None, available=10**15)
+    assert "estimate.cold-memory" in [getattr(w, "kind", "") for w in room.warnings]
+    # the whole estimate: the probe is not run (it would spend the budget pricing what cannot happen)
+    calls = _planted_machine(monkeypatch, lambda: PROBE)
+    monkeypatch.setattr(gate_mod, "available_memory", lambda device: (16 * 2**30, "available RAM"))
+    code = "b = bytearray(n)\nb[::4096] = b'x' * len(range(0, n, 4096))\ndel b"
+    big = estimate(code, n=10**13, budget=1.0)
+    assert calls["probe"] == 0 and big.fresh_touch is None
+    assert big.verdict == "will not fit" and "fresh memory" not in big.text(), big.text()

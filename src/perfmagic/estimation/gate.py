@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import replace
+from typing import Any
 
 from ..findings import Finding
 from .costmodel import invert
@@ -106,7 +107,7 @@ def gate(r: EstimateResult, limit: float | None, available: int | None = ...) ->
         reasons.append(Finding.of("estimate.gate-memory-floor", var=r.var, need=need, n0=n0, m0=m0, n1=n1, m1=m1,
                                   full=r.full, available=available, where=kind))
         return replace(r, limit_s=limit, available_bytes=available, available_kind=kind, verdict="will not fit",
-                       verdict_reasons=tuple(reasons))
+                       verdict_reasons=tuple(reasons), warnings=_without_first_touch(r.warnings))
     if r.predicted_s is None or (not r.reliable and not over_anyway):
         verdict = "unknown"
         reasons.append("no reliable prediction" if r.predicted_s is not None else
@@ -140,8 +141,21 @@ def gate(r: EstimateResult, limit: float | None, available: int | None = ...) ->
     else:
         verdict = "will not fit" if sure_no else ("borderline" if maybe else "will fit")
     largest, lt, lm = _largest_fit(r, limit, available)
+    no_room = any(getattr(x, "kind", None) == "estimate.gate-memory-over" for x in reasons)
     return replace(r, limit_s=limit, available_bytes=available, available_kind=kind, verdict=verdict,
-                   verdict_reasons=tuple(reasons), largest_fit=largest, largest_fit_time=lt, largest_fit_memory=lm)
+                   verdict_reasons=tuple(reasons), largest_fit=largest, largest_fit_time=lt, largest_fit_memory=lm,
+                   warnings=_without_first_touch(r.warnings) if no_room else r.warnings)
+
+
+FIRST_TOUCH = ("estimate.fresh-memory", "estimate.cold-memory")
+
+
+def _without_first_touch(warnings: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The warnings less those on what first touching the full run's fresh memory costs, where the gate
+    found more memory needed than there is: the cost of paging in memory the machine does not have is no
+    claim the output can back (notebook 05 warned that a job needing 931 GiB, with 22 GiB available, would
+    pay 35.7 min for its page faults "in the prediction", under "no time estimate")."""
+    return tuple(w for w in warnings if getattr(w, "kind", None) not in FIRST_TOUCH)
 
 
 

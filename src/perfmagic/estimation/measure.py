@@ -234,6 +234,8 @@ def _cold_probe(r: EstimateResult, points: list[Point], left_s: float) -> FreshT
         return None
     need = float(beyond[0]["seen"] + beyond[0]["more"])  # the full run's memory: its own and the page cache
     available, _where = available_memory("cpu")
+    if available and need - float(beyond[0]["cache"]) > available:  # more than there is, page cache aside (the
+        return None  # kernel evicts that): the gate says it will not fit, and there is no first touch to price
     most = min(need, MEASURE_MEMORY_SHARE * available) if available else need
     return _core_memory.probe_fresh_memory(int(most), time_s=min(PROBE_TIME_S, max(left_s, 0.3)))
 
