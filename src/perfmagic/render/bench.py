@@ -9,7 +9,7 @@ import statistics
 from typing import Any
 
 from ..result import Result
-from .text import fmt_bytes, fmt_rate, fmt_time, pct
+from .text import fmt_bytes, fmt_rate, fmt_time, pct, times
 from .timing import bench_figure_png as figure_png, bench_sections as html_sections  # noqa: F401
 from .warnings import warning_lines
 
@@ -51,7 +51,7 @@ def text(r: Result, *, run_id: Any = None) -> str:
     detail = [f"IQR {fmt_time(b.iqr)}", f"min {fmt_time(b.min)}"]
     if b.cold_s is not None:
         ratio = b.cold_s / b.median if b.raw and b.median > 0 else math.nan
-        detail.append(f"cold call {fmt_time(b.cold_s)}" + (f" ({ratio:.1f}× warm)" if ratio == ratio else ""))
+        detail.append(f"cold call {fmt_time(b.cold_s)}" + (f" ({ratio:.1f}× warm)" if ratio < 100 else f" ({times(ratio)} warm)" if ratio == ratio else ""))
     lines.append("  " + " · ".join(detail))
     mem = b.memory
     if mem is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .text import fmt_bytes, fmt_time
+from .text import fmt_bytes, fmt_time, times
 
 # ---- a %%gpubench run (timing/bench.py) ---------------------------------------------------------------
 
@@ -24,7 +24,7 @@ _UNKNOWN = "cause unknown (their load, or one-time setup)"
 
 def _cold_call(f: Any) -> str:
     """The first call's line (timing/bench.py cold_call_warning names the case from the load probe)."""
-    head = f"the first call took {f['ratio']:.0f}× a warm call ({fmt_time(f['cold_s'])})"
+    head = f"the first call took {times(f['ratio'])} a warm call ({fmt_time(f['cold_s'])})"
     tail = "; it is reported apart, not in the samples"
     case = f["case"]
     if case == "quiet":

@@ -74,8 +74,13 @@ def pct(x: float, decimals: int | None = None) -> str:
 
 
 def times(f: float) -> str:
-    """A factor: ``2.4×``, ``128×``."""
-    return f"{f:.2g}×" if f < 10 else f"{f:.0f}×"
+    """A factor: ``2.4×``, ``128×``, ``86,272×``, ``3.9 million×`` (a cold call of 200 ms beside a warm
+    one of 52 ns read "3854668×")."""
+    if f < 10:
+        return f"{f:.2g}×"
+    if f < 1e4:
+        return f"{f:.0f}×"
+    return f"{f:,.0f}×" if f < 1e6 else f"{f / 1e6:,.1f} million×"
 
 
 def gain(v: float | None, unbounded: str = "∞") -> str:
