@@ -222,7 +222,11 @@ def fit_form(name: str, n: Sequence[float], y: Sequence[float], floor: float = 0
     if name in ("n^k", "n^k log n"):
         lo, hi, step = K_GRID
         ks = np.arange(lo, hi + step / 2, step)
-        g = np.stack([_g(name, n_arr, k) for k in ks])
+        # every exponent of the grid at once (one _g call per exponent made the fitting, not the measuring,
+        # most of an estimate's time: 1.5 s of a 2.3 s estimate of a 0.5 s sort, the tour notebook's)
+        g = n_arr[None, :] ** ks[:, None]
+        if name == "n^k log n":
+            g = g * np.log(np.maximum(n_arr, 1.0))[None, :]
         a, b, rss = _fit_linear(g, y_arr, w)
         i = int(np.argmin(rss))
         return ModelFit(name, float(a[i]), float(b[i]), float(ks[i]), float(rss[i]), _aicc(float(rss[i]), m, p), m)
