@@ -214,3 +214,30 @@ def test_rows_the_packed_read_cannot_pack_read_back_as_stored(led):
     assert df.loc[16777300, "value"] == 0.002 and df.loc[16777300, "label"] == "mm"
     assert df.loc[16777300, "vs_baseline"] == pytest.approx(0.5)
     assert df["magic"].tolist()[:4] == ["gpubench", "roofline", "flame", "memory"]
+
+
+def test_vs_baseline_is_the_same_process_pair_where_there_is_one(tmp_path):
+    """The A/A of the tour (notebook 00): the baseline measured at 563 µs, re-measured at 1.002 ms beside a
+    run of the same code at 1.037 ms. The %perf table said +6.4% (A/B); the frame's vs_baseline said 1.84,
+    a ratio across the machine's states that the A/B cancels. Both say the pair's B/A now."""
+    led = Ledger(tmp_path, notebook="nb.ipynb")
+
+    def rec(median, **options):
+        return led.record(magic="gpubench", label="sq", code="sum(v * v for v in values)", options=options,
+                          samples=None, env={}, primary_metric="median_s", metrics={"median_s": median}).id
+
+    base = rec(563e-6)
+    led.set_baseline("sq", base)
+    later = rec(700e-6)  # measured alone: only history to compare with
+    a = rec(1.002e-3, remeasured_from=base)
+    b = rec(1.037e-3, interleaved_with=a)
+    df = ledger_frame(ledger=led)
+    assert df.loc[later, "vs_baseline"] == pytest.approx(700 / 563)
+    assert math.isnan(df.loc[a, "vs_baseline"])  # the A side re-measured: no point of the label's history
+    assert df.loc[b, "vs_baseline"] == pytest.approx(1.037 / 1.002)
+    # a %perf compare of the baseline and `later` (both re-measured, interleaved): `later` is judged on it
+    a2 = rec(0.9e-3, remeasured_from=base)
+    b2 = rec(0.99e-3, remeasured_from=later, interleaved_with=a2)
+    df = ledger_frame(ledger=led)
+    assert df.loc[later, "vs_baseline"] == pytest.approx(0.99 / 0.9)
+    assert math.isnan(df.loc[b2, "vs_baseline"])

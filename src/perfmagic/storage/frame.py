@@ -7,7 +7,9 @@
     timestamp), ``magic`` and ``status`` (category), ``label``, ``primary_metric`` (string),
     ``value`` (the primary metric, float), ``unit`` (of ``value``: ``s``, ``B``, ``fraction``...),
     ``vs_baseline`` (float: B/A, this run's primary metric over its label's baseline's, for
-    ``gpubench`` runs whose label has a baseline; NaN otherwise) and ``code``.
+    ``gpubench`` runs whose label has a baseline; where the two were re-measured interleaved in one
+    process (``--vs``, ``%perf compare``), the latest such pair's B/A, as the ``%perf`` table's "A/B";
+    NaN otherwise) and ``code``.
 ``view="wide"`` (the default when ``magic=`` is given)
     the common columns, then one column per metric key *of the selected runs only*, each with
     its own dtype (Int64 for counts, float for measures, boolean, string), then ``magic_line``
@@ -131,11 +133,23 @@ def light_rows(led: Any, *, notebook: Any = ..., magic: str | None = None, newes
         pv, w = column("primary_value", columns), column("work", columns)
         cols = _light_columns(con, " AND ".join(where), tuple(params), columns, nb if filt else ...)
         base = {(nb_, label): rest for nb_, label, *rest in con.execute(
-            f"SELECT b.notebook, b.label, r.magic, r.primary_metric, {pv}, {w} FROM baselines b "
+            f"SELECT b.notebook, b.label, r.magic, r.primary_metric, {pv}, {w}, b.run_id FROM baselines b "
             "JOIN runs r ON r.id = b.run_id").fetchall()}
-        return cols, base
+        ab: dict[tuple[Any, ...], float] = {}
+        if base:
+            iw, rb, ra = (column("interleaved_with", columns, "b."), column("rerun_of", columns, "b."),
+                          column("rerun_of", columns, "a."))
+            pa, pb = column("primary_value", columns, "a."), column("primary_value", columns, "b.")
+            for nb_, label, target, source, va, vb in con.execute(
+                    f"SELECT b.notebook, b.label, COALESCE({rb}, b.id), COALESCE({ra}, a.id), {pa}, {pb} "
+                    f"FROM runs b JOIN runs a ON a.id = {iw} WHERE {iw} IS NOT NULL AND a.status = 'ok' "
+                    "AND b.status = 'ok' AND a.magic = b.magic AND a.primary_metric IS b.primary_metric "
+                    "ORDER BY b.id").fetchall():
+                if type(va) in (int, float) and va > 0 and type(vb) in (int, float):
+                    ab[(nb_, label, source, target)] = vb / va  # the latest pair of the two wins
+        return cols, base, ab
 
-    got, bases = led._read(run) or ({c: [] for c in LIGHT_FIELDS[:11]}, {})
+    got, bases, pairs = led._read(run) or ({c: [] for c in LIGHT_FIELDS[:11]}, {}, {})
     cols: dict[str, list[Any]] = got
     n = len(cols["id"])
     ratio: list[Any] = [None] * n
@@ -151,6 +165,9 @@ def light_rows(led: Any, *, notebook: Any = ..., magic: str | None = None, newes
             bv, value = b[2], cols["primary_value"][i]
             if type(bv) in num and bv > 0 and type(value) in num:
                 ratio[i] = value / bv
+            # a same-process A/B of the baseline (re-measured) and this run is the ratio, as the %perf table
+            # says it (timing/history.py baseline_changes): an A/A 1.84x apart in history read +6.4% there
+            ratio[i] = pairs.get((key[0], key[1], b[4], cols["id"][i]), ratio[i])
             needs[i] = int(cols["work"][i] is not None or b[3] is not None)
             base_work[i] = b[3]
     cols.update(ratio=ratio, needs=needs, base_work=base_work)
