@@ -117,6 +117,19 @@ def minor_faults() -> int | None:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
+def io_bytes(path: str = "/proc/self/io") -> int | None:
+    """Bytes this process has passed through ``read`` and ``write`` calls since it started (``rchar`` +
+    ``wchar``): read before and after a run, the most page cache the run can have filled (a file written or
+    read for the first time); None where the kernel does not count it. The machine-wide page counters
+    (:func:`vm_pages`) also count what other processes allocate meanwhile."""
+    try:
+        with open(path) as fh:
+            got = dict(line.split(":", 1) for line in fh if ":" in line)
+        return int(got["rchar"]) + int(got["wchar"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 @dataclass(frozen=True)
 class FreshTouch:
     """What first touching fresh memory costs on this machine now (:func:`probe_fresh_memory`): the
