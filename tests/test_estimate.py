@@ -1464,3 +1464,14 @@ def test_a_larger_size_that_raises_after_the_sweep_is_a_failure_not_the_estimate
     r = estimate(code, n=2_000_000, globals=NS, sizes=[250, 500, 1000, 2000])
     assert r.failures and r.failures[0][0] == 4000 and "ValueError: too big: 4000" in r.failures[0][1], r.text()
     assert r.text().splitlines()[0].startswith("estimate for n=2,000,000: no estimate: the code raised at n=4,000")
+
+
+def test_a_measuring_longer_than_the_job_says_so() -> None:
+    """The tour's sort of 2M floats (0.5 s) took 1.47 s to estimate, shown as "269.8% of the predicted full
+    run" with nothing said; past 100% the line says the job costs less to run than to estimate."""
+    pts = [Point(n, (1e-7 * n,), ()) for n in (1000, 2000, 4000, 8000, 16000, 32000)]
+    long_ = analyse_scaling(pts, N=10**6, spent_s=0.2)  # predicted ~0.1 s
+    assert long_.measured_fraction and long_.measured_fraction > 1
+    assert ": a job this short costs less to run than to estimate)" in long_.text(), long_.text()
+    short = analyse_scaling(pts, N=10**8, spent_s=0.2)  # predicted ~10 s
+    assert "of the predicted full run)" in short.text() and "costs less to run" not in short.text()

@@ -128,6 +128,8 @@ def text(r: Result, *, run_id: Any = None) -> str:
             L.append(f"  memory model: {mf.best.describe()} ({r.memory_source}), a = {fmt_bytes(mf.best.a)}")
         big = max(r.points, key=lambda p: p.n)
         frac = f" ({_pct(r.measured_fraction)} of the predicted full run)" if r.measured_fraction else ""
+        if r.measured_fraction and r.measured_fraction > 1:  # the measuring has a floor (MIN_BUDGET_S) and sizes
+            frac = frac[:-1] + ": a job this short costs less to run than to estimate)"  # to fit
         if r.measured_full:
             frac = " (the full run was cheap enough to measure rather than predict)"
         L.append(f"  measured {len(r.points)} size{'s' if len(r.points) != 1 else ''} in {fmt_time(r.spent_s, 3)}"
