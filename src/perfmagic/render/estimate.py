@@ -126,14 +126,7 @@ def text(r: Result, *, run_id: Any = None) -> str:
         if r.mem_fit is not None:
             mf = r.mem_fit
             L.append(f"  memory model: {mf.best.describe()} ({r.memory_source}), a = {fmt_bytes(mf.best.a)}")
-        big = max(r.points, key=lambda p: p.n)
-        frac = f" ({_pct(r.measured_fraction)} of the predicted full run)" if r.measured_fraction else ""
-        if r.measured_fraction and r.measured_fraction > 1:  # the measuring has a floor (MIN_BUDGET_S) and sizes
-            frac = frac[:-1] + ": a job this short costs less to run than to estimate)"  # to fit
-        if r.measured_full:
-            frac = " (the full run was cheap enough to measure rather than predict)"
-        L.append(f"  measured {len(r.points)} size{'s' if len(r.points) != 1 else ''} in {fmt_time(r.spent_s, 3)}"
-                 f"{frac}; the largest, {big.n:,}, took {fmt_time(big.time, 3)}")
+        L.append(_measured_line(r))
     if r.run_noise is not None and r.predicted_s is not None:
         L.append("  " + _noise_line(r))
     if r.limit_s is not None or r.available_bytes is not None:
@@ -177,6 +170,18 @@ def text(r: Result, *, run_id: Any = None) -> str:
     if run_id is not None:
         L.append(f"  run #{run_id}")
     return "\n".join(L)
+
+
+def _measured_line(r: Any) -> str:
+    """``measured 13 sizes in 1.47 s (270% of the predicted full run: …); the largest, …, took …``."""
+    big = max(r.points, key=lambda p: p.n)
+    frac = f" ({_pct(r.measured_fraction)} of the predicted full run)" if r.measured_fraction else ""
+    if r.measured_fraction and r.measured_fraction > 1:  # the measuring has a floor (MIN_BUDGET_S)
+        frac = frac[:-1] + ": a job this short costs less to run than to estimate)"
+    if r.measured_full:
+        frac = " (the full run was cheap enough to measure rather than predict)"
+    return (f"  measured {len(r.points)} size{'s' if len(r.points) != 1 else ''} in {fmt_time(r.spent_s, 3)}"
+            f"{frac}; the largest, {big.n:,}, took {fmt_time(big.time, 3)}")
 
 
 def _noise_line(r: Any) -> str:
