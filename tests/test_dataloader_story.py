@@ -89,6 +89,20 @@ def test_a_partial_gain_is_stated_without_the_prediction() -> None:
                         "step there (its workers used 0.60 cores)"), f.effect
 
 
+def test_workers_beyond_the_cores_are_a_division_not_a_forecast() -> None:
+    # notebook 06: a 2 ms sleep per item, 17 ms per batch against a 0.17 ms step, 2 cores: "about 101
+    # workers would hide the wait" said as a plan; past the cores it now says what it rests on
+    r = _issue(wait_s=(0.017,) * 20, compute_s=(0.0006,) * 20, compute_only_s=(0.00017,) * 20,
+               loader_s=(0.017,) * 20)
+    f = _workers_finding(r)
+    assert "about 29 workers would hide the wait (17 ms per batch ÷ 600 µs compute" in f.effect, f.effect
+    assert "more than the 2 usable cores: that pays only while loading waits (I/O) rather than computes, which " \
+        "only a sweep of num_workers shows" in f.effect, f.effect
+    within = _issue()  # 280 ms per batch against 310 ms compute: 1 worker, within the cores
+    assert "usable cores: that pays" not in _workers_finding(within).effect
+    _narrow(r.text())
+
+
 def test_without_the_exact_setting_the_best_other_refutes() -> None:
     # the sweep skipped num_workers=1 (the prediction's) but measured 2 and 3: neither came near the gain
     r = _issue((_point(0, 0.28, 0.32), _point(2, 0.02, 0.66), _point(3, 0.02, 0.70)))

@@ -111,8 +111,12 @@ def _hide_wait(f: Any) -> str:
     need = f.get("need")
     if need is None:
         return eff
+    # past the cores the division is no forecast: workers that load by computing share them (notebook 06 said
+    # "about 101 workers would hide the wait" on 2 cores, from a 2 ms sleep per item)
+    beyond = (f", more than the {f['cores']} usable cores: that pays only while loading waits (I/O) rather than "
+              "computes, which only a sweep of num_workers shows" if need > f["cores"] else "")
     return (f"{eff}: about {need} worker{'s' if need > 1 else ''} would hide the wait ({fmt_time(f['cost'])} per "
-            f"batch ÷ {fmt_time(f['comp'])} compute); with {f['k']}: step ≈ {fmt_time(f['est'])}, "
+            f"batch ÷ {fmt_time(f['comp'])} compute{beyond}); with {f['k']}: step ≈ {fmt_time(f['est'])}, "
             f"{speed_change(f['step'] / f['est'])} ({f['cores']} usable cores)")
 
 
