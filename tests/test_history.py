@@ -199,3 +199,21 @@ def test_an_in_place_data_change_is_named_as_the_change() -> None:
     assert f"data: {moved}" in w.text() and "data: " in w.html()
     both = what_changed("sum(L)\n", "sum(L) + 1\n", {}, {}, {}, {}, data=(moved,))
     assert not both.isolated and "no longer isolates one change" in both.summary()
+
+
+def test_run_ids_from_the_ledger_frame_compare_as_they_come(shell) -> None:
+    """Notebook 10 passed ``perfmagic.ledger("gpubench").loc[b, "interleaved_with"]`` (numpy's int64) to
+    ``perfmagic.compare`` and got "cannot compare int64": its 4.2× bmm change was "not judged, not kept"."""
+    np = pytest.importorskip("numpy")
+    _setup(shell)
+    shell.run("%%gpubench -l nap --baseline -b 0.2 -q --no-plot\ntime.sleep(0.002)\n")
+    shell.run("%%gpubench -l nap --vs baseline -b 0.3 -q --no-plot\ntime.sleep(0.001)\n")
+    df = perfmagic.ledger("gpubench")
+    b = df.index[-1]
+    a = df.loc[b, "interleaved_with"]
+    assert type(a).__module__ == "numpy" and type(b).__module__ == "numpy", (type(a), type(b))
+    rc = perfmagic.compare(a, b)
+    assert rc.kind == "interleaved" and rc.verdict == "faster", rc.text()
+    assert perfmagic.compare(np.int32(1), np.int64(b)).comparison.ratio < 1
+    with pytest.raises(CompareError, match="cannot compare bool"):
+        perfmagic.compare(True, b)

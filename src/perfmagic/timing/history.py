@@ -32,6 +32,17 @@ class CompareError(PerfmagicError):
     """Two runs cannot be compared (unknown id, different magics or metrics, no samples)."""
 
 
+def _whole(x: Any) -> Any:
+    """A run id given as any whole-number type (numpy's int64, as ``perfmagic.ledger()`` and its columns
+    give them) as a Python int; anything else as it is. Notebook 10 passed ``ledger(...).loc[b,
+    "interleaved_with"]`` and got "cannot compare int64", and its 4.2× change was not kept."""
+    import numbers
+
+    if isinstance(x, numbers.Integral) and not isinstance(x, bool):
+        return int(x)
+    return x
+
+
 def _as_row(x: Any, ledger: Any) -> dict[str, Any]:
     from .results import BenchResult
 
@@ -46,7 +57,8 @@ def _as_row(x: Any, ledger: Any) -> dict[str, Any]:
         return x
     if isinstance(x, str) and x.lstrip("#").isdigit():
         x = int(x.lstrip("#"))
-    if isinstance(x, int):
+    x = _whole(x)
+    if isinstance(x, int) and not isinstance(x, bool):
         if ledger is None:
             from ..storage.session import current_ledger
 
@@ -177,7 +189,7 @@ def compare(a: Any, b: Any, *, min_effect: float = 0.10, confidence: float = 0.9
     else:
         kind = "historical"
         if between_run is None:
-            if ledger is None and (isinstance(a, int) or isinstance(b, int)):
+            if ledger is None and (isinstance(_whole(a), int) or isinstance(_whole(b), int)):
                 from ..storage.session import current_ledger
 
                 ledger = current_ledger()
