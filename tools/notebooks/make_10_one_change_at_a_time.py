@@ -24,6 +24,9 @@ TARGET = (Path(os.environ.get("PERFMAGIC_NB_OUT") or Path(__file__).resolve().pa
           / "10_one_change_at_a_time.ipynb")
 
 # a verdict line of a comparison, whatever the verdict (for changes whose effect is not planted huge)
+# a judge cell may say "not judged" (too few samples on a busy machine), never because the comparison could not
+# read its run ids (every judge of a fresh-clone run said "cannot compare int64" and nothing caught it)
+JUDGED = r"\A(?![\s\S]*cannot compare)"
 ANY_VERDICT = r"^B #\d+ {b} vs A #\d+ {a}: (\S+× )?(faster|slower|no real change|inconclusive)"
 SKIPPED_OR_RUN = r"skipped: no CUDA device|^B #\d+ \S+ vs A #\d+ "
 # judge's check of a range stated with predict() before the measurement: either outcome is an answer
@@ -513,7 +516,7 @@ train_epoch(epoch_w2, model_v0, opt_v0)
 
 code(r"""
 kept_workers = judge("1. DataLoader workers: 0 → 2", "epoch")
-""", expect=[r"^1\. DataLoader workers: 0 → 2: .*(→ (kept|not kept)|not judged)", PREDICTION_CHECKED])
+""", expect=[r"^1\. DataLoader workers: 0 → 2: .*(→ (kept|not kept)|not judged)", JUDGED, PREDICTION_CHECKED])
 
 md(r"""
 The comparison just made also tested `%perf next`'s proposal: it shows the measured gain beside its
@@ -739,7 +742,7 @@ train_chunk(model_bmm, opt_bmm, 32)
 
 code(r"""
 kept_bmm = judge("3. many small matmuls → one bmm", "compute")
-""", expect=[r"^3\. many small matmuls → one bmm: .*(→ (kept|not kept)|not judged)", PREDICTION_CHECKED])
+""", expect=[r"^3\. many small matmuls → one bmm: .*(→ (kept|not kept)|not judged)", JUDGED, PREDICTION_CHECKED])
 
 code(r"""
 %perf next compute
@@ -826,7 +829,7 @@ code(r"""
 kept_prealloc = judge("4. preallocated input buffer", "compute")
 opts_kept = dict(prealloc=True) if kept_prealloc else {}   # the step options kept so far
 print(f"step options kept so far: {opts_kept}")
-""", expect=[r"^4\. preallocated input buffer: .*(→ (kept|not kept)|not judged)", r"^step options kept so far: "])
+""", expect=[r"^4\. preallocated input buffer: .*(→ (kept|not kept)|not judged)", JUDGED, r"^step options kept so far: "])
 
 md(r"""
 If the verdict is not *faster*, that is the method working, not failing: a quick win from a list
@@ -858,7 +861,7 @@ code(r"""
 kept_batch = judge("5. batch 32 → 128", "compute")
 batch_kept = 128 if kept_batch else 32
 print(f"batch size kept: {batch_kept}")
-""", expect=[r"^5\. batch 32 → 128: .*(→ (kept|not kept)|not judged)", r"^batch size kept: (32|128)"])
+""", expect=[r"^5\. batch 32 → 128: .*(→ (kept|not kept)|not judged)", JUDGED, r"^batch size kept: (32|128)"])
 
 # ------------------------------------------------------------------------------------------------
 md(r"""
@@ -1039,7 +1042,7 @@ train_epoch(epoch_final, model_final, opt_final, step_final, **opts_final)
 
 code(r"""
 kept_all = judge("all kept changes: first loop → final loop", "epoch")
-""", expect=[r"^all kept changes: first loop → final loop: .*(→ (kept|not kept)|not judged)"])
+""", expect=[r"^all kept changes: first loop → final loop: .*(→ (kept|not kept)|not judged)", JUDGED])
 
 md(r"""
 And the first question again: where is the bottleneck *now*? The changes since change 1 made the
