@@ -470,3 +470,16 @@ def test_children_are_the_cells_work_planted_neighbours_are_others() -> None:
         time.sleep(0.6)
         planted = (_descendants_cpu() - a) / (time.perf_counter() - t0)
     assert mine > 0.2 and planted == 0.0, (mine, planted)
+
+
+def test_a_usl_fit_too_short_for_its_aicc_is_not_said_unsupported() -> None:
+    # notebook 04: four worker counts, USL's three parameters: its AICc is undefined, printed "USL inf",
+    # and its peak was "not supported over Amdahl (AICc)", a verdict no AICc had made
+    pts = [_pt(n, 7e-3 * (0.333 + 0.667 / n) * (1 + 0.001 * n * n), min(n, 2) * 0.9) for n in (1, 2, 4, 8)]
+    t = " ".join(analyse(pts, cores=8, others_cores=0.0).text().split())
+    assert "inf" not in t and "not supported over Amdahl" not in t, t
+    assert "cannot be weighed against Amdahl: 4 worker counts are too few for its AICc (at least 5)" in t, t
+    assert "USL n/a: 4 counts for 3 parameters; lower is better" in t, t
+    six = [_pt(n, 7e-3 * (0.333 + 0.667 / n) * (1 + 0.001 * n * n), min(n, 2) * 0.9) for n in (1, 2, 3, 4, 6, 8)]
+    t6 = analyse(six, cores=8, others_cores=0.0).text()
+    assert "n/a" not in t6 and "cannot be weighed" not in t6, t6

@@ -6,6 +6,7 @@ imports no analysis module. matplotlib is imported inside :func:`figure_png` onl
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .bundle import table_html
@@ -44,11 +45,18 @@ def text(r: Any) -> str:
         lines += _wrap("  ", a)
     if r.best_model and not r.weak and r.reliable("amdahl") and r.reliable("usl"):
         lines.append(f"  model choice (AICc): {r.best_model} "
-                     f"(Amdahl {r.amdahl_fit.aicc:.1f}, USL {r.usl_fit.aicc:.1f}; lower is better)")
+                     f"(Amdahl {_aicc(r.amdahl_fit)}, USL {_aicc(r.usl_fit)}; lower is better)")
     lines += warning_lines(r.warnings)  # named before the notes: the two that matter most; the rest folded
     for n in r.notes:
         lines += _wrap("  note: ", str(n))
     return "\n".join(lines)
+
+
+def _aicc(fit: Any) -> str:
+    """A fit's AICc, or why it has none (``n/a: 4 counts for 3 parameters``; it was printed as ``inf``)."""
+    if math.isinf(fit.aicc):
+        return f"n/a: {fit.n} counts for {len(fit.params)} parameters"
+    return f"{fit.aicc:.1f}"
 
 
 def _pm(x: float, se: float | None, digits: int = 3) -> str:
@@ -106,6 +114,9 @@ def _strong_fits(r: Any) -> list[str]:
         pk = u.peak_n
         if pk is not None and r.best_model == "usl":
             line += f"; throughput peaks at N* ≈ {pk:.3g} workers and falls beyond (retrograde)"
+        elif pk is not None and math.isinf(u.aicc):  # too few counts to weigh it, which is no evidence against it
+            line += (f"; its peak N* ≈ {pk:.3g} cannot be weighed against Amdahl: {len(r.good)} worker counts "
+                     f"are too few for its AICc (at least {len(u.params) + 2})")
         elif pk is not None:
             line += f"; its peak N* ≈ {pk:.3g} is not supported over Amdahl (AICc)"
         out.append(line)
