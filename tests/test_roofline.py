@@ -895,6 +895,29 @@ def test_a_memory_bound_cell_in_a_slower_memory_phase_is_placed_against_that_pha
     assert on_cuda.memory_phase is None
 
 
+def test_a_cell_the_cache_partly_serves_is_no_evidence_of_a_phase_change() -> None:
+    """Notebook 03's fused add: 45.8 MiB a call against a 32 MiB last-level cache, 43.6 GB/s between two probes
+    that agreed on ~33 GB/s (roof 54 GB/s): it was said that "the host's memory changed phase during the
+    timing", from readings 2% apart. The cache serves part of such a working set: the cell is placed in the
+    probes' phase and its rate above that phase's roof is put down to the cache. Past twice the cache, a cell
+    faster than its probes still says the phase moved."""
+    from perfmagic.roofs.roofline import memory_phase_finding
+
+    MiB = 2**20
+    c = _fake(bandwidth_Bps=54.23e9, details={"bandwidth": {"llc_bytes": 32 * MiB,
+                                                          "methods": {"torch_add": {"bytes_per_s": 54.23e9}}}})
+    nbytes = 45.8 * MiB
+    r = replace(_planted_result(c, flops=8e6, nbytes=nbytes, t=nbytes / 43.57e9), memory_probes=(32.48e9, 33.21e9))
+    assert r.bound == "memory" and r.cache_served and r.memory_phase["kind"] == "other", r.memory_phase
+    assert r.fraction_of_phase_roof == pytest.approx(43.57 / (32.48 * 33.21) ** 0.5, rel=1e-3)
+    text = " ".join(str(memory_phase_finding(r)).split())
+    assert "changed phase" not in text
+    assert "above the phase's roof because the 32.0 MiB last-level cache holds part of its 45.8 MiB per call" in text
+    big = 100 * MiB  # beyond twice the cache: DRAM, and a cell faster than its probes saw another phase
+    far = replace(_planted_result(c, flops=8e6, nbytes=big, t=big / 43.57e9), memory_probes=(32.48e9, 33.21e9))
+    assert not far.cache_served and far.memory_phase["kind"] == "changed"
+
+
 def test_roofline_reads_the_memory_phase_around_a_real_cell(monkeypatch: pytest.MonkeyPatch) -> None:
     import perfmagic.roofs.phase as phase
     from perfmagic.record import RunRecord

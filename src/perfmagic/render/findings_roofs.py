@@ -171,6 +171,9 @@ def _memory_phase(f: Any) -> str:
     else:
         tail = (f"against the roof of this phase (about {fmt_rate(f['phase_roof'], 'B')}) it reaches "
                 f"{f['phase_fraction']:.0%}, against the roof as measured {f['fraction']:.0%}")
+        if f["phase_fraction"] > 1 and f.get("llc"):
+            tail += (f"; above the phase's roof because the {fmt_bytes(f['llc'])} last-level cache holds part of "
+                     f"its {fmt_bytes(f['per_call'])} per call")
     fix = "" if slower else (" — the roof was measured in a slow phase: recalibrate "
                              "(perfmagic.ceilings(recalibrate=True))")
     return head + tail + fix
