@@ -350,6 +350,12 @@ def test_what_other_processes_allocate_is_not_this_runs_page_cache(monkeypatch: 
     loop.once(300_000, memory=True)
     huge, small, alloc = loop.last_fresh
     assert alloc is not None and alloc <= (small or 0) + (huge or 0) + 2**20, loop.last_fresh  # not ~10 MiB+
+    # ... and their huge pages (thp_fault_alloc is machine-wide too): at most this process's own faults
+    thp = itertools.count(0, 1000)
+    monkeypatch.setattr(core_memory, "vm_pages", lambda *a: (0, next(thp)))
+    loop.once(300_000, memory=True)
+    assert loop.last_fresh[0] is not None and loop.last_fresh[0] <= 64 * 2 * MiB, loop.last_fresh  # not 2,000 MiB
+    monkeypatch.setattr(core_memory, "vm_pages", lambda *a: (int((_time.perf_counter() - t0) * 2**30) // 4096, 0))
     monkeypatch.setattr(core_memory, "host_reclaims_freed_memory", lambda *a: True)
     r = estimate("s = 0\nfor i in range(n):\n    s += i", n=3 * 10**8, budget=1.0)
     assert "estimate.fresh-memory" not in [getattr(w, "kind", "") for w in r.warnings], r.text()

@@ -127,6 +127,9 @@ class _Runner:
         minor1 = minor_faults() if minor0 is not None else None
         io1 = io_bytes() if io0 is not None else None
         dh = huge1 - huge0 if huge0 is not None and huge1 is not None else None
+        if dh is not None and minor0 is not None and minor1 is not None:
+            dh = min(dh, minor1 - minor0)  # each huge page this process faulted is one of its own faults: the
+            # machine-wide count also has other processes' huge pages
         huge_b = dh * HUGE_PAGE if dh is not None else None
         small_b = max(minor1 - minor0 - (dh or 0), 0) * SMALL_PAGE if minor0 is not None and minor1 is not None \
             else None
