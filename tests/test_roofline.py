@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -916,6 +917,38 @@ def test_a_cell_the_cache_partly_serves_is_no_evidence_of_a_phase_change() -> No
     big = 100 * MiB  # beyond twice the cache: DRAM, and a cell faster than its probes saw another phase
     far = replace(_planted_result(c, flops=8e6, nbytes=big, t=big / 43.57e9), memory_probes=(32.48e9, 33.21e9))
     assert not far.cache_served and far.memory_phase["kind"] == "changed"
+
+
+def test_a_memory_bound_step_whose_tensors_fit_in_cache_is_said_to_be_so_against_dram_only() -> None:
+    """Notebook 10's training step (a small model, 70 MiB of counted traffic a call) was called memory-bound
+    at 67% of the DRAM bandwidth roof with nothing said of where its bytes come from; its tensors fit in the
+    last-level cache, and the next change (one bmm) cut its time 3.9×. The counted footprint (the distinct
+    storages its ops touched) against the cache says so; a footprint past half the cache does not."""
+    torch = pytest.importorskip("torch")
+    from perfmagic import roofline
+    from perfmagic.roofs.roofline import fits_cache
+
+    MiB = 2**20
+    # roofs no small call reaches (1 TB/s, 5 TFLOP/s): the point sits under them, memory-bound by its counts
+    c = _fake(compute={"float32": 5e12, "float64": 2e12}, bandwidth_Bps=1e12,
+              details={"bandwidth": {"llc_bytes": 32 * MiB, "methods": {"torch_add": {"bytes_per_s": 1e12}}}})
+    a, b = torch.randn(10_000), torch.randn(10_000)  # an elementwise chain over small tensors: memory-bound
+    r = roofline("(a * 2 + b).relu().sum()", globals={"a": a, "b": b}, ceilings=c, budget=0.2)
+    assert r.bound == "memory" and r.counts.footprint and r.counts.footprint < r.counts.bytes, \
+        (r.bound, r.counts.footprint, r.counts.bytes)
+    kinds = [getattr(w, "kind", "") for w in r.warnings]
+    assert "roofline.fits-cache" in kinds, kinds
+    text = " ".join(r.text().split())
+    assert "memory-bound against DRAM only: the call's tensors sit in" in text and "32.0 MiB last-level cache" in text
+    # the rule on planted counts: within half the cache and memory-bound: said; past it, or compute-bound: not
+    small = SimpleNamespace(footprint=4 * MiB)
+    assert fits_cache(c, small, 1e6, 70 * MiB, "float32") is not None
+    assert fits_cache(c, SimpleNamespace(footprint=20 * MiB), 1e6, 70 * MiB, "float32") is None
+    assert fits_cache(c, small, 1e12, 70 * MiB, "float32") is None  # intensity past the ridge
+    assert fits_cache(_fake(), small, 1e6, 70 * MiB, "float32") is None  # the cache's size not known
+    x = torch.randn(4_000_000)  # 16 MB each, 48 MB a call: past half of the cache
+    big = roofline("x + x", globals={"x": x}, ceilings=c, budget=0.2)
+    assert "roofline.fits-cache" not in [getattr(w, "kind", "") for w in big.warnings]
 
 
 def test_roofline_reads_the_memory_phase_around_a_real_cell(monkeypatch: pytest.MonkeyPatch) -> None:

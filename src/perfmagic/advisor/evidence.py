@@ -194,6 +194,9 @@ def _from_roofline(r: dict[str, Any], label: str | None, findings: list[str]) ->
     if frac > ABOVE_ROOF:  # above the roof: the roof is not this code's (cache, a loaded calibration)
         findings.append(found("roofline.above", **v))
         return None
+    if memory and m.get("fits_cache"):  # its tensors fit in the last-level cache: the DRAM roof need not bound it
+        findings.append(found("roofline.fits-cache", footprint=m.get("footprint_bytes"), **v))
+        return None
     if frac >= NEAR_ROOF:
         findings.append(found("roofline.not-threads", **v))
         kind = "memory" if memory else "compute"

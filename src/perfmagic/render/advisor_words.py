@@ -110,6 +110,9 @@ _EVIDENCE: dict[str, Callable[[dict[str, Any]], str]] = {
     # %%roofline
     "roofline.nothing": lambda v: f"roofline #{v['id']}: no fraction of the roof recorded",
     "roofline.above": _roof_above,
+    "roofline.fits-cache": lambda v: (f"not the bandwidth roof: roofline #{v['id']} counted the call memory-bound, but "
+                                      "its tensors fit in the last-level cache, so the DRAM roof need not bound it "
+                                      "(profile it with %%flame: per-op overheads may set the pace)"),
     "roofline.basis": _roof_basis,
     "roofline.not-threads": lambda v: f"not threads: the {v['roof']} roof was measured with every core (roofline #{v['id']})",
     "roofline.memory-action": lambda v: ("move less data: fuse passes, drop temporaries, a smaller storage dtype "

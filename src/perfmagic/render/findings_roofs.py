@@ -150,6 +150,11 @@ _ROOFLINE: dict[str, Callable[[Any], str]] = {
         f"the host changed speed state during the timing (the drift guard read {f['before']:.2f}× then "
         f"{f['after']:.2f}× its reading when the {f['dtype']} roof was measured): time the cell again"),
     "roofline.memory-phase": lambda f: _memory_phase(f),
+    "roofline.fits-cache": lambda f: (
+        f"memory-bound against DRAM only: the call's tensors sit in {fmt_bytes(f['footprint'])} of storage in "
+        f"all, which fits the {fmt_bytes(f['llc'])} last-level cache, so its {fmt_bytes(f['per_call'])} per call "
+        "may come from the caches and the bandwidth roof need not bound it; per-op overheads may set the pace instead "
+        "(%%flame shows where the time goes)"),
     "roofline.memory-phase-changed": lambda f: (
         f"the host's memory changed phase during the timing: a triad probe read {fmt_rate(f['before'], 'B')} before "
         f"and {fmt_rate(f['after'], 'B')} after it, against the {fmt_rate(f['roof'], 'B')} bandwidth roof; the point "

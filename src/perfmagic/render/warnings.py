@@ -32,7 +32,7 @@ LIMIT = 2
 _RANKS: tuple[tuple[int, str], ...] = (
     (0, r"oversubscription|throttled|sm clock|^failed at|failed:|interrupted after|roofs were measured while"
         r"|but the roofs are of|undercounted|above the dram roof|not fitted|roof is unreliable|emulation"
-        r"|counted tensors live on"),
+        r"|counted tensors live on|memory-bound against dram only"),
     (4, r"^the first call"),  # reported apart from the samples, whatever the load during it
     (2, r"slow state|speed state|machine ran .* slower|machine's own speed|host's memory (ran|changed phase)"),
     (1, r"other processes|others kept|busy neighbour"),

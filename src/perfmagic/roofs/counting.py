@@ -15,6 +15,8 @@
   says it returns an alias) count 0; allocation ops (``empty*``) count 0; an ``out=`` tensor and the
   destination of ``copy_``/``fill_``/``zero_`` count as written, not read; a broadcast input (stride 0)
   counts its distinct elements only; a tensor passed twice to one op counts once.
+* The **footprint** adds up the distinct storages those ops read or wrote (an address the allocator hands
+  out again counts once): what the call keeps in memory at most, to set against the last-level cache.
 
 The code runs **once**, with its side effects; setup runs before, uncounted. torch is imported
 inside functions only.
@@ -145,6 +147,17 @@ def _key(t: Any) -> tuple[Any, ...]:
     return (ptr, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
 
 
+def _footprint(storages: dict[int, int], t: Any) -> None:
+    """Note ``t``'s storage (address and bytes) among those a call touched."""
+    try:
+        st = t.untyped_storage()
+        ptr, size = int(st.data_ptr()), int(st.nbytes())
+    except Exception:  # a tensor without storage (meta, sparse): not memory the call moves
+        return
+    if ptr and size > storages.get(ptr, 0):
+        storages[ptr] = size
+
+
 @dataclass(frozen=True)
 class Counts:
     """Work of one call. ``flops`` = ``flops_counter`` (FlopCounterMode) + ``flops_formula`` (perfmagic's
@@ -163,6 +176,9 @@ class Counts:
     devices: tuple[str, ...] = ()
     notes: tuple[Finding, ...] = ()  # worded by render/findings_roofs.py
     bytes_label: str = BYTES_LABEL
+    # bytes of the distinct storages the call's ops read or wrote (an address the allocator hands out again
+    # counts once: it is warm in cache the second time too); None where not counted
+    footprint: int | None = None
 
     @property
     def torch_ops(self) -> int:
@@ -204,6 +220,7 @@ def _make_counter() -> Any:
             self.dtypes: dict[str, dict[str, int]] = {}
             self.devices: set[str] = set()
             self.formula_errors: list[str] = []
+            self.storages: dict[int, int] = {}  # storage address -> its bytes (the call's footprint)
 
         def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
@@ -230,6 +247,8 @@ def _make_counter() -> Any:
                         nbytes += tensor_bytes(t)
                 for t in {_key(t): t for t in outs + out_kw}.values():
                     nbytes += tensor_bytes(t)
+                for t in ins + outs + out_kw:
+                    _footprint(self.storages, t)
             rec["bytes"] += nbytes
             fl = 0
             formula = KNOWN_COMPUTE.get(name)
@@ -314,4 +333,5 @@ def count(fn_or_code: str | Callable[[], Any], namespace: Mapping[str, Any] | No
     return Counts(flops=flops_counter + flops_formula, bytes=sum(v["bytes"] for v in ops.values()), ops=ops,
                   zero_flop_compute_ops=tuple(zero_listed), formula_ops=tuple(formula_ops),
                   flops_counter=flops_counter, flops_formula=flops_formula, dtypes=dtypes,
-                  devices=tuple(sorted(counter.devices)), notes=tuple(notes))
+                  devices=tuple(sorted(counter.devices)), notes=tuple(notes),
+                  footprint=sum(counter.storages.values()))

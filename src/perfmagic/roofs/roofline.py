@@ -168,8 +168,9 @@ class RooflineResult(Displayed):
         ``"changed"``."""
         from .phase import phase_of
 
-        if not self.memory_probes or not self.device.startswith("cpu") or self.in_cache:
-            return None  # in cache: the DRAM's phase does not limit it
+        if not self.memory_probes or not self.device.startswith("cpu") or self.in_cache or \
+                fits_cache(self.ceilings, self.counts, self.flops, self.bytes, self.dtype) is not None:
+            return None  # in cache (or its tensors fit there): the DRAM's phase does not limit it
         # a cell faster than the phase its probes read says the phase moved, unless the last-level cache can
         # hold a good part of its working set: notebook 03's fused add (46 MiB a call, a 32 MiB cache) ran at
         # 44 GB/s between two probes agreeing on 33 GB/s, and was said to have seen the phase change
@@ -209,6 +210,8 @@ class RooflineResult(Displayed):
             "bytes_source": self.bytes_source, "ceilings_fingerprint": self.ceilings.fingerprint,
             "fraction_of_phase_roof": self.fraction_of_phase_roof,
             "memory_phase_ratio": (self.memory_phase or {}).get("ratio"),
+            "footprint_bytes": getattr(self.counts, "footprint", None) if self.counts is not None else None,
+            "fits_cache": fits_cache(self.ceilings, self.counts, self.flops, self.bytes, self.dtype) is not None,
             "ceilings_measured_utc": self.ceilings.measured_utc,
         }
 
@@ -427,6 +430,23 @@ def above_roof(c: Ceilings, per_call: float, bps: float) -> str | None:
     return "roofline.above-roof" if beyond_cache(c, per_call) else "roofline.in-cache"
 
 
+FITS_CACHE_SHARE = 0.5  # a call whose tensors take at most this share of the last-level cache can stay there
+
+
+def fits_cache(c: Ceilings, counts: Any, F: float, B: float, dtype: str) -> Finding | None:
+    """``roofline.fits-cache``: a memory-bound point (by counted bytes) whose tensors all fit in half the
+    last-level cache. Its bytes may be served by the caches call after call, so the DRAM roof need not bound
+    it, and "memory-bound" is only against DRAM: notebook 10's training step (70 MiB counted a call, a small
+    model) was called memory-bound at 67% of the bandwidth roof, and the next change cut its time 3.9×."""
+    llc = llc_bytes(c)
+    foot = getattr(counts, "footprint", None) if counts is not None else None
+    if not (llc and foot and B > 0) or dtype not in c.compute or F / B >= c.ridge(dtype):
+        return None
+    if foot > FITS_CACHE_SHARE * llc:
+        return None
+    return Finding.of("roofline.fits-cache", footprint=foot, llc=llc, per_call=B)
+
+
 def _warnings(r: Any, c: Ceilings, counts: Any, F: float, B: float, t: float, dtype: str = "") -> list[Any]:
     """The doubts about a placed point (:class:`~perfmagic.findings.Finding` s, ``roofline.*``), then the
     timing's load, oversubscription and machine-state lines as the timing gave them."""
@@ -438,6 +458,9 @@ def _warnings(r: Any, c: Ceilings, counts: Any, F: float, B: float, t: float, dt
         w.append(Finding.of(above, bps=bps, roof=c.bandwidth_Bps, per_call=B, **more))
     if counts is not None and counts.zero_flop_compute_ops:
         w.append(Finding.of("roofline.undercounted", ops=tuple(counts.zero_flop_compute_ops)))
+    fits = fits_cache(c, counts, F, B, dtype) if not above else None
+    if fits is not None:
+        w.append(fits)
     if c.loaded:
         w.append(Finding.of("roofline.loaded-roofs", others=c.others_cores))
     bad = c.unreliable
