@@ -131,6 +131,44 @@ def io_bytes(path: str = "/proc/self/io") -> int | None:
 
 
 @dataclass(frozen=True)
+class PageCounters:
+    """The page counters read around a run (:meth:`read`): machine-wide pages allocated and huge pages
+    faulted (:func:`vm_pages`), this process's page faults (:func:`minor_faults`) and I/O bytes
+    (:func:`io_bytes`); None for what the kernel does not count."""
+
+    alloc: int | None
+    huge: int | None
+    minor: int | None
+    io: int | None
+
+    @classmethod
+    def read(cls) -> PageCounters:
+        alloc, huge = vm_pages()
+        return cls(alloc, huge, minor_faults(), io_bytes())
+
+    def fresh_since(self, before: PageCounters) -> tuple[int | None, int | None, int | None]:
+        """The fresh memory a run between ``before`` and these readings had handed out, bytes: (huge pages,
+        4 KiB pages of its own, all pages the kernel handed out meanwhile, its page cache too). The
+        machine-wide counts also hold other processes' pages, so they are bounded by this process's own:
+        a huge page it faulted is one of its faults, and the page cache it filled is at most what it read and
+        wrote (a pure-Python loop beside another process writing files was said to fill 3.6 GiB of page
+        cache, and priced for its first touch)."""
+        def delta(a: int | None, b: int | None) -> int | None:
+            return b - a if a is not None and b is not None else None
+
+        dh, minor, io = delta(before.huge, self.huge), delta(before.minor, self.minor), delta(before.io, self.io)
+        if dh is not None and minor is not None:
+            dh = min(dh, minor)
+        huge_b = dh * HUGE_PAGE if dh is not None else None
+        small_b = max(minor - (dh or 0), 0) * SMALL_PAGE if minor is not None else None
+        alloc_b = delta(before.alloc, self.alloc)
+        alloc_b = alloc_b * SMALL_PAGE if alloc_b is not None else None
+        if alloc_b is not None and io is not None:
+            alloc_b = min(alloc_b, (huge_b or 0) + (small_b or 0) + max(io, 0))
+        return huge_b, small_b, alloc_b
+
+
+@dataclass(frozen=True)
 class FreshTouch:
     """What first touching fresh memory costs on this machine now (:func:`probe_fresh_memory`): the
     nanoseconds per byte of each 16 MiB chunk of one fresh array, in the order touched. On a VM whose host

@@ -188,7 +188,7 @@ class SpeedGate:
         pending = raw[self.kept:]
         if not pending:
             return False
-        kept = sorted(raw[:self.kept])
+        kept = raw[:self.kept]
         bar = max((1 + PENDING_SLOWER) * _stats.quantile(kept, 0.5), _stats.quantile(kept, PENDING_QUANTILE))
         return _stats.median(pending) > bar
 

@@ -94,13 +94,11 @@ class _Runner:
                 if self.device.startswith("cuda"):
                     raise
                 torch = None  # the device is not known yet, and its counters cannot be read: host only
-        from ..core.memory import HUGE_PAGE, SMALL_PAGE, io_bytes, minor_faults, vm_pages
+        from ..core.memory import PageCounters
 
         rss0 = current_rss() if memory else None
         hwm = memory and reset_hwm() and rss0 is not None
-        alloc0, huge0 = vm_pages() if memory else (None, None)
-        minor0 = minor_faults() if memory else None
-        io0 = io_bytes() if memory else None
+        pages0 = PageCounters.read() if memory else None
         tm = None
         if trace:
             import tracemalloc
@@ -123,23 +121,7 @@ class _Runner:
         finally:
             if tm is not None and started:
                 tm.stop()
-        alloc1, huge1 = vm_pages() if memory else (None, None)
-        minor1 = minor_faults() if minor0 is not None else None
-        io1 = io_bytes() if io0 is not None else None
-        dh = huge1 - huge0 if huge0 is not None and huge1 is not None else None
-        if dh is not None and minor0 is not None and minor1 is not None:
-            dh = min(dh, minor1 - minor0)  # each huge page this process faulted is one of its own faults: the
-            # machine-wide count also has other processes' huge pages
-        huge_b = dh * HUGE_PAGE if dh is not None else None
-        small_b = max(minor1 - minor0 - (dh or 0), 0) * SMALL_PAGE if minor0 is not None and minor1 is not None \
-            else None
-        alloc_b = (alloc1 - alloc0) * SMALL_PAGE if alloc0 is not None and alloc1 is not None else None
-        if alloc_b is not None and io0 is not None and io1 is not None:
-            # the machine-wide count less what others allocated meanwhile: this run's own pages and at most
-            # the page cache of what it read and wrote (a pure-Python loop beside another process writing
-            # files was said to fill 3.6 GiB of page cache, and priced for its first touch)
-            alloc_b = min(alloc_b, (huge_b or 0) + (small_b or 0) + max(io1 - io0, 0))
-        self.last_fresh = (huge_b, small_b, alloc_b)
+        self.last_fresh = PageCounters.read().fresh_since(pages0) if pages0 is not None else (None, None, None)
         rss_peak = None
         if hwm:
             rss_peak = max((status_kib("VmHWM") or 0) - rss0, 0)

@@ -51,7 +51,8 @@ def text(r: Result, *, run_id: Any = None) -> str:
     detail = [f"IQR {fmt_time(b.iqr)}", f"min {fmt_time(b.min)}"]
     if b.cold_s is not None:
         ratio = b.cold_s / b.median if b.raw and b.median > 0 else math.nan
-        detail.append(f"cold call {fmt_time(b.cold_s)}" + (f" ({ratio:.1f}× warm)" if ratio < 100 else f" ({times(ratio)} warm)" if ratio == ratio else ""))
+        factor = "" if ratio != ratio else f" ({ratio:.1f}× warm)" if ratio < 100 else f" ({times(ratio)} warm)"
+        detail.append(f"cold call {fmt_time(b.cold_s)}{factor}")
     lines.append("  " + " · ".join(detail))
     mem = b.memory
     if mem is not None:

@@ -168,14 +168,19 @@ class RooflineResult(Displayed):
         ``"changed"``."""
         from .phase import phase_of
 
-        if not self.memory_probes or not self.device.startswith("cpu") or self.in_cache or \
-                fits_cache(self.ceilings, self.counts, self.flops, self.bytes, self.dtype) is not None:
+        if not self.memory_probes or not self.device.startswith("cpu") or self.in_cache or self.cache_resident:
             return None  # in cache (or its tensors fit there): the DRAM's phase does not limit it
         # a cell faster than the phase its probes read says the phase moved, unless the last-level cache can
         # hold a good part of its working set: notebook 03's fused add (46 MiB a call, a 32 MiB cache) ran at
         # 44 GB/s between two probes agreeing on 33 GB/s, and was said to have seen the phase change
         cell = self.bytes_per_s if self.bound == "memory" and not self.cache_served else None
         return phase_of(self.memory_probes, self.bandwidth_Bps, cell)
+
+    @property
+    def cache_resident(self) -> bool:
+        """Memory-bound by its counted bytes with tensors that fit in half the last-level cache
+        (:func:`fits_cache`): the DRAM roof, and the DRAM's phase, need not bound it."""
+        return fits_cache(self.ceilings, self.counts, self.flops, self.bytes, self.dtype) is not None
 
     @property
     def cache_served(self) -> bool:
@@ -211,7 +216,7 @@ class RooflineResult(Displayed):
             "fraction_of_phase_roof": self.fraction_of_phase_roof,
             "memory_phase_ratio": (self.memory_phase or {}).get("ratio"),
             "footprint_bytes": getattr(self.counts, "footprint", None) if self.counts is not None else None,
-            "fits_cache": fits_cache(self.ceilings, self.counts, self.flops, self.bytes, self.dtype) is not None,
+            "fits_cache": self.cache_resident,
             "ceilings_measured_utc": self.ceilings.measured_utc,
         }
 
