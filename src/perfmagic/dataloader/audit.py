@@ -146,6 +146,15 @@ def _threads(r: Any, L: _Loop) -> tuple[Finding | None, bool]:
     gap = r.load_gap("loop", "compute")
     if gap and x is not None:  # the step's time in the loop and alone were taken under different loads
         return Finding.of("threads", "info", "threads.loads-differ", gap=gap, **who), True
+    if x is not None and r.pause_explains:  # measured: the step after a pause, with the workers stopped
+        return Finding.of("threads", "info", "threads.pause-slowed",
+                          paused=_stats.median(r.compute_paused_s), pause=r.pause_s,
+                          alone=_stats.median(r.compute_only_s), **who), False
+    if slowed and x is not None and wc is not None and wc < WORKERS_IDLE and not loaded:
+        # the workers hardly ran and nothing else did: they did not take the step's cores (what did slow it,
+        # a pause or something in the loop, was not reproduced: cannot tell)
+        return Finding.of("threads", "info", "threads.idle-slowed", pause_share=r.pause_share, pause=r.pause_s,
+                          **who), True
     if slowed and x is not None and (busy_workers or not loaded):
         t_fix = max(1, cores - w)
         w_fix = w if w + t_fix <= cores else max(1, cores - t_fix)
@@ -179,10 +188,13 @@ def _worker_count(r: Any, L: _Loop, unsure: bool) -> list[Finding]:
         out.append(Finding.of("num_workers", "warn", "workers.too-few",
                               setting=(("num_workers", L.need),) if L.need <= cores else (),
                               predicted=L.step / L.comp, w=w, cost=L.cost, comp=L.comp, need=L.need, cores=cores))
+    elif L.frac > INPUT_BOUND:  # input-bound, the loader's own cost not measured: behind, by how much unknown
+        out.append(Finding.of("num_workers", "warn", "workers.behind", w=w, frac=L.frac, wait=L.wait, step=L.step))
     elif w <= cores:
-        kind = ("workers.keep-up-unsure" if unsure else "workers.keep-up-slowed" if r.step_slowed
+        blamed = r.step_slowed and not r.pause_explains  # (idle workers with the step slowed: unsure)
+        kind = ("workers.keep-up-unsure" if unsure else "workers.keep-up-slowed" if blamed
                 else "workers.keep-up")
-        level = "info" if unsure else "warn" if r.step_slowed else "ok"
+        level = "info" if unsure else "warn" if blamed else "ok"
         out.append(Finding.of("num_workers", level, kind, w=w, cores=cores, frac=L.frac))
     return out
 

@@ -65,7 +65,7 @@ from ..core.load import LoadProbe
 from .probe import (COPY, NON_BLOCKING, USES_CUDA, SteadyLoad, _collate_cost, _h2d, _Iters, _Loop, _split,
                     _step_source, _tensors, _watched)
 from .probe import note as say_note
-from .result import DEFAULT_STEPS, DISAGREE, DataLoaderResult, SweepPoint
+from .result import DEFAULT_STEPS, DataLoaderResult, SweepPoint, pause_gap
 
 COMPUTE_ALONE_MAX = 20
 PAUSED_CALLS = 5       # the step on the cached batch after a pause as long as the loop's wait: this many calls
@@ -233,8 +233,8 @@ def _timed_step(plan: _Plan, main: _Loop) -> float:
 
 
 def _paused(plan: _Plan, got: _Passes) -> None:
-    """Step 4b, only where the loop's compute ran :data:`~.result.DISAGREE` × slower than back to back and no
-    worker ran beside it: the step on the cached batch again, each call after a pause as long as the loop's
+    """Step 4b, only where the loop's compute ran :func:`~.result.pause_gap` × slower than back to back (the
+    workers are stopped by now): the step on the cached batch again, each call after a pause as long as the loop's
     median wait for data (at most :data:`PAUSE_MAX_S`). A short step runs slower after a pause than back to
     back (its caches and the CPU go cold while the loader works): a 150 µs SGD step of a small model ran
     1.1 ms after an 18 ms sleep, and 1.0 ms after 18 ms of a busy Python loop. Where the paused calls
@@ -243,10 +243,10 @@ def _paused(plan: _Plan, got: _Passes) -> None:
     main, co = got.main, got.co
     steady = main.comp[plan.warmup:] or main.comp
     waits = main.wait[plan.warmup:] or main.wait
-    if not co or not steady or not waits or dict(plan.cfg).get("num_workers"):
+    if not co or not steady or not waits:
         return
     loop_c, alone, wait = _stats.median(steady), _stats.median(co), _stats.median(waits)
-    if not (alone > 0 and loop_c > DISAGREE * alone and wait >= PAUSE_MIN_S):
+    if not (alone > 0 and loop_c > pause_gap(plan.cfg) * alone and wait >= PAUSE_MIN_S):
         return
     got.pause_s = min(wait, PAUSE_MAX_S)
     for _ in range(PAUSED_CALLS):

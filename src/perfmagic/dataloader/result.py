@@ -26,6 +26,14 @@ PAUSE_SHARE = 0.5          # the step after a pause made up this share of that g
 DEFAULT_STEPS = 20
 
 
+def pause_gap(config: Any) -> float:
+    """How much slower than back to back the loop's compute must run for the step to be timed after pauses:
+    :data:`DISAGREE` without workers; with workers :data:`~.audit.SLOWED`, where a slowed step would otherwise be
+    blamed on them (the paused calls run with the workers stopped, so they tell the pause from the workers:
+    notebook 10's idle workers, 0.10 cores, were blamed for a step 1.81× slower in the loop)."""
+    return SLOWED if dict(config).get("num_workers") else DISAGREE
+
+
 @dataclass(frozen=True)
 class SweepPoint:
     """The loop measured at one rebuilt-loader setting."""
@@ -262,7 +270,7 @@ class DataLoaderResult(Displayed):
         if not co or not paused or not self.compute_s:
             return None
         loop_c = _stats.median(self.compute_s)
-        if not loop_c > DISAGREE * co:
+        if not loop_c > pause_gap(self.config) * co:
             return None
         return (_stats.median(paused) - co) / (loop_c - co)
 

@@ -535,6 +535,7 @@ def _fresh_memory(pts: Sequence[Point], peak: float | None, N: int, var: str) ->
                       cache=float(cache))
 
 
+COLD_NOTE_SHARE = 0.01  # a first touch priced at most this share of the prediction is a note, not a warning
 FRESH_SHARE = 0.25  # the largest size had the kernel hand out at least this share of its footprint per run
 
 
@@ -761,6 +762,8 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
         add, add_lo, add_hi, beyond = cold_memory(full, fresh, var, N, cpu, beyond["cache"],  # type: ignore
                                                   beyond["seen"], small_pages(pts, full, beyond["cache"]))
         pred, lo, hi = pred + add, lo + add_lo, hi + add_hi
+        if add_hi <= COLD_NOTE_SHARE * pred:  # the first touch costs next to nothing: a note, not a warning
+            base["notes"], beyond = (*base["notes"], beyond), None
     warnings += checked + [w for w in (mem_warning, beyond) if w is not None]
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,
                           reliable=reliable, time_fit=sel, mem_fit=mem_sel, fit_sizes=tuple(int(x) for x in ns),

@@ -145,9 +145,12 @@ def _compute_alone(r: Any, co: float) -> list[str]:
                 "below)"]
     if r.step_slowed:
         w = r.cfg.get("num_workers", 0)
+        grew, wait = co * (r.step_slowdown - 1), sum(r.wait_s) / len(r.wait_s)  # (medians of compute, mean wait)
+        said = ("mostly the step's own compute slowed by the workers (below), not waiting for data" if grew > wait
+                else f"of which the step's own compute slowed by {fmt_time(grew)} with the workers (below) and "
+                f"{fmt_time(max(wait, 0.0))} is the wait for data")
         return [f"  compute alone (cached batch, workers stopped): {fmt_time(co)} per step; in the loop "
-                f"{fmt_time(r.step_s)}, mostly the step's own compute slowed by the workers (below), not "
-                "waiting for data",
+                f"{fmt_time(r.step_s)}, {said}",
                 f"  the step itself slowed {fmt_time(co)} → {fmt_time(co * r.step_slowdown)} (median, "
                 f"{r.step_slowdown:.2f}×) while {plural(w, 'worker')} ran: they compete for the {r.cores} usable cores"]
     if sp >= 1.05:

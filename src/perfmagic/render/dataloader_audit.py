@@ -42,6 +42,14 @@ def _others(f: Any) -> str:
     return f"; other processes kept {oc:.1f} cores busy meanwhile" if oc is not None else ""
 
 
+def _idle_pause(f: Any) -> str:
+    """What the step timed after a pause (the workers stopped) made up of the loop's slowdown, if it was timed."""
+    share = f.get("pause_share")
+    if share is None or f.get("pause") is None:
+        return ""
+    return f"; a {fmt_time(f['pause'])} pause before it, with the workers stopped, made up {max(share, 0):.0%} of that"
+
+
 def _h2d(f: Any) -> str:
     return f" (one batch's copy: {fmt_time(f['h2d'])})" if f.get("h2d") is not None else ""
 
@@ -49,7 +57,11 @@ def _h2d(f: Any) -> str:
 def _oversubscribed(f: Any) -> str:
     x = f.get("x")
     said = f"{_threads(f)} on {f['cores']} usable cores (oversubscribed)"
-    return said + (f", but the step did not slow with workers (×{x:.2f})" if x is not None else "")
+    if x is None:
+        return said
+    if x >= 1.10:  # grown, but not by enough to count as slowed (1.25× and 1 ms)
+        return said + f"; the step ran {x:.2f}× its time alone with them, too little to count as slowed"
+    return said + f", but the step did not slow with workers (×{x:.2f})"
 
 
 def _grew(f: Any) -> str:
@@ -76,6 +88,14 @@ _MESSAGES: dict[str, Callable[[Any], str]] = {
                                  f"({f['x']:.2f}× its time alone, medians){_others(f)}"),
     "threads.others-slowed": lambda f: (f"the step ran {f['x']:.2f}× its time alone during the loop, but the "
                                         f"{plural(f['w'], 'worker')} used only {f['wc']:.2f} cores{_others(f)}"),
+    "threads.pause-slowed": lambda f: (f"{_threads(f)} on {f['cores']} usable cores: the step ran {f['x']:.2f}× its "
+                                       f"time alone in the loop, and {fmt_time(f['paused'])} (against "
+                                       f"{fmt_time(f['alone'])} back to back) after a {fmt_time(f['pause'])} pause "
+                                       "with the workers stopped: the pause before each step slows it, not the "
+                                       "workers"),
+    "threads.idle-slowed": lambda f: (f"cannot tell what slows the step: it ran {f['x']:.2f}× its time alone in the "
+                                      f"loop, but the {plural(f['w'], 'worker')} used only {f['wc']:.2f} cores on a "
+                                      f"quiet machine, too little to take its cores{_idle_pause(f)}"),
     "threads.loaded": lambda f: (f"cannot tell whether the workers slow the step: {_threads(f)} on {f['cores']} "
                                  f"usable cores{_others(f)}; the step ran {f['x']:.2f}× its time alone with them"),
     "threads.oversubscribed-grew": _grew,
@@ -87,6 +107,8 @@ _MESSAGES: dict[str, Callable[[Any], str]] = {
                                           if f.get("wc") is not None else "")),
     "workers.too-few": lambda f: (f"{plural(f['w'], 'worker')} deliver {1 / (f['cost'] / max(f['w'], 1)):.3g} "
                                   f"batches/s, the step takes {1 / f['comp']:.3g}/s"),
+    "workers.behind": lambda f: (f"{plural(f['w'], 'worker')} do not keep up: the loop waits {f['frac']:.0%} of "
+                                 f"each step for data ({fmt_time(f['wait'])} of {fmt_time(f['step'])})"),
     "workers.keep-up": lambda f: (f"{plural(f['w'], 'worker')} on {f['cores']} usable cores keep up (data wait "
                                   f"{f['frac']:.0%})"),
     "workers.keep-up-unsure": lambda f: (f"{plural(f['w'], 'worker')} keep up with the step (data wait {f['frac']:.0%}); "
@@ -155,6 +177,10 @@ _EFFECTS: dict[str, Callable[[Any], str]] = {
     "threads.loads-differ": lambda f: "re-run on a quiet machine, or compare --sweep num_workers",
     "threads.slowed": _fix_threads,
     "threads.others-slowed": lambda f: "the other processes, not the workers, slowed it: re-run on a quiet machine",
+    "threads.pause-slowed": lambda f: ("with data always ready the steps run back to back, at their time alone; "
+                                       "fewer workers would not speed the step"),
+    "threads.idle-slowed": lambda f: ("fewer workers would not give the step its cores back; compare --sweep "
+                                      "num_workers to see what they change"),
     "threads.loaded": lambda f: ("the others' load can hide the workers' effect (or make it): re-run on a quiet "
                                  "machine, or compare --sweep num_workers"),
     "threads.oversubscribed-grew": lambda f: (f"compare --sweep num_workers, or torch.set_num_threads({f['t_fix']}) "
@@ -167,6 +193,9 @@ _EFFECTS: dict[str, Callable[[Any], str]] = {
                                        "the cores (sweep to see)"),
     "workers.too-few": _too_few,
     "workers.keep-up-slowed": lambda f: "the loop's step time is not the step's own: fix the threads first",
+    "workers.behind": lambda f: ("how many would keep up needs the loader's own rate, which this check did not "
+                                 "measure (its loader-alone pass): run it with that pass, or compare --sweep "
+                                 "num_workers"),
     "pin.pageable": lambda f: ("pin_memory=True with .to(device, non_blocking=True): faster copies (typically "
                                "2–6×) that overlap compute"),
     "pin.blocking": lambda f: "non_blocking=True lets the copy of the batch overlap the previous compute",

@@ -103,6 +103,22 @@ def _small_pages(f: Any) -> str:
             "too small for the host to take back (the kernel hands those out first)")
 
 
+def _cold_cost(f: Any) -> str:
+    """What the cold part costs the full run, now and later; where nothing of it is cold (4 KiB pages from
+    the unreported free blocks), it says so instead of pricing 0 B at 0 ns."""
+    if f.get("add_hi", 0.0) < COLD_SAYS_NOTHING:
+        return "; none of it is cold, now or later: no first-touch cost is added"
+    now = (f"; started now, the full run pays about {fmt_time(f['add'])} for {fmt_bytes(f['cold_now'])} of it "
+           "(in the prediction)" if f.get("cold_now") else "; none of it is cold now (nothing added to the "
+           "prediction)")
+    return (now + "; started once the host has taken back what is free now (seconds), up to "
+            f"{fmt_time(f['add_hi'])} (the interval's high end). Reusing arrays (out=, in-place operations) "
+            "avoids it")
+
+
+COLD_SAYS_NOTHING = 5e-4  # seconds: a first-touch cost below this is printed as none
+
+
 def _container(f: Any) -> str:
     where = f.get("where")
     return f" ({where})" if where and where.startswith("memory the container") else ""
@@ -174,12 +190,7 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                        "host's page faults"
                                        + (f" (taken on {f['threads']:.1f} threads at once, as the code's CPU time "
                                           "says)" if f.get("threads", 1.0) > 1.05 else "")
-                                       + _small_pages(f)
-                                       + "; started now, the full run pays about "
-                                       f"{fmt_time(f['add'])} for {fmt_bytes(f['cold_now'])} of it (in the "
-                                       "prediction); started once the host has taken back what is free now "
-                                       f"(seconds), up to {fmt_time(f['add_hi'])} (the interval's high end). "
-                                       "Reusing arrays (out=, in-place operations) avoids it"),
+                                       + _small_pages(f) + _cold_cost(f)),
     "estimate.memory-refit": lambda f: (f"memory: the largest sizes grow as {f['var']}^{f['power']:.2f}, which the "
                                         f"best fit across all sizes ({f['first']}) does not follow: predicted with "
                                         f"{f['chosen']} fitted on those sizes"),
