@@ -779,3 +779,19 @@ def test_a_step_grown_below_the_slowed_mark_is_not_said_not_to_slow() -> None:
     assert paused.pause_explains
     (th,) = [f for f in paused.findings() if f.topic == "threads"]
     assert th.kind == "threads.pause-slowed", th.text()
+
+
+def test_too_few_workers_that_mostly_wait_are_not_told_the_cores_cap_them() -> None:
+    """Planted (no timing), from notebook 10: 2 workers at 0.05 cores deliver 31 batches/s, the step takes
+    384/s. The advice said 'about 25 workers needed; more than the 2 usable cores: make each item cheaper',
+    and the sweep in the same notebook measured 4 workers 1.97× faster: workers that wait (I/O) are not
+    capped by the cores. Busy workers (1.9 cores) still are."""
+    kw = dict(wait_s=(0.0289,) * 6, compute_s=(0.0043,) * 6, compute_only_s=(0.0026,) * 5,
+              config=(("num_workers", 2), ("batch_size", 128), ("pin_memory", False),
+                      ("persistent_workers", True), ("prefetch_factor", 2)),
+              is_dataloader=True, cores=2, torch_threads=1, loader_s=(0.0325,) * 6, others_cores=0.0)
+    idle = " ".join(DataLoaderResult(**kw, workers_cores=0.05).text().split())
+    assert "workers beyond the 2 usable cores can still add throughput" in idle, idle
+    assert "compare --sweep num_workers=2,4,8" in idle and "more than the 2 usable cores: make" not in idle, idle
+    busy = " ".join(DataLoaderResult(**kw, workers_cores=1.9).text().split())
+    assert "more than the 2 usable cores: make each item cheaper" in busy and "can still add" not in busy, busy

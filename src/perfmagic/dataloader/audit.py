@@ -187,7 +187,8 @@ def _worker_count(r: Any, L: _Loop, unsure: bool) -> list[Finding]:
     if L.frac > INPUT_BOUND and L.need:
         out.append(Finding.of("num_workers", "warn", "workers.too-few",
                               setting=(("num_workers", L.need),) if L.need <= cores else (),
-                              predicted=L.step / L.comp, w=w, cost=L.cost, comp=L.comp, need=L.need, cores=cores))
+                              predicted=L.step / L.comp, w=w, cost=L.cost, comp=L.comp, need=L.need, cores=cores,
+                              wc=wc))
     elif L.frac > INPUT_BOUND:  # input-bound, the loader's own cost not measured: behind, by how much unknown
         out.append(Finding.of("num_workers", "warn", "workers.behind", w=w, frac=L.frac, wait=L.wait, step=L.step))
     elif w <= cores:

@@ -151,9 +151,19 @@ def _fix_threads(f: Any) -> str:
 
 
 def _too_few(f: Any) -> str:
-    more = (f"; more than the {f['cores']} usable cores: make each item cheaper (cache decoded data, lighter "
-            "transforms, augment on the GPU)" if f["need"] > f["cores"] else "")
-    return f"about {f['need']} workers needed to keep up{more}"
+    wc, w, cheaper = f.get("wc"), max(f["w"], 1), "cache decoded data, lighter transforms, augment on the GPU"
+    if f["need"] <= f["cores"]:
+        return f"about {f['need']} workers needed to keep up"
+    if wc is not None and wc / w < WAITING_SHARE:  # measured: each worker mostly waits (I/O)
+        return (f"about {f['need']} workers needed to keep up; the {plural(f['w'], 'worker')} used {wc:.2f} "
+                "cores, so loading waits (I/O) more than it computes and workers beyond the "
+                f"{f['cores']} usable cores can still add throughput (compare --sweep num_workers={f['w']},"
+                f"{2 * f['w']},{4 * f['w']}), or make each item cheaper ({cheaper})")
+    return (f"about {f['need']} workers needed to keep up; more than the {f['cores']} usable cores: make each item "
+            f"cheaper ({cheaper})")
+
+
+WAITING_SHARE = 0.5  # workers using less than this share of a core each mostly wait: more of them still help
 
 
 def _prefetch(f: Any) -> str:
