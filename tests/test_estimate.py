@@ -1457,7 +1457,7 @@ def test_a_larger_size_that_raises_after_the_sweep_is_a_failure_not_the_estimate
     size, reported as one raised in the sweep."""
     from perfmagic.estimation import measure as _measure
 
-    def grow_once(points, N, budget_s, cap, elapsed, measure_at, *rest):
+    def grow_once(points, N, budget_s, cap, elapsed, measure_at, *rest, **kw):
         measure_at(points[-1].n * 2, points[-1].time * 2)  # what _grow does for a refused prediction
     monkeypatch.setattr(_measure, "_after_sweep", grow_once)
     code = "if n > 2000:\n    raise ValueError('too big: %d' % n)\nspin(n)"
@@ -1475,3 +1475,52 @@ def test_a_measuring_longer_than_the_job_says_so() -> None:
     assert ": a job this short costs less to run than to estimate)" in long_.text(), long_.text()
     short = analyse_scaling(pts, N=10**8, spent_s=0.2)  # predicted ~10 s
     assert "of the predicted full run)" in short.text() and "costs less to run" not in short.text()
+
+
+def test_a_full_run_short_against_the_budget_is_measured_not_predicted() -> None:
+    """Planted: 0.2 µs per unit up to a quarter of the size, 0.4 µs beyond it (a change of memory level the
+    sweep cannot reach: the tour's sort of 2M floats ran 56% over its prediction once its data left the
+    cache). The full run, 0.4 s, is under a third of the 3 s budget: it is measured, and the estimate is
+    the run's own time. With a 0.5 s budget it is predicted from the sizes below the break, as before."""
+    N = 1_000_000
+
+    def job(n: int) -> None:
+        time.sleep(n * (2e-7 if n < N // 4 else 4e-7))
+
+    r = estimate(job, n=N, run=True, force=True)
+    assert r.measured_full and r.points[-1].n == N, r.text()
+    assert r.predicted_s == pytest.approx(0.4, rel=0.15) and r.low_s <= r.actual.seconds <= r.high_s, r.text()
+    assert r.spent_s <= 3.0
+    short = estimate(job, n=N, budget=0.5)
+    assert not short.measured_full and max(p.n for p in short.points) < N // 4, short.text()
+    assert short.predicted_s == pytest.approx(0.2, rel=0.25), short.text()
+    given = estimate(job, n=N, sizes=[N // 64, N // 32, N // 16, N // 8])  # the user's sizes: predicted from them
+    assert not given.measured_full and max(p.n for p in given.points) < N, given.text()
+
+
+def _rising(n: float) -> float:
+    """Planted: n·ln n at 20 ns, its cost per unit rising 8% per doubling from n=16,000 on (data leaving a
+    cache: the rise starts near the top of the sizes measured and goes on past them)."""
+    return 2e-8 * n * math.log(n) * 1.08 ** max(math.log2(n / 16000), 0.0)
+
+
+def test_a_full_run_leaving_the_cache_follows_the_top_trend(monkeypatch: Any) -> None:
+    """Planted: the sizes measured (1,000 … 64,000, 40 B per unit: at most 2.4 MiB) fit in a 32 MiB cache and the
+    full run (1M units, 38 MiB) does not; the cost per unit rises 8% per doubling from 16,000 on. The model across all sizes
+    (n log n, or n^k) averages that rise; the prediction follows the top sizes' trend instead, and a note says
+    why. With the same times but memory that stays in the cache, the model's prediction stands."""
+    from perfmagic.estimation import fit as fit_mod
+
+    monkeypatch.setattr(fit_mod, "cache_sizes", lambda: {"llc_bytes": 32 * 2**20})
+    N = 1_000_000
+    sizes = [1000 * 2**k for k in range(7)]
+    pts = [Point(n, (_rising(n), _rising(n) * 1.01), (40 * n, 40 * n)) for n in sizes]
+    r = analyse_scaling(pts, N=N)
+    kinds = [getattr(x, "kind", "") for x in r.notes]
+    assert "estimate.cache-trend" in kinds, r.text()
+    flat = analyse_scaling([replace(p, rss_peaks=(2**20, 2**20)) for p in pts], N=N)
+    assert "estimate.cache-trend" not in [getattr(x, "kind", "") for x in flat.notes]
+    truth = _rising(N)
+    assert abs(r.predicted_s / truth - 1) < abs(flat.predicted_s / truth - 1), (r.predicted_s, flat.predicted_s, truth)
+    assert r.predicted_s > flat.predicted_s and r.low_s <= r.predicted_s <= r.high_s
+    assert "passes the 32.0 MiB last-level cache" in " ".join(r.text().split())

@@ -81,8 +81,10 @@ cells = [
        "Before running a job at full size, run it small: `%%estimate n=FULL` runs the cell at doubling sizes "
        "(at most a few seconds, and at most 10% of the predicted full run), fits a cost model by AICc and predicts "
        "the full run's time and peak memory with an interval; `--limit` adds the gate. Here a sort of 2 million "
-       "numbers (n log n), predicted and then run (`--run`; `--force` runs it even when the gate is unsure) so the "
-       "ledger keeps predicted vs actual:"),
+       "numbers (n log n), estimated and then run (`--run`; `--force` runs it even when the gate is unsure) so the "
+       "ledger keeps predicted vs actual. A job this short (its interval ends under a third of the budget) costs "
+       "less to measure than to predict, so it is measured at its full size: a prediction from 12% of the size "
+       "cannot see its data leave the cache:"),
     code("import random\ndata = [random.random() for _ in range(2_000_000)]"),
     code("%%estimate n=len(data) --limit 1m --run --force\nsorted(data[:n])"),
     md("The per-iteration form: the cell is one step of a job of `--total` steps (here 119 slices × 2000 epochs "

@@ -165,6 +165,14 @@ _FIT: dict[str, Callable[[Any], str]] = {
                                       f"{fmt_time(f['low_s'])}), and the interval's high end reaches the fit across "
                                       f"the change ({fmt_time(f['fit_s'])})" if f.get('fit_s') else
                                       f"the interval's low end reaches that continuation ({fmt_time(f['low_s'])})")),
+    "estimate.cache-trend": lambda f: (f"the full run's memory (+{fmt_bytes(f['peak'])}) passes the "
+                                       f"{fmt_bytes(f['llc'])} last-level cache, which the largest size measured "
+                                       f"(+{fmt_bytes(f['seen'])}) fitted in: the cost per unit keeps rising as data "
+                                       "leaves the cache, so the prediction follows the top sizes' own trend ("
+                                       f"{fmt_time(f['trend_s'])}"
+                                       + (f", capped at the interval's high end: {fmt_time(f['pred_s'])}"
+                                          if f['pred_s'] < f['trend_s'] else "")
+                                       + f") rather than {f['model']} across all sizes ({fmt_time(f['fit_s'])})"),
     "estimate.noisy": _noisy,
     "estimate.too-far": lambda f: (f"the full size is {f['ratio']:,.0f}× the largest measured: no model can be "
                                    "trusted that far; give a longer measuring budget"),
