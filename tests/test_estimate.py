@@ -1524,3 +1524,22 @@ def test_a_full_run_leaving_the_cache_follows_the_top_trend(monkeypatch: Any) ->
     assert abs(r.predicted_s / truth - 1) < abs(flat.predicted_s / truth - 1), (r.predicted_s, flat.predicted_s, truth)
     assert r.predicted_s > flat.predicted_s and r.low_s <= r.predicted_s <= r.high_s
     assert "passes the 32.0 MiB last-level cache" in " ".join(r.text().split())
+
+
+def test_a_short_full_run_is_not_trusted_from_sizes_far_below_it() -> None:
+    """bench_estimate's file write: a sweep that stopped at 128 of 292,298 units had a high end under 1 s, and the
+    full run it then measured took about 2 s. A high end extrapolated over more than 64× (or an unreliable one)
+    is no bound: the full size is measured only from sizes within 64× of it."""
+    import types
+
+    from perfmagic.estimation import measure as _measure
+
+    runner = types.SimpleNamespace(device="cpu")
+    ok = types.SimpleNamespace(predicted_s=0.5, high_s=0.8, reliable=True)
+    near = [Point(n, (1e-6 * n,), ()) for n in (4096, 8192, 16384)]
+    far = [Point(n, (1e-6 * n,), ()) for n in (32, 64, 128)]
+    assert _measure._short_full(ok, near, 292_298, 3.0, 0.5, runner)
+    assert not _measure._short_full(ok, far, 292_298, 3.0, 0.5, runner)
+    assert not _measure._short_full(types.SimpleNamespace(predicted_s=0.5, high_s=0.8, reliable=False), near,
+                                    292_298, 3.0, 0.5, runner)
+    assert not _measure._short_full(ok, near, 292_298, 3.0, 2.2, runner)  # 2.2 + 1.3 × 0.8 s > the 3 s budget

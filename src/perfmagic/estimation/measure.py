@@ -160,7 +160,8 @@ def _grow(points: list[Point], N: int, budget_s: float, elapsed: Any, measure_at
     return False
 
 
-SHORT_SHARE = 1 / 3  # a full run whose interval's high end is at most this share of the budget is measured
+SHORT_SHARE = 1 / 3  # a full run whose interval's high end is at most this share of the budget is measured ...
+SHORT_SPAN = 64.0  # ... where the largest size measured is within this factor of the full one
 
 
 def _short_full(r: EstimateResult, points: list[Point], N: int, budget_s: float, spent: float, runner: _Runner
@@ -172,8 +173,10 @@ def _short_full(r: EstimateResult, points: list[Point], N: int, budget_s: float,
     floats, inside the 32 MiB cache), ran 481 ms (+56%) once its 64 MiB left the cache; its measuring had
     already cost 406 ms. Measuring it costs less than that error, within the budget the user gave."""
     high = r.high_s
-    if r.predicted_s is None or high is None or high > SHORT_SHARE * budget_s:
+    if r.predicted_s is None or high is None or not r.reliable or high > SHORT_SHARE * budget_s:
         return False
+    if points[-1].n * SHORT_SPAN < N:  # a high end extrapolated further bounds nothing: a file write whose
+        return False  # sweep stopped at 128 of 292,298 units ran 1.9-2.2 s, twice a high end of at most 1 s
     return spent + 1.3 * high <= budget_s and _memory_stop(points, N, runner.device) is None
 
 
