@@ -450,3 +450,30 @@ def test_the_default_budget_answers_a_noisy_millisecond_call_at_2_5_percent_afte
     assert strict.n_samples > quick.n_samples
     # the planted truth (1.1 ms median) is inside both intervals' reach
     assert 1.0e-3 < quick.median < 1.2e-3 and 1.0e-3 < strict.median < 1.2e-3
+
+
+def test_the_gate_note_does_not_say_every_kept_sample_was_fast_when_the_last_ones_were_not() -> None:
+    """Notebook 01 (fresh clone at 979fa8c), one result: the gate's note said '3 samples set aside ... every
+    sample kept ran in the usual state' and the warning below it 'this machine ran in its slow state during the
+    last 7 of 184 samples (1.40× the others)': samples taken after the gate's last check were kept. The note
+    now names them; without the slow-state warning it keeps its sentence."""
+    from dataclasses import replace
+
+    from perfmagic.findings import Finding
+    from perfmagic.timing.bench import _with_doubts
+
+    fast = [1.00e-3 * (1 + 0.01 * (i % 3)) for i in range(30)]
+    switched = fast[:23] + [1.45e-3 * (1 + 0.01 * (i % 3)) for i in range(7)]
+    gate = Finding.of("bench.speed-gate", n=3, waited_s=0.002, waits=1, gave_up=False, kept_answer=False,
+                      cap_s=0.1, slow_ref_s=SLOW, best_ref_s=FAST)
+    r = replace(_planted(switched, reference_before_s=FAST, reference_s=SLOW, reference_best_s=FAST,
+                         others_cores=0.0), notes=(gate,))
+    out = _with_doubts(r, [], 10, 0.01)
+    assert any(getattr(w, "kind", "") == "bench.slow-state" for w in out.warnings)
+    (note,) = [str(n) for n in out.notes if getattr(n, "kind", "") == "bench.speed-gate"]
+    assert "every sample kept ran in the usual state" not in note
+    assert "the last 7 samples kept still ran slow (see the slow-state warning)" in note, note
+    quiet = replace(_planted(fast, reference_before_s=FAST, reference_s=FAST, reference_best_s=FAST,
+                             others_cores=0.0), notes=(gate,))
+    (note,) = [str(n) for n in _with_doubts(quiet, [], 10, 0.01).notes if getattr(n, "kind", "") == "bench.speed-gate"]
+    assert note.endswith("every sample kept ran in the usual state"), note

@@ -68,6 +68,11 @@ def _speed_gate(f: Any) -> str:
     if f.get("gave_up"):
         return head + (f"; it stayed slow past the {fmt_time(f['cap_s'])} this run may wait, with too few samples "
                        "from the usual state: the answer is the slow state's")
+    if f.get("kept_slow"):  # samples after its last check, kept: the slow-state warning names them
+        where = {"last": "the last", "first": "the first"}.get(f.get("kept_where"), "")
+        said = (f"{where} {f['kept_slow']} samples kept still ran slow" if where
+                else "the samples kept ran slow as a whole")
+        return head + f"; {said} (see the slow-state warning)"
     return head + "; every sample kept ran in the usual state"
 
 

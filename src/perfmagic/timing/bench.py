@@ -472,6 +472,10 @@ def _with_doubts(r: BenchResult, warnings: list[str], min_samples: int, precisio
             speed = speed_state_warning(r, fast_median(key))
             if speed:
                 w.append(speed)
+                # the gate's note must not say every sample kept ran in the usual state: these did not
+                notes = tuple(n.with_values(kept_slow=speed["slow_n"], kept_where=speed["where"])
+                              if getattr(n, "kind", None) == "bench.speed-gate" else n for n in r.notes)
+                r = replace(r, notes=notes)
             if r.status == "ok":
                 note_run(key, med, r.env.get("reference_before_s"), r.env.get("reference_s"))
     return replace(r, warnings=tuple(w))
