@@ -120,7 +120,7 @@ def _from_dataloader(r: dict[str, Any], label: str | None, findings: list[str]) 
     action = (say("dataloader.use-workers", best=best) if m.get("num_workers") == 0
               else say("dataloader.faster-pipeline"))
     basis = say("dataloader.basis", w=w, id=r["id"], high=high)
-    low_why = say("dataloader.low", cores=m.get("cores"))
+    low_why = say("dataloader.low", cores=m.get("cores"), best=best)
     cmd = say("dataloader.test", best=best, loader=o.get("loader") or "loader", label=label)
     cap = 1 / w if w > 0 else None
     findings.append(found("dataloader.cap", w=w, cap=cap))

@@ -66,6 +66,19 @@ def _roof_above(v: dict[str, Any]) -> str:
                "the roof is too low (measured under load?): %roofline --calibrate") + "; no bound from it")
 
 
+def _dataloader_low(v: dict[str, Any]) -> str:
+    """Why the low end of a DataLoader change is 1.0×: workers need free cores, unless the check's own sweep
+    found its best count beyond the cores (the loading waits: the cores were not the limit there); then what
+    the check did not measure (the workers' start-up in the job, the work around the loop)."""
+    best, cores = v.get("best"), v.get("cores")
+    if best and cores and best > cores:
+        return (f"nothing guarantees a gain in the job: the sweep's best, {best} workers on {cores} usable cores, "
+                "shows loading that waits rather than computes, but it measured the loop alone, not the workers' "
+                "start-up and the work around it")
+    return "nothing guarantees a gain: workers need free cores" + (f" ({cores} here, shared with the step)"
+                                                                    if cores else "")
+
+
 _EVIDENCE: dict[str, Callable[[dict[str, Any]], str]] = {
     # %%dataloader_check
     "dataloader.no-share": lambda v: f"dataloader_check #{v['id']}: no data-wait share recorded; nothing to go on",
@@ -79,8 +92,7 @@ _EVIDENCE: dict[str, Callable[[dict[str, Any]], str]] = {
                                              "the decoded data"),
     "dataloader.basis": lambda v: (f"input-bound, {_p(v['w'])} wait (dataloader_check #{v['id']}): at most "
                                    f"{x(v['high'])} with infinitely fast data"),
-    "dataloader.low": lambda v: ("nothing guarantees a gain: workers need free cores"
-                                 + (f" ({v['cores']} here, shared with the step)" if v.get("cores") else "")),
+    "dataloader.low": _dataloader_low,
     "dataloader.test": lambda v: (("" if v.get("best") else f"%%dataloader_check {v['loader']} --sweep "
                                    "num_workers=0,2,4, then ") + f"%%gpubench {_subject(v)}--vs baseline with the "
                                   "new loader"),
