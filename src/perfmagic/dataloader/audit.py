@@ -173,7 +173,8 @@ def _threads(r: Any, L: _Loop) -> tuple[Finding | None, bool]:
         return Finding.of("threads", "info", "threads.oversubscribed-grew", xm=xm, slowed_at=SLOWED,
                           t_fix=max(1, cores - w), **who), True
     if tt and w + tt > cores:
-        return Finding.of("threads", "info", "threads.oversubscribed", t_fix=max(1, cores - w), **who), False
+        return Finding.of("threads", "info", "threads.oversubscribed", t_fix=max(1, cores - w),
+                          grew=x is not None and x >= SLOWED_MAYBE, **who), False
     return None, False
 
 

@@ -662,15 +662,32 @@ def _time_prediction(pts: Sequence[Point], raw_pts: Sequence[Point], use: Sequen
     return sel, pred, lo, hi, reliable, why, checked, notes
 
 
-def _cache_trend(use: Sequence[Point], sel: Any, pred: float, hi: float, peak: float | None, N: int, var: str
-                 ) -> tuple[float, Finding | None]:
+def _first_touch(pts: Sequence[Point], beyond: Finding, fresh: FreshTouch, pred: float, lo: float, hi: float,
+                 var: str, N: int, cpu: float) -> tuple[float, float, float, Finding | None, Finding | None]:
+    """``(prediction, low, high, warning, note)`` with the full run's cold memory (:func:`cold_memory`) added,
+    from the fresh-memory finding ``beyond``; a first touch priced at most ``COLD_NOTE_SHARE`` of the
+    prediction is the note instead of the warning."""
+    full = beyond["seen"] + beyond["more"]
+    add, add_lo, add_hi, found = cold_memory(full, fresh, var, N, cpu, beyond["cache"], beyond["seen"],
+                                             small_pages(pts, full, beyond["cache"]))
+    pred, lo, hi = pred + add, lo + add_lo, hi + add_hi
+    if add_hi <= COLD_NOTE_SHARE * pred:  # the first touch costs next to nothing: a note, not a warning
+        return pred, lo, hi, None, found
+    return pred, lo, hi, found, None
+
+
+def _cache_trend(use: Sequence[Point], sel: Any, pred: float, hi: float, peak: float | None, N: int, var: str,
+                 fit_notes: Sequence[Any] = ()) -> tuple[float, Finding | None]:
     """``(prediction, note)``: where the full run's peak memory passes the last-level cache and the largest
     size measured fitted in it, and the top sizes' own trend (:func:`.noise.top_trend`) runs above the
     model's prediction, the prediction follows that trend (at most the interval's high end). Data leaving
     the cache makes the cost per unit keep rising past the sizes measured, which a model fitted across 64×
     of sizes averages away: ``sorted(data[:n])`` of 2M floats and a recursive merge sort of 0.9M were
     predicted 5% and 17% low (medians of 12 quiet trials each, benchmarks/bench_estimate.py's points
-    re-analysed), their top trends +1% and -9%; no other workload of that benchmark crosses the cache so."""
+    re-analysed), their top trends +1% and -9%; no other workload of that benchmark crosses the cache so.
+    Not where the prediction is already a cache change's continuation (``estimate.settled`` in ``fit_notes``)."""
+    if sel is None or not pred or any(getattr(x, "kind", None) == "estimate.settled" for x in fit_notes):
+        return pred, None
     top = top_trend([float(p.n) for p in use], [p.time for p in use], sel.best.a, float(N), TOP_SPAN)
     llc = float(cache_sizes()["llc_bytes"])
     seen = max(use[-1].rss_peaks) if use[-1].rss_peaks else None
@@ -776,18 +793,13 @@ def analyse_scaling(points: Sequence[Point], *, N: int, var: str = "n", code: st
     base["notes"] = (*base["notes"], *fit_notes)
     mem_sel, mem_warning = _memory_fit(pts, N, var)
     peak, plo, phi = (mem_sel.predicted, mem_sel.low, mem_sel.high) if mem_sel is not None else (None, None, None)
-    if reliable and sel is not None and pred and device == "cpu" and \
-            not any(getattr(x, "kind", None) == "estimate.settled" for x in fit_notes):
-        pred, trend = _cache_trend(use, sel, pred, hi, peak, N, var)
+    if reliable and device == "cpu":
+        pred, trend = _cache_trend(use, sel, pred, hi, peak, N, var, fit_notes)
         base["notes"] = (*base["notes"], *([trend] if trend is not None else []))
     beyond = _fresh_memory(pts, peak, N, var) if reclaiming else None
     if beyond is not None and cold:
-        full = beyond["seen"] + beyond["more"]
-        add, add_lo, add_hi, beyond = cold_memory(full, fresh, var, N, cpu, beyond["cache"],  # type: ignore
-                                                  beyond["seen"], small_pages(pts, full, beyond["cache"]))
-        pred, lo, hi = pred + add, lo + add_lo, hi + add_hi
-        if add_hi <= COLD_NOTE_SHARE * pred:  # the first touch costs next to nothing: a note, not a warning
-            base["notes"], beyond = (*base["notes"], beyond), None
+        pred, lo, hi, beyond, quiet = _first_touch(pts, beyond, fresh, pred, lo, hi, var, N, cpu)  # type: ignore
+        base["notes"] = (*base["notes"], *([quiet] if quiet is not None else []))
     warnings += checked + [w for w in (mem_warning, beyond) if w is not None]
     return EstimateResult(predicted_s=pred, low_s=lo, high_s=hi, peak_bytes=peak, peak_low=plo, peak_high=phi,
                           reliable=reliable, time_fit=sel, mem_fit=mem_sel, fit_sizes=tuple(int(x) for x in ns),

@@ -59,7 +59,7 @@ def _oversubscribed(f: Any) -> str:
     said = f"{_threads(f)} on {f['cores']} usable cores (oversubscribed)"
     if x is None:
         return said
-    if x >= 1.10:  # grown, but not by enough to count as slowed (1.25× and 1 ms)
+    if f.get("grew"):  # grown, but not by enough to count as slowed (1.25× and 1 ms)
         return said + f"; the step ran {x:.2f}× its time alone with them, too little to count as slowed"
     return said + f", but the step did not slow with workers (×{x:.2f})"
 
