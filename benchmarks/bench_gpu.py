@@ -64,6 +64,8 @@ TRITON_GRAPH = "triton do_bench_cudagraph"
 BLOCKED = "torch blocked_autorange"
 ADAPTIVE = "torch adaptive_autorange"
 PERFMAGIC_TOOLS = (PM_BENCH, PM_ISOLATED, PM_MAGIC)
+GRAPH = "CUDA graph replay"
+COPY_KERNEL = "copy as a kernel"
 ROOF_DTYPES = ("float32", "tf32", "float16", "bfloat16")
 CAPPED_BITS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # sw power cap, hw slowdown, sw/hw thermal, power brake
 
@@ -347,6 +349,10 @@ def main() -> int:
                             "workloads": {}, "probe": {}, "roofs": None}
     for name, desc, stmt, _, _ in workloads:
         data["probe"][name] = probe(as_fn(stmt), on_gpu, torch, smoke)
+        # the probe ended on host gaps (a cooler device, higher clocks): back to back for 0.5 s first, so
+        # that the first tool of round 1 does not run at clocks the others never see (2026-11-28 on an
+        # H200: perfmagic, first in round 1, read bf16_mm 202.6 µs there and 206.5-209.7 µs after)
+        steady(as_fn(stmt), 0.02 if smoke else 0.5, sync)
         rounds: list[dict[str, Any]] = []
         for r in range(n_rounds):
             k = r % len(names)
@@ -358,6 +364,9 @@ def main() -> int:
             print(f"{name} round {r + 1}/{n_rounds}: " + ", ".join(
                 f"{t} {C.fmt_time(res[t]['central_s'])} ({res[t]['wall_s']:.2f} s)" for t in order), flush=True)
         data["workloads"][name] = {"description": desc, "stmt": stmt, "rounds": rounds}
+    if on_gpu:  # the same bytes moved by an elementwise kernel instead of torch's memcpy: does a graph's copy
+        # (a memcpy node) run slower than the kernel that moves them? (do_bench_cudagraph on `copy`)
+        data["probe"][COPY_KERNEL] = probe(as_fn("torch.mul(src, 1, out=dst)"), on_gpu, torch, smoke)
     data["roofs"] = None if (args.no_roofs or not on_gpu) else roofs_vs_anchors(
         torch, smoke, triton_bench, triton_graph, triton_ms, tb, clocks)
     clocks.stop()
@@ -430,7 +439,43 @@ def probe(fn: Callable[[], Any], on_gpu: bool, torch: Any, smoke: bool) -> dict[
                     fn()
                     ts.append(time.perf_counter() - s0)
         out[regime] = {"median_s": statistics.median(ts), "window": [w0, time.time()]}
+    if on_gpu:  # what do_bench_cudagraph times: the calls captured once in a CUDA graph, replayed
+        out[GRAPH] = graph_replay(fn, torch, min(k, 100))
     return out
+
+
+def steady(fn: Callable[[], Any], seconds: float, sync: Callable[[], None]) -> None:
+    """``fn`` back to back for about ``seconds`` (synchronized every 20 calls), then synchronized."""
+    t_end = time.perf_counter() + seconds
+    while time.perf_counter() < t_end:
+        for _ in range(20):
+            fn()
+        sync()
+
+
+def graph_replay(fn: Callable[[], Any], torch: Any, m: int) -> dict[str, Any]:
+    """``m`` calls of ``fn`` captured in one CUDA graph (on a side stream, as ``do_bench_cudagraph``
+    captures), the graph replayed 5 times between CUDA events: the median per call."""
+    w0 = time.time()
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        fn()  # a warm call on the capture stream
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(m):
+                fn()
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(5):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            graph.replay()
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b) / 1e3 / m)
+    del graph
+    return {"median_s": statistics.median(ts), "window": [w0, time.time()]}
 
 
 def roofs_vs_anchors(torch: Any, smoke: bool, triton_bench: Any, triton_graph: Any,
@@ -521,7 +566,9 @@ def report(data: dict[str, Any], workloads: list[Any], names: list[str], others:
     wl = "\n".join(f"- `{nm}`: {d}" for nm, d, _, _, _ in workloads)
     probe_rows = []
     for name, p in data["probe"].items():
-        for regime in ("back to back", "isolated", "2 ms host gap"):
+        for regime in ("back to back", "isolated", "2 ms host gap", GRAPH):
+            if regime not in p:
+                continue
             w = clocks.window(*p[regime]["window"])
             probe_rows.append([f"`{name}`", regime, str(p["calls"]), C.fmt_time(p[regime]["median_s"]),
                                f"{p[regime]['median_s'] / p['back to back']['median_s']:.3f}",
@@ -546,7 +593,10 @@ def report(data: dict[str, Any], workloads: list[Any], names: list[str], others:
             "### The kernels' own time, by regime\n\n"
             "Each kernel timed apart from every tool with CUDA events: *back to back* (one event between "
             "consecutive launches, no host wait), *isolated* (a host sync before each call: the device idles for "
-            "the host's gap), *2 ms host gap* (a 2 ms sleep before each call).\n\n" + probe_table + "\n")
+            "the host's gap), *2 ms host gap* (a 2 ms sleep before each call), *CUDA graph replay* (up to 100 "
+            "calls captured in one graph on a side stream, as `do_bench_cudagraph` does, replayed 5 times). "
+            f"`{COPY_KERNEL}`: the copy's bytes moved by an elementwise kernel, `torch.mul(src, 1, out=dst)`, "
+            "instead of torch's device-to-device memcpy.\n\n" + probe_table + "\n")
     if data.get("roofs"):
         body += "\n" + roofs_section(data["roofs"])
     return body

@@ -458,3 +458,26 @@ def test_net_vs_gross_says_below_when_the_cell_ended_lower() -> None:
     assert "RSS ended 25.0 MiB below the start (+125.0 MiB risen − 150.0 MiB freed)" in t, t
     r = SimpleNamespace(sampled_growth_bytes=200 * mib, sampled_freed_bytes=150 * mib, peak_bytes=80 * mib)
     assert "RSS ended +50.0 MiB above the start" in net_vs_gross(r), net_vs_gross(r)
+
+
+def test_a_cuda_block_is_charged_to_the_cell_in_its_stack_past_internal_frames() -> None:
+    """The allocator history's stack of a block: the first cell or user frame is its site, whatever
+    internal frames come before it (an H200 run charged every block to "<unknown>"); a stack with only
+    internal frames charges nothing (the block is left out, and a note says why when none is charged)."""
+    import perfmagic
+    from perfmagic.profile.memresult import _history_site, cuda_history_sites
+
+    internal = (perfmagic.__file__, 10)
+    cell = ("<perfmagic-memory>", 1)
+    lib = ("/usr/lib/python3/site-packages/torch/_tensor.py", 5)
+    assert _history_site([internal, lib, cell], None)[:2] == cell
+    assert _history_site([internal, lib], None)[:2] == lib
+    assert _history_site([internal], None) is None and _history_site([], None) is None
+
+    def ev(addr: int, size: int, frames: list[tuple[str, int]]) -> dict:
+        return {"action": "alloc", "addr": addr, "size": size,
+                "frames": [{"filename": f, "line": ln, "name": "x"} for f, ln in frames]}
+
+    snap = {"device_traces": [[ev(1, 256 * MiB, [internal, cell]), ev(2, MiB, [internal])]]}
+    sites = cuda_history_sites(snap, 0, None)
+    assert [(s.label, s.size_bytes) for s in sites] == [("<perfmagic-memory> line 1", 256 * MiB)], sites

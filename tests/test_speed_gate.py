@@ -164,12 +164,17 @@ def test_noisy_samples_that_did_not_slow_are_kept_whatever_their_scatter(planted
     # ended a -b 10 run after ~220 of its calls on the "fast samples kept" (fresh-clone CI at abe7280)
     import random
 
-    m = planted([(0.05, 60.0)])  # fast for the first 50 ms (samples kept), then slow for good
+    # fast for the first 150 ms (samples kept), then slow for good. (With 50 ms, the first probe came after
+    # it one run in ten: nothing kept yet to compare with, so the gate set the first samples aside.)
+    m = planted([(0.15, 60.0)])
     rng = random.Random(29)
     m.call = lambda: time.sleep(rng.random() * 0.002)  # type: ignore[method-assign]
     r = _bench(m, budget=0.8)
     g = r.env["speed_gate"]
-    assert g["waits"] == 0 and g["n_set_aside"] == 0, g
+    # none of the planted scatter is set aside; a sample the machine itself stretched past every planted
+    # one may be (8 test processes on 16 cores: two sleeps of <= 2 ms took 9.1 and 4.8 ms, set aside)
+    assert all(s > 0.0025 for s in g["set_aside_s"]), g
+    assert g["waits"] <= len(g["set_aside_s"]), g
     assert r.stop_reason == "budget" and r.n_samples >= 100, (r.stop_reason, r.n_samples)
 
 

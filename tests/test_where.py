@@ -735,3 +735,40 @@ def test_a_profiler_event_whose_name_is_not_utf8_is_kept_and_read_past() -> None
     out = W._self_times(prof, "cpu", ("A",), funcs=funcs)
     assert out["A"] == {"aten::mm": pytest.approx(300e-9), W.UNREADABLE: pytest.approx(100e-9)}, out
     assert funcs["A"] == {("head", "<cell B>", ""): pytest.approx(400e-9)}, funcs
+
+
+def test_the_cuda_timeline_reads_kernels_and_leaves_the_calls_label_out() -> None:
+    """On CUDA the ops' table reads each kernel's device time; the call's ``record_function`` range is
+    projected onto the device's timeline as a GPU user annotation spanning the kernels, and is not a kernel.
+    The warm-up's test of "torch work ran" takes kernels on CUDA (their names are not ``aten::``): an H200
+    run on 2026-11-28 got no table at all for a CUDA matmul."""
+    torch = pytest.importorskip("torch")
+    import perfmagic.profile.where_ops as W
+
+    class Ev:
+        def __init__(self, name: str, dur: int, cuda: bool = True, note: bool = False) -> None:
+            self._n, self._d, self._cuda, self._note = name, dur, cuda, note
+
+        def name(self) -> str:
+            return self._n
+
+        def device_type(self) -> Any:
+            return torch.autograd.DeviceType.CUDA if self._cuda else torch.autograd.DeviceType.CPU
+
+        def duration_ns(self) -> int:
+            return self._d
+
+        def is_user_annotation(self) -> bool:
+            return self._note
+
+    events = [Ev("perfmagic.ops:3:A", 9000, note=True), Ev("perfmagic.ops:3:A", 9500, cuda=False, note=True),
+              Ev("sm90_xmma_gemm_f32f32", 4000), Ev("sm90_xmma_gemm_f32f32", 3000), Ev("cudaLaunchKernel", 50,
+                                                                                        cuda=False),
+              Ev("Memset (Device)", 0)]
+    results = type("R", (), {"events": lambda self: events})()
+    prof = type("P", (), {"profiler": type("K", (), {"kineto_results": results})()})()
+    out = W._self_times(prof, "cuda", ("perfmagic.ops:3:A",))
+    assert out == {"perfmagic.ops:3:A": {"sm90_xmma_gemm_f32f32": pytest.approx(7e-6)}}, out
+    pair = [(out["perfmagic.ops:3:A"], {}, {}, {})]
+    assert W.ran_torch(pair, "cuda") and not W.ran_torch(pair, "cpu")
+    assert W.ran_torch([({"aten::mm": 1e-6}, {}, {}, {})], "cpu") and not W.ran_torch([({}, {}, {}, {})], "cuda")

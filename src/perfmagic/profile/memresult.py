@@ -331,6 +331,20 @@ def tracemalloc_sites(snapshot: Any, before: Any, fmap: Mapping[str, int] | None
     return out, total
 
 
+def _history_site(frames: list[tuple[str, int]], fmap: Mapping[str, int] | None) -> tuple[str, int, str] | None:
+    """The frame of an allocator-history stack to charge a CUDA block to: the first cell or user frame, else
+    the first library frame, else None. Unlike :func:`_site_for`, an internal frame does not stop the
+    search: perfmagic allocates no CUDA memory while it records, so a block with a cell's frame anywhere in
+    its stack is the cell's. (On an H200 with torch 2.11, 2026-11-28, the first frame met was an internal
+    one and every block was charged to "<unknown>".)"""
+    kinds = [(fn, ln, code_kind(fn, fmap)) for fn, ln in frames]
+    for want in (("cell", "user"), ("library",)):
+        for fn, ln, kind in kinds:
+            if kind in want:
+                return fn, ln, kind
+    return None
+
+
 def cuda_history_sites(snap: Any, device_index: int, fmap: Mapping[str, int] | None) -> list[AllocSite]:
     """Replay the allocator history to the moment of the highest live total; group live blocks by site."""
     traces = (snap.get("device_traces") or [[]])
@@ -354,9 +368,9 @@ def cuda_history_sites(snap: Any, device_index: int, fmap: Mapping[str, int] | N
     agg: dict[tuple[str, int], list[Any]] = {}
     for e in blocks.values():
         frames = [(f.get("filename", "?"), int(f.get("line", 0))) for f in e.get("frames", [])]
-        if not frames:  # the history kept no stack for this block: nothing to charge it to (not "unknown")
-            continue
-        site = _site_for(frames, fmap) or ("<unknown>", 0, "library")
+        site = _history_site(frames, fmap)
+        if site is None:  # the history kept no stack for this block, or none that names a cell, a file of
+            continue      # the user's or a library: nothing to charge it to (not "unknown")
         a = agg.setdefault((site[0], site[1]), [0, 0, site[2]])
         a[0] += e["size"]
         a[1] += 1

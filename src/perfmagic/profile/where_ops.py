@@ -192,6 +192,19 @@ def event_name(e: Any) -> str:
         return UNREADABLE
 
 
+def _annotation(e: Any) -> bool:
+    """Whether profiler event ``e`` is a ``record_function`` range (on the host, or its projection on the
+    device's timeline) rather than an op or a kernel."""
+    f = getattr(e, "is_user_annotation", None)
+    return bool(f is not None and f()) or event_name(e).startswith("perfmagic.ops:")
+
+
+def ran_torch(pairs: list[Any], clock: str) -> bool:
+    """Whether profiled pairs ran torch's work: an ``aten::`` op on the CPU, any kernel on CUDA (the device's
+    events are named by kernel, ``ampere_sgemm_…``, not by op)."""
+    return any((clock == "cuda" or k.startswith("aten::")) for pr in pairs for d in pr[:2] for k in d)
+
+
 def _self_times(prof: Any, clock: str, labels: tuple[str, ...] = (),
                 funcs: dict[str, dict[Func, float]] | None = None) -> dict[str, dict[str, float]]:
     """Each profiled call's op self seconds (events of 0 s left out), by the call's label: on the CPU, an
@@ -213,7 +226,9 @@ def _self_times(prof: Any, clock: str, labels: tuple[str, ...] = (),
     if clock == "cuda":
         one = out.setdefault(labels[0] if labels else "", {})
         for e in events:
-            if str(e.device_type()).endswith("CUDA") and e.duration_ns() > 0:
+            # the call's own record_function range is projected onto the device timeline too (a GPU
+            # user annotation spanning the kernels): a label, not a kernel
+            if str(e.device_type()).endswith("CUDA") and e.duration_ns() > 0 and not _annotation(e):
                 name = event_name(e)
                 one[name] = one.get(name, 0.0) + e.duration_ns() * 1e-9
         return out
@@ -510,7 +525,7 @@ def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: s
     # pair -1 is a warm-up, dropped: the first profiled calls of a process run many times slower (48 ms
     # for a 7 ms bmm here), which would set the medians and the time guard's projection
     warm, stopped = _profiled_pairs(run_a, run_b, acts, clock, [-1], None)
-    if stopped or not any(k.startswith("aten::") for pr in warm for d in pr[:2] for k in d):
+    if stopped or not ran_torch(warm, clock):
         return None  # no torch op ran (nothing to attribute per op), or Ctrl-C in the warm-up
     t0 = time.perf_counter()
     more_s = max_s if more_s is None else more_s
