@@ -51,7 +51,8 @@ def test_ddp_step_at_1_2_4_ranks() -> None:
             assert p.comm_share is not None and 0.0 < p.comm_share <= 1.0
             assert p.busbw is not None and p.busbw > 0 and p.link_roof is not None and p.link_roof > 0
             # 128×128+128 float32 gradients, all-reduced once per step
-            assert all(abs(b - (128 * 128 + 128) * 4) < 1 for s in p.ranks for b in s.allreduce_bytes)
+            assert all(abs(b - (128 * 128 + 128) * 4) < 1 for s in p.ranks for b in s.allreduce_bytes), \
+                [s.allreduce_bytes for s in p.ranks]
     if usable_cores() < 4:
         assert any("exceed the" in w for w in r.warnings)
         assert 4 in dict(r.excluded) or any("4 ranks exceed" in n for n in r.notes)

@@ -43,7 +43,6 @@ GATE_EVERY_S = 0.012  # a gate probe after this much sampling (each costs ~0.3 m
 GATE_SHARE, GATE_MAX_S = 0.25, 0.25  # the most a run waits for the fast state: this share of its budget, at most this
 PENDING_SLOWER = 0.10  # samples since the last fast probe are set aside when this much slower than those kept
 PENDING_QUANTILE = 0.95  # ... and slower than this quantile of the kept samples (their scatter is no slow state)
-PENDING_FEW = 5  # fewer pending samples than this: ... and 10% above the highest kept sample
 GATE_MIN_READINGS = 4  # the gate acts once this many readings say the fast state is the usual one
 
 
@@ -191,9 +190,7 @@ class SpeedGate:
             return False
         kept = raw[:self.kept]
         bar = max((1 + PENDING_SLOWER) * _stats.quantile(kept, 0.5), _stats.quantile(kept, PENDING_QUANTILE))
-        if len(pending) < PENDING_FEW:  # one sample of a 0-2 ms sleep is above the kept ones' 95th percentile
-            bar = max(bar, (1 + PENDING_SLOWER) * max(kept))  # one time in 20: above their highest by 10%
-        return _stats.median(pending) > bar                   # (the gate's last check, at a stop, sees 1-2)
+        return _stats.median(pending) > bar
 
     def summary(self) -> dict[str, Any] | None:
         """What the gate did, for ``env["speed_gate"]`` (None when it never probed)."""

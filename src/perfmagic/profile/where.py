@@ -398,7 +398,8 @@ class WhereResult(Displayed):
         if self.ops is not None:
             out["ops"] = {"clock": self.ops.clock, "ops": list(self.ops.ops), "a": [list(x) for x in self.ops.a],
                           "b": [list(x) for x in self.ops.b], "funcs": [list(f) for f in self.ops.funcs],
-                          "fa": [list(x) for x in self.ops.fa], "fb": [list(x) for x in self.ops.fb]}
+                          "fa": [list(x) for x in self.ops.fa], "fb": [list(x) for x in self.ops.fb],
+                          "no_stacks": self.ops.no_stacks}
         return out
 
     def to_dict(self) -> dict[str, Any]:

@@ -83,6 +83,9 @@ class OpsResult:
     funcs: tuple[Func, ...] = ()
     fa: tuple[tuple[float, ...], ...] = ()
     fb: tuple[tuple[float, ...], ...] = ()
+    # on the CPU, this torch's profiler recorded no Python frames (:func:`python_stacks_recorded`): the ops
+    # cannot be filed under the functions that called them
+    no_stacks: bool = False
 
     def __post_init__(self) -> None:  # read back from the ledger, the functions are lists
         object.__setattr__(self, "funcs", tuple(tuple(f) for f in self.funcs))
@@ -159,7 +162,8 @@ class OpsResult:
         return {"clock": self.clock, "pairs": self.n_pairs, "profiled_s": self.profiled_s,
                 "total_delta_s": self.total_delta_s, "total_low_s": iv[0] if iv else None,
                 "total_high_s": iv[1] if iv else None, "refused": str(self.refused) if self.refused else None,
-                "named": [r.name for r in self.named()], "rows": [r.__dict__ for r in self.rows()]}
+                "named": [r.name for r in self.named()], "rows": [r.__dict__ for r in self.rows()],
+                "no_stacks": self.no_stacks}
 
 
 def _medians(a: tuple[tuple[float, ...], ...], b: tuple[tuple[float, ...], ...], confidence: float) -> Any:
@@ -197,6 +201,32 @@ def _annotation(e: Any) -> bool:
     device's timeline) rather than an op or a kernel."""
     f = getattr(e, "is_user_annotation", None)
     return bool(f is not None and f()) or event_name(e).startswith("perfmagic.ops:")
+
+
+_STACKS: list[bool] = []
+
+
+def python_stacks_recorded() -> bool:
+    """Whether ``torch.profiler`` with ``with_stack=True`` records Python frames in this process (one tiny
+    profiled call, once per process). On an H200 machine (torch 2.11.0+cu130, Python 3.12.3, 2026-11-28) it
+    recorded the ops and no Python frame at all; torch 2.13 on Python 3.11 and 3.12 here records them."""
+    if not _STACKS:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        x = torch.zeros(4)
+
+        def one() -> Any:
+            return torch.add(x, 1)
+
+        try:
+            with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+                one()
+            events = prof.profiler.kineto_results.events()
+            _STACKS.append(any(bool(getattr(e, "is_python_function", lambda: False)()) for e in events))
+        except Exception:  # noqa: BLE001 - a profiler that cannot start here: no frames either
+            _STACKS.append(False)
+    return _STACKS[0]
 
 
 def ran_torch(pairs: list[Any], clock: str) -> bool:
@@ -555,6 +585,7 @@ def profile_ops(run_a: Callable[[], Any], run_b: Callable[[], Any], *, device: s
     refused = (Finding.of("where.ops-few-pairs", pairs=len(got), need=MIN_OP_PAIRS) if len(got) < MIN_OP_PAIRS
                else None)
     return OpsResult(clock=clock, ops=ops, a=a, b=b, profiled_s=spent, refused=refused, funcs=funcs,
+                     no_stacks=clock == "cpu" and not funcs and not python_stacks_recorded(),
                      fa=tuple(tuple(d.get(k, 0.0) for k in funcs) for d in fa),
                      fb=tuple(tuple(d.get(k, 0.0) for k in funcs) for d in fb))
 

@@ -136,7 +136,13 @@ def ops_lines(o: Any, top: int = TOP) -> list[str]:
     lines += wrap(f"* named: as for the functions, over the profiled pairs (|Δ| ≥ {pct(o.floor, 0)} of A's op time, "
                   f"{fmt_time(o.floor * o.a_total_s, 2)}); the profiler's own cost is in these times, not in the "
                   "verdict's.", first="  ", rest="  ")
+    if getattr(o, "no_stacks", False):
+        lines += wrap(NO_STACKS, first="  ", rest="  ")
     return lines
+
+
+NO_STACKS = ("this torch's profiler recorded no Python frames (with_stack): the ops are not filed under the "
+             "functions that called them, and the functions above are named by their samples alone")
 
 
 def html_sections(r: Any) -> list[tuple[str, str]]:

@@ -20,8 +20,6 @@ MEMORY_CAP_BYTES = 1.5 * 1024 ** 3   # all bandwidth arrays together (CPU)
 LLC_FACTOR = 8                       # wanted: each array >= LLC_FACTOR × LLC
 CPU_MATMUL_SIZES = (256, 512, 1024, 1536, 2048)
 GPU_MATMUL_SIZES = (1024, 2048, 4096, 8192)
-GPU_BURST_S = 0.05                   # one GPU timing: back-to-back calls this long (:func:`_cuda_timer`)
-MAX_BURST_CALLS = 10_000
 BYTES_PER_ELT = {"torch_copy": 2, "numpy_copy": 2, "torch_triad": 3, "torch_add": 3, "numpy_triad": 5,
                  "cuda_copy": 2, "cuda_add": 3}
 COUNTING = "stream"  # how the bandwidth kernels count bytes: STREAM's convention, worded by render/findings_roofs.py
@@ -335,35 +333,21 @@ def combine_bandwidth(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, dict
 
 
 # ---- GPU (real, exercised only where a CUDA device exists) ------------------------------------------
-def _cuda_timer(dev: str, burst_s: float = GPU_BURST_S) -> Callable[[Callable[[], Any]], float]:
-    """A timer of one CUDA call: a burst of back-to-back calls lasting about ``burst_s`` between two CUDA
-    events, their mean. A roof is the rate sustained work holds: on an H200 held at its 700 W power
-    limit, bf16 8192³ matmuls ran at 1472 MHz back to back and at 1896 MHz with a 2 ms host gap before
-    each, so single calls between host syncs read the bf16 roof 6% above do_bench's and
-    adaptive_autorange's (2026-11-28). The count per burst is set once per function from its second
-    call's wall time."""
-    import weakref
-
+def _cuda_timer(dev: str) -> Callable[[Callable[[], Any]], float]:
+    """One call between two CUDA events. Measured on an H200 held at its 700 W limit (2026-11-28,
+    benchmarks/bench_gpu.py): these roofs read 0.996-1.020 of the best anchor for fp32, tf32 and fp16 and
+    1.060 for bf16 (the fastest single call of a trial catches a peak of the capped clock). Bursts of back-to-
+    back calls for 50 ms read higher still (fp16 1.126, bf16 1.091): bursts that short ran uncapped at
+    1980 MHz (a CUDA graph of 100 4096³ bf16 matmuls: 180 µs a call, against 205 µs sustained)."""
     import torch
 
-    counts: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
-
     def timer(fn: Callable[[], Any]) -> float:
-        k = counts.get(fn)
-        if k is None:
-            fn()  # the first call may be cold (allocation, the library's kernel choice)
-            torch.cuda.synchronize(dev)
-            t = time.perf_counter()
-            fn()
-            torch.cuda.synchronize(dev)
-            k = counts[fn] = max(1, min(MAX_BURST_CALLS, int(burst_s / max(time.perf_counter() - t, 1e-7)) + 1))
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        for _ in range(k):
-            fn()
+        fn()
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) / 1e3 / k
+        return start.elapsed_time(end) / 1e3
 
     return timer
 
