@@ -14,7 +14,10 @@
 # On a machine that gets a copy of the files without git (the device tool's), send a clean tree and name
 # its commit, so the benchmark's stamp can say which code it measured:
 #   PERFMAGIC_TREE_COMMIT=$(git rev-parse --short HEAD)   (set where the command runs)
-# Missing Python packages travel as wheels in .whl/ (installed to /tmp/site when that folder exists).
+# Missing Python packages travel as wheels in .whl/ (installed to /tmp/site when that folder exists):
+# tools/gpu_wheels.sh downloads them. The H200 runs of 2026-11-28 used
+#   PERFMAGIC_TREE_COMMIT=<sha> SUITE_WORKERS=12 SUITE_TIMEOUT=160 bash tools/gpu_check.sh
+# which took 257 s (GPU tests 39 s, the benchmark about 100 s, the suite 101 s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp/gpu_check}; mkdir -p "$out"
