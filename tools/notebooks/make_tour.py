@@ -289,7 +289,7 @@ EXPECT = {
     '%%gpubench -l cached-lookup\nlookup(3)': [
         r"median\s+\(95% CI",
         r"cold call 2\d\d(\.\d+)? ms",
-        r"the first call took [\d,.]+( million)?× a warm call",  # a `!` line, or folded in "(+N more" beside two weightier ones
+        r"the first call took [\d,.]+( million)?× a warm",  # a `!` line, or folded in "(+N more" beside two weightier ones
     ],
     '%%gpubench -o -l sum-range\nsum(range(1000))': [
         r"median\s+\(95% CI",

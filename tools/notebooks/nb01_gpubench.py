@@ -116,7 +116,7 @@ CELLS = [
     magic("""
     %%gpubench -l encode -b 0.5 -o
     encode("fox")
-    """, MEDIAN, r"the first call took [\d,.]+( million)?× a warm call"),
+    """, MEDIAN, r"the first call took [\d,.]+( million)?× a warm"),
     code("""
     cold = _
     print(f"first call {cold.cold_s * 1e3:.1f} ms, a warm call {cold.median * 1e9:.0f} ns: "
