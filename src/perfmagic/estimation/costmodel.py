@@ -145,16 +145,15 @@ class ModelFit:
         return {"name": self.name, "a": self.a, "b": self.b, "c": self.c, "k": self.k, "rss": self.rss, "aicc": self.aicc}
 
 
-def _noise_floored(f: ModelFit, noise: float) -> ModelFit:
-    """``f`` with its AICc computed from residuals no smaller than the points' measured run-to-run noise
+def _noise_floored(f: ModelFit, noise: float) -> float:
+    """``f``'s AICc computed from residuals no smaller than the points' measured run-to-run noise
     (``NOISE_AICC`` × ``noise``, relative sd): a form cannot gain evidence by fitting a trend smaller than
     the noise of the runs it is read from. Sizes are measured in increasing order, so a machine that
     drifts 1-2% while they run reads as a trend in the size: a pure-Python loop (27 ns a unit, flat within
     2%) was fitted n^1.02 over the largest sizes, and 64× further on predicted +17%."""
     if noise <= 0 or NOISE_AICC <= 0 or not math.isfinite(f.aicc):
-        return f
-    rss = max(f.rss, f.n_points * (NOISE_AICC * noise) ** 2)
-    return replace(f, aicc=_aicc(rss, f.n_points, f.params))
+        return f.aicc
+    return _aicc(max(f.rss, f.n_points * (NOISE_AICC * noise) ** 2), f.n_points, f.params)
 
 
 def _aicc(rss: float, m: int, p: int) -> float:
@@ -293,7 +292,7 @@ def select(n: Sequence[float], y: Sequence[float], target: float, *, floor: floa
     names = [f for f in (forms or FORMS) if FORMS[f] + 2 <= m or (m < 4 and FORMS[f] <= 2)]
     fits = [fit_form(f, n, y, floor) for f in names]
     # the evidence for an extra parameter is read against the runs' measured noise (:func:`_noise_floored`)
-    ev = {f.name: _noise_floored(f, noise).aicc for f in fits}
+    ev = {f.name: _noise_floored(f, noise) for f in fits}
     # a two-term form bends the extrapolation with a second power: it competes only where the points
     # demand it (at least TWO_TERM_EVIDENCE AICc units better than every one-term form)
     single = [f for f in fits if f.name not in TWO_TERM and math.isfinite(f.aicc)]

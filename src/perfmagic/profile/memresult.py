@@ -290,11 +290,13 @@ class MemoryResult(Displayed):
 
 # ---- sites --------------------------------------------------------------------------------------
 
-def _site_for(frames: list[tuple[str, int]], fmap: Mapping[str, int] | None) -> tuple[str, int, str] | None:
+def _site_for(frames: list[tuple[str, int]], fmap: Mapping[str, int] | None,
+              internal_stops: bool = True) -> tuple[str, int, str] | None:
     """The frame to charge, innermost first: user code, else the innermost library frame.
 
     None (not charged) when perfmagic's or IPython's own code allocated it: an internal frame is met
-    before any user frame.
+    before any user frame (``internal_stops=False``: internal frames are passed over, see
+    :func:`_history_site`).
     """
     lib = None
     for fn, ln in frames:
@@ -302,7 +304,9 @@ def _site_for(frames: list[tuple[str, int]], fmap: Mapping[str, int] | None) -> 
         if kind in ("cell", "user"):
             return fn, ln, kind
         if kind == "internal":
-            return None
+            if internal_stops:
+                return None
+            continue
         if lib is None:
             lib = (fn, ln, kind)
     return lib
@@ -337,12 +341,7 @@ def _history_site(frames: list[tuple[str, int]], fmap: Mapping[str, int] | None)
     search: perfmagic allocates no CUDA memory while it records, so a block with a cell's frame anywhere in
     its stack is the cell's. (On an H200 with torch 2.11, 2026-11-28, the first frame met was an internal
     one and every block was charged to "<unknown>".)"""
-    kinds = [(fn, ln, code_kind(fn, fmap)) for fn, ln in frames]
-    for want in (("cell", "user"), ("library",)):
-        for fn, ln, kind in kinds:
-            if kind in want:
-                return fn, ln, kind
-    return None
+    return _site_for(frames, fmap, internal_stops=False)
 
 
 def cuda_history_sites(snap: Any, device_index: int, fmap: Mapping[str, int] | None) -> list[AllocSite]:

@@ -27,6 +27,7 @@ one profiled call costs a few ms beside the call itself.
 from __future__ import annotations
 
 import contextlib
+import functools
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -203,30 +204,26 @@ def _annotation(e: Any) -> bool:
     return bool(f is not None and f()) or event_name(e).startswith("perfmagic.ops:")
 
 
-_STACKS: list[bool] = []
-
-
+@functools.cache
 def python_stacks_recorded() -> bool:
     """Whether ``torch.profiler`` with ``with_stack=True`` records Python frames in this process (one tiny
     profiled call, once per process). On an H200 machine (torch 2.11.0+cu130, Python 3.12.3, 2026-11-28) it
     recorded the ops and no Python frame at all; torch 2.13 on Python 3.11 and 3.12 here records them."""
-    if not _STACKS:
-        import torch
-        from torch.profiler import ProfilerActivity, profile
+    import torch
+    from torch.profiler import ProfilerActivity, profile
 
-        x = torch.zeros(4)
+    x = torch.zeros(4)
 
-        def one() -> Any:
-            return torch.add(x, 1)
+    def one() -> Any:
+        return torch.add(x, 1)
 
-        try:
-            with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
-                one()
-            events = prof.profiler.kineto_results.events()
-            _STACKS.append(any(bool(getattr(e, "is_python_function", lambda: False)()) for e in events))
-        except Exception:  # noqa: BLE001 - a profiler that cannot start here: no frames either
-            _STACKS.append(False)
-    return _STACKS[0]
+    try:
+        with _quiet_stderr(), profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+            one()
+        events = prof.profiler.kineto_results.events()
+        return any(bool(getattr(e, "is_python_function", lambda: False)()) for e in events)
+    except Exception:  # noqa: BLE001 - a profiler that cannot start here: no frames either
+        return False
 
 
 def ran_torch(pairs: list[Any], clock: str) -> bool:
