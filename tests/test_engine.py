@@ -477,3 +477,33 @@ def test_the_gate_note_does_not_say_every_kept_sample_was_fast_when_the_last_one
                              others_cores=0.0), notes=(gate,))
     (note,) = [str(n) for n in _with_doubts(quiet, [], 10, 0.01).notes if getattr(n, "kind", "") == "bench.speed-gate"]
     assert note.endswith("every sample kept ran in the usual state"), note
+
+
+@pytest.mark.parametrize("held", [(), ("sw_power_cap",)])
+def test_a_device_clock_held_down_keeps_the_precision_stop_sampling_longer(monkeypatch, held) -> None:
+    """Where NVML says the device's clock is held down when the interval is met, the stop waits for
+    CAPPED_MIN_SPAN_S of samples (a share of the budget); a free clock stops at DEVICE_MIN_SPAN_S."""
+    from perfmagic.core import env as _env
+    from perfmagic.core.subject import Subject
+    from perfmagic.timing import bench as _bench
+
+    asked: list[int] = []
+    monkeypatch.setattr(_env, "gpu_clock_held", lambda i=0: asked.append(i) or held)
+    subj = Subject("time.sleep(0.002)", "", {"time": time}, "<t>", "none", "cuda:0", time.perf_counter)
+    subj.sync = _QueuedDevice()
+    subj.number = 1
+    t0 = time.perf_counter()
+    stop = _bench._sample(subj, lambda: time.perf_counter() - t0, soft_budget=0.4, hard=False, precision=0.05,
+                          confidence=0.95, min_samples=10, max_samples=10_000, memory=False)
+    sampled = sum(subj.raw)
+    subj.finish()
+    assert asked == [0]  # asked once, when the interval was first met
+    if held:
+        assert stop in ("precision", "time") and sampled >= 0.3, (stop, sampled)  # min(0.75 s, 0.75 × 0.4 s)
+        assert subj.held["reasons"] == ("sw_power_cap",) and subj.held["span_s"] == pytest.approx(0.3)
+        note = str(perfmagic.findings.Finding.of("bench.clock-held", reasons=("sw_power_cap",), span_s=0.3,
+                                                   sampled_s=sampled))
+        assert "held down (sw_power_cap)" in note and "sampled for 3" in note
+    else:
+        assert stop in ("precision", "time") and 0.12 <= sampled < 0.25, (stop, sampled)  # min(0.25, 0.3 × 0.4)
+        assert subj.held is None

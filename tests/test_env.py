@@ -202,6 +202,15 @@ def test_gpu_info_idle_and_partial_failure(fake_nvml: Any) -> None:
     assert _env.gpu_info(0)["throttle_reasons"] == ["none"]
 
 
+def test_gpu_clock_held_names_only_the_reasons_that_hold_the_clock(fake_nvml: Any) -> None:
+    fake_nvml(0x4 | 0x1 | 0x10)  # power cap, plus idle and sync boost (which hold nothing down)
+    assert _env.gpu_clock_held(0) == ("sw_power_cap",)
+    fake_nvml(0x1)
+    assert _env.gpu_clock_held(0) == ()
+    fake_nvml(0x4, fail=("reasons",))
+    assert _env.gpu_clock_held(0) is None  # cannot say: not "free"
+
+
 def test_doubt_warnings_load() -> None:
     env: dict[str, Any] = {"gpu": None}
     warnings = [str(w) for w in _env.doubt_warnings(env, env, 1.2, 2)]

@@ -158,3 +158,20 @@ def test_where_ops_on_cuda_read_the_kernels_time_on_the_device() -> None:
     named = o.named()
     assert named and named[0].delta_s > 0 and named[0].b_s > 4 * named[0].a_s, o.rows()
     assert not o.funcs  # the device's kernels are not filed by Python function
+
+
+def test_a_gpu_roof_trial_times_planted_device_time_back_to_back() -> None:
+    """The roofs' sustained trial (roofs/kernels.py ``_cuda_sustained``): a planted 200 µs kernel reads its
+    own time within 3%, its calls run back to back for the trial's length (not one call), and a trial
+    asked for longer runs more calls."""
+    from perfmagic.roofs.kernels import SUSTAINED_S, _cuda_sustained
+
+    torch.zeros(1, device="cuda")
+    cycles = int(200e-6 * _cycles_per_second())
+    truth = _event_time(cycles)
+    run = _cuda_sustained("cuda:0")
+    t, calls = run(lambda: torch.cuda._sleep(cycles), 0.0)
+    assert abs(t / truth - 1) <= 0.03, (t, truth)
+    assert calls >= 0.9 * SUSTAINED_S / truth, calls  # a burst of SUSTAINED_S, not a single call
+    _, more = run(lambda: torch.cuda._sleep(cycles), 2 * SUSTAINED_S)
+    assert more >= 1.8 * calls, (more, calls)

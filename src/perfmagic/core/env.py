@@ -141,6 +141,12 @@ def _nvml_handle(nv: Any, index: int) -> Any:
     return nv.nvmlDeviceGetHandleByIndex(index)
 
 
+def _reason_mask(nv: Any, h: Any) -> int | None:
+    """The device's current clock event reason bits (the newer NVML name first, then the older one)."""
+    queries = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+    return next((m for m in (_safe(getattr(nv, q, None), h) for q in queries) if m is not None), None)
+
+
 def gpu_info(index: int = 0) -> dict[str, Any] | None:
     """Name, driver, clocks, temperature, power, utilisation and throttle reasons of CUDA device
     ``index`` via NVML (package nvidia-ml-py). None without pynvml, an NVIDIA driver, or the device.
@@ -169,12 +175,27 @@ def gpu_info(index: int = 0) -> dict[str, Any] | None:
         "power_w": power_mw / 1000.0 if isinstance(power_mw, (int, float)) else None,
         "utilization_gpu_pct": _safe(lambda: int(nv.nvmlDeviceGetUtilizationRates(h).gpu)),
     }
-    queries = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
-    mask = next((m for m in (_safe(getattr(nv, q, None), h) for q in queries) if m is not None), None)
+    mask = _reason_mask(nv, h)
     reasons = _safe(lambda: [name for bit, name in _THROTTLE_BITS if int(mask) & bit]) if mask is not None else None
     info["throttle_reasons"] = (reasons or ["none"]) if reasons is not None else None
     info["throttled"] = None if reasons is None else any(r not in _BENIGN_REASONS for r in reasons)
     return info
+
+
+def gpu_clock_held(index: int = 0) -> tuple[str, ...] | None:
+    """The NVML clock event reasons that hold CUDA device ``index``'s clock down right now (power cap,
+    thermal, hardware slowdown: not idle, application clocks or sync boost); ``()`` when none does, None
+    when NVML cannot say. One NVML query (tens of µs): cheap enough to ask inside a measurement."""
+    nv = _nvml()
+    if nv is None:
+        return None
+    h = _safe(_nvml_handle, nv, index)
+    if h is None:
+        return None
+    mask = _reason_mask(nv, h)
+    if mask is None:
+        return None
+    return tuple(name for bit, name in _THROTTLE_BITS if int(mask) & bit and name not in _BENIGN_REASONS)
 
 
 def _torch_facts() -> tuple[int | None, int | None, bool | None]:

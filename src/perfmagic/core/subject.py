@@ -44,6 +44,7 @@ class Subject:
             self.notes.append(Finding.of("core.exec-mode"))
         self.flusher: Callable[[], None] | None = None
         self.use: Any = None  # the DeviceUse of the cold call (auto sync), see core.devicework
+        self.held: dict[str, Any] | None = None  # the device's clock held down when the interval was met (bench)
         self.cold: float | None = None
         self.overhead = 0.0
         self.number = 1

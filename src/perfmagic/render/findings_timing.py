@@ -100,6 +100,10 @@ _BENCH: dict[str, Callable[[Any], str]] = {
                                      f"({fmt_time(f['timer_s'])}) is {f['timer_s'] / f['block_s']:.0%} of it"),
     "bench.slow-state": _slow_state,
     "bench.speed-gate": _speed_gate,
+    "bench.clock-held": lambda f: (f"the GPU's clock was held down ({', '.join(f['reasons'])}) when the interval was "
+                                   f"met: sampled for {fmt_time(f['sampled_s'])} instead of stopping early, since a "
+                                   "held clock moves over tenths of a second and a short answer reads whichever "
+                                   "state it fell in"),
     "bench.old-row": lambda f: ("rebuilt from a ledger row written before perfmagic stored its device, policy, "
                                 "warnings and notes: those are not shown"),
 }

@@ -8,6 +8,7 @@ torch and numpy are imported inside functions only.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -89,13 +90,17 @@ def settled(rates: list[float], tol: float = TRIAL_AGREE) -> tuple[float, bool]:
     return lo, agreed
 
 
+TrialFn = Callable[[Callable[[], Any], float], tuple[float, int]]
+
+
 def confirm(cands: dict[Any, tuple[Callable[[], Any], float]], timer: Callable[[Callable[[], Any]], float],
             deadline: float, min_s: float = TRIAL_MIN_S, max_trials: int = MAX_TRIALS,
-            min_trials: int = MIN_TRIALS) -> dict[Any, list[float]]:
+            min_trials: int = MIN_TRIALS, trial_fn: TrialFn | None = None) -> dict[Any, list[float]]:
     """Interleaved trials (A B A B ...) of each candidate ``key -> (fn, work per call)`` until every
     candidate has ``min_trials`` trials and the best candidate has two agreeing trials (:func:`settled`).
     Past ``deadline`` (perf_counter) two trials each are enough; disagreeing trials go on for a grace
-    of half the time given (five times ``min_s`` at least), then it stops; at most ``max_trials`` rounds. Returns ``key -> [work / fastest call time per trial]`` (work per second)."""
+    of half the time given (five times ``min_s`` at least), then it stops; at most ``max_trials`` rounds. Returns ``key -> [work / fastest call time per trial]`` (work per second).
+    ``trial_fn(fn, min_s) -> (time per call, calls)`` replaces :func:`trial` (a GPU's sustained trial)."""
     trials: dict[Any, list[float]] = {k: [] for k in cands}
     start = time.perf_counter()
     # past the deadline, trials that still disagree get a grace (half the time given, 5 trials' worth at least)
@@ -103,7 +108,7 @@ def confirm(cands: dict[Any, tuple[Callable[[], Any], float]], timer: Callable[[
     grace = deadline + max(5 * min_s, 0.5 * (deadline - start))
     for _ in range(max_trials):
         for k, (fn, work) in cands.items():
-            t, _calls = trial(fn, timer, min_s)
+            t, _calls = trial_fn(fn, min_s) if trial_fn is not None else trial(fn, timer, min_s)
             trials[k].append(work / t if t > 0 else 0.0)
         now = time.perf_counter()
         need = 2 if now > deadline else min_trials
@@ -116,7 +121,8 @@ def confirm(cands: dict[Any, tuple[Callable[[], Any], float]], timer: Callable[[
 
 
 def _sweep(run_one: Callable[[int], Callable[[], Any]], sizes: Iterable[int], deadline: float,
-           timer: Callable[[Callable[[], Any]], float], reps: int = 2, min_s: float = TRIAL_MIN_S) -> dict[str, Any]:
+           timer: Callable[[Callable[[], Any]], float], reps: int = 2, min_s: float = TRIAL_MIN_S,
+           trial_fn: TrialFn | None = None) -> dict[str, Any]:
     """The matmul rate over ``sizes`` (a short look: one warm call and ``reps`` timed calls each; the
     sweep stops when the next size would pass ``deadline``), then repeated trials at the best size
     (and the second best when it is within 15%) until two trials agree (:func:`confirm`).
@@ -142,7 +148,7 @@ def _sweep(run_one: Callable[[int], Callable[[], Any]], sizes: Iterable[int], de
     cands = {n: (run_one(n), 2.0 * n ** 3) for n in picks}
     for fn, _ in cands.values():
         timer(fn)  # warm again: the sweep moved on to other sizes
-    trials = confirm(cands, timer, deadline, min_s=min_s)
+    trials = confirm(cands, timer, deadline, min_s=min_s, trial_fn=trial_fn)
     best_n = max(trials, key=lambda n: settled(trials[n])[0])
     value, agreed = settled(trials[best_n])
     hi, lo, _ = agreeing_pair(trials[best_n])
@@ -334,11 +340,8 @@ def combine_bandwidth(a: dict[str, Any], b: dict[str, Any]) -> tuple[float, dict
 
 # ---- GPU (real, exercised only where a CUDA device exists) ------------------------------------------
 def _cuda_timer(dev: str) -> Callable[[Callable[[], Any]], float]:
-    """One call between two CUDA events. Measured on an H200 held at its 700 W limit (2026-11-28,
-    benchmarks/bench_gpu.py): these roofs read 0.996-1.020 of the best anchor for fp32, tf32 and fp16 and
-    1.060 for bf16 (the fastest single call of a trial catches a peak of the capped clock). Bursts of back-to-
-    back calls for 50 ms read higher still (fp16 1.126, bf16 1.091): bursts that short ran uncapped at
-    1980 MHz (a CUDA graph of 100 4096³ bf16 matmuls: 180 µs a call, against 205 µs sustained)."""
+    """One call between two CUDA events: the sweep's quick look at each size (the roof itself comes from
+    :func:`_cuda_sustained`)."""
     import torch
 
     def timer(fn: Callable[[], Any]) -> float:
@@ -352,6 +355,40 @@ def _cuda_timer(dev: str) -> Callable[[Callable[[], Any]], float]:
     return timer
 
 
+SUSTAINED_S = 0.3  # a GPU roof trial: calls back to back for this long ...
+SUSTAINED_KEEP = 0.5  # ... of which the last half is kept (the clock has settled under its power cap by then)
+SUSTAINED_MAX_CALLS = 4000
+
+
+def _cuda_sustained(dev: str) -> TrialFn:
+    """A GPU roof trial: ``fn`` called back to back for ``min_s`` (``SUSTAINED_S`` at least) with a CUDA
+    event after every call and no host wait between them, as a training loop runs its kernels; the trial's
+    time is the median call of its last half. Returns ``(seconds per call, calls)``.
+
+    Why not the fastest single call: on an H200 held at its 700 W limit (2026-11-28, benchmarks/bench_gpu.py)
+    the fastest call of a trial caught a peak of the capped clock (bf16 1.060 of the best anchor), and bursts
+    of 50 ms ran uncapped at 1980 MHz (fp16 1.126, bf16 1.091: 180 µs a 4096³ bf16 product, against 205 µs
+    sustained). The cap settles within about 0.1 s of back-to-back work."""
+    import torch
+
+    one = _cuda_timer(dev)
+
+    def run(fn: Callable[[], Any], min_s: float) -> tuple[float, int]:
+        t1 = max(one(fn), 1e-7)
+        n = int(min(SUSTAINED_MAX_CALLS, max(2 * TRIAL_MIN_CALLS, math.ceil(max(min_s, SUSTAINED_S) / t1))))
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+        events[0].record()
+        for e in events[1:]:
+            fn()
+            e.record()
+        events[-1].synchronize()
+        calls = [a.elapsed_time(b) / 1e3 for a, b in zip(events, events[1:])]
+        kept = sorted(calls[int(len(calls) * (1 - SUSTAINED_KEEP)):])
+        return kept[len(kept) // 2], n
+
+    return run
+
+
 def _gpu_compute(dev: str, dtypes: tuple[str, ...], clock: _Clock, share_s: float
                  ) -> tuple[dict[str, float], dict[str, Any], dict[str, str]]:
     import torch
@@ -359,7 +396,7 @@ def _gpu_compute(dev: str, dtypes: tuple[str, ...], clock: _Clock, share_s: floa
     idx = int(dev.split(":")[1])
     torch.cuda.set_device(idx)
     cap = torch.cuda.get_device_capability(idx)
-    timer = _cuda_timer(dev)
+    timer, sustained = _cuda_timer(dev), _cuda_sustained(dev)
     compute: dict[str, float] = {}
     details: dict[str, Any] = {}
     unsupported: dict[str, str] = {}
@@ -393,7 +430,7 @@ def _gpu_compute(dev: str, dtypes: tuple[str, ...], clock: _Clock, share_s: floa
                     return lambda: torch.matmul(a, b, out=out)
             torch.backends.cuda.matmul.allow_tf32 = d == "tf32"
             try:
-                res = _sweep(make, GPU_MATMUL_SIZES, deadline, timer, reps=3)
+                res = _sweep(make, GPU_MATMUL_SIZES, deadline, timer, reps=3, min_s=SUSTAINED_S, trial_fn=sustained)
             except Exception as exc:  # e.g. a kernel this device lacks
                 unsupported[d] = Finding.of("roofs.matmul-raised", error=type(exc).__name__, message=str(exc)[:200])
                 clock.step(f"{d}: failed")
@@ -426,7 +463,8 @@ def _gpu_bandwidth(dev: str, clock: _Clock, budget_s: float) -> tuple[float, dic
         fn()
     torch.cuda.synchronize(idx)
     trials = confirm({k: (fn, BYTES_PER_ELT[k] * 4 * n) for k, fn in kernels.items()}, timer,
-                     time.perf_counter() + max(1.0, min(budget_s - clock.spent(), 0.3 * budget_s)), min_s=0.02)
+                     time.perf_counter() + max(1.0, min(budget_s - clock.spent(), 0.3 * budget_s)),
+                     min_s=SUSTAINED_S, trial_fn=_cuda_sustained(dev))
     methods: dict[str, Any] = {}
     for name, rates in trials.items():
         value, agreed = settled(rates)

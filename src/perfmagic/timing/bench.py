@@ -64,6 +64,11 @@ MIN_SPAN_S = 0.05   # a precision stop needs this much sampled time (at most 30%
 # ...and this much device time on a GPU: a power-capped H100 moves its SM clock over ~0.1 s, so answers
 # that stopped after 50 ms of samples differed by 7-19% from round to round (bench_gpu, 2026-11-26)
 DEVICE_MIN_SPAN_S = 0.25
+# ...and this much where the device's clock is held down (NVML: power cap, thermal, hardware slowdown) when the
+# interval is met: under its 700 W cap an H200's bf16 matmuls moved 1.3-3.2% from one 0.3 s answer to the next,
+# against 0.7-1.0% for adaptive_autorange's ~1 s answers (bench_gpu, 2026-11-28)
+CAPPED_MIN_SPAN_S = 0.75
+CAPPED_MAX_SHARE = 0.75  # ...at most this share of the budget
 REFERENCE_S = 0.004  # the drift guard's reference workload, timed before and after the samples
 MAX_SOFT_BUDGET = 10.0
 # the speed gate only where its wait can pay: with b=0.1 s (a 25 ms wait) it left np.sort 1 sample of its 9,
@@ -315,9 +320,13 @@ def _speed_gate(subj: Subject, soft_budget: float, capture_env: bool, min_sample
 
 
 def _gate_record(gate: Any, subj: Subject, env: dict[str, Any], notes: list[Any]) -> None:
-    """What the speed gate did, into the result: ``env["speed_gate"]`` and its note (``bench.speed-gate``).
+    """What the speed gate did, into the result: ``env["speed_gate"]`` and its note (``bench.speed-gate``);
+    on a device, the note that its held-down clock made the samples span longer (``bench.clock-held``).
     Where the budget ran out with every sample set aside, those samples are the answer (the slow-state
     warning then says what they are)."""
+    if subj.held:  # the device's clock was held down: the samples spanned longer (_held_span)
+        notes.append(Finding.of("bench.clock-held", reasons=tuple(subj.held["reasons"]), span_s=subj.held["span_s"],
+                                sampled_s=sum(subj.raw)))
     if gate is None:
         return
     if not subj.raw and gate.set_aside:
@@ -339,6 +348,7 @@ def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, ha
     next_check = min_samples
     limit = soft_budget
     min_span = min(DEVICE_MIN_SPAN_S if subj.sync.device_timed else MIN_SPAN_S, 0.3 * soft_budget)
+    held_asked = not subj.sync.device_timed  # the device's clock is asked about once, when the interval is met
     while True:
         subj.sample()
         if gate is not None and gate.check(subj.raw) == "stop":  # it stayed slow: the fast samples are the answer
@@ -351,6 +361,9 @@ def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, ha
             # a precise interval over a few milliseconds of samples says nothing about the machine
             # states that last longer: the samples must also span min_span of sampled time
             half = (hi - lo) / 2 / max(_stats.median(pcs), 1e-300)
+            if cov >= confidence and sum(subj.raw) >= min_span and not held_asked:
+                held_asked = True
+                min_span = _held_span(subj, min_span, soft_budget)
             if cov >= confidence and sum(subj.raw) >= min_span:
                 # the default budget: past ANSWER_S, an interval within ANSWER_PRECISION is the answer
                 due = ("precision" if half <= precision else "time" if not hard and half <= ANSWER_PRECISION
@@ -373,6 +386,22 @@ def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, ha
             return "budget"
         if limit > soft_budget and n >= min_samples:
             return "budget"
+
+
+def _held_span(subj: Subject, min_span: float, soft_budget: float) -> float:
+    """The span a device-timed precision stop needs: ``min_span``, or ``CAPPED_MIN_SPAN_S`` (at most
+    ``CAPPED_MAX_SHARE`` of the budget) where NVML says the device's clock is held down right now: a capped
+    clock moves over tenths of a second to seconds, so a short answer reads whichever state it fell in. Kept
+    in ``subj.held`` (the reasons and the span) for the result's note."""
+    from ..core.env import gpu_clock_held
+
+    dev = str(subj.device)
+    reasons = gpu_clock_held(int(dev[5:]) if dev[5:].isdigit() else 0) if dev.startswith("cuda") else None
+    if not reasons:
+        return min_span
+    span = max(min_span, min(CAPPED_MIN_SPAN_S, CAPPED_MAX_SHARE * soft_budget))
+    subj.held = {"reasons": reasons, "span_s": span}
+    return span
 
 
 def _run_environment(subj: Subject, probe: Any, cold_probe: Any, ref_before: float | None, warnings: list[str],
