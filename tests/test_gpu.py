@@ -172,6 +172,8 @@ def test_a_gpu_roof_trial_times_planted_device_time_back_to_back() -> None:
     run = _cuda_sustained("cuda:0")
     t, calls = run(lambda: torch.cuda._sleep(cycles), 0.0)
     assert abs(t / truth - 1) <= 0.03, (t, truth)
-    assert calls >= 0.9 * SUSTAINED_S / truth, calls  # a burst of SUSTAINED_S, not a single call
+    # a burst of SUSTAINED_S, not a single call (its length is planned from one call timed alone, which
+    # carries the launch: 211-242 µs for this 200 µs kernel on an H200)
+    assert calls >= 0.75 * SUSTAINED_S / truth, calls
     _, more = run(lambda: torch.cuda._sleep(cycles), 2 * SUSTAINED_S)
-    assert more >= 1.8 * calls, (more, calls)
+    assert more >= 1.5 * calls, (more, calls)
