@@ -159,7 +159,9 @@ def test_quick_calibration_is_sane(quick_ceilings: Ceilings) -> None:
     for d, per in c.details["compute"].items():
         assert c.compute[d] == max(m["flops_per_s"] for m in per.values())
     assert "counting" in c.details["bandwidth"] and c.ridge("float32") > 0
-    assert c.calibration_s < 10
+    # a 3 s budget overruns where trials disagree (a grace to settle them): 10.3 s once, beside 11 other test
+    # processes on a 16-core GPU machine (2026-11-28); a calibration that ignored its budget would take far longer
+    assert c.calibration_s < 4 * 3.0
 
 
 # ---- verdicts on this machine -------------------------------------------------------------------------

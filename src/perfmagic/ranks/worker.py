@@ -44,6 +44,7 @@ WARMUP_STEPS = 5
 WARMUP_STEPS_SLOW = 2
 SLOW_STEP_S = 0.05
 PROFILED_STEPS = 5
+SETTLE_S = 0.005  # after the profiled steps, before the profiler stops: collectives' events closed (_profile_steps)
 LINK_SIZES = tuple(2 ** k for k in range(12, 25, 2))  # bytes: 4 KiB ... 16 MiB
 LINK_REPS = 5
 LINK_MAX_CALL_S = 0.1
@@ -154,6 +155,11 @@ def _profile_steps(step: Any, n: int, device: Any, backend: str) -> dict[str, An
             with record_function("perfmagic::step"):
                 step()
                 _sync(device)
+        # gloo runs a collective on its own worker thread, which closes the collective's profiler event just
+        # after it has released the waiting step: stopped at once, the profiler could miss the last step's
+        # all-reduce (0 bytes in one step of one rank, 2 runs on a 16-core machine with 12 test processes)
+        dist.barrier()
+        time.sleep(SETTLE_S)
     finally:
         with quiet_stderr():
             prof.stop()

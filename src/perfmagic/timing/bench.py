@@ -21,7 +21,8 @@ The algorithm, in order (every step is visible in the result):
    default) with at least ``min_samples`` samples spanning at least ``MIN_SPAN_S`` (50 ms; 250 ms of
    device time on a GPU, whose power cap moves the clock over ~0.1 s; at most 30% of the budget) of
    sampled time — a precise interval over 2 ms of samples cannot see the machine's slower states — or
-   the budget is spent. With the default budget an answer is also due after ``ANSWER_S`` (0.1 s, the
+   the budget is spent. Where NVML says the device's clock is held down when the interval is first met,
+   the span is ``CAPPED_MIN_SPAN_S`` (0.75 s, at most 75% of the budget; note ``bench.clock-held``). With the default budget an answer is also due after ``ANSWER_S`` (0.1 s, the
    drift guard and the tail after the samples included): from then on an interval within ±2.5%
    (``ANSWER_PRECISION``) stops the run (stop reason ``"time"``), so a call of a millisecond or less costs
    about 0.1 s, as ``%timeit``'s first loops do; ``budget=`` (``-b``) buys the stricter target. On CUDA the samples run back to back (``CudaSync.pace = "sustained"``: the
