@@ -152,7 +152,10 @@ def test_planted_serial_fraction_across_world_sizes() -> None:
     assert not r.excluded and r.scaling is not None and len(r.scaling.good) == 3
     a = r.scaling.reliable("amdahl")
     if a is not None:
-        assert 0.12 <= a.params["S"] <= 0.38, a.params
+        # planted S = 0.25. Where 4 ranks share fewer cores their speedup may fall 30% short (above), and a
+        # 4-rank speedup of 0.7 × 2.29 alone fits S = 0.5; S = 0.383 was fitted once on 2 cores (fresh-clone CI,
+        # 2026-11-28)
+        assert 0.12 <= a.params["S"] <= (0.38 if cores >= 4 else 0.5), (a.params, why)
 
 
 def test_a_failing_rank_reports_its_traceback_and_leaves_no_process() -> None:
