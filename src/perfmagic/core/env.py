@@ -147,6 +147,13 @@ def _reason_mask(nv: Any, h: Any) -> int | None:
     return next((m for m in (_safe(getattr(nv, q, None), h) for q in queries) if m is not None), None)
 
 
+def _nvml_device(index: int) -> tuple[Any, Any] | None:
+    """``(pynvml, handle)`` for CUDA device ``index``, or None (no pynvml, no driver, no such device)."""
+    nv = _nvml()
+    h = _safe(_nvml_handle, nv, index) if nv is not None else None
+    return (nv, h) if h is not None else None
+
+
 def gpu_info(index: int = 0) -> dict[str, Any] | None:
     """Name, driver, clocks, temperature, power, utilisation and throttle reasons of CUDA device
     ``index`` via NVML (package nvidia-ml-py). None without pynvml, an NVIDIA driver, or the device.
@@ -154,12 +161,10 @@ def gpu_info(index: int = 0) -> dict[str, Any] | None:
     Clocks are in MHz, power in W. ``throttle_reasons`` decodes the current clock event reasons;
     ``throttled`` is True when any reason other than idle/application clocks/sync boost is active.
     """
-    nv = _nvml()
-    if nv is None:
+    dev = _nvml_device(index)
+    if dev is None:
         return None
-    h = _safe(_nvml_handle, nv, index)
-    if h is None:
-        return None
+    nv, h = dev
     cuda = _safe(nv.nvmlSystemGetCudaDriverVersion)
     power_mw = _safe(nv.nvmlDeviceGetPowerUsage, h)
     info: dict[str, Any] = {
@@ -186,13 +191,8 @@ def gpu_clock_held(index: int = 0) -> tuple[str, ...] | None:
     """The NVML clock event reasons that hold CUDA device ``index``'s clock down right now (power cap,
     thermal, hardware slowdown: not idle, application clocks or sync boost); ``()`` when none does, None
     when NVML cannot say. One NVML query (tens of µs): cheap enough to ask inside a measurement."""
-    nv = _nvml()
-    if nv is None:
-        return None
-    h = _safe(_nvml_handle, nv, index)
-    if h is None:
-        return None
-    mask = _reason_mask(nv, h)
+    dev = _nvml_device(index)
+    mask = _reason_mask(*dev) if dev is not None else None
     if mask is None:
         return None
     return tuple(name for bit, name in _THROTTLE_BITS if int(mask) & bit and name not in _BENIGN_REASONS)
