@@ -1035,3 +1035,49 @@ def test_a_rate_above_the_dram_roof_with_a_working_set_no_cache_holds_is_not_cal
     assert [x.kind for x in _warnings(timing, _fake(bandwidth_Bps=35e9), None, 1e6, big, big / 47e9)] == [
         "roofline.in-cache"]
 
+
+
+class _HostEvent:
+    """A stand-in for ``torch.cuda.Event`` that stamps the host clock: the device is the host here."""
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        self.t = None
+
+    def record(self) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        return None
+
+    def elapsed_time(self, end: "_HostEvent") -> float:
+        return (end.t - self.t) * 1e3  # ms, as CUDA events report
+
+
+def test_the_gpu_roof_trial_keeps_the_settled_half_of_a_sustained_burst(monkeypatch) -> None:
+    """``_cuda_sustained`` (roofs/kernels.py): calls back to back for the trial's length, an event after each,
+    the median call of the last half. Planted: calls take 2 ms for the first 0.19 s of the burst (a clock not yet
+    settled under its cap), then 1 ms, with every 10th settled call a 0.5 ms peak. The trial reads the settled
+    1 ms: not the fastest call (0.5 ms), not the whole burst's median (2 ms: most calls are unsettled) nor its
+    mean (~1.6 ms)."""
+    from perfmagic.roofs import kernels
+
+    monkeypatch.setattr(torch.cuda, "Event", _HostEvent)
+    start, settled = [None], [0]
+
+    def call() -> None:
+        now = time.perf_counter()
+        if start[0] is None:
+            start[0] = now
+        if now - start[0] < 0.19:
+            d = 0.002
+        else:
+            settled[0] += 1
+            d = 0.0005 if settled[0] % 10 == 0 else 0.001
+        end = now + d
+        while time.perf_counter() < end:
+            pass
+
+    run = kernels._cuda_sustained("cuda:0")
+    t, calls = run(call, 0.0)
+    assert 0.00095 < t < 0.0013, (t, calls, settled[0])
+    assert calls >= 0.9 * kernels.SUSTAINED_S / 0.002, calls  # planned from one timed call: a burst, not one call
