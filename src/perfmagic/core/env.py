@@ -141,6 +141,23 @@ def _nvml_handle(nv: Any, index: int) -> Any:
     return nv.nvmlDeviceGetHandleByIndex(index)
 
 
+def cuda_index(device: str) -> int:
+    """The CUDA device index ``device`` names (``"cuda:1"`` -> 1); a bare ``"cuda"`` is the current device
+    where torch has initialised CUDA, else 0. Never initialises CUDA."""
+    _, _, idx = str(device).partition(":")
+    if idx.isdigit():
+        return int(idx)
+    torch = sys.modules.get("torch")
+    if torch is not None and _safe(lambda: torch.cuda.is_initialized()):
+        return int(_safe(torch.cuda.current_device) or 0)
+    return 0
+
+
+def _reasons(mask: int) -> list[str]:
+    """The names of the NVML clock event reason bits set in ``mask``."""
+    return [name for bit, name in _THROTTLE_BITS if int(mask) & bit]
+
+
 def _reason_mask(nv: Any, h: Any) -> int | None:
     """The device's current clock event reason bits (the newer NVML name first, then the older one)."""
     queries = ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
@@ -181,7 +198,7 @@ def gpu_info(index: int = 0) -> dict[str, Any] | None:
         "utilization_gpu_pct": _safe(lambda: int(nv.nvmlDeviceGetUtilizationRates(h).gpu)),
     }
     mask = _reason_mask(nv, h)
-    reasons = _safe(lambda: [name for bit, name in _THROTTLE_BITS if int(mask) & bit]) if mask is not None else None
+    reasons = _safe(_reasons, mask) if mask is not None else None
     info["throttle_reasons"] = (reasons or ["none"]) if reasons is not None else None
     info["throttled"] = None if reasons is None else any(r not in _BENIGN_REASONS for r in reasons)
     return info
@@ -195,7 +212,7 @@ def gpu_clock_held(index: int = 0) -> tuple[str, ...] | None:
     mask = _reason_mask(*dev) if dev is not None else None
     if mask is None:
         return None
-    return tuple(name for bit, name in _THROTTLE_BITS if int(mask) & bit and name not in _BENIGN_REASONS)
+    return tuple(r for r in _reasons(mask) if r not in _BENIGN_REASONS)
 
 
 def _torch_facts() -> tuple[int | None, int | None, bool | None]:
@@ -249,11 +266,7 @@ def capture(device: str = "cpu") -> dict[str, Any]:
     threads, interop, cuda_available = _torch_facts()
     gpu = None
     if device.startswith("cuda"):
-        _, _, idx = device.partition(":")
-        torch = sys.modules.get("torch")
-        if not idx.isdigit() and torch is not None and _safe(lambda: torch.cuda.is_initialized()):
-            idx = str(_safe(torch.cuda.current_device) or 0)
-        gpu = gpu_info(int(idx) if idx.isdigit() else 0)
+        gpu = gpu_info(cuda_index(device))
     sched_getaffinity = getattr(os, "sched_getaffinity", None)
     return {
         "python": platform.python_version(), **_static(), "logical_cores": os.cpu_count(),

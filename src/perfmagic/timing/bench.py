@@ -362,10 +362,12 @@ def _sample(subj: Subject, spent: Callable[[], float], *, soft_budget: float, ha
             # a precise interval over a few milliseconds of samples says nothing about the machine
             # states that last longer: the samples must also span min_span of sampled time
             half = (hi - lo) / 2 / max(_stats.median(pcs), 1e-300)
-            if cov >= confidence and sum(subj.raw) >= min_span and not held_asked:
+            spanned = cov >= confidence and sum(subj.raw) >= min_span
+            if spanned and not held_asked:  # (where the device's clock is held down, the span grows)
                 held_asked = True
                 min_span = _held_span(subj, min_span, soft_budget)
-            if cov >= confidence and sum(subj.raw) >= min_span:
+                spanned = sum(subj.raw) >= min_span
+            if spanned:
                 # the default budget: past ANSWER_S, an interval within ANSWER_PRECISION is the answer
                 due = ("precision" if half <= precision else "time" if not hard and half <= ANSWER_PRECISION
                        and spent() + _TAIL_S[0] + REFERENCE_S >= ANSWER_S else None)
@@ -394,10 +396,10 @@ def _held_span(subj: Subject, min_span: float, soft_budget: float) -> float:
     ``CAPPED_MAX_SHARE`` of the budget) where NVML says the device's clock is held down right now: a capped
     clock moves over tenths of a second to seconds, so a short answer reads whichever state it fell in. Kept
     in ``subj.held`` (the reasons and the span) for the result's note."""
-    from ..core.env import gpu_clock_held
+    from ..core.env import cuda_index, gpu_clock_held
 
     dev = str(subj.device)
-    reasons = gpu_clock_held(int(dev[5:]) if dev[5:].isdigit() else 0) if dev.startswith("cuda") else None
+    reasons = gpu_clock_held(cuda_index(dev)) if dev.startswith("cuda") else None
     if not reasons:
         return min_span
     span = max(min_span, min(CAPPED_MIN_SPAN_S, CAPPED_MAX_SHARE * soft_budget))
